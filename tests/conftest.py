@@ -1,0 +1,36 @@
+"""Shared fixtures. Every per-variant test parametrizes over COMBOS, the product of all registries,
+so a newly registered part is covered without a new test."""
+
+import itertools
+
+import pytest
+import torch
+
+import zoo
+
+COMBOS = [".".join(combo) for combo in itertools.product(*(zoo.registry(axis).names() for axis in zoo.AXES))]
+
+TINY = dict(
+    vocab_size=19, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=2, n_decoder_layers=2, dropout=0.0, max_len=40
+)
+"""A model small enough that the whole grid of variants runs in seconds."""
+
+
+@pytest.fixture(params=COMBOS)
+def variant(request) -> str:
+    return request.param
+
+
+def tiny(name: str, **overrides) -> zoo.ModelSpec:
+    return zoo.spec(name, **{**TINY, **overrides})
+
+
+def padded_batch(lengths, vocab_size: int, seed: int = 0, spec: zoo.ModelSpec | None = None) -> torch.Tensor:
+    """Rows of random ordinary tokens, each ending in eos and right-padded to the longest row."""
+    pad, eos = (spec.pad_id, spec.eos_id) if spec is not None else (0, 2)
+    gen = torch.Generator().manual_seed(seed)
+    batch = torch.full((len(lengths), max(lengths)), pad, dtype=torch.long)
+    for row, length in enumerate(lengths):
+        batch[row, : length - 1] = torch.randint(3, vocab_size, (length - 1,), generator=gen)
+        batch[row, length - 1] = eos
+    return batch

@@ -1,0 +1,61 @@
+"""Axis `position`: how token order enters the model."""
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from zoo.parts import PositionScheme
+from zoo.registry import registry
+from zoo.spec import ModelSpec
+
+register = registry("position").register
+
+
+def sinusoid_table(length: int, d_model: int) -> Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same); computed in float64."""
+    position = torch.arange(length, dtype=torch.float64)[:, None]
+    frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(length, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
+    return table.float()
+
+
+@register("sinusoidal")
+class Sinusoidal(PositionScheme):
+    """Fixed sinusoids of Vaswani et al. 2017; the table grows on demand, so any length works."""
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__(spec)
+        self.d_model = spec.d_model
+        self.register_buffer("table", sinusoid_table(spec.max_len, spec.d_model), persistent=False)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        end = offset + x.size(1)
+        if end > self.table.size(0):
+            self.table = sinusoid_table(max(end, 2 * self.table.size(0)), self.d_model).to(self.table.device)
+        return x + self.table[offset:end].to(x.dtype)
+
+
+@register("learned")
+class Learned(PositionScheme):
+    """A trained table of max_len position embeddings (BERT, GPT-2).
+
+    Initialized with the RMS of the sinusoidal table (1/sqrt(2)), so both schemes start at one scale.
+    """
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__(spec)
+        self.max_length = spec.max_len
+        self.table = nn.Embedding(spec.max_len, spec.d_model)
+        self.table.init_std = 2**-0.5
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        self.check_length(offset + x.size(1))
+        return x + self.table.weight[offset : offset + x.size(1)]
+
+
+@register("none")
+class NoPosition(PositionScheme):
+    """No position information: a bag-of-tokens baseline (the decoder still sees causal order)."""

@@ -1,0 +1,74 @@
+"""Scaled dot-product attention and the key/value cache shared by every attention variant.
+
+Mask convention (the only one inside the zoo): a bool tensor broadcastable to
+(batch, heads, queries, keys), True where a query may look at a key. Masked scores are set to the
+dtype's most negative finite value, not -inf, so a query with no visible key (a row that is all
+padding) attends uniformly and stays finite instead of turning into NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def attend(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor,
+    bias: Tensor | None = None,
+    dropout: float = 0.0,
+    need_weights: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """softmax(q k^T / sqrt(d_head) + bias) v for q (B, H, Tq, d), k and v (B, H, Tk, d)."""
+    scores = torch.einsum("bhqd,bhkd->bhqk", q * q.size(-1) ** -0.5, k)
+    if bias is not None:
+        scores = scores + bias
+    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)
+    dropped = F.dropout(weights, dropout) if dropout > 0 else weights
+    out = torch.einsum("bhqk,bhkd->bhqd", dropped, v)
+    return out, (weights if need_weights else None)
+
+
+class KVCache:
+    """Keys and values one attention layer computed in earlier decoding steps.
+
+    Self-attention `append`s each step's keys; cross-attention `memo`izes the keys of the encoder
+    memory, which do not change. `slot` separates groups of heads that cache on their own.
+    """
+
+    def __init__(self) -> None:
+        self._store: dict[object, tuple[Tensor, Tensor]] = {}
+
+    def append(self, slot: object, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        if slot in self._store:
+            old_k, old_v = self._store[slot]
+            k, v = torch.cat([old_k, k], dim=-2), torch.cat([old_v, v], dim=-2)
+        self._store[slot] = (k, v)
+        return k, v
+
+    def memo(self, slot: object, compute: Callable[[], tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
+        if slot not in self._store:
+            self._store[slot] = compute()
+        return self._store[slot]
+
+
+@dataclass
+class LayerCache:
+    self_attn: KVCache = field(default_factory=KVCache)
+    cross_attn: KVCache = field(default_factory=KVCache)
+
+
+@dataclass
+class DecoderCache:
+    """Everything incremental decoding keeps between steps: the per-layer caches and how many
+    target positions were already decoded (the position offset of the next step)."""
+
+    layers: list[LayerCache]
+    offset: int = 0

@@ -1,0 +1,128 @@
+"""Picking a variant by name: presets (data, chained from a base) and canonical names.
+
+A preset is a partial ModelSpec with an optional `base` preset it extends; resolving one walks the
+chain and applies each level's fields on top of its base's. Every combination of registered axis
+values is also reachable by its canonical name (`pre.learned.per_head.gelu`) without being listed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from zoo.registry import AXES, UnknownChoiceError, load_plugins
+from zoo.spec import ModelSpec
+
+_PRESETS: dict[str, dict[str, Any]] = {}
+_builtin_loaded = False
+
+
+def register_preset(name: str, fields: Mapping[str, Any], *, base: str | None = None, description: str = "") -> None:
+    """Add a preset (plugins call this too). Names are unique and dot-free (dots mean axes)."""
+    if not name or "." in name:
+        raise ValueError(f"preset name {name!r} must be non-empty and free of dots")
+    if name in _PRESETS:
+        raise ValueError(f"preset '{name}' is already registered")
+    _PRESETS[name] = {"base": base, "description": description, "fields": dict(fields)}
+
+
+def _presets() -> dict[str, dict[str, Any]]:
+    global _builtin_loaded
+    if not _builtin_loaded:
+        _builtin_loaded = True
+        text = resources.files("zoo.variants").joinpath("presets.yaml").read_text(encoding="utf-8")
+        for name, entry in yaml.safe_load(text).items():
+            register_preset(name, entry.get("spec", {}), base=entry.get("base"), description=entry.get("description", ""))
+        load_plugins()
+    return _PRESETS
+
+
+def list_variants(pattern: str = "*") -> list[str]:
+    """Preset names matching an fnmatch pattern, like timm's `list_models("*pattern*")`."""
+    return sorted(name for name in _presets() if fnmatch.fnmatchcase(name, pattern))
+
+
+def preset_chain(name: str) -> list[str]:
+    """The preset and its bases, most basic first."""
+    presets, chain = _presets(), []
+    while name is not None:
+        if name not in presets:
+            raise UnknownChoiceError("preset", name, presets)
+        if name in chain:
+            raise ValueError(f"preset '{name}' extends itself: {' -> '.join([*chain, name])}")
+        chain.append(name)
+        name = presets[name]["base"]
+    return chain[::-1]
+
+
+def preset_fields(name: str) -> dict[str, Any]:
+    """The fields a preset sets, its bases' included."""
+    fields: dict[str, Any] = {}
+    for level in preset_chain(name):
+        fields = merge_fields(fields, _presets()[level]["fields"])
+    return fields
+
+
+def preset_description(name: str) -> str:
+    return _presets()[preset_chain(name)[-1]]["description"]
+
+
+def merge_fields(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Overrides on top of base, where `vocab_size` stands for both vocabulary sizes."""
+    merged = dict(base)
+    if "vocab_size" in merged and ({"vocab_size", "src_vocab_size", "tgt_vocab_size"} & set(overrides)):
+        size = merged.pop("vocab_size")
+        merged.setdefault("src_vocab_size", size)
+        merged.setdefault("tgt_vocab_size", size)
+    if "vocab_size" in overrides:
+        merged.pop("src_vocab_size", None)
+        merged.pop("tgt_vocab_size", None)
+    merged.update(overrides)
+    return merged
+
+
+def name_fields(name: str) -> dict[str, Any]:
+    """The fields a preset or canonical name stands for."""
+    if not isinstance(name, str):
+        raise TypeError(f"a variant name must be a string, got {type(name).__name__}")
+    if name in _presets():
+        return preset_fields(name)
+    parts = name.split(".")
+    if len(parts) == len(AXES):
+        return dict(zip(AXES, parts))
+    raise UnknownChoiceError(
+        "variant", name, _presets(), hint=f"; or a canonical name {'.'.join(AXES)}, e.g. post.sinusoidal.fused.relu"
+    )
+
+
+def spec(name: str, **overrides: Any) -> ModelSpec:
+    """A validated ModelSpec for a preset or canonical name, with field overrides."""
+    return ModelSpec.model_validate(merge_fields(name_fields(name), overrides))
+
+
+def resolve(source: ModelSpec | str | Mapping[str, Any], **overrides: Any) -> ModelSpec:
+    """A ModelSpec from a spec, a name, or a mapping (which may name a `preset` to start from)."""
+    if isinstance(source, ModelSpec):
+        if not overrides:
+            return source
+        return ModelSpec.model_validate(merge_fields(source.model_dump(), overrides))
+    if isinstance(source, str):
+        return spec(source, **overrides)
+    if isinstance(source, Mapping):
+        fields = dict(source)
+        preset = fields.pop("preset", None)
+        base = name_fields(preset) if preset is not None else {}
+        return ModelSpec.model_validate(merge_fields(merge_fields(base, fields), overrides))
+    raise TypeError(f"cannot make a ModelSpec from {type(source).__name__}; give a ModelSpec, a name or a mapping")
+
+
+def load_spec(path: str | Path, **overrides: Any) -> ModelSpec:
+    """A ModelSpec from a YAML (or JSON) file: full fields, or `preset:` plus overrides."""
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{path}: a model spec file holds a mapping of fields, got {type(data).__name__}")
+    return resolve(data, **overrides)

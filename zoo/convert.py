@@ -1,0 +1,45 @@
+"""`convert`: the same weights under a spec that differs only in weight-compatible fields.
+
+A change is weight-compatible when the new model's canonical state (see zoo.canonical) has exactly
+the keys and shapes of the old one, so every weight carries over and none is dropped: attention
+per_head <-> fused (which keeps the function exactly), but also e.g. post <-> pre norm or relu <->
+gelu (which keep the weights and change the function: useful for probing a trained model).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zoo.canonical import canonical_state, load_canonical_state
+from zoo.catalog import resolve
+from zoo.model import EncoderDecoder
+
+
+def convert(model: EncoderDecoder, **changes: Any) -> EncoderDecoder:
+    """A new model with `changes` applied to the spec and every weight of `model` carried over."""
+    old_spec = model.spec
+    new_spec = resolve(old_spec, **changes)
+    changed = {
+        field: (getattr(old_spec, field), getattr(new_spec, field))
+        for field in type(old_spec).model_fields
+        if getattr(old_spec, field) != getattr(new_spec, field)
+    }
+    described = ", ".join(f"{field} {old!r} -> {new!r}" for field, (old, new) in changed.items()) or "nothing"
+    if "tie_embeddings" in changed:
+        raise ValueError(f"cannot convert ({described}): tying or untying embeddings drops or invents weights")
+    new = EncoderDecoder(new_spec, seed=0)
+    old_state, new_state = canonical_state(model), canonical_state(new)
+    problems = [f"{name} is missing from the new model" for name in old_state.keys() - new_state.keys()]
+    problems += [f"{name} has no weight in the original model" for name in new_state.keys() - old_state.keys()]
+    problems += [
+        f"{name} changes shape {tuple(old_state[name].shape)} -> {tuple(tensor.shape)}"
+        for name, tensor in new_state.items()
+        if name in old_state and old_state[name].shape != tensor.shape
+    ]
+    if problems:
+        shown = "; ".join(sorted(problems)[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+        raise ValueError(f"cannot convert ({described}): the change is not weight-compatible: {shown}")
+    reference = next(model.parameters())
+    new = new.to(device=reference.device, dtype=reference.dtype)
+    load_canonical_state(new, old_state)
+    return new.train(model.training)

@@ -1,0 +1,57 @@
+"""Greedy decoding with an incremental key/value cache.
+
+Each step feeds only the newest token; self-attention keys and values of earlier steps and the
+cross-attention keys of the memory come from the cache, so a step costs work proportional to the
+current length. `use_cache=False` re-decodes the whole prefix each step (the reference).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from zoo.inputs import check_ids
+from zoo.masks import decoder_mask, padding_mask
+
+
+@torch.no_grad()
+def greedy(model, src: Tensor, max_new_tokens: int | None = None, use_cache: bool = True) -> Tensor:
+    """int64 ids (B, 1 + steps) starting with bos; each row stops at its eos and is padded after.
+
+    Never emits pad or bos. Runs in eval mode (restoring the caller's mode), since greedy
+    decoding with dropout would not be greedy. By default decodes up to max_len - 1 new tokens.
+    """
+    spec = model.spec
+    check_ids("src", src, spec.src_vocab_size)
+    if max_new_tokens is None:
+        max_new_tokens = spec.max_len - 1
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    model.decoder.embed.position.check_length(1 + max_new_tokens)
+    was_training = model.training
+    model.eval()
+    try:
+        return _greedy(model, src, max_new_tokens, use_cache)
+    finally:
+        model.train(was_training)
+
+
+def _greedy(model, src: Tensor, max_new_tokens: int, use_cache: bool) -> Tensor:
+    spec = model.spec
+    memory, _ = model._encode(src)
+    cross_mask = padding_mask(src, spec.pad_id)
+    tokens = torch.full((src.size(0), 1), spec.bos_id, dtype=torch.long, device=src.device)
+    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    cache = model.decoder.new_cache() if use_cache else None
+    for _ in range(max_new_tokens):
+        step = tokens[:, -1:] if use_cache else tokens
+        self_mask = decoder_mask(tokens, step.size(1), spec.pad_id)
+        hidden, _ = model.decoder(step, memory, self_mask, cross_mask, cache)
+        logits = model.generator(hidden[:, -1])
+        logits[:, [spec.pad_id, spec.bos_id]] = float("-inf")
+        next_token = logits.argmax(dim=-1).masked_fill(done, spec.pad_id)
+        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+        done |= next_token == spec.eos_id
+        if bool(done.all()):
+            break
+    return tokens

@@ -1,0 +1,97 @@
+"""EncoderDecoder: the full model, and `build`, which makes one from a spec, a name or a mapping."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from zoo.catalog import resolve
+from zoo.init import draw_seed, initialize
+from zoo.inputs import check_ids, check_memory, check_same_batch
+from zoo.masks import decoder_mask, padding_mask
+from zoo.spec import ModelSpec
+from zoo.stacks import Decoder, Encoder
+
+
+class AttentionMaps(NamedTuple):
+    """Attention weights per layer, each (batch, heads, queries, keys)."""
+
+    encoder: list[Tensor]
+    decoder_self: list[Tensor]
+    decoder_cross: list[Tensor]
+
+
+class EncoderDecoder(nn.Module):
+    """src ids -> encoder -> memory; tgt ids + memory -> decoder -> logits over the target vocabulary.
+
+    Weights are initialized from `seed` (by default one draw from torch's global generator) so
+    that variants sharing a parameter share its initial value; see zoo.init.
+    """
+
+    def __init__(self, spec: ModelSpec, seed: int | None = None):
+        super().__init__()
+        self.spec = spec
+        with torch.random.fork_rng(devices=[]):  # construction's own draws are replaced by initialize
+            self.encoder = Encoder(spec)
+            self.decoder = Decoder(spec)
+            self.generator = nn.Linear(spec.d_model, spec.tgt_vocab_size, bias=spec.bias)
+        if spec.tie_embeddings:
+            self.generator.weight = self.decoder.embed.tokens.weight
+        initialize(self, draw_seed() if seed is None else seed)
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        """Logits (B, T, tgt_vocab_size) for int64 src (B, S) and tgt (B, T)."""
+        check_ids("src", src, self.spec.src_vocab_size)
+        check_ids("tgt", tgt, self.spec.tgt_vocab_size)
+        check_same_batch(src, tgt)
+        return self._decode(tgt, self._encode(src)[0], src)[0]
+
+    def encode(self, src: Tensor) -> Tensor:
+        """The encoder memory (B, S, d_model)."""
+        check_ids("src", src, self.spec.src_vocab_size)
+        return self._encode(src)[0]
+
+    def decode(self, tgt: Tensor, memory: Tensor, src: Tensor) -> Tensor:
+        """Logits for tgt given the memory encoded from src (whose padding the decoder must skip)."""
+        check_ids("tgt", tgt, self.spec.tgt_vocab_size)
+        check_ids("src", src, self.spec.src_vocab_size)
+        check_same_batch(src, tgt)
+        check_memory(memory, src, self.spec.d_model)
+        return self._decode(tgt, memory, src)[0]
+
+    def attention_maps(self, src: Tensor, tgt: Tensor) -> AttentionMaps:
+        """Every layer's attention weights for one teacher-forced pass (for plotting)."""
+        check_ids("src", src, self.spec.src_vocab_size)
+        check_ids("tgt", tgt, self.spec.tgt_vocab_size)
+        check_same_batch(src, tgt)
+        memory, encoder_maps = self._encode(src, need_weights=True)
+        _, decoder_maps = self._decode(tgt, memory, src, need_weights=True)
+        return AttentionMaps(
+            encoder=[m["self"] for m in encoder_maps],
+            decoder_self=[m["self"] for m in decoder_maps],
+            decoder_cross=[m["cross"] for m in decoder_maps],
+        )
+
+    def generate(self, src: Tensor, max_new_tokens: int | None = None, use_cache: bool = True) -> Tensor:
+        """Greedy decoding; see zoo.generate.greedy."""
+        from zoo.generate import greedy
+
+        return greedy(self, src, max_new_tokens, use_cache)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def _encode(self, src: Tensor, need_weights: bool = False):
+        return self.encoder(src, padding_mask(src, self.spec.pad_id), need_weights)
+
+    def _decode(self, tgt: Tensor, memory: Tensor, src: Tensor, need_weights: bool = False):
+        self_mask = decoder_mask(tgt, tgt.size(1), self.spec.pad_id)
+        hidden, maps = self.decoder(tgt, memory, self_mask, padding_mask(src, self.spec.pad_id), None, need_weights)
+        return self.generator(hidden), maps
+
+
+def build(source: ModelSpec | str | Mapping[str, Any], /, *, seed: int | None = None, **overrides: Any) -> EncoderDecoder:
+    """A model from a ModelSpec, a preset or canonical name, or a mapping, with field overrides."""
+    return EncoderDecoder(resolve(source, **overrides), seed=seed)

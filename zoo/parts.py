@@ -1,0 +1,118 @@
+"""The small fixed interfaces between axes. Every registered part subclasses one of these.
+
+- norm (NormPlacement): forward(x, sublayer) -> x; where normalization sits around a sublayer.
+- position (PositionScheme): may add to the embeddings, rotate queries and keys, or bias scores.
+- attention (Attention): queries from x, keys/values from x or the encoder memory, one mask
+  convention (see zoo.attend), an optional incremental cache.
+- ffn: any nn.Module mapping (B, T, d_model) -> (B, T, d_model).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, ClassVar
+
+from torch import Tensor, nn
+
+from zoo.attend import KVCache
+from zoo.registry import registry
+from zoo.spec import ModelSpec
+
+
+def build_part(axis: str, spec: ModelSpec) -> nn.Module:
+    """The part the spec names on an axis, built from the spec."""
+    return registry(axis).get(getattr(spec, axis))(spec)
+
+
+class NormPlacement(nn.Module):
+    """Wraps one sublayer F with its residual connection, its LayerNorm and its dropout."""
+
+    wants_final_norm: ClassVar[bool] = False
+    """Whether `final_norm: auto` puts a LayerNorm after the last block (pre-norm needs one)."""
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.norm = nn.LayerNorm(spec.d_model)
+        self.dropout = nn.Dropout(spec.dropout)
+
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        raise NotImplementedError
+
+
+class PositionScheme(nn.Module):
+    """Where order enters the model. Positions of a step start at `offset` (earlier decoded steps).
+
+    The defaults do nothing, so a scheme overrides only the hooks it uses.
+    """
+
+    max_length: int | None = None
+    """The longest sequence the scheme can encode, or None for no limit."""
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """Embeddings (B, T, d_model) with absolute positions added."""
+        return x
+
+    def rotate(self, x: Tensor, offset: int = 0) -> Tensor:
+        """Queries or keys (B, H, T, d_head) rotated by their positions (RoPE)."""
+        return x
+
+    def score_bias(self, q_len: int, k_len: int, offset: int = 0) -> Tensor | None:
+        """A bias (H or 1, q_len, k_len) added to self-attention scores (ALiBi, T5), or None.
+
+        Queries sit at positions offset .. offset + q_len - 1, keys at 0 .. k_len - 1.
+        """
+        return None
+
+    def check_length(self, length: int) -> None:
+        if self.max_length is not None and length > self.max_length:
+            raise ValueError(
+                f"a sequence of {length} positions is longer than max_len {self.max_length} of "
+                f"'{type(self).__name__}' positions; raise max_len in the spec or use shorter inputs"
+            )
+
+
+class Attention(nn.Module):
+    """How heads are held. Subclasses implement forward with the signature below and expose their
+    weights in one canonical form: full d_model x d_model `q`, `k`, `v` and `out` projections
+    (rows grouped by head), which initialization, `zoo.convert` and interop share.
+
+    forward(x, memory=None, *, mask, position=None, offset=0, cache=None, need_weights=False)
+    returns (out (B, T, d_model), weights (B, H, Tq, Tk) or None). Self-attention when memory is
+    None: the position scheme applies and the cache grows. Cross-attention otherwise: keys come
+    from the memory and are computed once per cache.
+    """
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.d_model, self.n_heads, self.d_head = spec.d_model, spec.n_heads, spec.d_head
+        self.param_kinds = ("weight", "bias") if spec.bias else ("weight",)
+        self.dropout = spec.dropout
+
+    def canonical_state(self) -> dict[str, Tensor]:
+        raise NotImplementedError
+
+    def load_canonical_state(self, state: dict[str, Tensor]) -> None:
+        raise NotImplementedError
+
+    def attention_dropout(self) -> float:
+        return self.dropout if self.training else 0.0
+
+    @staticmethod
+    def self_keys(slot, q, k, v, position, offset, cache: KVCache | None):
+        """Self-attention: rotate queries and keys at their positions, then extend the cache."""
+        if position is not None:
+            q, k = position.rotate(q, offset), position.rotate(k, offset)
+        if cache is not None:
+            k, v = cache.append(slot, k, v)
+        return q, k, v
+
+    @staticmethod
+    def memory_keys(slot, project, memory: Tensor, cache: KVCache | None):
+        """Cross-attention: keys and values of the memory, once per cache."""
+        return cache.memo(slot, lambda: project(memory)) if cache is not None else project(memory)
+
+    @staticmethod
+    def score_bias(position, q: Tensor, k: Tensor, offset: int) -> Tensor | None:
+        return None if position is None else position.score_bias(q.size(-2), k.size(-2), offset)

@@ -1,0 +1,125 @@
+"""Registries: for each axis of the design, a name -> part class table.
+
+Built-in parts live in `zoo.variants`; third-party packages add parts through the entry-point
+group `zoo.variants` (a module that registers its parts when imported). Both are loaded once, on
+the first lookup, so importing `zoo` stays cheap and registration order never matters.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import warnings
+from importlib.metadata import entry_points
+from typing import Callable, Generic, Iterable, Iterator, TypeVar
+
+AXES: tuple[str, ...] = ("norm", "position", "attention", "ffn")
+"""The model's design axes, in the order they appear in a canonical variant name."""
+
+PLUGIN_GROUP = "zoo.variants"
+
+T = TypeVar("T")
+
+
+def describe_unknown(kind: str, name: object, choices: Iterable[str]) -> str:
+    """The one message for an unknown choice: what was asked, a close match, and every choice."""
+    choices = sorted(choices)
+    close = difflib.get_close_matches(str(name), choices, n=1, cutoff=0.6)
+    hint = f"; did you mean '{close[0]}'?" if close else ";"
+    return f"unknown {kind} '{name}'{hint} choices: {', '.join(choices)}"
+
+
+class UnknownChoiceError(ValueError):
+    """A name that no registry (or preset table) knows."""
+
+    def __init__(self, kind: str, name: object, choices: Iterable[str], hint: str = ""):
+        self.kind, self.name, self.choices = kind, name, sorted(choices)
+        super().__init__(describe_unknown(kind, name, self.choices) + hint)
+
+
+class Registry(Generic[T]):
+    """Name -> part for one axis. `register(name)` is a class decorator."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._parts: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        if not name or "." in name or name != name.strip():
+            raise ValueError(
+                f"{self.kind} name {name!r} is not allowed: names are non-empty, without dots "
+                "(dots separate the axes of a canonical variant name) and without spaces"
+            )
+
+        def add(part: T) -> T:
+            if name in self._parts:
+                taken = self._parts[name]
+                raise ValueError(
+                    f"{self.kind} '{name}' is already registered by "
+                    f"{taken.__module__}.{taken.__qualname__}; pick another name"
+                )
+            self._parts[name] = part
+            return part
+
+        return add
+
+    def get(self, name: str) -> T:
+        load_plugins()
+        try:
+            return self._parts[name]
+        except (KeyError, TypeError):
+            raise UnknownChoiceError(self.kind, name, self._parts) from None
+
+    def names(self) -> list[str]:
+        load_plugins()
+        return sorted(self._parts)
+
+    def __contains__(self, name: object) -> bool:
+        load_plugins()
+        return name in self._parts
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}: {', '.join(self.names())})"
+
+
+_REGISTRIES: dict[str, Registry] = {kind: Registry(kind) for kind in AXES}
+
+
+def registry(kind: str) -> Registry:
+    """The registry of one axis, e.g. `registry("ffn").names()`."""
+    try:
+        return _REGISTRIES[kind]
+    except (KeyError, TypeError):
+        raise UnknownChoiceError("registry", kind, _REGISTRIES) from None
+
+
+_plugins_loaded = False
+
+
+def load_plugins() -> None:
+    """Import the built-in parts, then every `zoo.variants` entry point, once per process.
+
+    A broken third-party plugin is reported as a warning and skipped, so it cannot take the
+    built-in variants down with it; a broken built-in is a bug and raises.
+    """
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    try:
+        importlib.import_module("zoo.variants")
+    except BaseException:
+        _plugins_loaded = False
+        raise
+    for point in entry_points(group=PLUGIN_GROUP):
+        try:
+            point.load()
+        except Exception as err:  # a plugin's bug must not break the zoo
+            warnings.warn(
+                f"zoo plugin '{point.name}' ({point.value}) failed to load and was skipped: {err!r}",
+                RuntimeWarning,
+                stacklevel=2,
+            )

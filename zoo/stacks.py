@@ -1,0 +1,84 @@
+"""The two stacks: embed -> positions -> blocks -> optional final LayerNorm."""
+
+from __future__ import annotations
+
+import math
+
+from torch import Tensor, nn
+
+from zoo.attend import DecoderCache, LayerCache
+from zoo.blocks import DecoderBlock, EncoderBlock
+from zoo.parts import build_part
+from zoo.spec import ModelSpec
+
+
+def final_norm(spec: ModelSpec) -> nn.Module:
+    return nn.LayerNorm(spec.d_model) if spec.uses_final_norm else nn.Identity()
+
+
+class Embedder(nn.Module):
+    """Token embedding (times sqrt(d_model) if the spec scales), positions, optional LayerNorm, dropout."""
+
+    def __init__(self, spec: ModelSpec, vocab_size: int):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab_size, spec.d_model)
+        # Scaled embeddings start at std d^-1/2 so that, scaled, they have unit variance either way.
+        self.tokens.init_std = spec.d_model**-0.5 if spec.scale_embeddings else 1.0
+        self.scale = math.sqrt(spec.d_model) if spec.scale_embeddings else 1.0
+        self.position = build_part("position", spec)
+        self.norm = nn.LayerNorm(spec.d_model) if spec.embedding_norm else nn.Identity()
+        self.dropout = nn.Dropout(spec.dropout)
+
+    def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
+        x = self.tokens(ids)
+        if self.scale != 1.0:
+            x = x * self.scale
+        return self.dropout(self.norm(self.position(x, offset)))
+
+
+class Encoder(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.embed = Embedder(spec, spec.src_vocab_size)
+        self.layers = nn.ModuleList(EncoderBlock(spec) for _ in range(spec.n_encoder_layers))
+        self.norm = final_norm(spec)
+
+    def forward(self, src: Tensor, mask: Tensor, need_weights: bool = False):
+        x, maps = self.embed(src), []
+        for layer in self.layers:
+            x, weights = layer(x, mask, self.embed.position, need_weights)
+            maps.append(weights)
+        return self.norm(x), maps
+
+
+class Decoder(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.embed = Embedder(spec, spec.tgt_vocab_size)
+        self.layers = nn.ModuleList(DecoderBlock(spec) for _ in range(spec.n_decoder_layers))
+        self.norm = final_norm(spec)
+
+    def new_cache(self) -> DecoderCache:
+        return DecoderCache([LayerCache() for _ in self.layers])
+
+    def forward(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        self_mask: Tensor,
+        cross_mask: Tensor,
+        cache: DecoderCache | None = None,
+        need_weights: bool = False,
+    ):
+        """With a cache, `tgt` holds only the new positions; earlier ones are in the cache."""
+        offset = 0 if cache is None else cache.offset
+        x, maps = self.embed(tgt, offset), []
+        for i, layer in enumerate(self.layers):
+            layer_cache = None if cache is None else cache.layers[i]
+            x, weights = layer(
+                x, memory, self_mask, cross_mask, self.embed.position, offset, layer_cache, need_weights
+            )
+            maps.append(weights)
+        if cache is not None:
+            cache.offset += tgt.size(1)
+        return self.norm(x), maps
