@@ -34,3 +34,19 @@ def padded_batch(lengths, vocab_size: int, seed: int = 0, spec: zoo.ModelSpec | 
         batch[row, : length - 1] = torch.randint(3, vocab_size, (length - 1,), generator=gen)
         batch[row, length - 1] = eos
     return batch
+
+
+def reference_greedy(model: zoo.EncoderDecoder, src: torch.Tensor, steps: int) -> torch.Tensor:
+    """Greedy decoding the slow, obvious way: re-run the whole model on the prefix every step."""
+    spec = model.spec
+    tokens = torch.full((src.size(0), 1), spec.bos_id)
+    done = torch.zeros(src.size(0), dtype=torch.bool)
+    for _ in range(steps):
+        logits = model(src, tokens)[:, -1]
+        logits[:, [spec.pad_id, spec.bos_id]] = float("-inf")
+        nxt = torch.where(done, spec.pad_id, logits.argmax(-1))
+        tokens = torch.cat([tokens, nxt[:, None]], dim=1)
+        done |= nxt == spec.eos_id
+        if done.all():
+            break
+    return tokens

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import zoo
-from conftest import TINY, padded_batch, tiny
+from conftest import TINY, padded_batch, reference_greedy, tiny
 
 
 def with_bos(tgt: torch.Tensor, bos: int = 1) -> torch.Tensor:
@@ -82,22 +82,6 @@ def test_all_padding_rows_stay_finite(variant):
     logits.sum().backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters())
     assert torch.isfinite(model.generate(src, max_new_tokens=4)).all()
-
-
-def reference_greedy(model: zoo.EncoderDecoder, src: torch.Tensor, steps: int) -> torch.Tensor:
-    """Greedy decoding the slow, obvious way: re-run the whole model on the prefix every step."""
-    spec = model.spec
-    tokens = torch.full((src.size(0), 1), spec.bos_id)
-    done = torch.zeros(src.size(0), dtype=torch.bool)
-    for _ in range(steps):
-        logits = model(src, tokens)[:, -1]
-        logits[:, [spec.pad_id, spec.bos_id]] = float("-inf")
-        nxt = torch.where(done, spec.pad_id, logits.argmax(-1))
-        tokens = torch.cat([tokens, nxt[:, None]], dim=1)
-        done |= nxt == spec.eos_id
-        if done.all():
-            break
-    return tokens
 
 
 @pytest.mark.parametrize("seed", [0, 1])

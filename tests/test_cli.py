@@ -1,0 +1,64 @@
+"""The `zoo` command line."""
+
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+import zoo
+from conftest import COMBOS
+from zoo.cli import main
+
+
+def test_list_shows_presets_and_axes(capsys):
+    main(["list"])
+    out = capsys.readouterr().out
+    for name in zoo.list_variants():
+        assert name in out
+    for axis in zoo.AXES:
+        assert f"{axis:10s} {', '.join(zoo.registry(axis).names())}" in out
+    main(["list", "*post*"])
+    assert capsys.readouterr().out.splitlines()[0].startswith("res-post")
+
+
+def test_show_prints_a_spec_that_round_trips(capsys):
+    main(["show", "pre-ln", "--set", "vocab_size=100", "--set", "position=learned"])
+    out = capsys.readouterr().out
+    assert "# preset vaswani2017 -> pre-ln" in out
+    assert zoo.ModelSpec.model_validate(yaml.safe_load(out)) == zoo.spec("pre-ln", vocab_size=100, position="learned")
+
+
+def test_build_all_builds_every_combination(capsys):
+    sizes = ["d_model=16", "n_heads=2", "d_ff=32", "n_encoder_layers=1", "n_decoder_layers=1", "vocab_size=20"]
+    main(["build-all", *[arg for pair in sizes for arg in ("--set", pair)]])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{len(COMBOS)} combinations")
+    built = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in lines[1:-1]}
+    assert set(built) == set(COMBOS)
+    expected = zoo.build("post.sinusoidal.fused.relu", d_model=16, n_heads=2, d_ff=32,
+                         n_encoder_layers=1, n_decoder_layers=1, vocab_size=20).num_parameters()
+    assert built["post.sinusoidal.fused.relu"] == expected
+    assert lines[-1].startswith(f"built and ran {len(COMBOS)} models")
+
+
+@pytest.mark.parametrize(
+    "argv, text",
+    [
+        (["show", "pre-ln", "--set", "d_modle=3", "--set", "vocab_size=5"], "d_modle"),
+        (["show", "pre-ln", "--set", "vocab_size"], "--set expects key=value"),
+        (["show", "pre.learned.fused.gleu", "--set", "vocab_size=5"], "did you mean 'gelu'"),
+    ],
+)
+def test_bad_arguments_exit_with_a_message(argv, text, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    captured = capsys.readouterr()
+    assert text in captured.err + str(exit_info.value.code)
+
+
+def test_console_script_is_installed():
+    script = shutil.which("zoo")
+    assert script is not None
+    done = subprocess.run([script, "list"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "vaswani2017" in done.stdout

@@ -1,0 +1,82 @@
+"""convert: the same weights under a weight-compatible spec change."""
+
+import pytest
+import torch
+
+import zoo
+from conftest import TINY, padded_batch, tiny
+from zoo.canonical import canonical_state
+
+
+def trained_like(name: str, scale: float = 0.05, **overrides) -> zoo.EncoderDecoder:
+    """A model whose weights are far from any initialization, so equal outputs prove a real copy
+    (convert's target is also built from another seed than the source)."""
+    model = zoo.build(tiny(name, **overrides), seed=5)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(scale * torch.randn(param.shape, generator=gen))
+    return model.eval()
+
+
+@pytest.mark.parametrize("target", zoo.registry("attention").names())
+def test_attention_layouts_convert_exactly(variant, target):
+    model = trained_like(variant, scale=0.0)
+    converted = zoo.convert(model, attention=target)
+    assert converted.spec == model.spec.model_copy(update={"attention": target})
+    src, tgt = padded_batch([7, 3, 5], 19, seed=1), padded_batch([6, 4, 2], 19, seed=2)
+    with torch.no_grad():
+        torch.testing.assert_close(converted(src, tgt), model(src, tgt), atol=1e-5, rtol=0)
+    # In float64 and far from initialization the two layouts agree to rounding: the same function.
+    model64 = trained_like(variant, scale=0.3).double()
+    with torch.no_grad():
+        torch.testing.assert_close(zoo.convert(model64, attention=target)(src, tgt), model64(src, tgt), atol=1e-10, rtol=0)
+    back = canonical_state(zoo.convert(converted, attention=model.spec.attention))
+    for name, tensor in canonical_state(model).items():
+        assert torch.equal(back[name], tensor), name
+
+
+def test_weight_compatible_function_changes_keep_every_weight():
+    model = trained_like("post.sinusoidal.fused.relu")
+    converted = zoo.convert(model, norm="res_post", ffn="gelu", position="none", dropout=0.3)
+    assert converted.spec.name == "res_post.none.fused.gelu" and converted.spec.dropout == 0.3
+    after = canonical_state(converted)
+    assert after.keys() == canonical_state(model).keys()
+    assert all(torch.equal(after[k], v) for k, v in canonical_state(model).items())
+
+
+def test_pre_norm_needs_its_final_norm():
+    model = trained_like("post.sinusoidal.fused.relu")
+    with pytest.raises(ValueError, match="encoder.norm.bias has no weight in the original model"):
+        zoo.convert(model, norm="pre")
+
+
+@pytest.mark.parametrize(
+    "changes, text",
+    [
+        ({"d_model": 32}, "d_model 16 -> 32"),
+        ({"position": "learned"}, "has no weight in the original model"),
+        ({"vocab_size": 25}, "changes shape"),
+        ({"n_decoder_layers": 1}, "is missing from the new model"),
+        ({"tie_embeddings": True}, "tying or untying embeddings"),
+        ({"embedding_norm": True}, "has no weight in the original model"),
+    ],
+)
+def test_incompatible_changes_say_why(changes, text):
+    model = trained_like("post.sinusoidal.fused.relu")
+    with pytest.raises(ValueError, match="cannot convert") as err:
+        zoo.convert(model, **changes)
+    assert text in str(err.value)
+
+
+def test_learned_positions_cannot_be_dropped():
+    with pytest.raises(ValueError, match=r"position 'learned' -> 'sinusoidal'.*missing from the new model"):
+        zoo.convert(trained_like("post.learned.fused.relu"), position="sinusoidal")
+
+
+def test_convert_keeps_dtype_and_mode():
+    model = trained_like("pre.learned.per_head.gelu").double().train()
+    converted = zoo.convert(model, attention="fused")
+    assert converted.training and next(converted.parameters()).dtype == torch.float64
+    with pytest.raises(ValueError, match="unknown attention 'fussed'; did you mean 'fused'"):
+        zoo.convert(model, attention="fussed")

@@ -1,0 +1,72 @@
+"""Initialization: reproducible, and identical across variants wherever they share a parameter."""
+
+import itertools
+
+import pytest
+import torch
+
+import zoo
+from conftest import COMBOS, TINY, padded_batch
+from zoo.canonical import canonical_state
+
+PAIRS = [
+    (axis, a, b)
+    for axis in zoo.AXES
+    for a, b in itertools.combinations(zoo.registry(axis).names(), 2)
+]
+
+
+@pytest.mark.parametrize("axis, a, b", PAIRS, ids=[f"{axis}:{a}-{b}" for axis, a, b in PAIRS])
+def test_variants_share_initial_values_of_shared_parameters(axis, a, b):
+    base = zoo.spec("vaswani2017", **TINY)
+    left = canonical_state(zoo.build(base, seed=7, **{axis: a}))
+    right = canonical_state(zoo.build(base, seed=7, **{axis: b}))
+    shared = left.keys() & right.keys()
+    assert len(shared) >= 0.9 * max(len(left), len(right))
+    for name in shared:
+        assert torch.equal(left[name], right[name]), name
+
+
+@pytest.mark.parametrize("attention", zoo.registry("attention").names())
+def test_attention_variants_start_as_the_same_function(attention):
+    src, tgt = padded_batch([6, 4], 19, seed=1), padded_batch([5, 3], 19, seed=2)
+    reference = zoo.build("post.sinusoidal.fused.relu", seed=3, **TINY).eval()
+    model = zoo.build(f"post.sinusoidal.{attention}.relu", seed=3, **TINY).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(model(src, tgt), reference(src, tgt), atol=1e-5, rtol=0)
+
+
+def test_manual_seed_reproduces_and_costs_one_draw_for_any_variant():
+    states = []
+    for name in COMBOS:
+        torch.manual_seed(11)
+        first = canonical_state(zoo.build(name, **TINY))
+        states.append(torch.get_rng_state())
+        torch.manual_seed(11)
+        second = canonical_state(zoo.build(name, **TINY))
+        assert all(torch.equal(first[k], second[k]) for k in first), name
+    assert all(torch.equal(state, states[0]) for state in states)
+    torch.manual_seed(11)
+    torch.randint(0, 2**62, (), dtype=torch.int64)
+    assert torch.equal(torch.get_rng_state(), states[0])
+
+
+def test_seeds_differ_and_embeddings_tie():
+    one, two = zoo.build("vaswani2017", seed=1, **TINY), zoo.build("vaswani2017", seed=2, **TINY)
+    assert not torch.equal(one.encoder.embed.tokens.weight, two.encoder.embed.tokens.weight)
+    tied = zoo.build("vaswani2017", seed=1, **{**TINY, "tie_embeddings": True})
+    assert tied.generator.weight is tied.decoder.embed.tokens.weight
+    assert tied.num_parameters() == one.num_parameters() - TINY["vocab_size"] * TINY["d_model"]
+
+
+def test_initial_scales():
+    model = zoo.build("vaswani2017", vocab_size=4000, d_model=256, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, seed=0)
+    std = model.encoder.embed.tokens.weight.std().item()
+    assert abs(std - 256**-0.5) < 0.05 * 256**-0.5  # scaled by sqrt(d) at use: unit variance
+    unscaled = zoo.build(model.spec, scale_embeddings=False, seed=0)
+    assert abs(unscaled.encoder.embed.tokens.weight.std().item() - 1.0) < 0.05
+    q = canonical_state(model)["encoder.layers.0.self_attn.q.weight"]
+    bound = (6 / (256 + 256)) ** 0.5  # xavier uniform on the full d_model x d_model projection
+    assert q.abs().max() <= bound and q.abs().max() > 0.95 * bound
+    assert torch.equal(model.encoder.layers[0].ffn.linear1.bias, torch.zeros(2048))
+    assert torch.equal(model.encoder.layers[0].ffn_residual.norm.weight, torch.ones(256))

@@ -1,0 +1,105 @@
+"""Registry lookups, errors, and third-party plugins through entry points."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from torch import nn
+
+import zoo
+from zoo.registry import Registry
+
+
+def test_axes_and_builtin_names():
+    assert zoo.AXES == ("norm", "position", "attention", "ffn")
+    assert {"post", "pre", "res_post"} <= set(zoo.registry("norm").names())
+    assert {"sinusoidal", "learned", "none"} <= set(zoo.registry("position").names())
+    assert {"per_head", "fused"} <= set(zoo.registry("attention").names())
+    assert {"relu", "gelu"} <= set(zoo.registry("ffn").names())
+
+
+def test_unknown_name_suggests_and_lists_choices():
+    with pytest.raises(ValueError) as err:
+        zoo.registry("ffn").get("gleu")
+    choices = ", ".join(zoo.registry("ffn").names())
+    assert str(err.value) == f"unknown ffn 'gleu'; did you mean 'gelu'? choices: {choices}"
+    with pytest.raises(zoo.UnknownChoiceError, match=r"^unknown norm 'zzz'; choices: "):
+        zoo.registry("norm").get("zzz")
+
+
+def test_unknown_registry_lists_axes():
+    with pytest.raises(zoo.UnknownChoiceError, match="unknown registry 'fnn'; did you mean 'ffn'"):
+        zoo.registry("fnn")
+
+
+def test_register_rejects_taken_and_malformed_names():
+    reg = Registry("demo")
+
+    @reg.register("a")
+    class A(nn.Module):
+        pass
+
+    assert reg.get("a") is A and "a" in reg
+    with pytest.raises(ValueError, match="demo 'a' is already registered by .*A; pick another name"):
+        reg.register("a")(type("B", (nn.Module,), {}))
+    for bad in ("", "a.b", " a"):
+        with pytest.raises(ValueError, match="not allowed"):
+            reg.register(bad)
+    assert reg.names() == ["a"]
+
+
+PLUGIN = """
+from torch import nn
+from zoo.registry import registry
+from zoo.variants.ffn import TwoLayerFeedForward
+
+@registry("ffn").register("silu_plugin")
+class SiLU(TwoLayerFeedForward):
+    activation = nn.SiLU
+"""
+
+CHECK = """
+import warnings, torch, zoo
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    names = zoo.registry("ffn").names()
+print("names", names)
+print("warnings", [str(w.message) for w in caught])
+if "silu_plugin" in names:
+    model = zoo.build("pre.sinusoidal.fused.silu_plugin", vocab_size=11, d_model=8, n_heads=2, d_ff=16,
+                      n_encoder_layers=1, n_decoder_layers=1)
+    print("logits", tuple(model(torch.tensor([[3, 4, 2]]), torch.tensor([[1, 5]])).shape))
+    print("schema", "silu_plugin" in zoo.ModelSpec.model_json_schema()["properties"]["ffn"]["enum"])
+"""
+
+
+def install_plugin(root, module_name: str, source: str) -> None:
+    """A real installed distribution on sys.path: a module and its dist-info with the entry point."""
+    (root / f"{module_name}.py").write_text(textwrap.dedent(source))
+    info = root / f"{module_name}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module_name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[zoo.variants]\n{module_name} = {module_name}\n")
+
+
+def run_with_path(root) -> str:
+    env = {"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_entry_point_plugin_adds_a_variant(tmp_path):
+    install_plugin(tmp_path, "zoo_demo_plugin", PLUGIN)
+    out = run_with_path(tmp_path)
+    assert "silu_plugin" in out.split("names")[1].splitlines()[0]
+    assert "logits (1, 2, 11)" in out
+    assert "schema True" in out
+
+
+def test_broken_plugin_warns_and_leaves_builtins(tmp_path):
+    install_plugin(tmp_path, "zoo_broken_plugin", "raise RuntimeError('boom')\n")
+    out = run_with_path(tmp_path)
+    assert "'relu'" in out and "silu_plugin" not in out
+    assert "zoo plugin 'zoo_broken_plugin'" in out and "boom" in out

@@ -1,0 +1,107 @@
+"""ModelSpec: defaults, validation that names the field, immutability and round trips."""
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+import zoo
+from conftest import COMBOS
+
+
+def errors_of(**fields) -> list[dict]:
+    with pytest.raises(ValidationError) as err:
+        zoo.ModelSpec(**fields)
+    return err.value.errors()
+
+
+def test_defaults_are_the_transformer_base():
+    spec = zoo.ModelSpec(vocab_size=100)
+    assert (spec.src_vocab_size, spec.tgt_vocab_size) == (100, 100)
+    assert (spec.d_model, spec.n_heads, spec.d_ff, spec.n_encoder_layers, spec.n_decoder_layers) == (512, 8, 2048, 6, 6)
+    assert (spec.dropout, spec.max_len, spec.pad_id, spec.bos_id, spec.eos_id) == (0.1, 512, 0, 1, 2)
+    assert spec.name == "post.sinusoidal.fused.relu"
+    assert spec.final_norm == "auto" and not spec.uses_final_norm
+    assert spec.scale_embeddings and not spec.embedding_norm and not spec.tie_embeddings and spec.bias
+    assert spec.d_head == 64
+
+
+def test_vocab_sizes_can_differ_and_shorthand_must_agree():
+    spec = zoo.ModelSpec(src_vocab_size=50, tgt_vocab_size=70)
+    assert (spec.src_vocab_size, spec.tgt_vocab_size) == (50, 70)
+    assert zoo.ModelSpec(vocab_size=50, src_vocab_size=50).tgt_vocab_size == 50
+    (error,) = errors_of(vocab_size=50, tgt_vocab_size=70)
+    assert "vocab_size 50 conflicts with tgt_vocab_size 70" in error["msg"]
+    assert errors_of(d_model=64)[0]["loc"] in {("src_vocab_size",), ("tgt_vocab_size",)}
+
+
+def test_unknown_keys_are_rejected_by_name():
+    (error,) = errors_of(vocab_size=10, d_modle=64)
+    assert error["loc"] == ("d_modle",) and error["type"] == "extra_forbidden"
+
+
+def test_spec_is_immutable_and_hashable():
+    spec = zoo.ModelSpec(vocab_size=10)
+    with pytest.raises(ValidationError):
+        spec.d_model = 64
+    assert hash(spec) == hash(zoo.ModelSpec(vocab_size=10))
+
+
+@pytest.mark.parametrize(
+    "fields, loc, text",
+    [
+        ({"d_model": 100, "n_heads": 8}, "n_heads", "d_model 100 is not divisible by n_heads 8"),
+        ({"d_model": 0}, "d_model", "greater than 0"),
+        ({"d_ff": -1}, "d_ff", "greater than 0"),
+        ({"n_encoder_layers": 0}, "n_encoder_layers", "greater than 0"),
+        ({"max_len": 0}, "max_len", "greater than 0"),
+        ({"dropout": 1.0}, "dropout", "less than 1"),
+        ({"dropout": -0.1}, "dropout", "greater than or equal to 0"),
+        ({"eos_id": 10}, "eos_id", "eos_id 10 is outside src_vocab_size 10 (valid ids 0..9)"),
+        ({"tgt_vocab_size": 4, "src_vocab_size": 10, "bos_id": 5}, "bos_id", "outside tgt_vocab_size 4"),
+        ({"bos_id": 0}, "bos_id", "bos_id 0 equals pad_id"),
+        ({"eos_id": 1}, "eos_id", "eos_id 1 equals bos_id"),
+        ({"pad_id": -1}, "pad_id", "greater than or equal to 0"),
+        ({"final_norm": "sometimes"}, "final_norm", "auto"),
+    ],
+)
+def test_bad_values_name_their_field(fields, loc, text):
+    base = {"vocab_size": 10} if "src_vocab_size" not in fields else {}
+    errors = errors_of(**base, **fields)
+    assert any(e["loc"][0] == loc and text in e["msg"] for e in errors), errors
+
+
+@pytest.mark.parametrize("axis", zoo.AXES)
+def test_unknown_axis_value_names_the_axis_and_its_choices(axis):
+    (error,) = errors_of(vocab_size=10, **{axis: "qqqq"})
+    assert error["loc"] == (axis,)
+    assert error["msg"] == f"unknown {axis} 'qqqq'; choices: {', '.join(zoo.registry(axis).names())}"
+
+
+@pytest.mark.parametrize("norm", zoo.registry("norm").names())
+def test_final_norm_auto_follows_the_placement(norm):
+    placement = zoo.registry("norm").get(norm)
+    spec = zoo.ModelSpec(vocab_size=10, norm=norm)
+    assert spec.uses_final_norm is placement.wants_final_norm
+    assert zoo.ModelSpec(vocab_size=10, norm=norm, final_norm=True).uses_final_norm is True
+    assert zoo.ModelSpec(vocab_size=10, norm=norm, final_norm=False).uses_final_norm is False
+    assert zoo.ModelSpec(vocab_size=10, norm="pre").uses_final_norm
+
+
+@pytest.mark.parametrize("name", COMBOS)
+def test_round_trips_dict_json_yaml(name, tmp_path):
+    spec = zoo.spec(name, src_vocab_size=30, tgt_vocab_size=40, d_model=64, n_heads=4, final_norm=True, tie_embeddings=True)
+    assert spec.name == name
+    assert zoo.ModelSpec.model_validate(spec.model_dump()) == spec
+    assert zoo.ModelSpec.model_validate_json(spec.model_dump_json()) == spec
+    assert zoo.ModelSpec.model_validate(json.loads(json.dumps(spec.model_dump()))) == spec
+    path = tmp_path / "spec.yaml"
+    path.write_text(spec.to_yaml())
+    assert zoo.load_spec(path) == spec
+
+
+def test_json_schema_lists_registered_choices():
+    schema = zoo.ModelSpec.model_json_schema()
+    for axis in zoo.AXES:
+        assert schema["properties"][axis]["enum"] == zoo.registry(axis).names()
+    assert schema["additionalProperties"] is False
