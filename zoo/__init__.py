@@ -3,6 +3,7 @@
     model = zoo.build("pre.learned.per_head.gelu", vocab_size=1000)
 """
 
+from zoo import interop
 from zoo.catalog import list_variants, load_spec, register_preset, resolve, spec
 from zoo.convert import convert
 from zoo.model import AttentionMaps, EncoderDecoder, build
@@ -17,6 +18,7 @@ __all__ = [
     "Registry",
     "UnknownChoiceError",
     "build",
+    "interop",
     "convert",
     "list_variants",
     "load_spec",

@@ -43,9 +43,7 @@ class EncoderDecoder(nn.Module):
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """Logits (B, T, tgt_vocab_size) for int64 src (B, S) and tgt (B, T)."""
-        check_ids("src", src, self.spec.src_vocab_size)
-        check_ids("tgt", tgt, self.spec.tgt_vocab_size)
-        check_same_batch(src, tgt)
+        self._check_pair(src, tgt)
         return self._decode(tgt, self._encode(src)[0], src)[0]
 
     def encode(self, src: Tensor) -> Tensor:
@@ -55,17 +53,13 @@ class EncoderDecoder(nn.Module):
 
     def decode(self, tgt: Tensor, memory: Tensor, src: Tensor) -> Tensor:
         """Logits for tgt given the memory encoded from src (whose padding the decoder must skip)."""
-        check_ids("tgt", tgt, self.spec.tgt_vocab_size)
-        check_ids("src", src, self.spec.src_vocab_size)
-        check_same_batch(src, tgt)
+        self._check_pair(src, tgt)
         check_memory(memory, src, self.spec.d_model)
         return self._decode(tgt, memory, src)[0]
 
     def attention_maps(self, src: Tensor, tgt: Tensor) -> AttentionMaps:
         """Every layer's attention weights for one teacher-forced pass (for plotting)."""
-        check_ids("src", src, self.spec.src_vocab_size)
-        check_ids("tgt", tgt, self.spec.tgt_vocab_size)
-        check_same_batch(src, tgt)
+        self._check_pair(src, tgt)
         memory, encoder_maps = self._encode(src, need_weights=True)
         _, decoder_maps = self._decode(tgt, memory, src, need_weights=True)
         return AttentionMaps(
@@ -82,6 +76,11 @@ class EncoderDecoder(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+    def _check_pair(self, src: Tensor, tgt: Tensor) -> None:
+        check_ids("src", src, self.spec.src_vocab_size)
+        check_ids("tgt", tgt, self.spec.tgt_vocab_size)
+        check_same_batch(src, tgt)
 
     def _encode(self, src: Tensor, need_weights: bool = False):
         return self.encoder(src, padding_mask(src, self.spec.pad_id), need_weights)
