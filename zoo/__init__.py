@@ -9,11 +9,16 @@ from zoo.convert import convert
 from zoo.model import AttentionMaps, EncoderDecoder, build
 from zoo.registry import AXES, Registry, UnknownChoiceError, registry
 from zoo.spec import ModelSpec
+from zoo.experiment import ExperimentSpec, load_experiment
+from zoo.train import Diverged, TrainResult, load, train
 
 __all__ = [
     "AXES",
     "AttentionMaps",
+    "Diverged",
     "EncoderDecoder",
+    "ExperimentSpec",
+    "TrainResult",
     "ModelSpec",
     "Registry",
     "UnknownChoiceError",
@@ -21,9 +26,12 @@ __all__ = [
     "interop",
     "convert",
     "list_variants",
+    "load",
+    "load_experiment",
     "load_spec",
     "register_preset",
     "registry",
     "resolve",
     "spec",
+    "train",
 ]

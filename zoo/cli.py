@@ -6,6 +6,7 @@ import argparse
 import itertools
 import sys
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
@@ -62,6 +63,21 @@ def cmd_build_all(args: argparse.Namespace) -> None:
     print(f"built and ran {len(combos)} models in {time.perf_counter() - start:.1f} s")
 
 
+def cmd_train(args: argparse.Namespace) -> None:
+    from zoo.experiment import load_experiment
+    from zoo.train import train
+
+    experiment = load_experiment(args.file, args.set)
+    result = train(experiment, resume=args.resume)
+    if result.metrics:
+        print("final " + " ".join(f"{k}={v:.4g}" for k, v in result.metrics.items()))
+        print(f"run directory:     {result.run_dir}")
+        print(f"checkpoint:        {result.checkpoint}")
+        print(f"attention picture: {result.attention_png}")
+        if result.wandb_dir:
+            print(f"W&B run:           {Path(result.wandb_dir).parent}  (browse: wandb leet {result.run_dir}/wandb)")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="zoo", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -80,10 +96,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     build_all.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. d_model=128")
     build_all.set_defaults(run=cmd_build_all)
 
+    training = commands.add_parser("train", help="train one experiment (defaults: the main job on reverse)")
+    training.add_argument("file", nargs="?", help="an ExperimentSpec YAML file")
+    training.add_argument("--set", action="append", default=[], metavar="DOTTED.KEY=VALUE",
+                          help="e.g. --set model.norm=pre --set train.steps=200")
+    training.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
+    training.set_defaults(run=cmd_train)
+
     args = parser.parse_args(argv)
     try:
         args.run(args)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, RuntimeError) as err:
         print(f"zoo: {err}", file=sys.stderr)
         raise SystemExit(2) from None
 

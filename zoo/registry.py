@@ -85,7 +85,10 @@ class Registry(Generic[T]):
         return f"Registry({self.kind!r}: {', '.join(self.names())})"
 
 
-_REGISTRIES: dict[str, Registry] = {kind: Registry(kind) for kind in AXES}
+TASKS = "task"
+"""The registry of training tasks; not a model axis."""
+
+_REGISTRIES: dict[str, Registry] = {kind: Registry(kind) for kind in (*AXES, TASKS)}
 
 
 def registry(kind: str) -> Registry:
@@ -111,6 +114,7 @@ def load_plugins() -> None:
     _plugins_loaded = True
     try:
         importlib.import_module("zoo.variants")
+        importlib.import_module("zoo.tasks")
     except BaseException:
         _plugins_loaded = False
         raise

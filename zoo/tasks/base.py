@@ -1,0 +1,110 @@
+"""What every task gives the trainer: vocabularies, batches that depend only on (seed, step), and
+a fixed held-out evaluation set.
+
+Batches are a pure function of the seed and the step, so a resumed run sees exactly the batches
+an uninterrupted one would, and distributed ranks can take disjoint rows of one global batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Sequence
+
+import torch
+from pydantic import BaseModel, ConfigDict
+from torch import Tensor
+
+PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
+SPECIALS = (PAD, BOS, EOS)
+
+
+class Vocabulary:
+    """Tokens <-> ids; ids 0, 1, 2 are pad, bos and eos in every vocabulary of the zoo."""
+
+    def __init__(self, tokens: Sequence[str], joiner: str = ""):
+        self.tokens = [*SPECIALS, *(t for t in tokens if t not in SPECIALS)]
+        self.index = {token: i for i, token in enumerate(self.tokens)}
+        self.joiner = joiner
+        if len(self.index) != len(self.tokens):
+            raise ValueError("a vocabulary's tokens must be distinct")
+
+    pad_id, bos_id, eos_id = 0, 1, 2
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def encode(self, pieces: Sequence[str]) -> list[int]:
+        """bos, the pieces' ids, eos."""
+        try:
+            return [self.bos_id, *(self.index[p] for p in pieces), self.eos_id]
+        except KeyError as err:
+            raise ValueError(f"token {err.args[0]!r} is not in the vocabulary") from None
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of the ids up to the first eos, without special tokens."""
+        pieces = []
+        for i in ids:
+            i = int(i)
+            if i == self.eos_id:
+                break
+            if i > self.eos_id:
+                pieces.append(self.tokens[i])
+        return self.joiner.join(pieces)
+
+    def state(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "joiner": self.joiner}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Vocabulary":
+        return cls(state["tokens"], state["joiner"])
+
+
+def pad_rows(rows: Sequence[Sequence[int]], pad_id: int = 0) -> Tensor:
+    """Right-pad id lists into one int64 (rows, longest) tensor."""
+    width = max(len(row) for row in rows)
+    out = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
+def in_batches(src: Tensor, tgt: Tensor, batch_size: int) -> list[tuple[Tensor, Tensor]]:
+    """Consecutive (src, tgt) slices of at most batch_size rows, each trimmed of all-pad columns."""
+    out = []
+    for i in range(0, src.size(0), batch_size):
+        s, t = src[i : i + batch_size], tgt[i : i + batch_size]
+        out.append((s[:, : int((s != 0).sum(1).max())], t[:, : int((t != 0).sum(1).max())]))
+    return out
+
+
+def step_generator(seed: int, step: int, stream: int = 0) -> torch.Generator:
+    """A generator for one (seed, step, stream), independent of any other."""
+    return torch.Generator().manual_seed((seed * 1_000_003 + step) * 7919 + stream)
+
+
+class TaskParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Task:
+    """A source of (src, tgt) id batches with bos, eos and pad."""
+
+    Params: ClassVar[type[TaskParams]] = TaskParams
+    text_metric: ClassVar[bool] = False
+    """Whether eval/bleu (corpus BLEU of greedy decodes) is meaningful for this task."""
+
+    def __init__(self, params: TaskParams, seed: int):
+        self.params, self.seed = params, seed
+
+    src_vocab: Vocabulary
+    tgt_vocab: Vocabulary
+
+    def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
+        raise NotImplementedError
+
+    def eval_batches(self, size: int, batch_size: int) -> list[tuple[Tensor, Tensor]]:
+        """The fixed held-out set: the same for every seed and every run."""
+        raise NotImplementedError
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint needs to turn ids back into text."""
+        return {"src_vocab": self.src_vocab.state(), "tgt_vocab": self.tgt_vocab.state()}

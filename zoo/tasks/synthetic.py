@@ -1,0 +1,119 @@
+"""Synthetic string tasks generated on the fly: reverse, copy, sort, and random ids."""
+
+from __future__ import annotations
+
+import string
+
+import torch
+from pydantic import Field, PositiveInt, model_validator
+from torch import Tensor
+
+from zoo.registry import registry
+from zoo.tasks.base import Task, TaskParams, Vocabulary, in_batches, pad_rows, step_generator
+
+register = registry("task").register
+
+EVAL_SEED = 20_17
+"""Every run, whatever its seed, evaluates on the same held-out strings."""
+
+
+class StringParams(TaskParams):
+    min_len: PositiveInt = 10
+    max_len: PositiveInt = 19
+    eval_min_len: PositiveInt | None = Field(None, description="default: min_len")
+    eval_max_len: PositiveInt | None = Field(None, description="default: max_len")
+    alphabet: str = Field(string.ascii_lowercase, min_length=2)
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.min_len > self.max_len:
+            raise ValueError(f"min_len {self.min_len} is larger than max_len {self.max_len}")
+        if (self.eval_min_len or self.min_len) > (self.eval_max_len or self.max_len):
+            raise ValueError("eval_min_len is larger than eval_max_len")
+        return self
+
+
+class StringTask(Task):
+    """Random strings over an alphabet; the target is a function of the source letters."""
+
+    Params = StringParams
+
+    def __init__(self, params: StringParams, seed: int):
+        super().__init__(params, seed)
+        self.src_vocab = self.tgt_vocab = Vocabulary(list(params.alphabet))
+
+    def transform(self, letters: list[str]) -> list[str]:
+        raise NotImplementedError
+
+    def _strings(self, gen: torch.Generator, count: int, low: int, high: int) -> tuple[Tensor, Tensor]:
+        alphabet = self.params.alphabet
+        lengths = torch.randint(low, high + 1, (count,), generator=gen).tolist()
+        letters = [[alphabet[i] for i in torch.randint(len(alphabet), (n,), generator=gen).tolist()] for n in lengths]
+        src = pad_rows([self.src_vocab.encode(word) for word in letters])
+        tgt = pad_rows([self.tgt_vocab.encode(self.transform(word)) for word in letters])
+        return src, tgt
+
+    def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
+        return self._strings(step_generator(self.seed, step), batch_size, self.params.min_len, self.params.max_len)
+
+    def eval_batches(self, size: int, batch_size: int) -> list[tuple[Tensor, Tensor]]:
+        p = self.params
+        low, high = p.eval_min_len or p.min_len, p.eval_max_len or p.max_len
+        src, tgt = self._strings(step_generator(EVAL_SEED, 0), size, low, high)
+        return in_batches(src, tgt, batch_size)
+
+
+@register("reverse")
+class Reverse(StringTask):
+    """Target: the source string reversed."""
+
+    def transform(self, letters):
+        return letters[::-1]
+
+
+@register("copy")
+class Copy(StringTask):
+    """Target: the source string."""
+
+    def transform(self, letters):
+        return list(letters)
+
+
+@register("sort")
+class Sort(StringTask):
+    """Target: the source letters sorted."""
+
+    def transform(self, letters):
+        return sorted(letters)
+
+
+class RandomParams(TaskParams):
+    vocab_size: int = Field(64, ge=4)
+    src_len: PositiveInt = 16
+    tgt_len: PositiveInt = 16
+
+
+@register("random")
+class RandomIds(Task):
+    """Random source and target ids (the torch.nn.Transformer notebook's smoke test): it checks
+    that the loop runs, not that anything is learned."""
+
+    Params = RandomParams
+
+    def __init__(self, params: RandomParams, seed: int):
+        super().__init__(params, seed)
+        self.src_vocab = self.tgt_vocab = Vocabulary([f"t{i}" for i in range(params.vocab_size - 3)], joiner=" ")
+
+    def _batch(self, gen: torch.Generator, count: int) -> tuple[Tensor, Tensor]:
+        p, high = self.params, self.params.vocab_size
+        rows = [torch.randint(3, high, (n,), generator=gen).tolist() for n in [p.src_len] * count + [p.tgt_len] * count]
+        src = pad_rows([[1, *row, 2] for row in rows[:count]])
+        tgt = pad_rows([[1, *row, 2] for row in rows[count:]])
+        return src, tgt
+
+    def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
+        return self._batch(step_generator(self.seed, step), batch_size)
+
+    def eval_batches(self, size: int, batch_size: int) -> list[tuple[Tensor, Tensor]]:
+        src, tgt = self._batch(step_generator(EVAL_SEED, 0), size)
+        return in_batches(src, tgt, batch_size)

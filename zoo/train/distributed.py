@@ -1,0 +1,48 @@
+"""One process or many under torchrun: each rank trains on its rows of the same global batch."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Distributed:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @classmethod
+    def from_env(cls) -> "Distributed":
+        """Join the process group torchrun describes in the environment, if there is one."""
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world <= 1:
+            return cls()
+        if not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+        return cls(rank=dist.get_rank(), world=dist.get_world_size(), local_rank=int(os.environ.get("LOCAL_RANK", "0")))
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def shard(self, rows: torch.Tensor) -> torch.Tensor:
+        """This rank's rows of a global batch: rank, rank + world, ..."""
+        return rows[self.rank :: self.world]
+
+    def sum(self, value: torch.Tensor) -> torch.Tensor:
+        if self.world > 1:
+            value = value.clone()
+            dist.all_reduce(value)
+        return value
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+    def close(self) -> None:
+        if self.world > 1 and dist.is_initialized():
+            dist.destroy_process_group()

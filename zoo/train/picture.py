@@ -1,0 +1,44 @@
+"""The cross-attention map of the last decoder layer for one example, heads side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from zoo.model import EncoderDecoder
+from zoo.tasks.base import Task
+
+
+@torch.no_grad()
+def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, path: Path) -> str:
+    """Decode one source greedily, then draw where each output step looked: source tokens across,
+    output steps down, one panel per head. Returns a caption (source -> output)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    was_training = model.training
+    model.eval()
+    src = src[:1, : int((src[0] != model.spec.pad_id).sum())]
+    out = model.generate(src, max_new_tokens=src.size(1) + 8)
+    weights = model.attention_maps(src, out[:, :-1]).decoder_cross[-1][0].float().cpu()  # (H, T, S)
+    model.train(was_training)
+    src_labels = [task.src_vocab.tokens[i] for i in src[0].tolist()]
+    out_labels = [task.tgt_vocab.tokens[i] for i in out[0, 1:].tolist()]
+    heads = weights.size(0)
+    fig, axes = plt.subplots(1, heads, figsize=(2.2 + 0.32 * len(src_labels) * heads, 1.5 + 0.3 * len(out_labels)),
+                             squeeze=False)
+    for h, ax in enumerate(axes[0]):
+        ax.imshow(weights[h].numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.set_title(f"head {h}")
+        ax.set_xticks(range(len(src_labels)), src_labels, fontsize=7, rotation=90)
+        ax.set_yticks(range(len(out_labels)), out_labels if h == 0 else [""] * len(out_labels), fontsize=7)
+    axes[0][0].set_ylabel("output step")
+    fig.supxlabel("source token")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return f"{task.src_vocab.decode(src[0, 1:].tolist())} -> {task.tgt_vocab.decode(out[0, 1:].tolist())}"

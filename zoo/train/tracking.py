@@ -1,0 +1,84 @@
+"""W&B logging that can never cost a training run: every call is guarded, and a failure becomes
+one warning after which the run trains on without tracking."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from zoo.experiment import ExperimentSpec
+from zoo.spec import ModelSpec
+
+
+def resolved_mode(experiment: ExperimentSpec) -> str:
+    """WANDB_MODE in the environment wins over the spec (`dryrun` is W&B's old word for offline)."""
+    mode = os.environ.get("WANDB_MODE", experiment.wandb.mode)
+    return "offline" if mode == "dryrun" else mode
+
+
+def axis_tags(spec: ModelSpec) -> list[str]:
+    return [f"{axis}={value}" for axis, value in spec.axes().items()]
+
+
+class Tracker:
+    def __init__(self, experiment: ExperimentSpec, spec: ModelSpec, run_dir: Path, name: str,
+                 active: bool, run_id: str | None = None, job_type: str = "train"):
+        self.run = None
+        mode = resolved_mode(experiment)
+        if not active or mode == "disabled":
+            return
+        w = experiment.wandb
+        config = experiment.model_dump(mode="json")
+        config["model"] = spec.model_dump()  # the full, resolved ModelSpec
+        config["model_name"] = spec.name
+        self._guard("init", lambda: self._init(w, mode, name, run_dir, config, spec, run_id, job_type))
+
+    def _init(self, w, mode, name, run_dir, config, spec, run_id, job_type) -> None:
+        import wandb
+
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.run = wandb.init(
+            project=w.project, entity=w.entity, group=w.group, name=name, job_type=job_type,
+            tags=[*w.tags, *axis_tags(spec)], config=config, dir=str(run_dir), mode=mode,
+            id=run_id, resume="allow" if run_id else None, settings=wandb.Settings(console="off"),
+        )
+        self.run.define_metric("train/step")
+        self.run.define_metric("train/*", step_metric="train/step")
+        self.run.define_metric("eval/*", step_metric="train/step")
+
+    def _guard(self, what: str, call) -> Any:
+        try:
+            return call()
+        except Exception as err:  # W&B trouble must never end training
+            warnings.warn(f"W&B {what} failed, training goes on without W&B: {err!r}", RuntimeWarning, stacklevel=3)
+            self.run = None
+            return None
+
+    @property
+    def run_id(self) -> str | None:
+        return None if self.run is None else self.run.id
+
+    @property
+    def files_dir(self) -> str | None:
+        return None if self.run is None else self.run.dir
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        if self.run is not None:
+            self._guard("log", lambda: self.run.log({**metrics, "train/step": step}))
+
+    def summary(self, values: dict[str, Any]) -> None:
+        if self.run is not None:
+            self._guard("summary", lambda: self.run.summary.update(values))
+
+    def image(self, key: str, path: Path, caption: str, step: int) -> None:
+        if self.run is not None:
+            import wandb
+
+            self._guard("image", lambda: self.run.log({key: wandb.Image(str(path), caption=caption), "train/step": step}))
+
+    def finish(self, failed: bool = False) -> None:
+        if self.run is not None:
+            self._guard("finish", lambda: self.run.finish(exit_code=1 if failed else 0))
+            self.run = None
