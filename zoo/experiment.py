@@ -66,8 +66,8 @@ PLACEHOLDER_VOCAB = {"src_vocab_size": 1 << 20, "tgt_vocab_size": 1 << 20}
 
 
 class ExperimentSpec(Strict):
-    model: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_MODEL))
-    task: dict[str, Any] = Field(default_factory=lambda: {"name": "reverse"})
+    model: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_MODEL), validate_default=True)
+    task: dict[str, Any] = Field(default_factory=lambda: {"name": "reverse"}, validate_default=True)
     train: TrainSpec = TrainSpec()
     wandb: WandbSpec = WandbSpec()
 

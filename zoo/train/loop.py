@@ -37,6 +37,8 @@ class TrainResult:
     attention_png: Path | None = None
     wandb_dir: str | None = None
     best: dict[str, float] = field(default_factory=dict)
+    history: list[dict[str, float]] = field(default_factory=list)
+    """Every logged row of this process's run (train and eval metrics, each with train/step)."""
 
 
 def pick_device(choice: str, dist: Distributed) -> torch.device:
@@ -76,7 +78,7 @@ class Trainer:
         self.name = experiment.wandb.name or f"{self.spec.name}-seed{t.seed}"
         self.run_dir = Path(t.out_dir) / self.name
         self.checkpoint_path = self.run_dir / "checkpoint.pt"
-        self.step, self.best, self.last_eval, self.run_id = 0, {}, {}, None
+        self.step, self.best, self.last_eval, self.run_id, self.history = 0, {}, {}, None, []
         if resume and self.checkpoint_path.exists():
             self._restore(read_checkpoint(self.checkpoint_path, self.device))
         self.forward = self.model
@@ -146,6 +148,10 @@ class Trainer:
         self.schedule.step()
         return total, tokens, grad_norm
 
+    def _log(self, metrics: dict[str, float], step: int) -> None:
+        self.history.append({"train/step": step, **metrics})
+        self.tracker.log(metrics, step)
+
     def _evaluate(self) -> dict[str, float]:
         metrics = evaluate(self.model, self.task, self.eval_batches, self.device)
         for name, value in metrics.items():
@@ -172,12 +178,12 @@ class Trainer:
                     logged = {"train/loss": window_loss / max(window_tokens, 1), "train/lr": self.schedule.get_last_lr()[0],
                               "train/grad_norm": grad_norm.item(), "train/tokens_per_s": window_tokens / (now - window_start),
                               "train/wall_s": now - start}
-                    self.tracker.log(logged, step)
+                    self._log(logged, step)
                     progress.update(step, logged)
                     window_start, window_loss, window_tokens = now, 0.0, 0.0
                 if self.dist.is_main and (step % t.eval_every == 0 or step == t.steps):
                     metrics = self._evaluate()
-                    self.tracker.log(metrics, step)
+                    self._log(metrics, step)
                     progress.update(step, metrics)
                 if step % t.checkpoint_every == 0 or step == t.steps:
                     self._checkpoint()
@@ -201,7 +207,8 @@ class Trainer:
         self.tracker.finish()
         progress.close()
         self.dist.close()
-        return TrainResult(dict(self.last_eval), self.checkpoint_path, self.run_dir, png, wandb_dir, dict(self.best))
+        return TrainResult(dict(self.last_eval), self.checkpoint_path, self.run_dir, png, wandb_dir,
+                           dict(self.best), self.history)
 
 
 def train(experiment: ExperimentSpec | dict, resume: bool = False) -> TrainResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import torch
@@ -18,6 +19,8 @@ def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, pa
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    plt.rcParams["font.family"] = ["DejaVu Sans", "Noto Sans CJK SC", "WenQuanYi Zen Hei", "sans-serif"]
 
     was_training = model.training
     model.eval()
@@ -37,8 +40,10 @@ def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, pa
         ax.set_yticks(range(len(out_labels)), out_labels if h == 0 else [""] * len(out_labels), fontsize=7)
     axes[0][0].set_ylabel("output step")
     fig.supxlabel("source token")
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    with warnings.catch_warnings():  # scripts without a glyph in the installed fonts draw as boxes
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
     plt.close(fig)
     return f"{task.src_vocab.decode(src[0, 1:].tolist())} -> {task.tgt_vocab.decode(out[0, 1:].tolist())}"

@@ -1,0 +1,91 @@
+"""Every registered task gives well-formed, reproducible batches and a fixed held-out set."""
+
+import pytest
+import torch
+
+import zoo
+from zoo.tasks import build_task
+
+TASKS = zoo.registry("task").names()
+
+
+def well_formed(ids: torch.Tensor, vocab_size: int) -> None:
+    assert ids.dtype == torch.long and ids.dim() == 2
+    assert (ids[:, 0] == 1).all(), "every row starts with bos"
+    assert ((ids >= 0) & (ids < vocab_size)).all()
+    for row in ids.tolist():
+        end = row.index(2)  # every row has an eos ...
+        assert all(t == 0 for t in row[end + 1 :]), "... and only padding after it"
+        assert all(t > 2 for t in row[1:end]), "no special token inside a sentence"
+    assert (ids != 0).all(dim=0).any(), "no column is padding in every row"
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_batches_are_well_formed_and_reproducible(name):
+    task = build_task({"name": name}, seed=3)
+    src, tgt = task.train_batch(5, 8)
+    assert src.size(0) == tgt.size(0) == 8
+    well_formed(src, len(task.src_vocab))
+    well_formed(tgt, len(task.tgt_vocab))
+    again = build_task({"name": name}, seed=3).train_batch(5, 8)
+    assert torch.equal(src, again[0]) and torch.equal(tgt, again[1])
+    assert not torch.equal(src, task.train_batch(6, 8)[0])
+    assert not torch.equal(src, build_task({"name": name}, seed=4).train_batch(5, 8)[0])
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_eval_set_is_fixed_across_seeds(name):
+    one = build_task({"name": name}, seed=0).eval_batches(20, 8)
+    two = build_task({"name": name}, seed=9).eval_batches(20, 8)
+    assert [b[0].size(0) for b in one] == [8, 8, 4]
+    for (s1, t1), (s2, t2) in zip(one, two):
+        assert torch.equal(s1, s2) and torch.equal(t1, t2)
+        well_formed(s1, 10**6)
+        well_formed(t1, 10**6)
+
+
+@pytest.mark.parametrize("name, check", [
+    ("reverse", lambda s, t: t == s[::-1]),
+    ("copy", lambda s, t: t == s),
+    ("sort", lambda s, t: t == "".join(sorted(s))),
+])
+def test_string_tasks_compute_their_target(name, check):
+    task = build_task({"name": name, "min_len": 3, "max_len": 6}, seed=0)
+    src, tgt = task.train_batch(0, 16)
+    for s_row, t_row in zip(src.tolist(), tgt.tolist()):
+        s, t = task.src_vocab.decode(s_row[1:]), task.tgt_vocab.decode(t_row[1:])
+        assert 3 <= len(s) <= 6 and check(s, t)
+
+
+def test_eval_lengths_can_differ_from_training():
+    task = build_task({"name": "reverse", "min_len": 3, "max_len": 5, "eval_min_len": 20, "eval_max_len": 22}, seed=0)
+    (src, _), = task.eval_batches(4, 4)
+    lengths = (src > 2).sum(1)
+    assert ((lengths >= 20) & (lengths <= 22)).all()
+    assert ((task.train_batch(0, 32)[0] > 2).sum(1) <= 5).all()
+
+
+def test_toy_translation_is_a_word_level_grammar():
+    task = build_task({"name": "toy_translation"}, seed=0)
+    pairs = {(task.src_vocab.decode(s[1:]), task.tgt_vocab.decode(t[1:]))
+             for batch in task.eval_batches(1000, 64) for s, t in zip(batch[0].tolist(), batch[1].tolist())}
+    train_pairs = {(" ".join(zh), " ".join(en)) for zh, en in task.train_pairs}
+    assert pairs and not pairs & train_pairs, "the held-out sentences are never trained on"
+    assert ("我 吃 肉", "I eat meat") in pairs | train_pairs
+    assert ("他 不 喝 茶", "he does not drink tea") in pairs | train_pairs
+    assert task.text_metric
+
+
+def test_vocabulary_round_trip_and_errors():
+    vocab = zoo.tasks.Vocabulary(list("abc"))
+    assert vocab.encode("cab") == [1, 5, 3, 4, 2] and vocab.decode([5, 3, 4, 2, 3]) == "cab"
+    assert zoo.tasks.Vocabulary.from_state(vocab.state()).tokens == vocab.tokens
+    with pytest.raises(ValueError, match="'z' is not in the vocabulary"):
+        vocab.encode("z")
+
+
+def test_bad_task_params_name_the_field():
+    with pytest.raises(ValueError, match="min_len 9 is larger than max_len 3"):
+        build_task({"name": "reverse", "min_len": 9, "max_len": 3}, seed=0)
+    with pytest.raises(ValueError, match="unknown task 'revers'; did you mean 'reverse'"):
+        build_task({"name": "revers"}, seed=0)

@@ -1,0 +1,69 @@
+"""The shared trainer: learning for every axis value, checkpoints, divergence, the CLI."""
+
+import pytest
+import torch
+
+import zoo
+from trainkit import tiny_experiment
+from zoo.cli import main
+
+AXIS_VALUES = [(axis, value) for axis in zoo.AXES for value in zoo.registry(axis).names()]
+
+
+@pytest.mark.parametrize("axis, value", AXIS_VALUES, ids=[f"{a}={v}" for a, v in AXIS_VALUES])
+def test_a_short_run_lowers_the_loss(axis, value, tmp_path):
+    result = zoo.train(tiny_experiment(tmp_path, model={axis: value}))
+    losses = [row["train/loss"] for row in result.history if "train/loss" in row]
+    assert len(losses) == 6 and losses[-1] < 0.6 * losses[0]
+    assert set(result.metrics) == {"eval/loss", "eval/token_acc", "eval/exact_match"}
+    assert result.best["eval/loss"] <= result.metrics["eval/loss"]
+
+
+def test_checkpoint_loads_the_trained_model(tmp_path):
+    result = zoo.train(tiny_experiment(tmp_path, model={"norm": "pre"}, task={"name": "copy", "min_len": 3, "max_len": 6}))
+    model, spec = zoo.load(result.checkpoint)
+    assert spec.name == "pre.sinusoidal.fused.relu" and not model.training
+    state = torch.load(result.checkpoint, weights_only=True)
+    assert state["step"] == 120 and state["task"]["src_vocab"]["tokens"][3] == "a"
+    assert zoo.ExperimentSpec.model_validate(state["experiment"]).task["name"] == "copy"
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, state["model"][name])
+    assert result.attention_png.exists() and result.attention_png.stat().st_size > 1000
+    assert not any(result.run_dir.glob("*.tmp")) and not (result.run_dir / "wandb").exists()
+
+
+def test_text_task_reports_bleu(tmp_path):
+    result = zoo.train(tiny_experiment(tmp_path, task={"name": "toy_translation"}, train={"steps": 20, "eval_size": 40}))
+    assert 0.0 <= result.metrics["eval/bleu"] <= 100.0
+
+
+def test_divergence_stops_within_a_step_and_keeps_the_last_good_checkpoint(tmp_path):
+    experiment = tiny_experiment(tmp_path, train={"optimizer": {"lr": 1e30}, "checkpoint_every": 1, "warmup_steps": 0,
+                                                  "grad_clip": None, "schedule": "constant"})
+    with pytest.raises(zoo.Diverged, match=r"training diverged at step (\d+).*last good checkpoint") as err:
+        zoo.train(experiment)
+    failed_step = int(err.value.args[0].split("step ")[1].split(":")[0])
+    saved = torch.load(tmp_path / "post.sinusoidal.fused.relu-seed0" / "checkpoint.pt", weights_only=True)
+    assert saved["step"] == failed_step - 1
+    assert all(torch.isfinite(t).all() for t in saved["model"].values())
+
+
+def test_cli_trains_and_says_where_the_run_is(tmp_path, capsys):
+    main(["train", "--set", f"train.out_dir={tmp_path}", "--set", "train.steps=10", "--set", "train.eval_size=16",
+          "--set", "model.d_model=32", "--set", "model.n_heads=2", "--set", "wandb.mode=disabled"])
+    out = capsys.readouterr().out
+    assert "final eval/loss=" in out and f"checkpoint:        {tmp_path}" in out
+    assert "cross_attention.png" in out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--set", "train.stpes=3"])
+    assert exit_info.value.code == 2 and "stpes" in capsys.readouterr().err
+
+
+def test_fp16_on_cpu_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="fp16' needs CUDA"):
+        zoo.train(tiny_experiment(tmp_path, train={"precision": "fp16", "device": "cpu"}))
+
+
+def test_bf16_autocast_runs_on_cpu(tmp_path):
+    result = zoo.train(tiny_experiment(tmp_path, train={"precision": "bf16", "steps": 10}))
+    assert all(torch.isfinite(torch.tensor(v)) for v in result.metrics.values())

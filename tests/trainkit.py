@@ -1,0 +1,36 @@
+"""Helpers for the trainer tests: a tiny experiment and W&B's own reader of offline runs."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def tiny_experiment(out_dir, **groups) -> dict:
+    """A run of a few seconds on 2 cores; `groups` update the model, train or wandb fields, or
+    replace the task."""
+    experiment = {
+        "model": {"preset": "vaswani2017", "d_model": 32, "n_heads": 2, "d_ff": 64,
+                  "n_encoder_layers": 1, "n_decoder_layers": 1, "dropout": 0.0},
+        "task": {"name": "reverse", "min_len": 3, "max_len": 6},
+        "train": {"steps": 120, "batch_size": 32, "eval_every": 60, "eval_size": 32, "log_every": 20,
+                  "checkpoint_every": 60, "warmup_steps": 5, "schedule": "constant",
+                  "optimizer": {"lr": 3e-3}, "out_dir": str(out_dir)},
+        "wandb": {"mode": "disabled"},
+    }
+    for group, fields in groups.items():
+        experiment[group] = fields if group == "task" else {**experiment[group], **fields}
+    return experiment
+
+
+def wandb_cli() -> str:
+    return str(Path(sys.executable).with_name("wandb"))
+
+
+def read_run(run_dir) -> tuple[dict, list[dict]]:
+    """(summary, records) of an offline run, read with `wandb leet inspect`, W&B's own reader."""
+    summary = subprocess.run([wandb_cli(), "leet", "inspect", "--summary", "--json", str(run_dir)],
+                             capture_output=True, text=True, timeout=120, check=True)
+    records = subprocess.run([wandb_cli(), "leet", "inspect", "--json", str(run_dir)],
+                             capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(summary.stdout), [json.loads(line) for line in records.stdout.splitlines() if line.strip()]
