@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import zoo
+from trainkit import task_fields
 from zoo.tasks import build_task
 
 TASKS = zoo.registry("task").names()
@@ -22,21 +23,21 @@ def well_formed(ids: torch.Tensor, vocab_size: int) -> None:
 
 @pytest.mark.parametrize("name", TASKS)
 def test_batches_are_well_formed_and_reproducible(name):
-    task = build_task({"name": name}, seed=3)
+    task = build_task(task_fields(name), seed=3)
     src, tgt = task.train_batch(5, 8)
     assert src.size(0) == tgt.size(0) == 8
     well_formed(src, len(task.src_vocab))
     well_formed(tgt, len(task.tgt_vocab))
-    again = build_task({"name": name}, seed=3).train_batch(5, 8)
+    again = build_task(task_fields(name), seed=3).train_batch(5, 8)
     assert torch.equal(src, again[0]) and torch.equal(tgt, again[1])
     assert not torch.equal(src, task.train_batch(6, 8)[0])
-    assert not torch.equal(src, build_task({"name": name}, seed=4).train_batch(5, 8)[0])
+    assert not torch.equal(src, build_task(task_fields(name), seed=4).train_batch(5, 8)[0])
 
 
 @pytest.mark.parametrize("name", TASKS)
 def test_eval_set_is_fixed_across_seeds(name):
-    one = build_task({"name": name}, seed=0).eval_batches(20, 8)
-    two = build_task({"name": name}, seed=9).eval_batches(20, 8)
+    one = build_task(task_fields(name), seed=0).eval_batches(20, 8)
+    two = build_task(task_fields(name), seed=9).eval_batches(20, 8)
     assert [b[0].size(0) for b in one] == [8, 8, 4]
     for (s1, t1), (s2, t2) in zip(one, two):
         assert torch.equal(s1, s2) and torch.equal(t1, t2)
@@ -82,6 +83,8 @@ def test_vocabulary_round_trip_and_errors():
     assert zoo.tasks.Vocabulary.from_state(vocab.state()).tokens == vocab.tokens
     with pytest.raises(ValueError, match="'z' is not in the vocabulary"):
         vocab.encode("z")
+    open_vocab = zoo.tasks.Vocabulary(list("abc"), unk=True)
+    assert open_vocab.encode("cz") == [1, 6, 3, 2] and open_vocab.decode([6, 3]) == "c<unk>"
 
 
 def test_bad_task_params_name_the_field():

@@ -6,6 +6,19 @@ import sys
 from pathlib import Path
 
 
+MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
+"""The real Multi30k files, at ../shared/data/multi30k from the project's root."""
+
+
+def task_fields(name: str, **overrides) -> dict:
+    """Fields that make the registered task `name` small; tasks that read files get the real corpus."""
+    fields = {"name": name}
+    if name == "parallel":
+        fields.update(data_dir=str(MULTI30K), valid_split="val", test_split="test_2016_flickr",
+                      train_sentences=2000, vocab_size=1000)
+    return {**fields, **overrides}
+
+
 def tiny_experiment(out_dir, **groups) -> dict:
     """A run of a few seconds on 2 cores; `groups` update the model, train or wandb fields, or
     replace the task."""

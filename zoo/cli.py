@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         args.run(args)
-    except (ValueError, TypeError, RuntimeError) as err:
+    except (ValueError, TypeError, RuntimeError, FileNotFoundError) as err:
         print(f"zoo: {err}", file=sys.stderr)
         raise SystemExit(2) from None
 

@@ -13,27 +13,34 @@ import torch
 from pydantic import BaseModel, ConfigDict
 from torch import Tensor
 
-PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
+PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS)
 
 
 class Vocabulary:
-    """Tokens <-> ids; ids 0, 1, 2 are pad, bos and eos in every vocabulary of the zoo."""
+    """Tokens <-> ids; ids 0, 1, 2 are pad, bos and eos in every vocabulary of the zoo.
 
-    def __init__(self, tokens: Sequence[str], joiner: str = ""):
-        self.tokens = [*SPECIALS, *(t for t in tokens if t not in SPECIALS)]
+    With `unk`, id 3 is <unk> and stands for any piece outside the vocabulary (real text always
+    holds words the training split never had); without it, such a piece is an error.
+    """
+
+    def __init__(self, tokens: Sequence[str], joiner: str = "", unk: bool = False):
+        specials = (*SPECIALS, UNK) if unk else SPECIALS
+        self.tokens = [*specials, *(t for t in tokens if t not in specials)]
         self.index = {token: i for i, token in enumerate(self.tokens)}
-        self.joiner = joiner
+        self.joiner, self.unk = joiner, unk
         if len(self.index) != len(self.tokens):
             raise ValueError("a vocabulary's tokens must be distinct")
 
-    pad_id, bos_id, eos_id = 0, 1, 2
+    pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
 
     def __len__(self) -> int:
         return len(self.tokens)
 
     def encode(self, pieces: Sequence[str]) -> list[int]:
         """bos, the pieces' ids, eos."""
+        if self.unk:
+            return [self.bos_id, *(self.index.get(p, self.unk_id) for p in pieces), self.eos_id]
         try:
             return [self.bos_id, *(self.index[p] for p in pieces), self.eos_id]
         except KeyError as err:
@@ -50,12 +57,16 @@ class Vocabulary:
                 pieces.append(self.tokens[i])
         return self.joiner.join(pieces)
 
+    def piece(self, i: int) -> str:
+        """The token of one id, specials included (for labels of plots)."""
+        return self.tokens[i]
+
     def state(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "joiner": self.joiner}
+        return {"kind": "vocabulary", "tokens": self.tokens, "joiner": self.joiner, "unk": self.unk}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "Vocabulary":
-        return cls(state["tokens"], state["joiner"])
+        return cls(state["tokens"], state["joiner"], state.get("unk", False))
 
 
 def pad_rows(rows: Sequence[Sequence[int]], pad_id: int = 0) -> Tensor:
@@ -91,8 +102,12 @@ class Task:
     Params: ClassVar[type[TaskParams]] = TaskParams
     text_metric: ClassVar[bool] = False
     """Whether eval/bleu (corpus BLEU of greedy decodes) is meaningful for this task."""
+    eval_splits: tuple[str, ...] = ("valid",)
+    """Held-out splits: "valid" is evaluated during training, any other one once at the end."""
 
-    def __init__(self, params: TaskParams, seed: int):
+    def __init__(self, params: TaskParams, seed: int, state: dict[str, Any] | None = None):
+        """`state` is what `state()` returned in an earlier run; tasks whose vocabulary is learned
+        from data take it back from there, so a resumed run encodes text exactly as before."""
         self.params, self.seed = params, seed
 
     src_vocab: Vocabulary
@@ -101,9 +116,14 @@ class Task:
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
         raise NotImplementedError
 
-    def eval_batches(self, size: int, batch_size: int) -> list[tuple[Tensor, Tensor]]:
+    def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
         """The fixed held-out set: the same for every seed and every run."""
         raise NotImplementedError
+
+    def references(self, size: int, split: str = "valid") -> list[str] | None:
+        """The held-out targets as raw text, in the order of eval_batches, for BLEU; None when the
+        decoded target ids are the reference."""
+        return None
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint needs to turn ids back into text."""

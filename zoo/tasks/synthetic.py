@@ -38,7 +38,7 @@ class StringTask(Task):
 
     Params = StringParams
 
-    def __init__(self, params: StringParams, seed: int):
+    def __init__(self, params: StringParams, seed: int, state=None):
         super().__init__(params, seed)
         self.src_vocab = self.tgt_vocab = Vocabulary(list(params.alphabet))
 
@@ -56,7 +56,7 @@ class StringTask(Task):
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
         return self._strings(step_generator(self.seed, step), batch_size, self.params.min_len, self.params.max_len)
 
-    def eval_batches(self, size: int, batch_size: int) -> list[tuple[Tensor, Tensor]]:
+    def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
         p = self.params
         low, high = p.eval_min_len or p.min_len, p.eval_max_len or p.max_len
         src, tgt = self._strings(step_generator(EVAL_SEED, 0), size, low, high)
@@ -100,7 +100,7 @@ class RandomIds(Task):
 
     Params = RandomParams
 
-    def __init__(self, params: RandomParams, seed: int):
+    def __init__(self, params: RandomParams, seed: int, state=None):
         super().__init__(params, seed)
         self.src_vocab = self.tgt_vocab = Vocabulary([f"t{i}" for i in range(params.vocab_size - 3)], joiner=" ")
 
@@ -114,6 +114,6 @@ class RandomIds(Task):
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
         return self._batch(step_generator(self.seed, step), batch_size)
 
-    def eval_batches(self, size: int, batch_size: int) -> list[tuple[Tensor, Tensor]]:
+    def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
         src, tgt = self._batch(step_generator(EVAL_SEED, 0), size)
         return in_batches(src, tgt, batch_size)

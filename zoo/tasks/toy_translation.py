@@ -44,7 +44,7 @@ class ToyTranslation(Task):
     Params = ToyParams
     text_metric = True
 
-    def __init__(self, params: ToyParams, seed: int):
+    def __init__(self, params: ToyParams, seed: int, state=None):
         super().__init__(params, seed)
         pairs = sentence_pairs()
         self.src_vocab = Vocabulary(sorted({w for zh, _ in pairs for w in zh}), joiner=" ")
@@ -62,5 +62,5 @@ class ToyTranslation(Task):
         picks = torch.randint(len(self.train_pairs), (batch_size,), generator=step_generator(self.seed, step))
         return self._encode([self.train_pairs[i] for i in picks.tolist()])
 
-    def eval_batches(self, size: int, batch_size: int) -> list[tuple[Tensor, Tensor]]:
+    def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
         return in_batches(*self._encode(self.eval_pairs[:size]), batch_size)

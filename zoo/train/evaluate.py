@@ -15,12 +15,15 @@ def until_eos(row: list[int], eos_id: int) -> list[int]:
 
 
 @torch.no_grad()
-def evaluate(model: EncoderDecoder, task: Task, batches: list[tuple[Tensor, Tensor]], device) -> dict[str, float]:
+def evaluate(model: EncoderDecoder, task: Task, batches: list[tuple[Tensor, Tensor]], device,
+             references: list[str] | None = None, prefix: str = "eval") -> dict[str, float]:
+    """Metrics of one held-out split; BLEU scores against `references` (raw text) when given,
+    else against the decoded target ids. Decoding length never looks at the target."""
     was_training = model.training
     model.eval()
     spec = model.spec
     loss_sum = correct = tokens = exact = rows = 0
-    hypotheses, references = [], []
+    hypotheses, decoded_refs = [], []
     for src, tgt in batches:
         src, tgt = src.to(device), tgt.to(device)
         logits = model(src, tgt[:, :-1]).float()
@@ -29,21 +32,22 @@ def evaluate(model: EncoderDecoder, task: Task, batches: list[tuple[Tensor, Tens
         loss_sum += F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=spec.pad_id, reduction="sum").item()
         correct += ((logits.argmax(-1) == labels) & real).sum().item()
         tokens += real.sum().item()
-        decoded = model.generate(src, max_new_tokens=tgt.size(1) + 4).tolist()
+        decoded = model.generate(src, max_new_tokens=min(spec.max_len - 1, 2 * src.size(1) + 10)).tolist()
         for out, ref in zip(decoded, tgt.tolist()):
             hyp, ref = until_eos(out[1:], spec.eos_id), until_eos(ref[1:], spec.eos_id)
             exact += hyp == ref
             hypotheses.append(task.tgt_vocab.decode(hyp))
-            references.append(task.tgt_vocab.decode(ref))
+            decoded_refs.append(task.tgt_vocab.decode(ref))
         rows += src.size(0)
     model.train(was_training)
     metrics = {
-        "eval/loss": loss_sum / max(tokens, 1),
-        "eval/token_acc": correct / max(tokens, 1),
-        "eval/exact_match": exact / max(rows, 1),
+        f"{prefix}/loss": loss_sum / max(tokens, 1),
+        f"{prefix}/token_acc": correct / max(tokens, 1),
+        f"{prefix}/exact_match": exact / max(rows, 1),
     }
     if task.text_metric:
         import sacrebleu
 
-        metrics["eval/bleu"] = sacrebleu.corpus_bleu(hypotheses, [references]).score
+        refs = decoded_refs if references is None else references
+        metrics[f"{prefix}/bleu"] = sacrebleu.corpus_bleu(hypotheses, [refs]).score
     return metrics

@@ -68,19 +68,20 @@ class Trainer:
         self.dist = Distributed.from_env()
         self.device = pick_device(t.device, self.dist)
         self.amp_dtype = autocast_dtype(t.precision, self.device)
-        self.task = build_task(experiment.task, t.seed)
+        self.name = experiment.wandb.name or f"{experiment.model_spec(1, 1).name}-seed{t.seed}"
+        self.run_dir = Path(t.out_dir) / self.name
+        self.checkpoint_path = self.run_dir / "checkpoint.pt"
+        saved = read_checkpoint(self.checkpoint_path, self.device) if resume and self.checkpoint_path.exists() else None
+        self.task = build_task(experiment.task, t.seed, saved and saved["task"])
         self.spec = experiment.model_spec(len(self.task.src_vocab), len(self.task.tgt_vocab))
         torch.manual_seed(t.seed)
         self.model = EncoderDecoder(self.spec, seed=t.seed).to(self.device)
         self.optimizer = make_optimizer(self.model, t)
         self.schedule = make_schedule(self.optimizer, t)
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
-        self.name = experiment.wandb.name or f"{self.spec.name}-seed{t.seed}"
-        self.run_dir = Path(t.out_dir) / self.name
-        self.checkpoint_path = self.run_dir / "checkpoint.pt"
         self.step, self.best, self.last_eval, self.run_id, self.history = 0, {}, {}, None, []
-        if resume and self.checkpoint_path.exists():
-            self._restore(read_checkpoint(self.checkpoint_path, self.device))
+        if saved is not None:
+            self._restore(saved)
         self.forward = self.model
         if self.dist.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -89,6 +90,7 @@ class Trainer:
             self.forward = torch.compile(self.forward)
         self.tracker = Tracker(experiment, self.spec, self.run_dir, self.name, self.dist.is_main, self.run_id)
         self.eval_batches = self.task.eval_batches(t.eval_size, t.batch_size) if self.dist.is_main else []
+        self.eval_references = self.task.references(t.eval_size) if self.dist.is_main else None
 
     def _restore(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
@@ -153,62 +155,72 @@ class Trainer:
         self.tracker.log(metrics, step)
 
     def _evaluate(self) -> dict[str, float]:
-        metrics = evaluate(self.model, self.task, self.eval_batches, self.device)
+        metrics = evaluate(self.model, self.task, self.eval_batches, self.device, self.eval_references)
         for name, value in metrics.items():
             if better(name, value, self.best.get(name)):
                 self.best[name] = value
         self.last_eval = metrics
         return metrics
 
-    def run(self) -> TrainResult:
+    def _loop(self, progress: Progress, start: float) -> None:
         t = self.experiment.train
-        progress = Progress(t.steps, self.step, enabled=self.dist.is_main)
-        params = self.model.num_parameters()
-        self.tracker.summary({"parameters": params, "model_name": self.spec.name})
-        start = window_start = time.perf_counter()
-        window_loss = window_tokens = 0.0
-        png = None
+        window_start, window_loss, window_tokens = start, 0.0, 0.0
+        for step in range(self.step + 1, t.steps + 1):
+            loss_sum, tokens, grad_norm = self._train_step(step)
+            self.step = step
+            window_loss, window_tokens = window_loss + loss_sum.item(), window_tokens + tokens.item()
+            if step % t.log_every == 0 or step == t.steps:
+                now = time.perf_counter()
+                logged = {"train/loss": window_loss / max(window_tokens, 1), "train/lr": self.schedule.get_last_lr()[0],
+                          "train/grad_norm": grad_norm.item(), "train/tokens_per_s": window_tokens / (now - window_start),
+                          "train/wall_s": now - start}
+                self._log(logged, step)
+                progress.update(step, logged)
+                window_start, window_loss, window_tokens = now, 0.0, 0.0
+            if self.dist.is_main and (step % t.eval_every == 0 or step == t.steps):
+                metrics = self._evaluate()
+                self._log(metrics, step)
+                progress.update(step, metrics)
+            if step % t.checkpoint_every == 0 or step == t.steps:
+                self._checkpoint()
+            self.dist.barrier()
+
+    def _finish(self, start: float) -> tuple[dict[str, float], Path]:
+        """On rank 0: the attention picture, the test split if the task has one, the summary."""
+        t = self.experiment.train
+        if not self.last_eval:
+            self._evaluate()
+        final = dict(self.last_eval)
+        for split in self.task.eval_splits[1:]:
+            batches = self.task.eval_batches(t.eval_size, t.batch_size, split)
+            final.update(evaluate(self.model, self.task, batches, self.device, self.task.references(t.eval_size, split), split))
+        png = self.run_dir / "cross_attention.png"
+        caption = cross_attention_png(self.model, self.task, self.eval_batches[0][0], png)
+        self.tracker.image("eval/cross_attention", png, caption, self.step)
+        self.tracker.summary({**final, **{f"best/{k}": v for k, v in self.best.items()},
+                              "wall_time_s": time.perf_counter() - start, "steps": self.step})
+        return final, png
+
+    def run(self) -> TrainResult:
+        progress = Progress(self.experiment.train.steps, self.step, enabled=self.dist.is_main)
+        self.tracker.summary({"parameters": self.model.num_parameters(), "model_name": self.spec.name})
+        start = time.perf_counter()
+        final, png, failed = {}, None, True
+        wandb_dir = self.tracker.files_dir
         try:
-            for step in range(self.step + 1, t.steps + 1):
-                loss_sum, tokens, grad_norm = self._train_step(step)
-                self.step = step
-                window_loss, window_tokens = window_loss + loss_sum.item(), window_tokens + tokens.item()
-                if step % t.log_every == 0 or step == t.steps:
-                    now = time.perf_counter()
-                    logged = {"train/loss": window_loss / max(window_tokens, 1), "train/lr": self.schedule.get_last_lr()[0],
-                              "train/grad_norm": grad_norm.item(), "train/tokens_per_s": window_tokens / (now - window_start),
-                              "train/wall_s": now - start}
-                    self._log(logged, step)
-                    progress.update(step, logged)
-                    window_start, window_loss, window_tokens = now, 0.0, 0.0
-                if self.dist.is_main and (step % t.eval_every == 0 or step == t.steps):
-                    metrics = self._evaluate()
-                    self._log(metrics, step)
-                    progress.update(step, metrics)
-                if step % t.checkpoint_every == 0 or step == t.steps:
-                    self._checkpoint()
-                self.dist.barrier()
+            self._loop(progress, start)
             if self.dist.is_main:
-                if not self.last_eval:
-                    self._evaluate()
-                png = self.run_dir / "cross_attention.png"
-                caption = cross_attention_png(self.model, self.task, self.eval_batches[0][0], png)
-                self.tracker.image("eval/cross_attention", png, caption, self.step)
-                self.tracker.summary({**self.last_eval, **{f"best/{k}": v for k, v in self.best.items()},
-                                      "wall_time_s": time.perf_counter() - start, "steps": self.step})
+                final, png = self._finish(start)
+            failed = False
         except Diverged as err:
             self.tracker.summary({"diverged": True, "diverged_at": self.step + 1})
-            self.tracker.finish(failed=True)
-            progress.close()
-            self.dist.close()
             kept = f"the last good checkpoint is {self.checkpoint_path}" if self.checkpoint_path.exists() else "no checkpoint was written yet"
             raise Diverged(f"training diverged at {err}; {kept}") from None
-        wandb_dir = self.tracker.files_dir
-        self.tracker.finish()
-        progress.close()
-        self.dist.close()
-        return TrainResult(dict(self.last_eval), self.checkpoint_path, self.run_dir, png, wandb_dir,
-                           dict(self.best), self.history)
+        finally:
+            self.tracker.finish(failed=failed)
+            progress.close()
+            self.dist.close()
+        return TrainResult(final, self.checkpoint_path, self.run_dir, png, wandb_dir, dict(self.best), self.history)
 
 
 def train(experiment: ExperimentSpec | dict, resume: bool = False) -> TrainResult:

@@ -20,16 +20,20 @@ def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, pa
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams["font.family"] = ["DejaVu Sans", "Noto Sans CJK SC", "WenQuanYi Zen Hei", "sans-serif"]
+    from matplotlib import font_manager
+
+    installed = {font.name for font in font_manager.fontManager.ttflist}
+    wanted = ["DejaVu Sans", "Noto Sans CJK SC", "WenQuanYi Zen Hei"]  # CJK fonts for toy_translation, if present
+    plt.rcParams["font.family"] = [name for name in wanted if name in installed] + ["sans-serif"]
 
     was_training = model.training
     model.eval()
     src = src[:1, : int((src[0] != model.spec.pad_id).sum())]
-    out = model.generate(src, max_new_tokens=src.size(1) + 8)
+    out = model.generate(src, max_new_tokens=min(model.spec.max_len - 1, 2 * src.size(1) + 10))
     weights = model.attention_maps(src, out[:, :-1]).decoder_cross[-1][0].float().cpu()  # (H, T, S)
     model.train(was_training)
-    src_labels = [task.src_vocab.tokens[i] for i in src[0].tolist()]
-    out_labels = [task.tgt_vocab.tokens[i] for i in out[0, 1:].tolist()]
+    src_labels = [task.src_vocab.piece(i) for i in src[0].tolist()]
+    out_labels = [task.tgt_vocab.piece(i) for i in out[0, 1:].tolist()]
     heads = weights.size(0)
     fig, axes = plt.subplots(1, heads, figsize=(2.2 + 0.32 * len(src_labels) * heads, 1.5 + 0.3 * len(out_labels)),
                              squeeze=False)

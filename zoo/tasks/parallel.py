@@ -1,0 +1,98 @@
+"""A real parallel corpus from files (Multi30k, IWSLT, your own): train, valid and test splits,
+tokenized by characters, words or BPE learned on the training split, scored by corpus BLEU."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import torch
+from pydantic import Field, PositiveInt
+from torch import Tensor
+
+from zoo.registry import registry
+from zoo.tasks.base import Task, TaskParams, in_batches, pad_rows, step_generator
+from zoo.tasks.corpus import CorpusFormat, read_split
+from zoo.tasks.text import TokenizerName, codec_from_state, normalize, train_codec
+
+
+class ParallelParams(TaskParams):
+    data_dir: str = Field(description="the folder of the corpus files; relative paths start at the working directory")
+    src_lang: str = Field("de", description="source files are SPLIT.SRC_LANG[.gz]")
+    tgt_lang: str = Field("en", description="target files are SPLIT.TGT_LANG[.gz]")
+    train_split: str = "train"
+    valid_split: str = "valid"
+    test_split: str | None = Field("test", description="evaluated once at the end; null for none")
+    format: CorpusFormat = Field("auto", description="pair: aligned files; tsv: SPLIT.tsv[.gz]; auto: whichever exists")
+    tokenizer: TokenizerName = "bpe"
+    vocab_size: int = Field(8000, ge=8, description="the most tokens of each side's vocabulary")
+    min_frequency: PositiveInt = Field(2, description="pieces seen fewer times in training become <unk>")
+    lowercase: bool = False
+    max_tokens: PositiveInt = Field(128, description="longer training pairs (bos and eos counted) are left out")
+    train_sentences: PositiveInt | None = Field(None, description="only the first N training pairs")
+    test_size: PositiveInt | None = Field(None, description="only the first N test pairs; default all")
+
+
+@lru_cache(maxsize=8)
+def cached_split(data_dir: str, stem: str, src: str, tgt: str, fmt: str) -> tuple[tuple[str, str], ...]:
+    """Each split is read once per process, however many tasks (runs, tests) use it."""
+    return tuple(read_split(data_dir, stem, src, tgt, fmt))
+
+
+@registry("task").register("parallel")
+class Parallel(Task):
+    """Sentence pairs from files. Training batches walk the training split in a new random order
+    each epoch, a pure function of (seed, step); the held-out sets keep the files' sentences."""
+
+    Params = ParallelParams
+    text_metric = True
+
+    def __init__(self, params: ParallelParams, seed: int, state: dict[str, Any] | None = None):
+        super().__init__(params, seed)
+        p = params
+        train = self._split(p.train_split)[: p.train_sentences]
+        if state is None:
+            self.src_vocab = train_codec(p.tokenizer, [s for s, _ in train], p.vocab_size, p.min_frequency, p.lowercase)
+            self.tgt_vocab = train_codec(p.tokenizer, [t for _, t in train], p.vocab_size, p.min_frequency, p.lowercase)
+        else:
+            self.src_vocab, self.tgt_vocab = codec_from_state(state["src_vocab"]), codec_from_state(state["tgt_vocab"])
+        encoded = [(self.src_vocab.encode(s), self.tgt_vocab.encode(t)) for s, t in train]
+        self.train_pairs = [(s, t) for s, t in encoded if max(len(s), len(t)) <= p.max_tokens]
+        if not self.train_pairs:
+            raise ValueError(f"task.max_tokens {p.max_tokens}: no training pair is that short")
+        self.eval_splits = ("valid",) if p.test_split is None else ("valid", "test")
+        self._epoch: tuple[int, list[int]] | None = None
+
+    def _split(self, stem: str) -> tuple[tuple[str, str], ...]:
+        p = self.params
+        return cached_split(p.data_dir, stem, p.src_lang, p.tgt_lang, p.format)
+
+    def _order(self, epoch: int) -> list[int]:
+        if self._epoch is None or self._epoch[0] != epoch:
+            gen = step_generator(self.seed, epoch, stream=1)
+            self._epoch = (epoch, torch.randperm(len(self.train_pairs), generator=gen).tolist())
+        return self._epoch[1]
+
+    def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
+        rows, n = [], len(self.train_pairs)
+        for position in range(step * batch_size, (step + 1) * batch_size):
+            rows.append(self.train_pairs[self._order(position // n)[position % n]])
+        return pad_rows([s for s, _ in rows]), pad_rows([t for _, t in rows])
+
+    def _held_out(self, size: int | None, split: str) -> list[tuple[str, str]]:
+        """The first `size` pairs of the split, shortest source first (less padding when decoding)."""
+        if split not in self.eval_splits:
+            raise ValueError(f"split {split!r} is not held out by this task; choices: {', '.join(self.eval_splits)}")
+        p = self.params
+        stem = p.valid_split if split == "valid" else p.test_split
+        pairs = list(self._split(stem))[: size if split == "valid" else p.test_size]
+        return sorted(pairs, key=lambda pair: len(self.src_vocab.encode(pair[0])))
+
+    def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
+        pairs = self._held_out(size, split)
+        src = pad_rows([self.src_vocab.encode(s) for s, _ in pairs])
+        tgt = pad_rows([self.tgt_vocab.encode(t) for _, t in pairs])
+        return in_batches(src, tgt, batch_size)
+
+    def references(self, size: int, split: str = "valid") -> list[str]:
+        return [normalize(t, self.params.lowercase) for _, t in self._held_out(size, split)]
