@@ -50,3 +50,9 @@ def reference_greedy(model: zoo.EncoderDecoder, src: torch.Tensor, steps: int) -
         if done.all():
             break
     return tokens
+
+
+@pytest.fixture(autouse=True)
+def _wandb_mode_from_the_spec(monkeypatch):
+    """WANDB_MODE in the environment wins over a spec; tests decide their mode themselves."""
+    monkeypatch.delenv("WANDB_MODE", raising=False)

@@ -1,0 +1,82 @@
+"""What the trainer wrote to W&B, read back from the offline run with W&B's own reader."""
+
+import hashlib
+
+import pytest
+
+import zoo
+from trainkit import read_run, tiny_experiment
+
+
+def offline_run(run_dir):
+    runs = sorted((run_dir / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1, f"expected one offline run in {run_dir}/wandb, found {runs}"
+    return read_run(runs[0])
+
+
+def test_offline_run_holds_spec_tags_metrics_and_the_attention_picture(tmp_path):
+    experiment = tiny_experiment(tmp_path, model={"norm": "pre", "ffn": "gelu"}, train={"steps": 40, "eval_every": 20},
+                                 wandb={"mode": "offline", "group": "ablation-1", "tags": ["mine"]})
+    result = zoo.train(experiment)
+    model, spec = zoo.load(result.checkpoint)
+    info, records = offline_run(result.run_dir)
+
+    assert info["state"] == "finished" and info["exit_code"] == 0
+    assert info["name"] == "pre.sinusoidal.fused.gelu-seed0" and info["project"] == "zoo"
+    config = info["config"]
+    assert config["model"] == spec.model_dump(), "the full, resolved ModelSpec"
+    assert config["task"]["name"] == "reverse" and config["train"]["steps"] == 40
+    assert info["tags"] == ["mine", *(f"{axis}={value}" for axis, value in spec.axes().items())]
+    run = next(r["run"] for r in records if r["type"] == "run")
+    assert run["run_group"] == "ablation-1" and run["job_type"] == "train"
+
+    step_of = {m["metric"].get("glob_name"): m["metric"].get("step_metric") for m in records if m["type"] == "metric"}
+    assert step_of["eval/*"] == step_of["train/*"] == "train/step"
+    rows = [r["history"]["item"] for r in records if r["type"] == "history"]
+    evals = [(row["train/step"], row["eval/loss"]) for row in rows if "eval/loss" in row]
+    assert evals == [(row["train/step"], row["eval/loss"]) for row in result.history if "eval/loss" in row]
+    assert [row["train/step"] for row in rows if "train/loss" in row] == [20, 40]
+
+    summary = info["summary"]
+    assert summary["parameters"] == model.num_parameters() and summary["steps"] == 40
+    for name, value in result.metrics.items():
+        assert summary[name] == pytest.approx(value) and summary[f"best/{name}"] == pytest.approx(result.best[name])
+    image = summary["eval/cross_attention"]
+    assert image["_type"] == "image-file" and " -> " in image["caption"]
+    assert image["sha256"] == hashlib.sha256(result.attention_png.read_bytes()).hexdigest()
+
+
+def test_a_diverging_run_is_marked_failed(tmp_path):
+    experiment = tiny_experiment(tmp_path, train={"optimizer": {"lr": 1e30}, "warmup_steps": 0, "grad_clip": None},
+                                 wandb={"mode": "offline"})
+    with pytest.raises(zoo.Diverged):
+        zoo.train(experiment)
+    info, _ = offline_run(tmp_path / "post.sinusoidal.fused.relu-seed0")
+    assert info["state"] == "failed" and info["exit_code"] == 1
+    assert info["summary"]["diverged"] is True and info["summary"]["diverged_at"] >= 1
+
+
+@pytest.mark.parametrize("spec_mode, env_mode, writes", [
+    ("offline", None, True), ("disabled", None, False), ("offline", "disabled", False), ("disabled", "offline", True),
+])
+def test_wandb_mode_env_wins_and_disabled_writes_nothing(tmp_path, monkeypatch, spec_mode, env_mode, writes):
+    if env_mode is None:
+        monkeypatch.delenv("WANDB_MODE", raising=False)
+    else:
+        monkeypatch.setenv("WANDB_MODE", env_mode)
+    result = zoo.train(tiny_experiment(tmp_path, train={"steps": 5}, wandb={"mode": spec_mode}))
+    assert (result.wandb_dir is not None) == writes
+    assert (result.run_dir / "wandb").exists() == writes
+    if writes:
+        assert offline_run(result.run_dir)[0]["state"] == "finished"
+
+
+def test_a_wandb_failure_is_a_warning_not_a_lost_run(tmp_path, monkeypatch):
+    # Online mode with no account configured: wandb.init refuses at once, without the network.
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "home" / ".config" / "wandb"))
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    with pytest.warns(RuntimeWarning, match="W&B init failed, training goes on without W&B"):
+        result = zoo.train(tiny_experiment(tmp_path, train={"steps": 20, "eval_every": 20}))
+    assert result.checkpoint.exists() and result.metrics["eval/loss"] > 0 and result.wandb_dir is None
