@@ -5,13 +5,7 @@ import hashlib
 import pytest
 
 import zoo
-from trainkit import read_run, tiny_experiment
-
-
-def offline_run(run_dir):
-    runs = sorted((run_dir / "wandb").glob("offline-run-*"))
-    assert len(runs) == 1, f"expected one offline run in {run_dir}/wandb, found {runs}"
-    return read_run(runs[0])
+from trainkit import offline_run, tiny_experiment
 
 
 def test_offline_run_holds_spec_tags_metrics_and_the_attention_picture(tmp_path):

@@ -47,3 +47,10 @@ def read_run(run_dir) -> tuple[dict, list[dict]]:
     records = subprocess.run([wandb_cli(), "leet", "inspect", "--json", str(run_dir)],
                              capture_output=True, text=True, timeout=120, check=True)
     return json.loads(summary.stdout), [json.loads(line) for line in records.stdout.splitlines() if line.strip()]
+
+
+def offline_run(run_dir) -> tuple[dict, list[dict]]:
+    """read_run of the one offline W&B run in a training run's directory."""
+    runs = sorted((Path(run_dir) / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1, f"expected one offline run in {run_dir}/wandb, found {runs}"
+    return read_run(runs[0])

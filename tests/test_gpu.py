@@ -1,0 +1,49 @@
+"""The trainer on CUDA: auto device and bf16 autocast, fp16 with a grad scaler, torch.compile, and
+CPU/GPU agreement of a model. Skipped where CUDA is absent (CI); run them on a GPU machine."""
+
+import pytest
+import torch
+
+import zoo
+from conftest import COMBOS, padded_batch, tiny
+from trainkit import tiny_experiment
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+
+
+def losses(result) -> list[float]:
+    return [row["train/loss"] for row in result.history if "train/loss" in row]
+
+
+def test_auto_picks_cuda_with_bf16_and_the_checkpoint_loads_on_cpu(tmp_path):
+    result = zoo.train(tiny_experiment(tmp_path, train={"device": "auto", "precision": "auto"}))
+    state = torch.load(result.checkpoint, weights_only=True, map_location="cpu")
+    assert state["experiment"]["train"]["precision"] == "auto" and state["rng"]["cuda"] is not None
+    assert losses(result)[-1] < 0.6 * losses(result)[0]
+    model, _ = zoo.load(result.checkpoint, map_location="cpu")
+    assert next(model.parameters()).device.type == "cpu"
+
+
+def test_fp16_uses_a_grad_scaler(tmp_path):
+    result = zoo.train(tiny_experiment(tmp_path, train={"device": "cuda", "precision": "fp16"}))
+    state = torch.load(result.checkpoint, weights_only=True, map_location="cpu")
+    assert state["scaler"] is not None and state["scaler"]["scale"] > 0
+    assert losses(result)[-1] < 0.6 * losses(result)[0]
+
+
+def test_compiled_training_follows_eager_training(tmp_path):
+    common = {"device": "cuda", "precision": "fp32", "steps": 40}
+    eager = zoo.train(tiny_experiment(tmp_path / "eager", train=common))
+    compiled = zoo.train(tiny_experiment(tmp_path / "compiled", train={**common, "compile": True}))
+    assert losses(compiled) == pytest.approx(losses(eager), rel=1e-3)
+
+
+@pytest.mark.parametrize("name", COMBOS)
+def test_cuda_and_cpu_compute_the_same_model(name):
+    torch.backends.cuda.matmul.allow_tf32 = False  # compare fp32 with fp32
+    model = zoo.build(tiny(name), seed=0).eval()
+    src = padded_batch([5, 7, 3], 19)
+    tgt = padded_batch([4, 6, 6], 19, seed=1)
+    on_cpu = model(src, tgt)
+    on_gpu = model.cuda()(src.cuda(), tgt.cuda()).cpu()
+    assert torch.allclose(on_cpu, on_gpu, atol=1e-4, rtol=1e-4)
