@@ -29,7 +29,7 @@ def test_checkpoint_loads_the_trained_model(tmp_path):
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, state["model"][name])
     assert result.attention_png.exists() and result.attention_png.stat().st_size > 1000
-    assert not any(result.run_dir.glob("*.tmp")) and not (result.run_dir / "wandb").exists()
+    assert not any(result.run_dir.glob("*.tmp")) and not (tmp_path / "wandb").exists()
 
 
 def test_text_task_reports_bleu(tmp_path):

@@ -13,7 +13,7 @@ def test_offline_run_holds_spec_tags_metrics_and_the_attention_picture(tmp_path)
                                  wandb={"mode": "offline", "group": "ablation-1", "tags": ["mine"]})
     result = zoo.train(experiment)
     model, spec = zoo.load(result.checkpoint)
-    info, records = offline_run(result.run_dir)
+    info, records = offline_run(tmp_path)
 
     assert info["state"] == "finished" and info["exit_code"] == 0
     assert info["name"] == "pre.sinusoidal.fused.gelu-seed0" and info["project"] == "zoo"
@@ -45,7 +45,7 @@ def test_a_diverging_run_is_marked_failed(tmp_path):
                                  wandb={"mode": "offline"})
     with pytest.raises(zoo.Diverged):
         zoo.train(experiment)
-    info, _ = offline_run(tmp_path / "post.sinusoidal.fused.relu-seed0")
+    info, _ = offline_run(tmp_path)
     assert info["state"] == "failed" and info["exit_code"] == 1
     assert info["summary"]["diverged"] is True and info["summary"]["diverged_at"] >= 1
 
@@ -60,9 +60,9 @@ def test_wandb_mode_env_wins_and_disabled_writes_nothing(tmp_path, monkeypatch, 
         monkeypatch.setenv("WANDB_MODE", env_mode)
     result = zoo.train(tiny_experiment(tmp_path, train={"steps": 5}, wandb={"mode": spec_mode}))
     assert (result.wandb_dir is not None) == writes
-    assert (result.run_dir / "wandb").exists() == writes
+    assert (tmp_path / "wandb").exists() == writes
     if writes:
-        assert offline_run(result.run_dir)[0]["state"] == "finished"
+        assert offline_run(tmp_path)[0]["state"] == "finished"
 
 
 def test_a_wandb_failure_is_a_warning_not_a_lost_run(tmp_path, monkeypatch):

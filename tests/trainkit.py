@@ -29,7 +29,7 @@ def tiny_experiment(out_dir, **groups) -> dict:
         "train": {"steps": 120, "batch_size": 32, "eval_every": 60, "eval_size": 32, "log_every": 20,
                   "checkpoint_every": 60, "warmup_steps": 5, "schedule": "constant",
                   "optimizer": {"lr": 3e-3}, "out_dir": str(out_dir)},
-        "wandb": {"mode": "disabled"},
+        "wandb": {"mode": "disabled", "dir": str(out_dir)},
     }
     for group, fields in groups.items():
         experiment[group] = fields if group == "task" else {**experiment[group], **fields}
@@ -49,8 +49,8 @@ def read_run(run_dir) -> tuple[dict, list[dict]]:
     return json.loads(summary.stdout), [json.loads(line) for line in records.stdout.splitlines() if line.strip()]
 
 
-def offline_run(run_dir) -> tuple[dict, list[dict]]:
-    """read_run of the one offline W&B run in a training run's directory."""
-    runs = sorted((Path(run_dir) / "wandb").glob("offline-run-*"))
-    assert len(runs) == 1, f"expected one offline run in {run_dir}/wandb, found {runs}"
+def offline_run(wandb_dir) -> tuple[dict, list[dict]]:
+    """read_run of the one offline W&B run under wandb_dir/wandb."""
+    runs = sorted((Path(wandb_dir) / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1, f"expected one offline run in {wandb_dir}/wandb, found {runs}"
     return read_run(runs[0])

@@ -75,7 +75,9 @@ def cmd_train(args: argparse.Namespace) -> None:
         print(f"checkpoint:        {result.checkpoint}")
         print(f"attention picture: {result.attention_png}")
         if result.wandb_dir:
-            print(f"W&B run:           {Path(result.wandb_dir).parent}  (browse: wandb leet {result.run_dir}/wandb)")
+            runs = Path(result.wandb_dir).parent.parent
+            runs = runs if runs.is_absolute() else f"./{runs}"
+            print(f"W&B run:           {Path(result.wandb_dir).parent}  (browse: wandb leet {runs}; upload: wandb sync)")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

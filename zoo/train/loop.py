@@ -88,7 +88,7 @@ class Trainer:
             self.forward = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
         if t.compile:
             self.forward = torch.compile(self.forward)
-        self.tracker = Tracker(experiment, self.spec, self.run_dir, self.name, self.dist.is_main, self.run_id)
+        self.tracker = Tracker(experiment, self.spec, self.name, self.dist.is_main, self.run_id)
         self.eval_batches = self.task.eval_batches(t.eval_size, t.batch_size) if self.dist.is_main else []
         self.eval_references = self.task.references(t.eval_size) if self.dist.is_main else None
 

@@ -23,7 +23,7 @@ def axis_tags(spec: ModelSpec) -> list[str]:
 
 
 class Tracker:
-    def __init__(self, experiment: ExperimentSpec, spec: ModelSpec, run_dir: Path, name: str,
+    def __init__(self, experiment: ExperimentSpec, spec: ModelSpec, name: str,
                  active: bool, run_id: str | None = None, job_type: str = "train"):
         self.run = None
         mode = resolved_mode(experiment)
@@ -33,15 +33,15 @@ class Tracker:
         config = experiment.model_dump(mode="json")
         config["model"] = spec.model_dump()  # the full, resolved ModelSpec
         config["model_name"] = spec.name
-        self._guard("init", lambda: self._init(w, mode, name, run_dir, config, spec, run_id, job_type))
+        self._guard("init", lambda: self._init(w, mode, name, config, spec, run_id, job_type))
 
-    def _init(self, w, mode, name, run_dir, config, spec, run_id, job_type) -> None:
+    def _init(self, w, mode, name, config, spec, run_id, job_type) -> None:
         import wandb
 
-        run_dir.mkdir(parents=True, exist_ok=True)
+        Path(w.dir).mkdir(parents=True, exist_ok=True)
         self.run = wandb.init(
             project=w.project, entity=w.entity, group=w.group, name=name, job_type=job_type,
-            tags=[*w.tags, *axis_tags(spec)], config=config, dir=str(run_dir), mode=mode,
+            tags=[*w.tags, *axis_tags(spec)], config=config, dir=w.dir, mode=mode,
             id=run_id, resume="allow" if run_id else None, settings=wandb.Settings(console="off"),
         )
         self.run.define_metric("train/step")
