@@ -100,8 +100,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     training = commands.add_parser("train", help="train one experiment (defaults: the main job on reverse)")
     training.add_argument("file", nargs="?", help="an ExperimentSpec YAML file")
-    training.add_argument("--set", action="append", default=[], metavar="DOTTED.KEY=VALUE",
-                          help="e.g. --set model.norm=pre --set train.steps=200")
+    training.add_argument("--set", action="extend", nargs="+", default=[], metavar="DOTTED.KEY=VALUE",
+                          help="e.g. --set model.norm=pre train.steps=200 (or --set before each)")
     training.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
     training.set_defaults(run=cmd_train)
 

@@ -56,6 +56,7 @@ class WandbSpec(Strict):
     tags: tuple[str, ...] = ()
     name: str | None = Field(None, description="default: the variant's canonical name and the seed")
     mode: Literal["offline", "online", "disabled"] = "offline"
+    job_type: str = Field("train", description="W&B's job type: train; a sweep's cells use sweep")
     dir: str = Field(".", description="W&B writes DIR/wandb; one folder for all runs, so `wandb leet ./wandb` browses them")
 
 

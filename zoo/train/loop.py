@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -80,6 +82,7 @@ class Trainer:
         self.schedule = make_schedule(self.optimizer, t)
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
         self.step, self.best, self.last_eval, self.run_id, self.history = 0, {}, {}, None, []
+        self.start = time.perf_counter()
         if saved is not None:
             self._restore(saved)
         self.forward = self.model
@@ -102,6 +105,8 @@ class Trainer:
         if torch.cuda.is_available() and state["rng"].get("cuda") is not None:
             torch.cuda.set_rng_state(state["rng"]["cuda"])
         self.step, self.best, self.last_eval = state["step"], state["best"], state["last_eval"]
+        self.history = state["history"]
+        self.start = time.perf_counter() - state["wall_s"]  # wall time counts on across a resume
         self.run_id = state.get("wandb_id")
 
     def _checkpoint(self) -> None:
@@ -115,7 +120,8 @@ class Trainer:
             "schedule": self.schedule.state_dict(),
             "scaler": None if self.scaler is None else self.scaler.state_dict(),
             "rng": {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None},
-            "step": self.step, "best": self.best, "last_eval": self.last_eval,
+            "step": self.step, "best": self.best, "last_eval": self.last_eval, "history": self.history,
+            "wall_s": time.perf_counter() - self.start,
             "task": self.task.state(), "wandb_id": self.tracker.run_id or self.run_id,
         })
 
@@ -150,8 +156,8 @@ class Trainer:
         self.schedule.step()
         return total, tokens, grad_norm
 
-    def _log(self, metrics: dict[str, float], step: int) -> None:
-        self.history.append({"train/step": step, **metrics})
+    def _log(self, metrics: dict[str, float], step: int, wall_s: float) -> None:
+        self.history.append({"train/step": step, "train/wall_s": wall_s, **metrics})
         self.tracker.log(metrics, step)
 
     def _evaluate(self) -> dict[str, float]:
@@ -174,12 +180,12 @@ class Trainer:
                 logged = {"train/loss": window_loss / max(window_tokens, 1), "train/lr": self.schedule.get_last_lr()[0],
                           "train/grad_norm": grad_norm.item(), "train/tokens_per_s": window_tokens / (now - window_start),
                           "train/wall_s": now - start}
-                self._log(logged, step)
+                self._log(logged, step, now - start)
                 progress.update(step, logged)
                 window_start, window_loss, window_tokens = now, 0.0, 0.0
             if self.dist.is_main and (step % t.eval_every == 0 or step == t.steps):
                 metrics = self._evaluate()
-                self._log(metrics, step)
+                self._log(metrics, step, time.perf_counter() - start)
                 progress.update(step, metrics)
             if step % t.checkpoint_every == 0 or step == t.steps:
                 self._checkpoint()
@@ -199,12 +205,25 @@ class Trainer:
         self.tracker.image("eval/cross_attention", png, caption, self.step)
         self.tracker.summary({**final, **{f"best/{k}": v for k, v in self.best.items()},
                               "wall_time_s": time.perf_counter() - start, "steps": self.step})
+        self._write_result("finished", final, start)
         return final, png
+
+    def _write_result(self, status: str, final: dict[str, float], start: float, **extra: Any) -> None:
+        """result.json in the run directory: what a sweep's ledger and `zoo compare` read."""
+        if not self.dist.is_main:
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        result = {"status": status, "name": self.name, "metrics": final, "best": self.best, "steps": self.step,
+                  "wall_time_s": time.perf_counter() - start, "parameters": self.model.num_parameters(),
+                  "model_name": self.spec.name, "history": self.history, **extra}
+        tmp = self.run_dir / "result.json.tmp"
+        tmp.write_text(json.dumps(result, indent=1))
+        os.replace(tmp, self.run_dir / "result.json")
 
     def run(self) -> TrainResult:
         progress = Progress(self.experiment.train.steps, self.step, enabled=self.dist.is_main)
         self.tracker.summary({"parameters": self.model.num_parameters(), "model_name": self.spec.name})
-        start = time.perf_counter()
+        start = self.start
         final, png, failed = {}, None, True
         wandb_dir = self.tracker.files_dir
         try:
@@ -214,6 +233,7 @@ class Trainer:
             failed = False
         except Diverged as err:
             self.tracker.summary({"diverged": True, "diverged_at": self.step + 1})
+            self._write_result("diverged", {}, start, diverged_at=self.step + 1)
             kept = f"the last good checkpoint is {self.checkpoint_path}" if self.checkpoint_path.exists() else "no checkpoint was written yet"
             raise Diverged(f"training diverged at {err}; {kept}") from None
         finally:

@@ -24,7 +24,7 @@ def axis_tags(spec: ModelSpec) -> list[str]:
 
 class Tracker:
     def __init__(self, experiment: ExperimentSpec, spec: ModelSpec, name: str,
-                 active: bool, run_id: str | None = None, job_type: str = "train"):
+                 active: bool, run_id: str | None = None):
         self.run = None
         mode = resolved_mode(experiment)
         if not active or mode == "disabled":
@@ -33,15 +33,15 @@ class Tracker:
         config = experiment.model_dump(mode="json")
         config["model"] = spec.model_dump()  # the full, resolved ModelSpec
         config["model_name"] = spec.name
-        self._guard("init", lambda: self._init(w, mode, name, config, spec, run_id, job_type))
+        self._guard("init", lambda: self._init(w, mode, name, config, spec, run_id))
 
-    def _init(self, w, mode, name, config, spec, run_id, job_type) -> None:
+    def _init(self, w, mode, name, config, spec, run_id) -> None:
         import wandb
 
         Path(w.dir).mkdir(parents=True, exist_ok=True)
         self.run = wandb.init(
-            project=w.project, entity=w.entity, group=w.group, name=name, job_type=job_type,
-            tags=[*w.tags, *axis_tags(spec)], config=config, dir=w.dir, mode=mode,
+            project=w.project, entity=w.entity, group=w.group, name=name, job_type=w.job_type,
+            tags=list(dict.fromkeys([*w.tags, *axis_tags(spec)])), config=config, dir=w.dir, mode=mode,
             id=run_id, resume="allow" if run_id else None, settings=wandb.Settings(console="off"),
         )
         self.run.define_metric("train/step")
