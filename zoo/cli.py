@@ -80,6 +80,40 @@ def cmd_train(args: argparse.Namespace) -> None:
             print(f"W&B run:           {Path(result.wandb_dir).parent}  (browse: wandb leet {runs}; upload: wandb sync)")
 
 
+def cmd_sweep(args: argparse.Namespace) -> None:
+    from zoo.sweep import expand, export_wandb, load_sweep, run_sweep, shard
+
+    sweep, base = load_sweep(args.file, args.set)
+    index, _, count = args.shard.partition("/")
+    if not (index.isdigit() and count.isdigit()):
+        raise ValueError(f"--shard {args.shard}: expected i/n, e.g. 0/4")
+    if args.export:
+        print(f"W&B sweep file: {export_wandb(sweep, base)}  (then: wandb sweep FILE; wandb agent SWEEP_ID)")
+        return
+    if args.dry_run:
+        cells = shard(expand(sweep), int(index), int(count))
+        for cell in cells:
+            print(cell.name)
+        print(f"{len(cells)} cells of {len(expand(sweep))} in shard {args.shard}; folder {sweep.directory()}")
+        return
+    statuses = run_sweep(sweep, base, args.workers, (int(index), int(count)))
+    counts = {s: list(statuses.values()).count(s) for s in sorted(set(statuses.values()))}
+    print(f"sweep {sweep.name}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    print(f"compare: zoo compare {sweep.directory()}")
+    if counts.get("failed"):
+        raise SystemExit(1)
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    from zoo.compare import compare
+
+    report = compare(Path(args.sweep_dir), wandb_mode=args.wandb_mode)
+    print(report.table_text)
+    print(f"report: {report.markdown}")
+    for plot in report.plots:
+        print(f"plot:   {plot}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="zoo", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -104,6 +138,22 @@ def main(argv: Sequence[str] | None = None) -> None:
                           help="e.g. --set model.norm=pre train.steps=200 (or --set before each)")
     training.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
     training.set_defaults(run=cmd_train)
+
+    sweeping = commands.add_parser("sweep", help="train a grid of variants over seeds, one process per cell")
+    sweeping.add_argument("file", help="a SweepSpec YAML file")
+    sweeping.add_argument("--workers", type=int, default=1, help="cells at once; CPU threads are divided between them")
+    sweeping.add_argument("--shard", default="0/1", metavar="I/N", help="run only shard I of N (0-based)")
+    sweeping.add_argument("--dry-run", action="store_true", help="print the cells and their names")
+    sweeping.add_argument("--export", choices=["wandb"], help="write a W&B sweep configuration instead of running")
+    sweeping.add_argument("--set", action="extend", nargs="+", default=[], metavar="DOTTED.KEY=VALUE",
+                          help="experiment fields (train.steps=100) or sweep fields (seeds=[0,1,2])")
+    sweeping.set_defaults(run=cmd_sweep)
+
+    comparing = commands.add_parser("compare", help="table, effects with 95%% intervals, plots and report of a sweep")
+    comparing.add_argument("sweep_dir")
+    comparing.add_argument("--wandb-mode", choices=["offline", "online", "disabled"],
+                           help="default: the sweep's own mode (WANDB_MODE wins)")
+    comparing.set_defaults(run=cmd_compare)
 
     args = parser.parse_args(argv)
     try:

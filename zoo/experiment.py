@@ -121,19 +121,22 @@ def with_sets(data: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
         key, sep, value = assignment.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"--set expects dotted.key=value, got {assignment!r}")
-        parts = key.strip().split(".")
-        if parts[0] not in ExperimentSpec.model_fields:
-            raise ValueError(
-                f"--set {key}: unknown key '{parts[0]}'; valid keys start with one of: "
-                + ", ".join(ExperimentSpec.model_fields)
-            )
-        node = out
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ValueError(f"--set {key}: '{part}' holds a value, not a group of fields")
-        node[parts[-1]] = yaml.safe_load(value)
+        assign(out, key.strip(), yaml.safe_load(value), "--set ")
     return out
+
+
+def assign(data: dict[str, Any], key: str, value: Any, origin: str = "") -> None:
+    """Set the dotted `key` of nested experiment data in place, creating groups on the way."""
+    parts = key.split(".")
+    if parts[0] not in ExperimentSpec.model_fields:
+        raise ValueError(f"{origin}{key}: unknown key '{parts[0]}'; valid keys start with one of: "
+                         + ", ".join(ExperimentSpec.model_fields))
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ValueError(f"{origin}{key}: '{part}' holds a value, not a group of fields")
+    node[parts[-1]] = value
 
 
 def load_experiment(path: str | Path | None = None, sets: Sequence[str] = ()) -> ExperimentSpec:

@@ -1,0 +1,127 @@
+"""The statistics of a sweep: per-variant means over seeds, and each axis's marginal effect with
+95% t-intervals; differences between values are paired over the cells that share every other
+grid value and the seed, which removes the variance those share."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+from scipy import stats
+
+from zoo.sweep.spec import SweepSpec
+
+
+@dataclass(frozen=True)
+class Estimate:
+    mean: float
+    std: float
+    n: int
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float], level: float = 0.95) -> "Estimate":
+        """Mean, sample standard deviation and the t-interval; nan where n is too small for them."""
+        x = np.asarray(values, dtype=float)
+        n = x.size
+        if n == 0:
+            return cls(math.nan, math.nan, 0, math.nan, math.nan)
+        mean = float(x.mean())
+        if n == 1:
+            return cls(mean, math.nan, 1, math.nan, math.nan)
+        std = float(x.std(ddof=1))
+        half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * std / math.sqrt(n)
+        return cls(mean, std, n, mean - half, mean + half)
+
+
+@dataclass
+class VariantRow:
+    variant: str
+    assignment: dict[str, Any]
+    metric: Estimate
+    parameters: int | None
+    steps_to_target: float | None
+    seconds_to_target: float | None
+    reached: int
+    diverged: int
+    failed: int
+    curve: list[tuple[int, float]] = field(default_factory=list)
+    """The metric at each evaluated step, averaged over the seeds that reached that step."""
+
+
+@dataclass
+class AxisEffect:
+    key: str
+    label: str
+    values: list[Any]
+    estimates: list[Estimate]
+    differences: list[tuple[Any, Estimate]]
+    """(value, its difference from values[0]) for every other value, paired."""
+
+
+def reached_at(history: list[dict[str, Any]], metric: str, target: float, goal: str) -> tuple[int, float] | None:
+    """(step, seconds) of the first evaluation that meets the target."""
+    for row in history:
+        value = row.get(metric)
+        if value is not None and (value >= target if goal == "max" else value <= target):
+            return int(row["train/step"]), float(row.get("train/wall_s", math.nan))
+    return None
+
+
+def final_value(record: dict[str, Any], metric: str) -> float | None:
+    if record.get("status") != "finished":
+        return None
+    return (record.get("metrics") or {}).get(metric)
+
+
+def variant_rows(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[VariantRow]:
+    """One row per variant (grid values), best first by the sweep's goal."""
+    by_variant: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_variant.setdefault(record["variant"], []).append(record)
+    rows = []
+    for variant, runs in by_variant.items():
+        values = [v for v in (final_value(r, sweep.metric) for r in runs) if v is not None]
+        hits = [reached_at(r.get("history") or [], sweep.metric, sweep.target, sweep.goal)
+                for r in runs if sweep.target is not None and r.get("status") == "finished"]
+        hits = [h for h in hits if h is not None]
+        curve: dict[int, list[float]] = {}
+        for run in runs:
+            for row in run.get("history") or []:
+                if sweep.metric in row:
+                    curve.setdefault(int(row["train/step"]), []).append(float(row[sweep.metric]))
+        rows.append(VariantRow(
+            variant, runs[0]["assignment"], Estimate.of(values),
+            next((r.get("parameters") for r in runs if r.get("parameters")), None),
+            float(np.mean([h[0] for h in hits])) if hits else None,
+            float(np.mean([h[1] for h in hits])) if hits else None,
+            len(hits), sum(r["status"] == "diverged" for r in runs), sum(r["status"] == "failed" for r in runs),
+            sorted((step, float(np.mean(v))) for step, v in curve.items())))
+    sign = -1.0 if sweep.goal == "max" else 1.0
+    return sorted(rows, key=lambda row: (math.isnan(row.metric.mean), sign * row.metric.mean if row.metric.n else 0))
+
+
+def axis_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[AxisEffect]:
+    """For every grid key: each value's mean over all other grid values and seeds, and its paired
+    difference from the key's first value."""
+    labels = sweep.labels()
+    finished = [(r, final_value(r, sweep.metric)) for r in records]
+    finished = [(r, v) for r, v in finished if v is not None]
+    effects = []
+    for key, values in sweep.grid.items():
+        def rest(record):
+            others = tuple(sorted((k, repr(v)) for k, v in record["assignment"].items() if k != key))
+            return others, record["seed"]
+
+        per_value = [[v for r, v in finished if r["assignment"][key] == value] for value in values]
+        reference = {rest(r): v for r, v in finished if r["assignment"][key] == values[0]}
+        differences = []
+        for value in values[1:]:
+            paired = [v - reference[rest(r)] for r, v in finished
+                      if r["assignment"][key] == value and rest(r) in reference]
+            differences.append((value, Estimate.of(paired)))
+        effects.append(AxisEffect(key, labels[key], list(values), [Estimate.of(v) for v in per_value], differences))
+    return effects

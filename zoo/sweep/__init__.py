@@ -1,0 +1,9 @@
+"""Ablation sweeps: a grid of variants over seeds, one process a cell, a ledger to resume from."""
+
+from zoo.sweep.export import export_wandb, wandb_sweep_config
+from zoo.sweep.ledger import Ledger
+from zoo.sweep.runner import run_sweep
+from zoo.sweep.spec import Cell, SweepSpec, cell_experiment, expand, load_sweep, shard
+
+__all__ = ["Cell", "Ledger", "SweepSpec", "cell_experiment", "expand", "export_wandb", "load_sweep", "run_sweep",
+           "shard", "wandb_sweep_config"]
