@@ -114,7 +114,7 @@ def cmd_compare(args: argparse.Namespace) -> None:
         print(f"plot:   {plot}")
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zoo", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -155,7 +155,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                            help="default: the sweep's own mode (WANDB_MODE wins)")
     comparing.set_defaults(run=cmd_compare)
 
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     try:
         args.run(args)
     except (ValueError, TypeError, RuntimeError, FileNotFoundError) as err:

@@ -1,0 +1,108 @@
+"""`zoo compare` on ledgers with a known answer: the ranking, the intervals, paired differences,
+steps to target, the report, the plots and the W&B compare run read back offline."""
+
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+from trainkit import offline_run
+from zoo.compare import Estimate, compare
+from zoo.sweep import Ledger, SweepSpec, expand
+
+T_975_3 = 3.182446305284263  # Student's t, 97.5% quantile, 3 degrees of freedom (tables)
+
+
+def test_estimate_matches_the_textbook_interval():
+    e = Estimate.of([1.0, 2.0, 3.0, 4.0])
+    std = math.sqrt(5 / 3)
+    assert (e.mean, e.n) == (2.5, 4) and e.std == pytest.approx(std)
+    assert (e.low, e.high) == pytest.approx((2.5 - T_975_3 * std / 2, 2.5 + T_975_3 * std / 2))
+    one = Estimate.of([7.0])
+    assert one.mean == 7.0 and math.isnan(one.std) and math.isnan(one.low)
+    assert Estimate.of([]).n == 0
+
+
+def write_sweep(tmp_path, value, statuses=None) -> SweepSpec:
+    """A finished sweep whose metric is value(norm, ffn, seed); history reaches the value at step 100."""
+    sweep = SweepSpec(name="known", grid={"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]},
+                      seeds=[0, 1, 2, 3], target=0.5, out_dir=str(tmp_path))
+    folder = sweep.directory()
+    folder.mkdir(parents=True)
+    base = {"wandb": {"mode": "offline", "project": "zoo"}}
+    (folder / "sweep.yaml").write_text(yaml.safe_dump({**sweep.model_dump(mode="json"), "base": base}, sort_keys=False))
+    ledger = Ledger(folder / "ledger.jsonl")
+    for cell in expand(sweep):
+        a = dict(cell.assignment)
+        v = value(a["model.norm"], a["model.ffn"], cell.seed)
+        status = (statuses or {}).get(cell.name, "finished")
+        history = [{"train/step": 50, "train/wall_s": 5.0, "eval/exact_match": 0.0},
+                   {"train/step": 100, "train/wall_s": 10.0 + cell.seed, "eval/exact_match": v}]
+        ledger.append({"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": a,
+                       "status": "running"})
+        ledger.append({"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": a,
+                       "status": status, "metrics": {"eval/exact_match": v} if status == "finished" else {},
+                       "parameters": 1000 + (a["model.norm"] == "pre"), "history": history})
+    return sweep
+
+
+def known(norm, ffn, seed):
+    """pre adds exactly 0.2 in every (ffn, seed) pair; gelu adds 0.05 plus seed noise."""
+    noise = [0.0, 0.03, -0.02, 0.01][seed]
+    return 0.4 + 0.1 * seed + (0.2 if norm == "pre" else 0.0) + (0.05 + noise if ffn == "gelu" else 0.0)
+
+
+def test_ranked_table_effects_and_paired_differences(tmp_path):
+    sweep = write_sweep(tmp_path, known)
+    report = compare(sweep.directory(), wandb_mode="disabled")
+    assert [row.variant for row in report.rows] == [
+        "norm=pre,ffn=gelu", "norm=pre,ffn=relu", "norm=post,ffn=gelu", "norm=post,ffn=relu"]
+    top = report.rows[0]
+    values = [known("pre", "gelu", s) for s in range(4)]
+    assert top.metric.mean == pytest.approx(np.mean(values)) and top.metric.n == 4
+    assert top.metric.std == pytest.approx(np.std(values, ddof=1)) and top.parameters == 1001
+    norm, ffn = report.effects
+    assert norm.values == ["post", "pre"] and norm.estimates[1].n == 8
+    (value, diff), = norm.differences
+    assert value == "pre" and diff.n == 8
+    assert (diff.mean, diff.low, diff.high) == pytest.approx((0.2, 0.2, 0.2)), "paired: no seed variance left"
+    (_, gelu), = ffn.differences
+    noise = np.array([0.0, 0.03, -0.02, 0.01] * 2)
+    half = float(np.std(0.05 + noise, ddof=1) / math.sqrt(8)) * 2.364624251592785  # t 97.5%, 7 dof
+    assert gelu.mean == pytest.approx(0.055) and gelu.high - gelu.mean == pytest.approx(half)
+    reached = [r for r in report.rows if r.variant == "norm=post,ffn=relu"][0]
+    assert reached.reached == 3 and reached.steps_to_target == 100  # seed 0 (0.4) misses the 0.5 target
+    assert reached.seconds_to_target == pytest.approx(np.mean([11.0, 12.0, 13.0]))
+
+
+def test_diverged_runs_are_counted_not_averaged(tmp_path):
+    bad = "norm=post,ffn=relu,seed=2"
+    sweep = write_sweep(tmp_path, known, {bad: "diverged"})
+    report = compare(sweep.directory(), wandb_mode="disabled")
+    row = [r for r in report.rows if r.variant == "norm=post,ffn=relu"][0]
+    assert row.diverged == 1 and row.metric.n == 3
+    assert row.metric.mean == pytest.approx(np.mean([known("post", "relu", s) for s in (0, 1, 3)]))
+    assert report.effects[0].differences[0][1].n == 7, "the pair with a diverged run drops out"
+
+
+def test_report_plots_and_wandb_compare_run(tmp_path):
+    sweep = write_sweep(tmp_path, known)
+    report = compare(sweep.directory())
+    text = report.markdown.read_text()
+    assert "| 1 | norm=pre,ffn=gelu |" in text and "| pre − post | 0.2 |" in text
+    assert [p.name for p in report.plots] == ["curves.png", "effect_norm.png", "effect_ffn.png"]
+    for plot in report.plots:
+        assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({plot.name})" in text
+    info, records = offline_run(sweep.directory())
+    meta = next(r["run"] for r in records if r["type"] == "run")
+    assert (meta["run_group"], meta["job_type"], info["name"]) == ("known", "compare", "known-compare")
+    table = info["summary"]["comparison"]
+    assert table["_type"] == "table-file" and table["nrows"] == 4
+    assert {k for k in info["summary"] if k.startswith("plots/")} == {"plots/curves", "plots/effect_norm",
+                                                                    "plots/effect_ffn"}
+
+
+def test_compare_names_what_is_missing(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no sweep.yaml"):
+        compare(tmp_path)

@@ -1,0 +1,175 @@
+"""Sweeps: grid expansion and names, shards, spec errors, the ledger's resume, the W&B export, and
+two tiny cells end to end read back with W&B's own reader."""
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+import zoo
+from trainkit import read_run, tiny_experiment
+from zoo.cli import build_parser
+from zoo.experiment import load_experiment
+from zoo.sweep import Ledger, SweepSpec, cell_experiment, expand, export_wandb, load_sweep, run_sweep, shard
+
+GRID = {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"], "train.optimizer.lr": [0.001, 0.003]}
+
+
+def sweep_spec(tmp_path, **fields) -> SweepSpec:
+    return SweepSpec.model_validate({"name": "s", "grid": GRID, "seeds": [0, 1], "out_dir": str(tmp_path), **fields})
+
+
+def test_grid_times_seeds_expands_into_named_cells(tmp_path):
+    cells = expand(sweep_spec(tmp_path))
+    assert len(cells) == 2 * 2 * 2 * 2 and len({c.name for c in cells}) == 16
+    assert cells[0].name == "norm=post,ffn=relu,lr=0.001,seed=0"
+    assert [c.seed for c in cells] == [0] * 8 + [1] * 8, "whole seeds first"
+    assert {tuple(v for _, v in c.assignment) for c in cells} == set(itertools.product(*GRID.values()))
+    shared = SweepSpec(name="s", grid={"model.max_len": [64], "task.max_len": [8, 9]})
+    assert expand(shared)[1].variant == "model.max_len=64,task.max_len=9", "keys that share a last part stay whole"
+
+
+def test_a_cell_is_the_base_with_its_values_in_the_sweeps_group(tmp_path):
+    sweep = sweep_spec(tmp_path)
+    cell = expand(sweep)[13]
+    experiment = cell_experiment(sweep, {"wandb": {"tags": ["mine"]}}, cell)
+    assert (experiment.model["norm"], experiment.model["ffn"], experiment.train.optimizer.lr) == ("pre", "relu", 0.003)
+    assert experiment.model["d_model"] == 128, "fields the grid leaves alone keep the base's (default) values"
+    assert experiment.train.seed == 1 and experiment.wandb.name == cell.name
+    assert (experiment.wandb.group, experiment.wandb.job_type) == ("s", "sweep")
+    assert experiment.wandb.tags == ("mine", "norm=pre", "ffn=relu", "lr=0.003")
+    assert experiment.train.out_dir == str(tmp_path / "s" / "runs") and experiment.wandb.dir == str(tmp_path / "s")
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5, 16, 17])
+def test_shards_partition_the_cells(tmp_path, count):
+    cells = expand(sweep_spec(tmp_path))
+    parts = [shard(cells, i, count) for i in range(count)]
+    names = [c.name for part in parts for c in part]
+    assert sorted(names) == sorted(c.name for c in cells) and len(names) == len(set(names))
+    assert max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"grid": {"norm": ["pre"]}}, "grid key 'norm' is not a dotted experiment field"),
+    ({"grid": {"train.seed": [1, 2]}}, "list seeds under `seeds`"),
+    ({"grid": {"model.norm": ["pre", "pre"]}}, "needs a list of distinct values"),
+    ({"grid": {}}, "at least one grid axis"),
+    ({"name": "a b"}, "name"),
+    ({"goal": "maximize"}, "'max' or 'min'"),
+    ({"seeds": []}, "seeds"),
+])
+def test_bad_sweep_specs_are_named(tmp_path, fields, message):
+    with pytest.raises(ValueError, match=message):
+        sweep_spec(tmp_path, **fields)
+
+
+def test_a_bad_grid_value_fails_before_anything_runs(tmp_path):
+    sweep = sweep_spec(tmp_path, grid={"model.norm": ["post", "prenorm"]})
+    with pytest.raises(ValueError, match=r"cell norm=prenorm,seed=0: model: norm: unknown norm 'prenorm'.*choices: post, pre"):
+        run_sweep(sweep, {}, echo=lambda _: None)
+    assert not (tmp_path / "s").exists()
+    with pytest.raises(ValueError, match="--shard 3/3"):
+        shard(expand(sweep), 3, 3)
+
+
+def test_load_sweep_finds_the_base_beside_the_file_and_routes_sets(tmp_path):
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump({"task": {"name": "copy"}, "train": {"steps": 9}}))
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({"name": "s", "base": "base.yaml", "grid": GRID}))
+    sweep, base = load_sweep(tmp_path / "sweep.yaml", ["train.steps=7", "seeds=[3, 4]", "goal=min"])
+    assert base["task"] == {"name": "copy"} and base["train"]["steps"] == 7
+    assert sweep.seeds == [3, 4] and sweep.goal == "min"
+    with pytest.raises(ValueError, match="--set sedes=1: valid keys start with one of: model, task, train, wandb, name"):
+        load_sweep(tmp_path / "sweep.yaml", ["sedes=1"])
+
+
+def test_exported_wandb_sweep_names_the_grid_and_runs_zoo_train(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sweep = sweep_spec("sweeps")
+    path = export_wandb(sweep, {"task": {"name": "copy"}})
+    config = yaml.safe_load(path.read_text())
+    assert config["method"] == "grid" and config["metric"] == {"name": "eval/exact_match", "goal": "maximize"}
+    assert config["parameters"] == {**{k: {"values": v} for k, v in GRID.items()}, "train.seed": {"values": [0, 1]}}
+    # What W&B's agent runs for one cell: ${args_no_hyphens} becomes key=value words.
+    words = ["model.norm=pre", "model.ffn=gelu", "train.optimizer.lr=0.003", "train.seed=1"]
+    command = [w for part in config["command"] for w in (words if part == "${args_no_hyphens}" else [part])]
+    assert command[:2] == ["zoo", "train"]
+    args = build_parser().parse_args(command[1:])
+    experiment = load_experiment(args.file, args.set)
+    assert (experiment.model["norm"], experiment.train.seed, experiment.task["name"]) == ("pre", 1, "copy")
+    assert (experiment.wandb.group, experiment.wandb.job_type, experiment.wandb.mode) == ("s", "sweep", "online")
+
+
+def tiny_sweep(tmp_path, grid, **fields) -> tuple[SweepSpec, dict]:
+    base = tiny_experiment(tmp_path, train={"steps": 20, "eval_every": 10, "checkpoint_every": 10, "log_every": 10},
+                           wandb={"mode": "offline"})
+    return SweepSpec.model_validate({"name": "tiny", "grid": grid, "out_dir": str(tmp_path), **fields}), base
+
+
+def test_two_cells_end_to_end_with_wandb_offline(tmp_path):
+    sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post", "pre"]})
+    statuses = run_sweep(sweep, base, workers=2, echo=lambda _: None)
+    assert statuses == {"norm=post,seed=0": "finished", "norm=pre,seed=0": "finished"}
+    folder = tmp_path / "tiny"
+    latest = Ledger(folder / "ledger.jsonl").latest()
+    assert {r["status"] for r in latest.values()} == {"finished"}
+    assert all(r["metrics"]["eval/loss"] > 0 and r["steps"] == 20 for r in latest.values())
+    runs = sorted((folder / "wandb").glob("offline-run-*"))
+    assert len(runs) == 2
+    for run in runs:
+        info, records = read_run(run)
+        meta = next(r["run"] for r in records if r["type"] == "run")
+        assert meta["run_group"] == "tiny" and meta["job_type"] == "sweep"
+        assert info["name"] in statuses and info["state"] == "finished"
+        assert f"norm={info['config']['model']['norm']}" in info["tags"]
+    before = (folder / "ledger.jsonl").read_text()
+    assert run_sweep(sweep, base, echo=lambda _: None) == statuses
+    assert (folder / "ledger.jsonl").read_text() == before, "a finished sweep runs nothing again"
+
+
+def test_a_rerun_retries_failed_cells_and_keeps_finished_ones(tmp_path):
+    sweep, base = tiny_sweep(tmp_path, {"model.ffn": ["relu", "gelu"]})
+    ledger = Ledger(tmp_path / "tiny" / "ledger.jsonl")
+    ledger.append({"cell": "ffn=relu,seed=0", "variant": "ffn=relu", "seed": 0, "status": "finished", "metrics": {}})
+    ledger.append({"cell": "ffn=gelu,seed=0", "variant": "ffn=gelu", "seed": 0, "status": "failed", "error": "x"})
+    assert run_sweep(sweep, base, echo=lambda _: None) == {"ffn=relu,seed=0": "finished", "ffn=gelu,seed=0": "finished"}
+    cells = [r["cell"] for r in ledger.records()]
+    assert cells.count("ffn=relu,seed=0") == 1 and cells.count("ffn=gelu,seed=0") == 3
+
+
+def test_a_diverging_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
+    sweep, base = tiny_sweep(tmp_path, {"train.optimizer.lr": [0.003, 1.0e30]})
+    base["train"].update(grad_clip=None, warmup_steps=0)
+    statuses = run_sweep(sweep, base, echo=lambda _: None)
+    assert statuses == {"lr=0.003,seed=0": "finished", "lr=1.0e+30,seed=0": "diverged"}
+    record = Ledger(tmp_path / "tiny" / "ledger.jsonl").latest()["lr=1.0e+30,seed=0"]
+    assert record["diverged_at"] >= 1 and record["metrics"] == {}
+
+
+def test_killing_the_sweep_and_running_it_again_finishes_only_the_missing_cells(tmp_path):
+    sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post", "pre", "res_post"]})
+    base["wandb"]["mode"] = "disabled"
+    file = tmp_path / "sweep.yaml"
+    file.write_text(yaml.safe_dump({**sweep.model_dump(mode="json"), "base": base}, sort_keys=False))
+    ledger_path = tmp_path / "tiny" / "ledger.jsonl"
+    command = [sys.executable, "-m", "zoo.cli", "sweep", str(file)]
+    first = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while '"finished"' not in (ledger_path.read_text() if ledger_path.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)  # the sweep and the cell it is training
+    first.wait(timeout=30)
+    done_first = {r["cell"] for r in Ledger(ledger_path).records() if r["status"] == "finished"}
+    assert 1 <= len(done_first) < 3
+    subprocess.run(command, check=True, timeout=300, stdout=subprocess.DEVNULL)
+    records = Ledger(ledger_path).records()
+    assert {r["cell"] for r in records if r["status"] == "finished"} == {c.name for c in expand(sweep)}
+    for cell in done_first:
+        assert [r["status"] for r in records if r["cell"] == cell] == ["running", "finished"], "not run again"
+    assert json.loads(ledger_path.read_text().splitlines()[-1])["status"] == "finished"
