@@ -106,3 +106,10 @@ def test_report_plots_and_wandb_compare_run(tmp_path):
 def test_compare_names_what_is_missing(tmp_path):
     with pytest.raises(FileNotFoundError, match="no sweep.yaml"):
         compare(tmp_path)
+
+
+def test_another_metric_gets_files_of_its_own(tmp_path):
+    sweep = write_sweep(tmp_path, known)
+    report = compare(sweep.directory(), wandb_mode="disabled", metric="eval/loss")
+    assert report.markdown.name == "report-eval_loss.md" and report.plots[0].name == "curves-eval_loss.png"
+    assert all(row.metric.n == 0 for row in report.rows), "the ledger above holds no eval/loss"

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import zoo
-from trainkit import task_fields
+from trainkit import task_fields, tiny_experiment
 from zoo.tasks import build_task
 
 TASKS = zoo.registry("task").names()
@@ -92,3 +92,16 @@ def test_bad_task_params_name_the_field():
         build_task({"name": "reverse", "min_len": 9, "max_len": 3}, seed=0)
     with pytest.raises(ValueError, match="unknown task 'revers'; did you mean 'reverse'"):
         build_task({"name": "revers"}, seed=0)
+
+
+def test_a_long_split_is_held_out_beside_the_usual_one(tmp_path):
+    task = build_task({"name": "reverse", "min_len": 3, "max_len": 5, "long_eval_min_len": 8, "long_eval_max_len": 9}, 0)
+    assert task.eval_splits == ("valid", "long")
+    (src, _), = task.eval_batches(6, 6, "long")
+    assert (((src > 2).sum(1) >= 8) & ((src > 2).sum(1) <= 9)).all()
+    with pytest.raises(ValueError, match="long_eval_min_len and long_eval_max_len go together"):
+        build_task({"name": "reverse", "long_eval_min_len": 8}, 0)
+    result = zoo.train(tiny_experiment(tmp_path, task={"name": "reverse", "min_len": 3, "max_len": 6,
+                                                       "long_eval_min_len": 8, "long_eval_max_len": 9},
+                                       train={"steps": 10}))
+    assert {"long/loss", "long/exact_match", "eval/exact_match"} <= set(result.metrics)

@@ -107,7 +107,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 def cmd_compare(args: argparse.Namespace) -> None:
     from zoo.compare import compare
 
-    report = compare(Path(args.sweep_dir), wandb_mode=args.wandb_mode)
+    report = compare(Path(args.sweep_dir), wandb_mode=args.wandb_mode, metric=args.metric)
     print(report.table_text)
     print(f"report: {report.markdown}")
     for plot in report.plots:
@@ -151,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     comparing = commands.add_parser("compare", help="table, effects with 95%% intervals, plots and report of a sweep")
     comparing.add_argument("sweep_dir")
+    comparing.add_argument("--metric", help="another logged metric than the sweep's, e.g. long/exact_match")
     comparing.add_argument("--wandb-mode", choices=["offline", "online", "disabled"],
                            help="default: the sweep's own mode (WANDB_MODE wins)")
     comparing.set_defaults(run=cmd_compare)

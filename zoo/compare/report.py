@@ -74,35 +74,41 @@ def text_table(columns: list[str], data: list[list[str]]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) for line in [columns, *data])
 
 
-def compare(sweep_dir: str | Path, wandb_mode: str | None = None) -> Report:
-    """Everything `zoo compare` shows, from the sweep folder alone (no network)."""
+def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | None = None) -> Report:
+    """Everything `zoo compare` shows, from the sweep folder alone (no network). `metric` other
+    than the sweep's own writes its files with the metric in their names."""
     sweep_dir = Path(sweep_dir)
     saved = sweep_dir / "sweep.yaml"
     if not saved.exists():
         raise FileNotFoundError(f"{sweep_dir}: no sweep.yaml; is this a folder that `zoo sweep` wrote?")
     data = yaml.safe_load(saved.read_text(encoding="utf-8"))
     sweep, base = SweepSpec.model_validate({**data, "base": {}}), data["base"]
+    suffix = ""
+    if metric is not None and metric != sweep.metric:
+        sweep, suffix = sweep.model_copy(update={"metric": metric}), "-" + value_text(metric)
     records = [r for r in Ledger(sweep_dir / "ledger.jsonl").latest().values() if r["status"] != "running"]
     if not records:
         raise ValueError(f"{sweep_dir}: the ledger holds no finished, diverged or failed cell yet")
     rows, effects = variant_rows(sweep, records), axis_effects(sweep, records)
     columns, data_rows = table(sweep, rows)
-    plots = [curves_png(sweep, rows, sweep_dir / "curves.png")]
-    plots += [effect_png(sweep, e, sweep_dir / f"effect_{value_text(e.label)}.png") for e in effects]
+    plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png")]
+    plots += [effect_png(sweep, e, sweep_dir / f"effect_{value_text(e.label)}{suffix}.png") for e in effects]
     lines = [f"# Sweep {sweep.name}", "", f"{len(records)} runs; metric `{sweep.metric}` ({sweep.goal}), "
              f"final value; means over seeds; intervals are 95% t-intervals.", "", "## Variants", "",
              *markdown_table(columns, data_rows), "", "## Effect of each axis", "",
              "Each value's mean over every other grid value and seed; differences are paired over runs that "
              "share every other grid value and the seed.", "", *effect_lines(effects), "## Plots", "",
              *(f"![{p.stem}]({p.name})" for p in plots), ""]
-    markdown = sweep_dir / "report.md"
+    markdown = sweep_dir / f"report{suffix}.md"
     markdown.write_text("\n".join(lines), encoding="utf-8")
     mode = os.environ.get("WANDB_MODE", wandb_mode or (base.get("wandb") or {}).get("mode", "offline"))
-    run = log_to_wandb(sweep, base, sweep_dir, mode, columns, data_rows, plots) if mode != "disabled" else None
+    run = None
+    if mode != "disabled":
+        run = log_to_wandb(sweep, base, sweep_dir, mode, f"{sweep.name}-compare{suffix}", columns, data_rows, plots)
     return Report(rows, effects, text_table(columns, data_rows), markdown, plots, run)
 
 
-def log_to_wandb(sweep: SweepSpec, base: dict[str, Any], sweep_dir: Path, mode: str, columns, data_rows,
+def log_to_wandb(sweep: SweepSpec, base: dict[str, Any], sweep_dir: Path, mode: str, name: str, columns, data_rows,
                  plots: list[Path]) -> str | None:
     """One run of job_type "compare" in the sweep's group; a W&B failure is only a warning."""
     try:
@@ -110,7 +116,7 @@ def log_to_wandb(sweep: SweepSpec, base: dict[str, Any], sweep_dir: Path, mode: 
 
         w = base.get("wandb") or {}
         run = wandb.init(project=w.get("project", "zoo"), entity=w.get("entity"), group=sweep.name,
-                         job_type="compare", name=f"{sweep.name}-compare", dir=str(sweep_dir), mode=mode,
+                         job_type="compare", name=name, dir=str(sweep_dir), mode=mode,
                          config=sweep.model_dump(mode="json"), settings=wandb.Settings(console="off"))
         run.log({"comparison": wandb.Table(columns=columns, data=data_rows),
                  **{f"plots/{p.stem}": wandb.Image(str(p)) for p in plots}})

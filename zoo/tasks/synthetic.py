@@ -23,6 +23,8 @@ class StringParams(TaskParams):
     eval_min_len: PositiveInt | None = Field(None, description="default: min_len")
     eval_max_len: PositiveInt | None = Field(None, description="default: max_len")
     alphabet: str = Field(string.ascii_lowercase, min_length=2)
+    long_eval_min_len: PositiveInt | None = Field(None, description="a second held-out split, `long`, scored at the end")
+    long_eval_max_len: PositiveInt | None = None
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -30,6 +32,10 @@ class StringParams(TaskParams):
             raise ValueError(f"min_len {self.min_len} is larger than max_len {self.max_len}")
         if (self.eval_min_len or self.min_len) > (self.eval_max_len or self.max_len):
             raise ValueError("eval_min_len is larger than eval_max_len")
+        if (self.long_eval_min_len is None) != (self.long_eval_max_len is None):
+            raise ValueError("long_eval_min_len and long_eval_max_len go together")
+        if self.long_eval_min_len is not None and self.long_eval_min_len > self.long_eval_max_len:
+            raise ValueError("long_eval_min_len is larger than long_eval_max_len")
         return self
 
 
@@ -41,6 +47,8 @@ class StringTask(Task):
     def __init__(self, params: StringParams, seed: int, state=None):
         super().__init__(params, seed)
         self.src_vocab = self.tgt_vocab = Vocabulary(list(params.alphabet))
+        if params.long_eval_min_len is not None:
+            self.eval_splits = ("valid", "long")
 
     def transform(self, letters: list[str]) -> list[str]:
         raise NotImplementedError
@@ -58,8 +66,12 @@ class StringTask(Task):
 
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
         p = self.params
+        if split not in self.eval_splits:
+            raise ValueError(f"split {split!r} is not held out by this task; choices: {', '.join(self.eval_splits)}")
         low, high = p.eval_min_len or p.min_len, p.eval_max_len or p.max_len
-        src, tgt = self._strings(step_generator(EVAL_SEED, 0), size, low, high)
+        if split == "long":
+            low, high = p.long_eval_min_len, p.long_eval_max_len
+        src, tgt = self._strings(step_generator(EVAL_SEED, 0, stream=int(split == "long")), size, low, high)
         return in_batches(src, tgt, batch_size)
 
 
