@@ -113,3 +113,19 @@ def test_another_metric_gets_files_of_its_own(tmp_path):
     report = compare(sweep.directory(), wandb_mode="disabled", metric="eval/loss")
     assert report.markdown.name == "report-eval_loss.md" and report.plots[0].name == "curves-eval_loss.png"
     assert all(row.metric.n == 0 for row in report.rows), "the ledger above holds no eval/loss"
+    assert "steps to" not in report.table_text, "the target belongs to the sweep's own metric"
+
+
+def test_a_loss_ranks_lowest_first_and_ties_go_to_the_faster_variant(tmp_path):
+    sweep = write_sweep(tmp_path, lambda norm, ffn, seed: 0.9)
+    ledger = Ledger(sweep.directory() / "ledger.jsonl")
+    for record in ledger.latest().values():  # the same exact match everywhere; gelu got there sooner
+        a = record["assignment"]
+        seconds = 20.0 if a["model.ffn"] == "gelu" else 30.0
+        record.update(metrics={"eval/loss": 0.2 if a["model.norm"] == "pre" else 0.1, "eval/exact_match": 0.9},
+                      history=[{"train/step": 100, "train/wall_s": seconds, "eval/exact_match": 0.9}])
+        ledger.append(record)
+    rows = compare(sweep.directory(), wandb_mode="disabled").rows
+    assert [r.variant.endswith("gelu") for r in rows] == [True, True, False, False]
+    by_loss = compare(sweep.directory(), wandb_mode="disabled", metric="eval/loss").rows
+    assert [r.variant.startswith("norm=post") for r in by_loss] == [True, True, False, False]

@@ -120,6 +120,7 @@ def test_two_cells_end_to_end_with_wandb_offline(tmp_path):
     latest = Ledger(folder / "ledger.jsonl").latest()
     assert {r["status"] for r in latest.values()} == {"finished"}
     assert all(r["metrics"]["eval/loss"] > 0 and r["steps"] == 20 for r in latest.values())
+    assert all(r["threads"] == max(1, os.cpu_count() // 2) for r in latest.values()), "2 workers share the cores"
     runs = sorted((folder / "wandb").glob("offline-run-*"))
     assert len(runs) == 2
     for run in runs:

@@ -30,7 +30,8 @@ def curves_png(sweep: SweepSpec, rows: list[VariantRow], path: Path) -> Path:
     ax.set_xlabel("training step")
     ax.set_ylabel(f"{sweep.metric} (mean over seeds)")
     ax.set_title(f"{sweep.name}: {sweep.metric} during training")
-    ax.legend(fontsize=6, loc="best", ncol=2 if len(rows) > 8 else 1)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=6, loc="best", ncol=2 if len(rows) > 8 else 1)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

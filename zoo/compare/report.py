@@ -76,7 +76,8 @@ def text_table(columns: list[str], data: list[list[str]]) -> str:
 
 def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | None = None) -> Report:
     """Everything `zoo compare` shows, from the sweep folder alone (no network). `metric` other
-    than the sweep's own writes its files with the metric in their names."""
+    than the sweep's own writes its files with the metric in their names; its goal is min for a
+    loss and max otherwise, and the sweep's target (set for its own metric) is left out."""
     sweep_dir = Path(sweep_dir)
     saved = sweep_dir / "sweep.yaml"
     if not saved.exists():
@@ -85,7 +86,9 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     sweep, base = SweepSpec.model_validate({**data, "base": {}}), data["base"]
     suffix = ""
     if metric is not None and metric != sweep.metric:
-        sweep, suffix = sweep.model_copy(update={"metric": metric}), "-" + value_text(metric)
+        goal = "min" if metric.endswith("loss") else "max"
+        sweep = sweep.model_copy(update={"metric": metric, "goal": goal, "target": None})
+        suffix = "-" + value_text(metric)
     records = [r for r in Ledger(sweep_dir / "ledger.jsonl").latest().values() if r["status"] != "running"]
     if not records:
         raise ValueError(f"{sweep_dir}: the ledger holds no finished, diverged or failed cell yet")

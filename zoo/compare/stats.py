@@ -101,7 +101,14 @@ def variant_rows(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[Va
             len(hits), sum(r["status"] == "diverged" for r in runs), sum(r["status"] == "failed" for r in runs),
             sorted((step, float(np.mean(v))) for step, v in curve.items())))
     sign = -1.0 if sweep.goal == "max" else 1.0
-    return sorted(rows, key=lambda row: (math.isnan(row.metric.mean), sign * row.metric.mean if row.metric.n else 0))
+
+    def rank(row: VariantRow):  # the metric, then (for ties) fewer steps and seconds to the target
+        missing = math.inf
+        return (row.metric.n == 0, sign * row.metric.mean if row.metric.n else 0.0,
+                row.steps_to_target if row.steps_to_target is not None else missing,
+                row.seconds_to_target if row.seconds_to_target is not None else missing)
+
+    return sorted(rows, key=rank)
 
 
 def axis_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[AxisEffect]:

@@ -40,7 +40,7 @@ def run_cell(sweep: SweepSpec, base: dict[str, Any], cell: Cell, ledger: Ledger,
     if result_file.exists():
         result = json.loads(result_file.read_text(encoding="utf-8"))
         record = {**identity, **{k: result.get(k) for k in ("status", "metrics", "best", "steps", "wall_time_s",
-                                                            "parameters", "model_name", "history", "diverged_at")}}
+                                                            "parameters", "model_name", "threads", "history", "diverged_at")}}
     else:
         tail = (run_dir / "log.txt").read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
         record = {**identity, "status": "failed", "exit_code": code, "error": "\n".join(tail)}

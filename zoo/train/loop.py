@@ -215,7 +215,7 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         result = {"status": status, "name": self.name, "metrics": final, "best": self.best, "steps": self.step,
                   "wall_time_s": time.perf_counter() - start, "parameters": self.model.num_parameters(),
-                  "model_name": self.spec.name, "history": self.history, **extra}
+                  "model_name": self.spec.name, "threads": torch.get_num_threads(), "history": self.history, **extra}
         tmp = self.run_dir / "result.json.tmp"
         tmp.write_text(json.dumps(result, indent=1))
         os.replace(tmp, self.run_dir / "result.json")
