@@ -129,3 +129,13 @@ def test_a_loss_ranks_lowest_first_and_ties_go_to_the_faster_variant(tmp_path):
     assert [r.variant.endswith("gelu") for r in rows] == [True, True, False, False]
     by_loss = compare(sweep.directory(), wandb_mode="disabled", metric="eval/loss").rows
     assert [r.variant.startswith("norm=post") for r in by_loss] == [True, True, False, False]
+
+
+def test_cli_prints_the_table_and_where_the_report_is(tmp_path, capsys):
+    from zoo.cli import main
+
+    sweep = write_sweep(tmp_path, known)
+    main(["compare", str(sweep.directory()), "--wandb-mode", "disabled"])
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].split()[:2] == ["1", "norm=pre,ffn=gelu"]
+    assert f"report: {sweep.directory() / 'report.md'}" in out and "effect_ffn.png" in out

@@ -174,3 +174,19 @@ def test_killing_the_sweep_and_running_it_again_finishes_only_the_missing_cells(
     for cell in done_first:
         assert [r["status"] for r in records if r["cell"] == cell] == ["running", "finished"], "not run again"
     assert json.loads(ledger_path.read_text().splitlines()[-1])["status"] == "finished"
+
+
+def test_cli_dry_run_lists_the_shards_cells_and_export_writes_the_file(tmp_path, capsys, monkeypatch):
+    from zoo.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"name": "s", "grid": GRID, "seeds": [0, 1]}, sort_keys=False))
+    main(["sweep", "s.yaml", "--dry-run", "--shard", "1/4"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:-1] == [c.name for c in shard(expand(load_sweep("s.yaml")[0]), 1, 4)]
+    assert lines[-1] == "4 cells of 16 in shard 1/4; folder sweeps/s" and not (tmp_path / "sweeps").exists()
+    main(["sweep", "s.yaml", "--export", "wandb"])
+    assert (tmp_path / "sweeps" / "s" / "wandb_sweep.yaml").exists() and (tmp_path / "sweeps" / "s" / "base.yaml").exists()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sweep", "s.yaml", "--shard", "4/4", "--dry-run"])
+    assert exit_info.value.code == 2 and "--shard 4/4" in capsys.readouterr().err

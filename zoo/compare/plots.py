@@ -20,7 +20,7 @@ def pyplot():
 
 def curves_png(sweep: SweepSpec, rows: list[VariantRow], path: Path) -> Path:
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    fig, ax = plt.subplots(figsize=(11, 4.5))
     for row in rows:
         if row.curve:
             steps, values = zip(*row.curve)
@@ -31,7 +31,7 @@ def curves_png(sweep: SweepSpec, rows: list[VariantRow], path: Path) -> Path:
     ax.set_ylabel(f"{sweep.metric} (mean over seeds)")
     ax.set_title(f"{sweep.name}: {sweep.metric} during training")
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=6, loc="best", ncol=2 if len(rows) > 8 else 1)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -39,19 +39,31 @@ def curves_png(sweep: SweepSpec, rows: list[VariantRow], path: Path) -> Path:
 
 
 def effect_png(sweep: SweepSpec, effect: AxisEffect, path: Path) -> Path:
+    """Left: each value's mean with its 95% interval; right: each paired difference from the first
+    value, with a line at zero. Points, not bars, so small differences near 1.0 stay visible."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(1.6 + 1.1 * len(effect.values), 3.6))
-    means = [e.mean for e in effect.estimates]
-    errors = [[0.0 if math.isnan(e.low) else e.mean - e.low for e in effect.estimates],
-              [0.0 if math.isnan(e.high) else e.high - e.mean for e in effect.estimates]]
-    labels = [value_text(v) for v in effect.values]
-    ax.bar(labels, means, yerr=errors, capsize=6, color="#4c72b0")
-    for x, e in enumerate(effect.estimates):
-        ax.annotate(f"n={e.n}", (x, 0), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7,
-                    color="white")
-    ax.set_ylabel(sweep.metric)
-    ax.set_title(f"{effect.label}: mean and 95% CI", fontsize=10)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(3.0 + 1.4 * len(effect.values), 3.8))
+    plot_estimates(left, [value_text(v) for v in effect.values], effect.estimates)
+    left.set_ylabel(sweep.metric)
+    left.set_title(f"{effect.label}: mean, 95% CI", fontsize=10)
+    first = value_text(effect.values[0])
+    plot_estimates(right, [f"{value_text(v)} − {first}" for v, _ in effect.differences],
+                   [e for _, e in effect.differences])
+    right.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
+    right.set_title("paired difference, 95% CI", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_estimates(ax, labels: list[str], estimates) -> None:
+    xs = range(len(labels))
+    means = [e.mean for e in estimates]
+    errors = [[0.0 if math.isnan(e.low) else e.mean - e.low for e in estimates],
+              [0.0 if math.isnan(e.high) else e.high - e.mean for e in estimates]]
+    ax.errorbar(xs, means, yerr=errors, fmt="o", capsize=6, color="#4c72b0")
+    for x, e in zip(xs, estimates):
+        ax.annotate(f"n={e.n}", (x, e.mean), textcoords="offset points", xytext=(8, 0), fontsize=7)
+    ax.set_xticks(list(xs), labels, fontsize=8)
+    ax.set_xlim(-0.6, len(labels) - 0.4)
