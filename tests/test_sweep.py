@@ -2,12 +2,14 @@
 two tiny cells end to end read back with W&B's own reader."""
 
 import itertools
+import math
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -190,3 +192,15 @@ def test_cli_dry_run_lists_the_shards_cells_and_export_writes_the_file(tmp_path,
     with pytest.raises(SystemExit) as exit_info:
         main(["sweep", "s.yaml", "--shard", "4/4", "--dry-run"])
     assert exit_info.value.code == 2 and "--shard 4/4" in capsys.readouterr().err
+
+
+SHIPPED = sorted(p.name for p in (Path(__file__).parents[1] / "experiments").glob("*.yaml") if "grid" in p.read_text())
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_sweeps_expand_into_valid_cells(name):
+    sweep, base = load_sweep(Path(__file__).parents[1] / "experiments" / name)
+    cells = expand(sweep)
+    assert len(cells) == len({c.name for c in cells}) == math.prod(map(len, sweep.grid.values())) * len(sweep.seeds)
+    for cell in cells:
+        assert cell_experiment(sweep, base, cell).wandb.group == sweep.name
