@@ -59,11 +59,11 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
     (folder / "sweep.yaml").write_text(
         yaml.safe_dump({**sweep.model_dump(mode="json"), "base": base}, sort_keys=False, allow_unicode=True))
     ledger = Ledger(folder / "ledger.jsonl")
-    done = {name for name, record in ledger.latest().items() if record["status"] in DONE}
-    todo = [cell for cell in cells if cell.name not in done]
-    echo(f"sweep {sweep.name}: {len(cells)} cells in this shard, {len(cells) - len(todo)} already done, "
+    latest = ledger.latest()
+    statuses = {c.name: latest[c.name]["status"] for c in cells if latest.get(c.name, {}).get("status") in DONE}
+    todo = [cell for cell in cells if cell.name not in statuses]
+    echo(f"sweep {sweep.name}: {len(cells)} cells in this shard, {len(statuses)} already done, "
          f"{len(todo)} to run with {workers} worker(s)")
-    statuses = {cell.name: ledger.latest()[cell.name]["status"] for cell in cells if cell.name in done}
     threads = threads_per_worker(workers)
 
     def one(cell: Cell) -> None:

@@ -120,6 +120,10 @@ class Task:
         """The fixed held-out set: the same for every seed and every run."""
         raise NotImplementedError
 
+    def check_split(self, split: str) -> None:
+        if split not in self.eval_splits:
+            raise ValueError(f"split {split!r} is not held out by this task; choices: {', '.join(self.eval_splits)}")
+
     def references(self, size: int, split: str = "valid") -> list[str] | None:
         """The held-out targets as raw text, in the order of eval_batches, for BLEU; None when the
         decoded target ids are the reference."""

@@ -79,18 +79,18 @@ class Parallel(Task):
             rows.append(self.train_pairs[self._order(position // n)[position % n]])
         return pad_rows([s for s, _ in rows]), pad_rows([t for _, t in rows])
 
-    def _held_out(self, size: int | None, split: str) -> list[tuple[str, str]]:
-        """The first `size` pairs of the split, shortest source first (less padding when decoding)."""
-        if split not in self.eval_splits:
-            raise ValueError(f"split {split!r} is not held out by this task; choices: {', '.join(self.eval_splits)}")
+    def _held_out(self, size: int | None, split: str) -> list[tuple[list[int], str]]:
+        """(source ids, target text) of the first `size` pairs of the split, shortest source first
+        (less padding when decoding)."""
+        self.check_split(split)
         p = self.params
         stem = p.valid_split if split == "valid" else p.test_split
-        pairs = list(self._split(stem))[: size if split == "valid" else p.test_size]
-        return sorted(pairs, key=lambda pair: len(self.src_vocab.encode(pair[0])))
+        pairs = self._split(stem)[: size if split == "valid" else p.test_size]
+        return sorted(((self.src_vocab.encode(s), t) for s, t in pairs), key=lambda pair: len(pair[0]))
 
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
         pairs = self._held_out(size, split)
-        src = pad_rows([self.src_vocab.encode(s) for s, _ in pairs])
+        src = pad_rows([ids for ids, _ in pairs])
         tgt = pad_rows([self.tgt_vocab.encode(t) for _, t in pairs])
         return in_batches(src, tgt, batch_size)
 

@@ -65,9 +65,8 @@ class StringTask(Task):
         return self._strings(step_generator(self.seed, step), batch_size, self.params.min_len, self.params.max_len)
 
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
+        self.check_split(split)
         p = self.params
-        if split not in self.eval_splits:
-            raise ValueError(f"split {split!r} is not held out by this task; choices: {', '.join(self.eval_splits)}")
         low, high = p.eval_min_len or p.min_len, p.eval_max_len or p.max_len
         if split == "long":
             low, high = p.long_eval_min_len, p.long_eval_max_len

@@ -156,8 +156,8 @@ class Trainer:
         self.schedule.step()
         return total, tokens, grad_norm
 
-    def _log(self, metrics: dict[str, float], step: int, wall_s: float) -> None:
-        self.history.append({"train/step": step, "train/wall_s": wall_s, **metrics})
+    def _log(self, metrics: dict[str, float], step: int) -> None:
+        self.history.append({"train/step": step, "train/wall_s": time.perf_counter() - self.start, **metrics})
         self.tracker.log(metrics, step)
 
     def _evaluate(self) -> dict[str, float]:
@@ -168,9 +168,9 @@ class Trainer:
         self.last_eval = metrics
         return metrics
 
-    def _loop(self, progress: Progress, start: float) -> None:
+    def _loop(self, progress: Progress) -> None:
         t = self.experiment.train
-        window_start, window_loss, window_tokens = start, 0.0, 0.0
+        window_start, window_loss, window_tokens = time.perf_counter(), 0.0, 0.0
         for step in range(self.step + 1, t.steps + 1):
             loss_sum, tokens, grad_norm = self._train_step(step)
             self.step = step
@@ -179,19 +179,19 @@ class Trainer:
                 now = time.perf_counter()
                 logged = {"train/loss": window_loss / max(window_tokens, 1), "train/lr": self.schedule.get_last_lr()[0],
                           "train/grad_norm": grad_norm.item(), "train/tokens_per_s": window_tokens / (now - window_start),
-                          "train/wall_s": now - start}
-                self._log(logged, step, now - start)
+                          "train/wall_s": now - self.start}
+                self._log(logged, step)
                 progress.update(step, logged)
                 window_start, window_loss, window_tokens = now, 0.0, 0.0
             if self.dist.is_main and (step % t.eval_every == 0 or step == t.steps):
                 metrics = self._evaluate()
-                self._log(metrics, step, time.perf_counter() - start)
+                self._log(metrics, step)
                 progress.update(step, metrics)
             if step % t.checkpoint_every == 0 or step == t.steps:
                 self._checkpoint()
             self.dist.barrier()
 
-    def _finish(self, start: float) -> tuple[dict[str, float], Path]:
+    def _finish(self) -> tuple[dict[str, float], Path]:
         """On rank 0: the attention picture, the test split if the task has one, the summary."""
         t = self.experiment.train
         if not self.last_eval:
@@ -204,17 +204,17 @@ class Trainer:
         caption = cross_attention_png(self.model, self.task, self.eval_batches[0][0], png)
         self.tracker.image("eval/cross_attention", png, caption, self.step)
         self.tracker.summary({**final, **{f"best/{k}": v for k, v in self.best.items()},
-                              "wall_time_s": time.perf_counter() - start, "steps": self.step})
-        self._write_result("finished", final, start)
+                              "wall_time_s": time.perf_counter() - self.start, "steps": self.step})
+        self._write_result("finished", final)
         return final, png
 
-    def _write_result(self, status: str, final: dict[str, float], start: float, **extra: Any) -> None:
+    def _write_result(self, status: str, final: dict[str, float], **extra: Any) -> None:
         """result.json in the run directory: what a sweep's ledger and `zoo compare` read."""
         if not self.dist.is_main:
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         result = {"status": status, "name": self.name, "metrics": final, "best": self.best, "steps": self.step,
-                  "wall_time_s": time.perf_counter() - start, "parameters": self.model.num_parameters(),
+                  "wall_time_s": time.perf_counter() - self.start, "parameters": self.model.num_parameters(),
                   "model_name": self.spec.name, "threads": torch.get_num_threads(), "history": self.history, **extra}
         tmp = self.run_dir / "result.json.tmp"
         tmp.write_text(json.dumps(result, indent=1))
@@ -223,17 +223,16 @@ class Trainer:
     def run(self) -> TrainResult:
         progress = Progress(self.experiment.train.steps, self.step, enabled=self.dist.is_main)
         self.tracker.summary({"parameters": self.model.num_parameters(), "model_name": self.spec.name})
-        start = self.start
         final, png, failed = {}, None, True
         wandb_dir = self.tracker.files_dir
         try:
-            self._loop(progress, start)
+            self._loop(progress)
             if self.dist.is_main:
-                final, png = self._finish(start)
+                final, png = self._finish()
             failed = False
         except Diverged as err:
             self.tracker.summary({"diverged": True, "diverged_at": self.step + 1})
-            self._write_result("diverged", {}, start, diverged_at=self.step + 1)
+            self._write_result("diverged", {}, diverged_at=self.step + 1)
             kept = f"the last good checkpoint is {self.checkpoint_path}" if self.checkpoint_path.exists() else "no checkpoint was written yet"
             raise Diverged(f"training diverged at {err}; {kept}") from None
         finally:
