@@ -46,7 +46,7 @@ def test_build_all_builds_every_combination(capsys):
     "argv, text",
     [
         (["show", "pre-ln", "--set", "d_modle=3", "--set", "vocab_size=5"], "d_modle"),
-        (["show", "pre-ln", "--set", "vocab_size"], "--set expects key=value"),
+        (["show", "pre-ln", "--set", "vocab_size"], "--set expects dotted.key=value"),
         (["show", "pre.learned.fused.gleu", "--set", "vocab_size=5"], "did you mean 'gelu'"),
     ],
 )

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import yaml
 
+import zoo
+
 from trainkit import offline_run
 from zoo.compare import Estimate, compare
 from zoo.sweep import Ledger, SweepSpec, expand
@@ -42,7 +44,7 @@ def write_sweep(tmp_path, value, statuses=None) -> SweepSpec:
         ledger.append({"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": a,
                        "status": "running"})
         ledger.append({"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": a,
-                       "status": status, "metrics": {"eval/exact_match": v} if status == "finished" else {},
+                       "status": status, "metrics": {"eval/exact_match": v, "eval/loss": 1 - v} if status == "finished" else {},
                        "parameters": 1000 + (a["model.norm"] == "pre"), "history": history})
     return sweep
 
@@ -104,7 +106,7 @@ def test_report_plots_and_wandb_compare_run(tmp_path):
 
 
 def test_compare_names_what_is_missing(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no sweep.yaml"):
+    with pytest.raises(zoo.ConfigError, match="no sweep.yaml"):
         compare(tmp_path)
 
 
@@ -112,7 +114,9 @@ def test_another_metric_gets_files_of_its_own(tmp_path):
     sweep = write_sweep(tmp_path, known)
     report = compare(sweep.directory(), wandb_mode="disabled", metric="eval/loss")
     assert report.markdown.name == "report-eval_loss.md" and report.plots[0].name == "curves-eval_loss.png"
-    assert all(row.metric.n == 0 for row in report.rows), "the ledger above holds no eval/loss"
+    assert [row.variant for row in report.rows] == [
+        "norm=pre,ffn=gelu", "norm=pre,ffn=relu", "norm=post,ffn=gelu", "norm=post,ffn=relu"], "a loss: lowest first"
+    assert report.rows[0].metric.mean == pytest.approx(1 - np.mean([known("pre", "gelu", s) for s in range(4)]))
     assert "steps to" not in report.table_text, "the target belongs to the sweep's own metric"
 
 

@@ -16,7 +16,7 @@ import torch
 import yaml
 
 import zoo
-from trainkit import offline_run, tiny_experiment
+from trainkit import run_dir_of, offline_run, tiny_experiment
 from zoo.canonical import canonical_state
 from zoo.tasks import build_task
 
@@ -32,7 +32,7 @@ def run(tmp_path, name: str, processes: int):
     done = subprocess.run([sys.executable, *launcher, "-m", "zoo.cli", "train", str(path)], capture_output=True,
                           text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
-    return tmp_path / name / "post.sinusoidal.fused.relu-seed0", experiment
+    return run_dir_of(experiment), experiment
 
 
 def test_two_gloo_processes_match_one_process(tmp_path):

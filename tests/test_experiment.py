@@ -61,7 +61,7 @@ def test_bad_keys_and_values_are_named(sets, text):
 def test_unknown_top_level_keys_in_a_file_are_rejected(tmp_path):
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump({"model": {"preset": "pre-ln"}, "trainer": {}}))
-    with pytest.raises(ValidationError, match="trainer"):
+    with pytest.raises(zoo.ConfigError, match="trainer: Extra inputs are not permitted"):
         load_experiment(path)
 
 

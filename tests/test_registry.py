@@ -8,7 +8,7 @@ import pytest
 from torch import nn
 
 import zoo
-from zoo.registry import Registry
+from zoo.registries import Registry
 
 
 def test_axes_and_builtin_names():
@@ -51,7 +51,7 @@ def test_register_rejects_taken_and_malformed_names():
 
 PLUGIN = """
 from torch import nn
-from zoo.registry import registry
+from zoo.registries import registry
 from zoo.variants.ffn import TwoLayerFeedForward
 
 @registry("ffn").register("silu_plugin")

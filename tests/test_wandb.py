@@ -16,7 +16,8 @@ def test_offline_run_holds_spec_tags_metrics_and_the_attention_picture(tmp_path)
     info, records = offline_run(tmp_path)
 
     assert info["state"] == "finished" and info["exit_code"] == 0
-    assert info["name"] == "pre.sinusoidal.fused.gelu-seed0" and info["project"] == "zoo"
+    assert info["name"] == result.run_dir.name and info["name"].startswith("pre.sinusoidal.fused.gelu-seed0-")
+    assert info["project"] == "zoo"
     config = info["config"]
     assert config["model"] == spec.model_dump(), "the full, resolved ModelSpec"
     assert config["task"]["name"] == "reverse" and config["train"]["steps"] == 40

@@ -36,6 +36,15 @@ def tiny_experiment(out_dir, **groups) -> dict:
     return experiment
 
 
+def run_dir_of(experiment: dict) -> Path:
+    """The folder the trainer gives an experiment: out_dir/<variant>-seed<seed>-<fingerprint>."""
+    from zoo.experiment import ExperimentSpec
+    from zoo.trainer.identity import run_name
+
+    spec = ExperimentSpec.model_validate(experiment)
+    return Path(spec.train.out_dir) / run_name(spec)
+
+
 def wandb_cli() -> str:
     return str(Path(sys.executable).with_name("wandb"))
 

@@ -11,8 +11,8 @@ from torch import Tensor, nn
 
 from zoo.attend import attend
 from zoo.parts import Attention
-from zoo.registry import registry
-from zoo.spec import ModelSpec
+from zoo.registries import registry
+from zoo.model_spec import ModelSpec
 
 register = registry("attention").register
 

@@ -2,8 +2,8 @@
 
 from torch import Tensor, nn
 
-from zoo.registry import registry
-from zoo.spec import ModelSpec
+from zoo.registries import registry
+from zoo.model_spec import ModelSpec
 
 register = registry("ffn").register
 

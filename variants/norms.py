@@ -3,7 +3,7 @@
 from torch import Tensor
 
 from zoo.parts import NormPlacement
-from zoo.registry import registry
+from zoo.registries import registry
 
 register = registry("norm").register
 

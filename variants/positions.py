@@ -6,8 +6,8 @@ import torch
 from torch import Tensor, nn
 
 from zoo.parts import PositionScheme
-from zoo.registry import registry
-from zoo.spec import ModelSpec
+from zoo.registries import registry
+from zoo.model_spec import ModelSpec
 
 register = registry("position").register
 

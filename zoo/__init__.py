@@ -7,21 +7,27 @@ from zoo import interop
 from zoo.catalog import list_variants, load_spec, register_preset, resolve, spec
 from zoo.convert import convert
 from zoo.model import AttentionMaps, EncoderDecoder, build
-from zoo.registry import AXES, Registry, UnknownChoiceError, registry
-from zoo.spec import ModelSpec
+from zoo.errors import CheckpointError, ConfigError, Diverged, Interrupted, RunConflict, ZooError
 from zoo.experiment import ExperimentSpec, load_experiment
-from zoo.train import Diverged, TrainResult, load, train
+from zoo.model_spec import ModelSpec
+from zoo.registries import AXES, Registry, UnknownChoiceError, registry
+from zoo.trainer import TrainResult, load, train
 
 __all__ = [
     "AXES",
     "AttentionMaps",
+    "CheckpointError",
+    "ConfigError",
     "Diverged",
     "EncoderDecoder",
     "ExperimentSpec",
+    "Interrupted",
+    "RunConflict",
     "TrainResult",
     "ModelSpec",
     "Registry",
     "UnknownChoiceError",
+    "ZooError",
     "build",
     "interop",
     "convert",

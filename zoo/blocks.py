@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from zoo.attend import LayerCache
 from zoo.parts import PositionScheme, build_part
-from zoo.spec import ModelSpec
+from zoo.model_spec import ModelSpec
 
 
 class EncoderBlock(nn.Module):

@@ -12,21 +12,34 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
-from zoo.registry import AXES, UnknownChoiceError, load_plugins
-from zoo.spec import ModelSpec
+from zoo.errors import ConfigError
+from zoo.model_spec import ModelSpec
+from zoo.registries import AXES, UnknownChoiceError, load_plugins
+from zoo.yamlio import load_yaml, read_mapping
 
 _PRESETS: dict[str, dict[str, Any]] = {}
 _builtin_loaded = False
 
 
 def register_preset(name: str, fields: Mapping[str, Any], *, base: str | None = None, description: str = "") -> None:
-    """Add a preset (plugins call this too). Names are unique and dot-free (dots mean axes)."""
-    if not name or "." in name:
-        raise ValueError(f"preset name {name!r} must be non-empty and free of dots")
+    """Add a preset (plugins call this too). Names are unique and dot-free (dots mean axes); a
+    preset whose chain of bases would come back to itself is refused here, not at first use."""
+    if not isinstance(name, str) or not name or "." in name:
+        raise ConfigError(f"preset name {name!r} must be a non-empty string free of dots")
     if name in _PRESETS:
-        raise ValueError(f"preset '{name}' is already registered")
+        raise ConfigError(f"preset '{name}' is already registered")
+    if not isinstance(fields, Mapping):
+        raise ConfigError(f"preset '{name}': its fields must be a mapping, got {type(fields).__name__}")
+    if base is not None and not isinstance(base, str):
+        raise ConfigError(f"preset '{name}': base must be a preset name, got {base!r}")
+    chain, level = [name], base
+    while level is not None and level in _PRESETS:
+        if level in chain:
+            break
+        chain.append(level)
+        level = _PRESETS[level]["base"]
+    if level is not None and level in chain:
+        raise ConfigError(f"preset '{name}' would extend itself: {' -> '.join([*chain, level])}")
     _PRESETS[name] = {"base": base, "description": description, "fields": dict(fields)}
 
 
@@ -35,7 +48,7 @@ def _presets() -> dict[str, dict[str, Any]]:
     if not _builtin_loaded:
         _builtin_loaded = True
         text = resources.files("zoo.variants").joinpath("presets.yaml").read_text(encoding="utf-8")
-        for name, entry in yaml.safe_load(text).items():
+        for name, entry in load_yaml(text, "zoo/variants/presets.yaml").items():
             register_preset(name, entry.get("spec", {}), base=entry.get("base"), description=entry.get("description", ""))
         load_plugins()
     return _PRESETS
@@ -53,7 +66,7 @@ def preset_chain(name: str) -> list[str]:
         if name not in presets:
             raise UnknownChoiceError("preset", name, presets)
         if name in chain:
-            raise ValueError(f"preset '{name}' extends itself: {' -> '.join([*chain, name])}")
+            raise ConfigError(f"preset '{name}' extends itself: {' -> '.join([*chain, name])}")
         chain.append(name)
         name = presets[name]["base"]
     return chain[::-1]
@@ -68,7 +81,13 @@ def preset_fields(name: str) -> dict[str, Any]:
 
 
 def preset_description(name: str) -> str:
-    return _presets()[preset_chain(name)[-1]]["description"]
+    """The preset's description; a preset whose base was never registered says so instead of
+    failing, so `zoo list` always lists."""
+    try:
+        chain = preset_chain(name)
+    except ConfigError as err:
+        return f"(unusable: {err})"
+    return _presets()[chain[-1]]["description"]
 
 
 def merge_fields(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,7 +107,7 @@ def merge_fields(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[
 def name_fields(name: str) -> dict[str, Any]:
     """The fields a preset or canonical name stands for."""
     if not isinstance(name, str):
-        raise TypeError(f"a variant name must be a string, got {type(name).__name__}")
+        raise ConfigError(f"a variant name must be a string, got {type(name).__name__}")
     if name in _presets():
         return preset_fields(name)
     parts = name.split(".")
@@ -122,7 +141,4 @@ def resolve(source: ModelSpec | str | Mapping[str, Any], **overrides: Any) -> Mo
 
 def load_spec(path: str | Path, **overrides: Any) -> ModelSpec:
     """A ModelSpec from a YAML (or JSON) file: full fields, or `preset:` plus overrides."""
-    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(data, Mapping):
-        raise ValueError(f"{path}: a model spec file holds a mapping of fields, got {type(data).__name__}")
-    return resolve(data, **overrides)
+    return resolve(read_mapping(path, "model spec file"), **overrides)

@@ -10,21 +10,22 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
-import yaml
+from pydantic import ValidationError
 
-from zoo.catalog import list_variants, preset_chain, preset_description, resolve
+from zoo.catalog import list_variants, name_fields, preset_chain, preset_description, resolve
+from zoo.errors import Interrupted, ZooError, describe_validation
+from zoo.experiment import assign, parse_sets
 from zoo.model import EncoderDecoder
-from zoo.registry import AXES, registry
+from zoo.model_spec import ModelSpec
+from zoo.registries import AXES, registry
 
 
-def parse_sets(pairs: Sequence[str]) -> dict[str, Any]:
-    """`key=value` pairs; values are read as YAML, so `8` is an int and `true` a bool."""
-    fields = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"zoo: --set expects key=value, got {pair!r}")
-        fields[key.strip()] = yaml.safe_load(value)
+def model_sets(sets: Sequence[str]) -> dict[str, Any]:
+    """`--set` for commands that take a model alone (`show`, `build-all`): keys are ModelSpec
+    fields, with or without a leading `model.`, parsed as `zoo train` parses its own."""
+    fields: dict[str, Any] = {}
+    for key, value in parse_sets(sets):
+        assign(fields, key.removeprefix("model."), value, "--set ", [*ModelSpec.model_fields, "vocab_size", "preset"])
     return fields
 
 
@@ -37,7 +38,7 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> None:
-    spec = resolve(args.name, **parse_sets(args.set))
+    spec = resolve({**name_fields(args.name), **model_sets(args.set)})
     if args.name in list_variants():
         print(f"# preset {' -> '.join(preset_chain(args.name))}: {preset_description(args.name)}")
     print(f"# canonical name: {spec.name}")
@@ -46,7 +47,7 @@ def cmd_show(args: argparse.Namespace) -> None:
 
 def cmd_build_all(args: argparse.Namespace) -> None:
     """Build every registered combination, run one forward pass, print its name and size."""
-    overrides = parse_sets(args.set)
+    overrides = model_sets(args.set)
     combos = list(itertools.product(*(registry(axis).names() for axis in AXES)))
     print(f"{len(combos)} combinations of {', '.join(AXES)} on preset {args.preset}")
     src = torch.tensor([[5, 6, 7, 8, 2, 0], [9, 10, 11, 12, 13, 2]])
@@ -65,8 +66,10 @@ def cmd_build_all(args: argparse.Namespace) -> None:
 
 def cmd_train(args: argparse.Namespace) -> None:
     from zoo.experiment import load_experiment
-    from zoo.train import train
+    from zoo.trainer import train
+    from zoo.trainer.guards import die_with_parent
 
+    die_with_parent()
     experiment = load_experiment(args.file, args.set)
     result = train(experiment, resume=args.resume)
     if result.metrics:
@@ -82,15 +85,17 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> None:
     from zoo.sweep import expand, export_wandb, load_sweep, run_sweep, shard
+    from zoo.sweep.runner import check_same_base
 
     sweep, base = load_sweep(args.file, args.set)
     index, _, count = args.shard.partition("/")
     if not (index.isdigit() and count.isdigit()):
-        raise ValueError(f"--shard {args.shard}: expected i/n, e.g. 0/4")
+        raise ZooError(f"--shard {args.shard}: expected i/n, e.g. 0/4")
     if args.export:
         print(f"W&B sweep file: {export_wandb(sweep, base)}  (then: wandb sweep FILE; wandb agent SWEEP_ID)")
         return
     if args.dry_run:
+        check_same_base(sweep.directory(), base)
         cells = shard(expand(sweep), int(index), int(count))
         for cell in cells:
             print(cell.name)
@@ -114,6 +119,12 @@ def cmd_compare(args: argparse.Namespace) -> None:
         print(f"plot:   {plot}")
 
 
+def positive_int(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zoo", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -124,12 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = commands.add_parser("show", help="print the resolved spec of a preset or canonical name")
     show.add_argument("name")
-    show.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    show.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                      help="ModelSpec fields, e.g. --set vocab_size=8000 d_model=256")
     show.set_defaults(run=cmd_show)
 
     build_all = commands.add_parser("build-all", help="build and run every registered combination")
     build_all.add_argument("--preset", default="vaswani2017", help="sizes and options for every combination")
-    build_all.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. d_model=128")
+    build_all.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                           help="ModelSpec fields for every combination, e.g. --set d_model=128")
     build_all.set_defaults(run=cmd_build_all)
 
     training = commands.add_parser("train", help="train one experiment (defaults: the main job on reverse)")
@@ -141,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sweeping = commands.add_parser("sweep", help="train a grid of variants over seeds, one process per cell")
     sweeping.add_argument("file", help="a SweepSpec YAML file")
-    sweeping.add_argument("--workers", type=int, default=1, help="cells at once; CPU threads are divided between them")
+    sweeping.add_argument("--workers", type=positive_int, default=1,
+                          help="cells at once (at least 1); CPU threads are divided between them")
     sweeping.add_argument("--shard", default="0/1", metavar="I/N", help="run only shard I of N (0-based)")
     sweeping.add_argument("--dry-run", action="store_true", help="print the cells and their names")
     sweeping.add_argument("--export", choices=["wandb"], help="write a W&B sweep configuration instead of running")
@@ -163,7 +177,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except (ValueError, TypeError, RuntimeError, FileNotFoundError) as err:
+    except Interrupted as err:
+        print(f"zoo: {err}", file=sys.stderr)
+        raise SystemExit(err.exit_code) from None
+    except ZooError as err:  # the zoo's own errors: a user's mistake or a refusal, never a bug
+        print(f"zoo: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except ValidationError as err:
+        print(f"zoo: {describe_validation(err)}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except OSError as err:  # files and folders the user named: missing, unreadable, no space
         print(f"zoo: {err}", file=sys.stderr)
         raise SystemExit(2) from None
 

@@ -6,28 +6,42 @@ match 0.99 on two CPU cores. A run is reproducible from its ExperimentSpec alone
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError,
+                      field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
 from zoo.catalog import resolve
-from zoo.registry import UnknownChoiceError, registry
-from zoo.spec import ModelSpec
+from zoo.errors import ConfigError, describe_validation
+from zoo.model_spec import ModelSpec
+from zoo.registries import AXES, UnknownChoiceError, registry
+from zoo.yamlio import load_yaml, read_mapping
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Unknown keys, coerced types (`true` for a number, "no" for a boolean) and non-finite
+    numbers are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class OptimizerSpec(Strict):
     name: Literal["adam", "adamw"] = "adam"
     lr: PositiveFloat = 2e-3
-    betas: tuple[float, float] = (0.9, 0.98)
+    betas: tuple[float, float] = Field((0.9, 0.98), strict=False)
     eps: PositiveFloat = 1e-9
     weight_decay: float = Field(0.0, ge=0.0)
+
+
+class ExplosionSpec(Strict):
+    """A finite loss can still blow up: the run is diverged when its logged training loss stays
+    above `factor` times its first logged loss for `logs` logs in a row, or ends above it."""
+
+    factor: float = Field(10.0, gt=1.0)
+    logs: PositiveInt = 3
 
 
 class TrainSpec(Strict):
@@ -46,6 +60,7 @@ class TrainSpec(Strict):
     eval_size: PositiveInt = 500
     log_every: PositiveInt = 20
     checkpoint_every: PositiveInt = 100
+    explosion: ExplosionSpec | None = Field(ExplosionSpec(), description="null: only a non-finite loss diverges")
     out_dir: str = "runs"
 
 
@@ -53,11 +68,18 @@ class WandbSpec(Strict):
     project: str = "zoo"
     entity: str | None = None
     group: str | None = None
-    tags: tuple[str, ...] = ()
-    name: str | None = Field(None, description="default: the variant's canonical name and the seed")
+    tags: tuple[str, ...] = Field((), strict=False)
+    name: str | None = Field(None, description="the run's name and folder; default: variant, seed and a fingerprint")
     mode: Literal["offline", "online", "disabled"] = "offline"
     job_type: str = Field("train", description="W&B's job type: train; a sweep's cells use sweep")
     dir: str = Field(".", description="W&B writes DIR/wandb; one folder for all runs, so `wandb leet ./wandb` browses them")
+
+    @field_validator("name")
+    @classmethod
+    def _a_folder_name(cls, name: str | None) -> str | None:
+        if name is not None and (not name.strip() or "/" in name or name in (".", "..")):
+            raise ValueError(f"wandb.name {name!r} names the run's folder: non-empty, without '/'")
+        return name
 
 
 DEFAULT_MODEL = {
@@ -65,6 +87,13 @@ DEFAULT_MODEL = {
     "n_encoder_layers": 1, "n_decoder_layers": 1, "dropout": 0.0,
 }
 PLACEHOLDER_VOCAB = {"src_vocab_size": 1 << 20, "tgt_vocab_size": 1 << 20}
+SPECIAL_IDS = ("pad_id", "bos_id", "eos_id")
+
+
+def placeholder_spec(model: Mapping[str, Any]) -> ModelSpec:
+    """The model's spec with vocabularies large enough for any id: everything but the sizes the
+    task decides."""
+    return resolve({**PLACEHOLDER_VOCAB, **model})
 
 
 class ExperimentSpec(Strict):
@@ -77,11 +106,10 @@ class ExperimentSpec(Strict):
     @classmethod
     def _model_resolves(cls, model: dict[str, Any]) -> dict[str, Any]:
         try:
-            resolve({**PLACEHOLDER_VOCAB, **model})
+            placeholder_spec(model)
         except ValidationError as err:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-            raise PydanticCustomError("model_spec", "{problems}", {"problems": problems}) from None
-        except (UnknownChoiceError, ValueError) as err:
+            raise PydanticCustomError("model_spec", "{problems}", {"problems": describe_validation(err)}) from None
+        except ConfigError as err:
             raise PydanticCustomError("model_spec", "{problem}", {"problem": str(err)}) from None
         return model
 
@@ -98,55 +126,85 @@ class ExperimentSpec(Strict):
         except UnknownChoiceError as err:
             raise PydanticCustomError("task_name", "{problem}", {"problem": str(err)}) from None
         except ValidationError as err:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-            raise PydanticCustomError("task_params", "{name}: {problems}", {"name": name, "problems": problems}) from None
+            raise PydanticCustomError("task_params", "{name}: {problems}",
+                                      {"name": name, "problems": describe_validation(err)}) from None
         return {"name": name, **params.model_dump()}
+
+    @model_validator(mode="after")
+    def _special_ids_match_the_task(self) -> "ExperimentSpec":
+        """The task's vocabulary decides pad, bos and eos; a model that says otherwise is an error."""
+        ids = registry("task").get(self.task["name"]).special_ids
+        spec = placeholder_spec(self.model)
+        conflicts = [f"model.{k} {getattr(spec, k)} (the task's is {ids[k]})" for k in SPECIAL_IDS
+                     if getattr(spec, k) != ids[k]]
+        if conflicts:
+            raise PydanticCustomError(
+                "special_ids", "{conflicts}: task {task} fixes pad, bos and eos ids in its vocabulary; leave them "
+                "out of the model or give the task's", {"conflicts": "; ".join(conflicts), "task": self.task["name"]})
+        return self
+
+    @property
+    def variant(self) -> str:
+        """The model's canonical name, from its axis values alone (no vocabulary needed)."""
+        spec = placeholder_spec(self.model)
+        return ".".join(str(getattr(spec, axis)) for axis in AXES)
 
     def model_spec(self, src_vocab_size: int, tgt_vocab_size: int) -> ModelSpec:
         """The ModelSpec, with the task's vocabulary sizes unless the experiment gives them."""
         return resolve({"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size, **self.model})
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+        from zoo.yamlio import dump_yaml
+
+        return dump_yaml(self.model_dump(mode="json"))
 
 
-def with_sets(data: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
-    """Apply `dotted.key=value` assignments (values read as YAML) to nested experiment fields.
-
-    A key whose first part is not an ExperimentSpec field fails with the valid keys; deeper keys
-    are checked by the spec's own validation, which names them.
-    """
-    out = yaml.safe_load(yaml.safe_dump(dict(data)))  # a deep copy of plain data
+def parse_sets(sets: Sequence[str]) -> list[tuple[str, Any]]:
+    """`dotted.key=value` words as (key, value) pairs, each value read as YAML (`8` is a number,
+    `true` a boolean, `[0, 1]` a list). The one parser of `--set` for every command."""
+    pairs = []
     for assignment in sets:
         key, sep, value = assignment.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--set expects dotted.key=value, got {assignment!r}")
-        assign(out, key.strip(), yaml.safe_load(value), "--set ")
-    return out
+            raise ConfigError(f"--set expects dotted.key=value, got {assignment!r}")
+        pairs.append((key.strip(), load_yaml(value, f"--set {assignment}")))
+    return pairs
 
 
-def assign(data: dict[str, Any], key: str, value: Any, origin: str = "") -> None:
-    """Set the dotted `key` of nested experiment data in place, creating groups on the way."""
+def assign(data: dict[str, Any], key: str, value: Any, origin: str = "", fields: Sequence[str] | None = None) -> None:
+    """Set the dotted `key` of nested data in place, creating groups on the way. The first part
+    must be one of `fields` (default: the ExperimentSpec's groups)."""
+    fields = list(ExperimentSpec.model_fields) if fields is None else list(fields)
     parts = key.split(".")
-    if parts[0] not in ExperimentSpec.model_fields:
-        raise ValueError(f"{origin}{key}: unknown key '{parts[0]}'; valid keys start with one of: "
-                         + ", ".join(ExperimentSpec.model_fields))
+    if parts[0] not in fields or not all(parts):
+        raise ConfigError(f"{origin}{key}: unknown key '{parts[0]}'; valid keys start with one of: " + ", ".join(fields))
     node = data
     for part in parts[:-1]:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
-            raise ValueError(f"{origin}{key}: '{part}' holds a value, not a group of fields")
+            raise ConfigError(f"{origin}{key}: '{part}' holds a value, not a group of fields")
     node[parts[-1]] = value
+
+
+def with_sets(data: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
+    """A copy of experiment data with `--set` assignments applied."""
+    out = copy.deepcopy(dict(data))
+    for key, value in parse_sets(sets):
+        assign(out, key, value, "--set ")
+    return out
+
+
+def validate_experiment(data: Mapping[str, Any], source: str = "experiment") -> ExperimentSpec:
+    try:
+        return ExperimentSpec.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(f"{source}: {describe_validation(err)}") from None
 
 
 def load_experiment(path: str | Path | None = None, sets: Sequence[str] = ()) -> ExperimentSpec:
     """An ExperimentSpec from a YAML file (or the defaults) with `--set` assignments applied."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: an experiment file holds a mapping, got {type(data).__name__}")
+    data: dict[str, Any] = {} if path is None else read_mapping(path, "experiment file")
     if sets:
         defaults = ExperimentSpec().model_dump(mode="json")
         data = with_sets({**{k: defaults[k] for k in ("model", "task") if k not in data}, **data}, sets)
-    return ExperimentSpec.model_validate(data)
+    return validate_experiment(data, str(path) if path is not None else "experiment")

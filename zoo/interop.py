@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from zoo.canonical import canonical_state, load_canonical_state
 from zoo.catalog import merge_fields
 from zoo.model import EncoderDecoder
-from zoo.spec import ModelSpec
+from zoo.model_spec import ModelSpec
 
 
 def _activation(layer: nn.Module) -> str:

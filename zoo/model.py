@@ -11,7 +11,7 @@ from zoo.catalog import resolve
 from zoo.init import draw_seed, initialize
 from zoo.inputs import check_ids, check_memory, check_same_batch
 from zoo.masks import decoder_mask, padding_mask
-from zoo.spec import ModelSpec
+from zoo.model_spec import ModelSpec
 from zoo.stacks import Decoder, Encoder
 
 

@@ -14,8 +14,8 @@ from typing import Callable, ClassVar
 from torch import Tensor, nn
 
 from zoo.attend import KVCache
-from zoo.registry import registry
-from zoo.spec import ModelSpec
+from zoo.registries import registry
+from zoo.model_spec import ModelSpec
 
 
 def build_part(axis: str, spec: ModelSpec) -> nn.Module:

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from zoo.attend import DecoderCache, LayerCache
 from zoo.blocks import DecoderBlock, EncoderBlock
 from zoo.parts import build_part
-from zoo.spec import ModelSpec
+from zoo.model_spec import ModelSpec
 
 
 def final_norm(spec: ModelSpec) -> nn.Module:

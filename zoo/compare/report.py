@@ -4,18 +4,22 @@ in the sweep's group that holds the same table and plots next to the runs."""
 from __future__ import annotations
 
 import math
-import os
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from zoo.compare.plots import curves_png, effect_png
 from zoo.compare.stats import AxisEffect, Estimate, VariantRow, axis_effects, variant_rows
+from zoo.errors import ConfigError
+from zoo.files import atomic_write
+from zoo.metrics import goal_of
+from zoo.registries import describe_unknown
 from zoo.sweep.ledger import Ledger
-from zoo.sweep.spec import SweepSpec, value_text
+from zoo.sweep.spec import SweepSpec, expand, value_text
+from zoo.trainer.tracking import resolved_mode
+from zoo.yamlio import read_mapping
 
 
 @dataclass
@@ -74,37 +78,59 @@ def text_table(columns: list[str], data: list[list[str]]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) for line in [columns, *data])
 
 
-def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | None = None) -> Report:
+def logged_metrics(records: list[dict[str, Any]]) -> list[str]:
+    """Every metric a finished run of the sweep reported at its end."""
+    return sorted({name for r in records for name in (r.get("metrics") or {})})
+
+
+def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | None = None,
+            echo=print) -> Report:
     """Everything `zoo compare` shows, from the sweep folder alone (no network). `metric` other
     than the sweep's own writes its files with the metric in their names; its goal is min for a
-    loss and max otherwise, and the sweep's target (set for its own metric) is left out."""
+    loss and max otherwise, and the sweep's target (set for its own metric) is left out.
+
+    Only the records of the sweep's current cells count: after a grid or the seeds changed, the
+    ledger's records of other cells are left out, and so are damaged lines; both are reported."""
     sweep_dir = Path(sweep_dir)
     saved = sweep_dir / "sweep.yaml"
     if not saved.exists():
-        raise FileNotFoundError(f"{sweep_dir}: no sweep.yaml; is this a folder that `zoo sweep` wrote?")
-    data = yaml.safe_load(saved.read_text(encoding="utf-8"))
-    sweep, base = SweepSpec.model_validate({**data, "base": {}}), data["base"]
-    suffix = ""
-    if metric is not None and metric != sweep.metric:
-        goal = "min" if metric.endswith("loss") else "max"
-        sweep = sweep.model_copy(update={"metric": metric, "goal": goal, "target": None})
-        suffix = "-" + value_text(metric)
-    records = [r for r in Ledger(sweep_dir / "ledger.jsonl").latest().values() if r["status"] != "running"]
+        raise ConfigError(f"{sweep_dir}: no sweep.yaml; is this a folder that `zoo sweep` wrote?")
+    data = read_mapping(saved, "saved sweep")
+    sweep, base = SweepSpec.model_validate({**data, "base": {}}), data.get("base") or {}
+    read = Ledger(sweep_dir / "ledger.jsonl").read()
+    notes = read.warnings(sweep_dir / "ledger.jsonl")
+    current = {cell.name for cell in expand(sweep)}
+    latest = read.latest()
+    records = [r.model_dump() for name, r in latest.items() if name in current and r.status not in ("running", "interrupted")]
+    other = sorted(name for name in latest if name not in current)
+    if other:
+        notes.append(f"{len(other)} ledger record(s) of cells outside the current grid and seeds were left out "
+                     f"(e.g. {other[0]})")
+    for note in notes:
+        echo(f"zoo compare: {note}")
     if not records:
-        raise ValueError(f"{sweep_dir}: the ledger holds no finished, diverged or failed cell yet")
+        raise ConfigError(f"{sweep_dir}: the ledger holds no finished, diverged or failed cell of this grid yet")
+    suffix, known = "", logged_metrics(records)
+    if known and (metric or sweep.metric) not in known:
+        raise ConfigError(f"{'--metric' if metric else 'the sweep metric'}: "
+                          f"{describe_unknown('metric', metric or sweep.metric, known)} (what this sweep's runs logged)")
+    if metric is not None and metric != sweep.metric:
+        sweep = sweep.model_copy(update={"metric": metric, "goal": goal_of(metric), "target": None})
+        suffix = "-" + re.sub(r"[^A-Za-z0-9_.+-]", "_", metric)
     rows, effects = variant_rows(sweep, records), axis_effects(sweep, records)
     columns, data_rows = table(sweep, rows)
     plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png")]
     plots += [effect_png(sweep, e, sweep_dir / f"effect_{value_text(e.label)}{suffix}.png") for e in effects]
     lines = [f"# Sweep {sweep.name}", "", f"{len(records)} runs; metric `{sweep.metric}` ({sweep.goal}), "
-             f"final value; means over seeds; intervals are 95% t-intervals.", "", "## Variants", "",
+             f"final value; means over seeds; intervals are 95% t-intervals.", "",
+             *(f"- Note: {note}" for note in notes), *([""] if notes else []), "## Variants", "",
              *markdown_table(columns, data_rows), "", "## Effect of each axis", "",
              "Each value's mean over every other grid value and seed; differences are paired over runs that "
              "share every other grid value and the seed.", "", *effect_lines(effects), "## Plots", "",
              *(f"![{p.stem}]({p.name})" for p in plots), ""]
     markdown = sweep_dir / f"report{suffix}.md"
-    markdown.write_text("\n".join(lines), encoding="utf-8")
-    mode = os.environ.get("WANDB_MODE", wandb_mode or (base.get("wandb") or {}).get("mode", "offline"))
+    atomic_write(markdown, "\n".join(lines))
+    mode = resolved_mode(wandb_mode or (base.get("wandb") or {}).get("mode", "offline"))
     run = None
     if mode != "disabled":
         run = log_to_wandb(sweep, base, sweep_dir, mode, f"{sweep.name}-compare{suffix}", columns, data_rows, plots)

@@ -1,78 +1,171 @@
 """Running a sweep: each cell is `zoo train` in a process of its own, so one crashing cell cannot
-take the others down; a rerun skips what the ledger says is done and resumes the rest."""
+take the others down; a rerun skips what the ledger says is done and resumes the rest.
+
+One sweep process a shard holds the shard's lock, each training holds its run folder's lock, and
+SIGTERM or SIGINT to the sweep is passed on to every training child, which checkpoints and stops.
+"""
 
 from __future__ import annotations
 
-import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
-
-from zoo.sweep.ledger import DONE, Ledger
+from zoo.errors import ConfigError, Interrupted
+from zoo.experiment import ExperimentSpec
+from zoo.files import FolderLock, atomic_write, lock_holder
+from zoo.records import DONE, RunRecord, read_result
+from zoo.sweep.ledger import Ledger
 from zoo.sweep.spec import Cell, SweepSpec, cell_experiment, expand, shard
+from zoo.trainer.identity import flatten, show
+from zoo.yamlio import dump_yaml, read_mapping
 
 
 def threads_per_worker(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // workers)
 
 
-def run_cell(sweep: SweepSpec, base: dict[str, Any], cell: Cell, ledger: Ledger, threads: int) -> dict[str, Any]:
-    """Train one cell in a child process (resuming its checkpoint if a killed sweep left one)."""
+class Children:
+    """The cells' training processes. Each runs in a session of its own, so a Ctrl-C reaches it
+    once, through `forward`, and it dies with the sweep if the sweep is killed (see cli)."""
+
+    def __init__(self):
+        self.live: set[subprocess.Popen] = set()
+        self.stopping: int | None = None
+        self._lock = threading.Lock()
+
+    def run(self, args: list[str], log, env: dict[str, str]) -> int | None:
+        """The child's exit code, or None when the sweep is stopping and it was not started."""
+        with self._lock:
+            if self.stopping is not None:
+                return None
+            child = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            self.live.add(child)
+        try:
+            return child.wait()
+        finally:
+            with self._lock:
+                self.live.discard(child)
+
+    def forward(self, signum: int, frame=None) -> None:
+        with self._lock:
+            self.stopping = signum
+            for child in self.live:
+                child.send_signal(signum)
+
+
+def identity_record(cell: Cell) -> dict[str, Any]:
+    return {"cell": cell.name, "variant": cell.variant, "seed": cell.seed,
+            "assignment": {key: value for key, value in cell.assignment}}
+
+
+def run_cell(sweep: SweepSpec, base: dict[str, Any], cell: Cell, ledger: Ledger, threads: int,
+             children: Children) -> RunRecord | None:
+    """Train one cell in a child process (resuming its checkpoint if a killed sweep left one);
+    None when the sweep is stopping or another process is training the cell."""
     experiment = cell_experiment(sweep, base, cell)
     run_dir = Path(experiment.train.out_dir) / cell.name
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "result.json").unlink(missing_ok=True)
-    file = run_dir / "experiment.yaml"
-    file.write_text(experiment.to_yaml(), encoding="utf-8")
-    identity = {"cell": cell.name, "variant": cell.variant, "seed": cell.seed,
-                "assignment": {key: value for key, value in cell.assignment}}
-    ledger.append({**identity, "status": "running"})
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    with open(run_dir / "log.txt", "w", encoding="utf-8") as log:
-        code = subprocess.run([sys.executable, "-m", "zoo.cli", "train", str(file), "--resume"],
-                              stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    if lock_holder(run_dir) is not None or children.stopping is not None:
+        return None
+    identity = identity_record(cell)
     result_file = run_dir / "result.json"
     if result_file.exists():
-        result = json.loads(result_file.read_text(encoding="utf-8"))
-        record = {**identity, **{k: result.get(k) for k in ("status", "metrics", "best", "steps", "wall_time_s",
-                                                            "parameters", "model_name", "threads", "history", "diverged_at")}}
+        previous = read_result(result_file)
+        if previous.status in DONE:  # trained before the ledger heard of it: record, don't retrain
+            record = previous.model_copy(update=identity)
+            ledger.append(record)
+            return record
+        result_file.unlink()
+    file = run_dir / "experiment.yaml"
+    atomic_write(file, experiment.to_yaml())
+    ledger.append(RunRecord(status="running", **identity))
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "ZOO_PARENT_PID": str(os.getpid())}
+    with open(run_dir / "log.txt", "a", encoding="utf-8") as log:
+        code = children.run([sys.executable, "-m", "zoo.cli", "train", str(file), "--resume"], log, env)
+    if code is None:
+        return None
+    if result_file.exists():
+        record = read_result(result_file).model_copy(update=identity)
     else:
         tail = (run_dir / "log.txt").read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
-        record = {**identity, "status": "failed", "exit_code": code, "error": "\n".join(tail)}
+        record = RunRecord(status="failed", exit_code=code, error="\n".join(tail), **identity)
     ledger.append(record)
     return record
 
 
+def check_same_base(folder: Path, base: dict[str, Any]) -> None:
+    """A sweep folder holds one base experiment: a rerun may grow the grid or the seeds, but a
+    changed base would mix runs of two experiments in one comparison."""
+    saved_file = folder / "sweep.yaml"
+    if not saved_file.exists():
+        return
+    saved = read_mapping(saved_file, "saved sweep").get("base") or {}
+
+    def fields(data: dict[str, Any]) -> dict[str, Any]:
+        dumped = ExperimentSpec.model_validate(data).model_dump(mode="json")
+        return {k: v for k, v in flatten(dumped).items() if not k.startswith("wandb.")}
+
+    old, new = fields(saved), fields(base)
+    changed = [f"{k}: {show(old.get(k))} before, {show(new.get(k))} now" for k in sorted(old.keys() | new.keys())
+               if old.get(k) != new.get(k)]
+    if changed:
+        raise ConfigError(f"{folder} holds a sweep of another base experiment ({'; '.join(changed)}); give this "
+                          "sweep another name or out_dir, or remove the folder")
+
+
 def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of: tuple[int, int] = (0, 1),
               echo: Callable[[str], None] = print) -> dict[str, str]:
-    """Run the shard's cells that the ledger does not list as done; returns each cell's status."""
+    """Run the shard's cells that the ledger does not list as done; returns each cell's status
+    ("skipped" where another process holds the cell, "stopped" where a signal came first)."""
+    if workers < 1:
+        raise ConfigError(f"--workers {workers}: give at least 1")
     cells = shard(expand(sweep), *shard_of)
     for cell in cells:
         cell_experiment(sweep, base, cell)  # every cell validates before any trains
     folder = sweep.directory()
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sweep.yaml").write_text(
-        yaml.safe_dump({**sweep.model_dump(mode="json"), "base": base}, sort_keys=False, allow_unicode=True))
-    ledger = Ledger(folder / "ledger.jsonl")
-    latest = ledger.latest()
-    statuses = {c.name: latest[c.name]["status"] for c in cells if latest.get(c.name, {}).get("status") in DONE}
-    todo = [cell for cell in cells if cell.name not in statuses]
-    echo(f"sweep {sweep.name}: {len(cells)} cells in this shard, {len(statuses)} already done, "
-         f"{len(todo)} to run with {workers} worker(s)")
-    threads = threads_per_worker(workers)
+    check_same_base(folder, base)
+    with FolderLock(folder, f".sweep-{shard_of[0]}of{shard_of[1]}.lock", f"shard {shard_of[0]}/{shard_of[1]} of this sweep"):
+        atomic_write(folder / "sweep.yaml", dump_yaml({**sweep.model_dump(mode="json"), "base": base}))
+        ledger = Ledger(folder / "ledger.jsonl")
+        read = ledger.read()
+        for warning in read.warnings(ledger.path):
+            echo(warning)
+        latest = read.latest()
+        statuses = {c.name: latest[c.name].status for c in cells if c.name in latest and latest[c.name].status in DONE}
+        todo = [cell for cell in cells if cell.name not in statuses]
+        echo(f"sweep {sweep.name}: {len(cells)} cells in this shard, {len(statuses)} already done, "
+             f"{len(todo)} to run with {workers} worker(s)")
+        threads, children = threads_per_worker(workers), Children()
 
-    def one(cell: Cell) -> None:
-        record = run_cell(sweep, base, cell, ledger, threads)
-        statuses[cell.name] = record["status"]
-        value = (record.get("metrics") or {}).get(sweep.metric)
-        shown = f"{sweep.metric}={value:.4g}" if isinstance(value, (int, float)) else record.get("error", "")[-200:]
-        echo(f"[{len(statuses)}/{len(cells)}] {cell.name}: {record['status']} {shown}")
+        def one(cell: Cell) -> None:
+            record = run_cell(sweep, base, cell, ledger, threads, children)
+            if record is None:
+                statuses[cell.name] = "stopped" if children.stopping is not None else "skipped"
+                if children.stopping is None:
+                    echo(f"{cell.name}: skipped, another process is training it")
+                return
+            statuses[cell.name] = record.status
+            value = record.metrics.get(sweep.metric)
+            shown = f"{sweep.metric}={value:.4g}" if value is not None else (record.error or "")[-200:]
+            echo(f"[{len(statuses)}/{len(cells)}] {cell.name}: {record.status} {shown}")
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(one, todo))
+        previous = {sig: signal.signal(sig, children.forward) for sig in (signal.SIGTERM, signal.SIGINT)} \
+            if threading.current_thread() is threading.main_thread() else {}
+        try:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                list(pool.map(one, todo))
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    if children.stopping is not None:
+        done = sum(status in DONE for status in statuses.values())
+        raise Interrupted(f"sweep {sweep.name} stopped by {signal.Signals(children.stopping).name}: {done} of "
+                          f"{len(cells)} cells done, the others keep their checkpoints; run the same command to "
+                          "finish them", signum=children.stopping)
     return statuses

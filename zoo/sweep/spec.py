@@ -6,16 +6,23 @@ once with the grid key that holds it, not hours later in one cell.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import itertools
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from zoo.experiment import ExperimentSpec, Strict, assign, with_sets
+from zoo.errors import ConfigError, describe_validation
+from zoo.experiment import ExperimentSpec, Strict, assign, parse_sets, validate_experiment
+from zoo.metrics import goal_of
+from zoo.registries import registry
+from zoo.yamlio import read_mapping
 
 
 class SweepSpec(Strict):
@@ -25,9 +32,24 @@ class SweepSpec(Strict):
     grid: dict[str, list[Any]] = Field(description="dotted experiment field -> the values to try")
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     metric: str = "eval/exact_match"
-    goal: Literal["max", "min"] = "max"
+    goal: Literal["max", "min"] = Field(None, validate_default=False,
+                                        description="default: min for a loss, max for anything else")
     target: float | None = Field(None, description="report steps and seconds until the metric reaches this")
     out_dir: str = Field("sweeps", description="the sweep's folder is OUT_DIR/NAME")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _goal_from_metric(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("goal") is None:
+            data = {**data, "goal": goal_of(data.get("metric", "eval/exact_match"))}
+        return data
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds must be distinct, got {seeds}")
+        return seeds
 
     @field_validator("grid")
     @classmethod
@@ -68,27 +90,44 @@ class Cell:
         return f"{self.variant},seed={self.seed}"
 
 
+SAFE = re.compile(r"[A-Za-z0-9_.+-]+")
+
+
 def value_text(value: Any) -> str:
+    """A grid value as it appears in cell names and folders: its text where every character is
+    safe in a file name (`pre`, `0.001`), else the text with `_` for the unsafe characters and a
+    short hash of the exact value (`abcd_~1f0c2a`), so distinct values never share a name."""
     text = value if isinstance(value, str) else yaml.safe_dump(value, default_flow_style=True).strip()
     text = text.removesuffix("\n...").strip()
-    return re.sub(r"[^A-Za-z0-9_.+-]", "_", text)
+    if SAFE.fullmatch(text) and text not in (".", ".."):
+        return text
+    exact = json.dumps(value, sort_keys=True, default=repr) + type(value).__name__
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", text)[:24] + "~" + hashlib.blake2b(exact.encode(), digest_size=3).hexdigest()
 
 
 def expand(sweep: SweepSpec) -> list[Cell]:
-    """Every (grid values, seed), seeds outermost so that a partial sweep has whole seeds first."""
+    """Every (grid values, seed), seeds outermost so that a partial sweep has whole seeds first.
+    Two cells whose names would share a folder (even on a case-insensitive file system) are an error."""
     labels, keys = sweep.labels(), list(sweep.grid)
     cells = []
     for seed in sweep.seeds:
         for values in itertools.product(*sweep.grid.values()):
             variant = ",".join(f"{labels[k]}={value_text(v)}" for k, v in zip(keys, values))
             cells.append(Cell(len(cells), tuple(zip(keys, values)), seed, variant))
+    seen: dict[str, Cell] = {}
+    for cell in cells:
+        other = seen.setdefault(cell.name.casefold(), cell)
+        if other is not cell:
+            raise ConfigError(f"sweep {sweep.name!r}: cells {dict(other.assignment)} and {dict(cell.assignment)} "
+                              f"would share the folder {cell.name!r}; make the grid values distinct in more than "
+                              "letter case and type")
     return cells
 
 
 def shard(cells: Sequence[Cell], index: int, count: int) -> list[Cell]:
     """Shard `index` of `count` (0-based): every count-th cell, so the shards partition the cells."""
     if count < 1 or not 0 <= index < count:
-        raise ValueError(f"--shard {index}/{count}: expected i/n with 0 <= i < n")
+        raise ConfigError(f"--shard {index}/{count}: expected i/n with 0 <= i < n")
     return [cell for cell in cells if cell.index % count == index]
 
 
@@ -103,38 +142,46 @@ def cell_experiment(sweep: SweepSpec, base: dict[str, Any], cell: Cell) -> Exper
                        ("wandb.name", cell.name), ("wandb.group", sweep.name), ("wandb.job_type", "sweep"),
                        ("wandb.dir", str(folder)), ("wandb.tags", [*data.get("wandb", {}).get("tags", []), *tags])):
         assign(data, key, value)
-    try:
-        return ExperimentSpec.model_validate(data)
-    except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-        raise ValueError(f"sweep {sweep.name!r}, cell {cell.name}: {problems}") from None
+    return validate_experiment(data, f"sweep {sweep.name!r}, cell {cell.name}")
 
 
 def load_sweep(path: str | Path, sets: Sequence[str] = ()) -> tuple[SweepSpec, dict[str, Any]]:
     """The SweepSpec of a file and its base experiment as data. `--set` keys that start with an
     experiment group (model, task, train, wandb) change the base; the others change the sweep."""
     path = Path(path)
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: a sweep file holds a mapping, got {type(data).__name__}")
-    base_sets = [s for s in sets if s.split("=", 1)[0].split(".")[0] in ExperimentSpec.model_fields]
-    for assignment in (s for s in sets if s not in base_sets):
-        key, sep, value = assignment.partition("=")
-        if not sep or key.split(".")[0] not in SweepSpec.model_fields:
-            raise ValueError(f"--set {assignment}: valid keys start with one of: "
-                             + ", ".join([*ExperimentSpec.model_fields, *SweepSpec.model_fields]))
-        node, parts = data, key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = yaml.safe_load(value)
-    sweep = SweepSpec.model_validate(data)
+    data = read_mapping(path, "sweep file")
+    base_sets = []
+    for key, value in parse_sets(sets):
+        if key.split(".")[0] in ExperimentSpec.model_fields:
+            base_sets.append((key, value))
+        else:
+            assign(data, key, value, "--set ", [*SweepSpec.model_fields, *ExperimentSpec.model_fields])
+    try:
+        sweep = SweepSpec.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(f"{path}: {describe_validation(err)}") from None
     base = sweep.base
     if isinstance(base, str):
         candidates = [path.parent / base, Path(base)]
         found = next((c for c in candidates if c.is_file()), None)
         if found is None:
-            raise ValueError(f"{path}: base {base!r} is not a file (looked in {path.parent} and the working directory)")
-        base = yaml.safe_load(found.read_text(encoding="utf-8")) or {}
-    base = with_sets(base, base_sets)
-    ExperimentSpec.model_validate(base)
+            raise ConfigError(f"{path}: base {base!r} is not a file (looked in {path.parent} and the working directory)")
+        base = read_mapping(found, "base experiment")
+    base = copy.deepcopy(base)
+    for key, value in base_sets:
+        assign(base, key, value, "--set ")
+    validate_experiment(base, f"{path}: base")
+    check_metric(sweep, base)
     return sweep, base
+
+
+def check_metric(sweep: SweepSpec, base: dict[str, Any]) -> None:
+    """The sweep's metric must be one that every cell's task reports at the end of a run."""
+    for cell in expand(sweep)[: max(1, len(expand(sweep)) // len(sweep.seeds))]:
+        task = cell_experiment(sweep, base, cell).task
+        params = dict(task)
+        cls = registry("task").get(params.pop("name"))
+        logged = cls.final_metrics(cls.Params.model_validate(params))
+        if sweep.metric not in logged:
+            raise ConfigError(f"sweep {sweep.name!r}: metric {sweep.metric!r} is not reported by task "
+                              f"{task['name']!r} in cell {cell.variant}; choices: {', '.join(logged)}")

@@ -9,7 +9,7 @@ __all__ = ["Task", "Vocabulary", "build_task"]
 def build_task(fields: dict, seed: int, state: dict | None = None) -> Task:
     """The task named by fields["name"], its other fields validated by the task's own Params;
     `state` (from a checkpoint) gives back vocabularies learned in an earlier run."""
-    from zoo.registry import registry
+    from zoo.registries import registry
 
     params = dict(fields)
     cls = registry("task").get(params.pop("name"))

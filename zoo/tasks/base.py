@@ -92,18 +92,25 @@ def step_generator(seed: int, step: int, stream: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed((seed * 1_000_003 + step) * 7919 + stream)
 
 
+def metric_prefix(split: str) -> str:
+    """Metrics of the "valid" split are logged as eval/*, those of any other split under its name."""
+    return "eval" if split == "valid" else split
+
+
 class TaskParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class Task:
     """A source of (src, tgt) id batches with bos, eos and pad."""
 
     Params: ClassVar[type[TaskParams]] = TaskParams
+    special_ids: ClassVar[dict[str, int]] = {"pad_id": Vocabulary.pad_id, "bos_id": Vocabulary.bos_id,
+                                             "eos_id": Vocabulary.eos_id}
+    """The ids of pad, bos and eos in the task's vocabularies; the model takes them from here."""
     text_metric: ClassVar[bool] = False
     """Whether eval/bleu (corpus BLEU of greedy decodes) is meaningful for this task."""
-    eval_splits: tuple[str, ...] = ("valid",)
-    """Held-out splits: "valid" is evaluated during training, any other one once at the end."""
+    METRICS: ClassVar[tuple[str, ...]] = ("loss", "token_acc", "exact_match")
 
     def __init__(self, params: TaskParams, seed: int, state: dict[str, Any] | None = None):
         """`state` is what `state()` returned in an earlier run; tasks whose vocabulary is learned
@@ -119,6 +126,21 @@ class Task:
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
         """The fixed held-out set: the same for every seed and every run."""
         raise NotImplementedError
+
+    @classmethod
+    def splits(cls, params: TaskParams) -> tuple[str, ...]:
+        """Held-out splits: "valid" is evaluated during training, any other one once at the end."""
+        return ("valid",)
+
+    @classmethod
+    def final_metrics(cls, params: TaskParams) -> list[str]:
+        """Every metric in a finished run's result: what a sweep can rank its variants by."""
+        names = [*cls.METRICS, *(["bleu"] if cls.text_metric else [])]
+        return [f"{metric_prefix(split)}/{name}" for split in cls.splits(params) for name in names]
+
+    @property
+    def eval_splits(self) -> tuple[str, ...]:
+        return type(self).splits(self.params)
 
     def check_split(self, split: str) -> None:
         if split not in self.eval_splits:

@@ -10,7 +10,7 @@ import torch
 from pydantic import Field, PositiveInt
 from torch import Tensor
 
-from zoo.registry import registry
+from zoo.registries import registry
 from zoo.tasks.base import Task, TaskParams, in_batches, pad_rows, step_generator
 from zoo.tasks.corpus import CorpusFormat, read_split
 from zoo.tasks.text import TokenizerName, codec_from_state, normalize, train_codec
@@ -60,8 +60,11 @@ class Parallel(Task):
         self.train_pairs = [(s, t) for s, t in encoded if max(len(s), len(t)) <= p.max_tokens]
         if not self.train_pairs:
             raise ValueError(f"task.max_tokens {p.max_tokens}: no training pair is that short")
-        self.eval_splits = ("valid",) if p.test_split is None else ("valid", "test")
         self._epoch: tuple[int, list[int]] | None = None
+
+    @classmethod
+    def splits(cls, params: ParallelParams) -> tuple[str, ...]:
+        return ("valid",) if params.test_split is None else ("valid", "test")
 
     def _split(self, stem: str) -> tuple[tuple[str, str], ...]:
         p = self.params

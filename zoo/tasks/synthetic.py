@@ -8,7 +8,7 @@ import torch
 from pydantic import Field, PositiveInt, model_validator
 from torch import Tensor
 
-from zoo.registry import registry
+from zoo.registries import registry
 from zoo.tasks.base import Task, TaskParams, Vocabulary, in_batches, pad_rows, step_generator
 
 register = registry("task").register
@@ -47,8 +47,10 @@ class StringTask(Task):
     def __init__(self, params: StringParams, seed: int, state=None):
         super().__init__(params, seed)
         self.src_vocab = self.tgt_vocab = Vocabulary(list(params.alphabet))
-        if params.long_eval_min_len is not None:
-            self.eval_splits = ("valid", "long")
+
+    @classmethod
+    def splits(cls, params: StringParams) -> tuple[str, ...]:
+        return ("valid",) if params.long_eval_min_len is None else ("valid", "long")
 
     def transform(self, letters: list[str]) -> list[str]:
         raise NotImplementedError

@@ -10,7 +10,7 @@ def _short(metrics: dict[str, float]) -> str:
     return " ".join(f"{k.split('/')[1]}={metrics[k]:.4g}" for k in keep if k in metrics)
 
 
-class Progress:
+class ProgressBar:
     def __init__(self, total: int, done: int, enabled: bool = True):
         self.enabled, self.bar = enabled, None
         if enabled and sys.stderr.isatty():

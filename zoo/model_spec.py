@@ -12,13 +12,11 @@ from pydantic import (
     Field,
     NonNegativeInt,
     PositiveInt,
-    ValidationInfo,
-    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError, core_schema
 
-from zoo.registry import AXES, UnknownChoiceError, registry
+from zoo.registries import AXES, UnknownChoiceError, registry
 
 
 @dataclass(frozen=True)
@@ -50,7 +48,7 @@ class ModelSpec(BaseModel):
     `vocab_size` is accepted as shorthand for equal source and target vocabularies.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     src_vocab_size: PositiveInt
     tgt_vocab_size: PositiveInt
@@ -93,37 +91,32 @@ class ModelSpec(BaseModel):
             data[side] = size
         return data
 
-    @field_validator("n_heads")
-    @classmethod
-    def _heads_divide_width(cls, n_heads: int, info: ValidationInfo) -> int:
-        d_model = info.data.get("d_model")
-        if d_model is not None and d_model % n_heads:
+    @model_validator(mode="after")
+    def _fits_together(self) -> "ModelSpec":
+        """Rules between fields, checked on the assembled spec so that defaults count too."""
+        if self.d_model % self.n_heads:
             raise PydanticCustomError(
                 "heads_divide_width",
-                "d_model {d_model} is not divisible by n_heads {n_heads}",
-                {"d_model": d_model, "n_heads": n_heads},
+                "d_model {d_model} is not divisible by n_heads {n_heads}; choose n_heads among {choices}",
+                {"d_model": self.d_model, "n_heads": self.n_heads,
+                 "choices": ", ".join(str(h) for h in range(1, min(self.d_model, 64) + 1) if self.d_model % h == 0)},
             )
-        return n_heads
-
-    @field_validator("pad_id", "bos_id", "eos_id")
-    @classmethod
-    def _special_id_fits(cls, value: int, info: ValidationInfo) -> int:
-        for side in ("src_vocab_size", "tgt_vocab_size"):
-            size = info.data.get(side)
-            if size is not None and value >= size:
-                raise PydanticCustomError(
-                    "special_id_range",
-                    "{field} {value} is outside {side} {size} (valid ids 0..{last})",
-                    {"field": info.field_name, "value": value, "side": side, "size": size, "last": size - 1},
-                )
-        for other in ("pad_id", "bos_id"):
-            if other != info.field_name and info.data.get(other) == value:
-                raise PydanticCustomError(
-                    "special_id_distinct",
-                    "{field} {value} equals {other}; pad, bos and eos ids must be distinct",
-                    {"field": info.field_name, "value": value, "other": other},
-                )
-        return value
+        specials = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
+        for field, value in specials.items():
+            for side in ("src_vocab_size", "tgt_vocab_size"):
+                size = getattr(self, side)
+                if value >= size:
+                    raise PydanticCustomError(
+                        "special_id_range",
+                        "{field} {value} is outside {side} {size} (valid ids 0..{last})",
+                        {"field": field, "value": value, "side": side, "size": size, "last": size - 1},
+                    )
+        if len(set(specials.values())) < 3:
+            raise PydanticCustomError(
+                "special_id_distinct", "pad_id, bos_id and eos_id must be distinct, got {ids}",
+                {"ids": ", ".join(f"{k} {v}" for k, v in specials.items())},
+            )
+        return self
 
     @property
     def name(self) -> str:

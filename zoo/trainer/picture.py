@@ -11,10 +11,17 @@ from zoo.model import EncoderDecoder
 from zoo.tasks.base import Task
 
 
+MAX_TOKENS, MAX_HEADS = 48, 8
+"""The picture shows at most this many source tokens, output steps and heads, so its size is
+bounded whatever the lengths and the head count (a long-string run once drew a figure too large
+for memory)."""
+
+
 @torch.no_grad()
 def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, path: Path) -> str:
     """Decode one source greedily, then draw where each output step looked: source tokens across,
-    output steps down, one panel per head. Returns a caption (source -> output)."""
+    output steps down, one panel per head, cropped to MAX_TOKENS and MAX_HEADS. Returns a caption
+    (source -> output)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,13 +36,15 @@ def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, pa
     was_training = model.training
     model.eval()
     src = src[:1, : int((src[0] != model.spec.pad_id).sum())]
-    out = model.generate(src, max_new_tokens=min(model.spec.max_len - 1, 2 * src.size(1) + 10))
+    out = model.generate(src, max_new_tokens=min(model.spec.max_len - 1, 2 * src.size(1) + 10, MAX_TOKENS))
     weights = model.attention_maps(src, out[:, :-1]).decoder_cross[-1][0].float().cpu()  # (H, T, S)
     model.train(was_training)
-    src_labels = [task.src_vocab.piece(i) for i in src[0].tolist()]
-    out_labels = [task.tgt_vocab.piece(i) for i in out[0, 1:].tolist()]
+    weights = weights[:MAX_HEADS, :MAX_TOKENS, :MAX_TOKENS]
+    src_labels = [task.src_vocab.piece(i) for i in src[0, :MAX_TOKENS].tolist()]
+    out_labels = [task.tgt_vocab.piece(i) for i in out[0, 1 : MAX_TOKENS + 1].tolist()]
     heads = weights.size(0)
-    fig, axes = plt.subplots(1, heads, figsize=(2.2 + 0.32 * len(src_labels) * heads, 1.5 + 0.3 * len(out_labels)),
+    cell = min(0.32, 36.0 / (len(src_labels) * heads))  # at most about 40 x 16 inches
+    fig, axes = plt.subplots(1, heads, figsize=(2.2 + cell * len(src_labels) * heads, 1.5 + 0.3 * len(out_labels)),
                              squeeze=False)
     for h, ax in enumerate(axes[0]):
         ax.imshow(weights[h].numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import time
+import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,20 +14,24 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from zoo.experiment import ExperimentSpec
+from zoo.errors import CheckpointError, Diverged, Interrupted
+from zoo.experiment import ExperimentSpec, validate_experiment
+from zoo.memory import check_fits, exact_parameters
+from zoo.metrics import better
 from zoo.model import EncoderDecoder
+from zoo.model_spec import ModelSpec
+from zoo.records import CheckpointProgress, RunRecord, write_result
 from zoo.tasks import build_task
-from zoo.train.checkpoint import read_checkpoint, save_checkpoint
-from zoo.train.distributed import Distributed
-from zoo.train.evaluate import evaluate
-from zoo.train.optim import make_optimizer, make_schedule
-from zoo.train.picture import cross_attention_png
-from zoo.train.progress import Progress
-from zoo.train.tracking import Tracker
-
-
-class Diverged(RuntimeError):
-    """The loss or the gradient stopped being finite."""
+from zoo.trainer.checkpoint import save_checkpoint
+from zoo.trainer.devices import autocast_dtype, pick_device
+from zoo.trainer.distributed import Distributed
+from zoo.trainer.evaluate import evaluate
+from zoo.trainer.guards import LossWatch, StopSignals, finite_weights
+from zoo.trainer.optim import make_optimizer, make_schedule
+from zoo.trainer.picture import cross_attention_png
+from zoo.trainer.progress import ProgressBar
+from zoo.trainer.run_folder import RunFolder
+from zoo.trainer.tracking import Tracker
 
 
 @dataclass
@@ -43,48 +46,44 @@ class TrainResult:
     """Every logged row of this process's run (train and eval metrics, each with train/step)."""
 
 
-def pick_device(choice: str, dist: Distributed) -> torch.device:
-    if choice == "cuda" and not torch.cuda.is_available():
-        raise ValueError("train.device is 'cuda' but CUDA is not available; choices: auto, cpu, cuda")
-    if choice == "cpu" or not torch.cuda.is_available():
-        return torch.device("cpu")
-    torch.cuda.set_device(dist.local_rank)
-    return torch.device("cuda", dist.local_rank)
-
-
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    if precision == "fp16" and device.type != "cuda":
-        raise ValueError("train.precision 'fp16' needs CUDA; on CPU choose fp32, bf16 or auto")
-    if precision == "auto":
-        return torch.bfloat16 if device.type == "cuda" else None
-    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-
-
-def better(metric: str, new: float, old: float | None) -> bool:
-    return old is None or (new < old if metric.endswith("loss") else new > old)
-
-
 class Trainer:
     def __init__(self, experiment: ExperimentSpec, resume: bool = False):
         self.experiment, t = experiment, experiment.train
         self.dist = Distributed.from_env()
         self.device = pick_device(t.device, self.dist)
         self.amp_dtype = autocast_dtype(t.precision, self.device)
-        self.name = experiment.wandb.name or f"{experiment.model_spec(1, 1).name}-seed{t.seed}"
-        self.run_dir = Path(t.out_dir) / self.name
-        self.checkpoint_path = self.run_dir / "checkpoint.pt"
-        saved = read_checkpoint(self.checkpoint_path, self.device) if resume and self.checkpoint_path.exists() else None
+        self.folder = RunFolder(experiment, self.dist.is_main)
+        self.name, self.run_dir, self.checkpoint_path = self.folder.name, self.folder.path, self.folder.checkpoint
+        saved = self.folder.claim(experiment, resume, self.device)
+        try:
+            self._setup(saved)
+        except BaseException:
+            self.folder.release()
+            raise
+
+    def _setup(self, saved: dict[str, Any] | None) -> None:
+        experiment, t = self.experiment, self.experiment.train
         self.task = build_task(experiment.task, t.seed, saved and saved["task"])
         self.spec = experiment.model_spec(len(self.task.src_vocab), len(self.task.tgt_vocab))
+        if saved is not None and ModelSpec.model_validate(saved["spec"]) != self.spec:
+            raise CheckpointError(f"{self.checkpoint_path}: its model spec differs from the experiment's "
+                                  f"({ModelSpec.model_validate(saved['spec']).name} against {self.spec.name})")
+        sample_src, sample_tgt = self.task.train_batch(0, min(t.batch_size, 8))
+        rows = max(1, t.batch_size // self.dist.world)
+        check_fits(self.spec, self.device, training=True, batch=(rows, sample_src.size(1), sample_tgt.size(1)))
+        self.folder.check_space(3 * 4 * exact_parameters(self.spec) + (1 << 20))
         torch.manual_seed(t.seed)
         self.model = EncoderDecoder(self.spec, seed=t.seed).to(self.device)
         self.optimizer = make_optimizer(self.model, t)
         self.schedule = make_schedule(self.optimizer, t)
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
-        self.step, self.best, self.last_eval, self.run_id, self.history = 0, {}, {}, None, []
-        self.start = time.perf_counter()
+        self.progress = CheckpointProgress(step=0)
+        self.working_on = 0
+        self.run_id = None
         if saved is not None:
             self._restore(saved)
+        self.watch = LossWatch(t.explosion, self.progress.first_loss, self.progress.high_logs)
+        self.start = time.perf_counter() - self.progress.wall_s  # wall time counts on across a resume
         self.forward = self.model
         if self.dist.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -95,6 +94,18 @@ class Trainer:
         self.eval_batches = self.task.eval_batches(t.eval_size, t.batch_size) if self.dist.is_main else []
         self.eval_references = self.task.references(t.eval_size) if self.dist.is_main else None
 
+    @property
+    def step(self) -> int:
+        return self.progress.step
+
+    @property
+    def best(self) -> dict[str, float]:
+        return self.progress.best
+
+    @property
+    def history(self) -> list[dict[str, float]]:
+        return self.progress.history
+
     def _restore(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -104,14 +115,17 @@ class Trainer:
         torch.set_rng_state(state["rng"]["torch"])
         if torch.cuda.is_available() and state["rng"].get("cuda") is not None:
             torch.cuda.set_rng_state(state["rng"]["cuda"])
-        self.step, self.best, self.last_eval = state["step"], state["best"], state["last_eval"]
-        self.history = state["history"]
-        self.start = time.perf_counter() - state["wall_s"]  # wall time counts on across a resume
+        self.progress = state["progress"]
         self.run_id = state.get("wandb_id")
 
     def _checkpoint(self) -> None:
+        """Only finite weights are written (checked on every rank, whose weights are the same)."""
+        if not finite_weights(self.model):
+            raise Diverged(f"step {self.step}: the weights are no longer finite")
         if not self.dist.is_main:
             return
+        self.progress.wall_s = time.perf_counter() - self.start
+        self.progress.first_loss, self.progress.high_logs = self.watch.first_loss, self.watch.high_logs
         save_checkpoint(self.checkpoint_path, {
             "experiment": self.experiment.model_dump(mode="json"),
             "spec": self.spec.model_dump(),
@@ -120,8 +134,7 @@ class Trainer:
             "schedule": self.schedule.state_dict(),
             "scaler": None if self.scaler is None else self.scaler.state_dict(),
             "rng": {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None},
-            "step": self.step, "best": self.best, "last_eval": self.last_eval, "history": self.history,
-            "wall_s": time.perf_counter() - self.start,
+            "progress": self.progress.model_dump(),
             "task": self.task.state(), "wandb_id": self.tracker.run_id or self.run_id,
         })
 
@@ -161,48 +174,84 @@ class Trainer:
         self.tracker.log(metrics, step)
 
     def _evaluate(self) -> dict[str, float]:
-        metrics = evaluate(self.model, self.task, self.eval_batches, self.device, self.eval_references)
+        """Rank 0 evaluates; every rank learns whether the loss was finite, and all stop together."""
+        metrics = {}
+        if self.dist.is_main:
+            metrics = evaluate(self.model, self.task, self.eval_batches, self.device, self.eval_references)
+        bad = self.dist.sum(torch.tensor(float(not math.isfinite(metrics.get("eval/loss", 0.0))), device=self.device))
+        if bad.item() > 0:
+            raise Diverged(f"step {self.step}: the evaluation loss is {metrics.get('eval/loss', 'not finite')}")
         for name, value in metrics.items():
             if better(name, value, self.best.get(name)):
                 self.best[name] = value
-        self.last_eval = metrics
+        self.progress.last_eval = metrics
         return metrics
 
-    def _loop(self, progress: Progress) -> None:
+    def _stop_requested(self, stop: StopSignals, step: int, logged: bool) -> bool:
+        """Single process: at once. Under torchrun, ranks agree at logging steps."""
+        if self.dist.world == 1:
+            return stop.received is not None
+        if not logged:
+            return False
+        return self.dist.sum(torch.tensor(float(stop.received is not None), device=self.device)).item() > 0
+
+    def _loop(self, bar: ProgressBar, stop: StopSignals) -> None:
         t = self.experiment.train
         window_start, window_loss, window_tokens = time.perf_counter(), 0.0, 0.0
         for step in range(self.step + 1, t.steps + 1):
+            self.working_on = step
             loss_sum, tokens, grad_norm = self._train_step(step)
-            self.step = step
+            self.progress.step = step
             window_loss, window_tokens = window_loss + loss_sum.item(), window_tokens + tokens.item()
-            if step % t.log_every == 0 or step == t.steps:
+            logged = step % t.log_every == 0 or step == t.steps
+            if logged:
                 now = time.perf_counter()
-                logged = {"train/loss": window_loss / max(window_tokens, 1), "train/lr": self.schedule.get_last_lr()[0],
-                          "train/grad_norm": grad_norm.item(), "train/tokens_per_s": window_tokens / (now - window_start),
-                          "train/wall_s": now - self.start}
-                self._log(logged, step)
-                progress.update(step, logged)
+                train_loss = window_loss / max(window_tokens, 1)
+                logged_row = {"train/loss": train_loss, "train/lr": self.schedule.get_last_lr()[0],
+                              "train/grad_norm": grad_norm.item(), "train/tokens_per_s": window_tokens / (now - window_start),
+                              "train/wall_s": now - self.start}
+                self._log(logged_row, step)
+                bar.update(step, logged_row)
                 window_start, window_loss, window_tokens = now, 0.0, 0.0
-            if self.dist.is_main and (step % t.eval_every == 0 or step == t.steps):
+                self.watch.observe(train_loss, step)
+                if step == t.steps:
+                    self.watch.at_end(train_loss, step)
+            if step % t.eval_every == 0 or step == t.steps:
                 metrics = self._evaluate()
-                self._log(metrics, step)
-                progress.update(step, metrics)
-            if step % t.checkpoint_every == 0 or step == t.steps:
+                if self.dist.is_main:
+                    self._log(metrics, step)
+                    bar.update(step, metrics)
+            stopping = self._stop_requested(stop, step, logged)
+            if (step % t.checkpoint_every == 0 or step == t.steps or stopping) and not self.watch.suspect:
                 self._checkpoint()
             self.dist.barrier()
+            if stopping:
+                raise Interrupted(f"stopped by {stop.name or 'a signal'} after step {step}", stop.received)
 
-    def _finish(self) -> tuple[dict[str, float], Path]:
-        """On rank 0: the attention picture, the test split if the task has one, the summary."""
+    def _picture(self) -> Path | None:
+        """The cross-attention picture; a failure to draw it costs the picture, never the run."""
+        png = self.run_dir / "cross_attention.png"
+        try:
+            caption = cross_attention_png(self.model, self.task, self.eval_batches[0][0], png)
+        except Exception as err:  # noqa: BLE001 - drawing must never fail a trained run
+            warnings.warn(f"the cross-attention picture was not drawn: {err!r}", RuntimeWarning, stacklevel=2)
+            return None
+        self.tracker.image("eval/cross_attention", png, caption, self.step)
+        return png
+
+    def _finish(self) -> tuple[dict[str, float], Path | None]:
+        """On rank 0: the test split if the task has one, the picture, the summary, result.json."""
         t = self.experiment.train
-        if not self.last_eval:
+        if not self.progress.last_eval:
             self._evaluate()
-        final = dict(self.last_eval)
+        final = dict(self.progress.last_eval)
         for split in self.task.eval_splits[1:]:
             batches = self.task.eval_batches(t.eval_size, t.batch_size, split)
             final.update(evaluate(self.model, self.task, batches, self.device, self.task.references(t.eval_size, split), split))
-        png = self.run_dir / "cross_attention.png"
-        caption = cross_attention_png(self.model, self.task, self.eval_batches[0][0], png)
-        self.tracker.image("eval/cross_attention", png, caption, self.step)
+        broken = {k: v for k, v in final.items() if not math.isfinite(v)}
+        if broken:
+            raise Diverged(f"step {self.step}: the final evaluation is not finite ({broken})")
+        png = self._picture()
         self.tracker.summary({**final, **{f"best/{k}": v for k, v in self.best.items()},
                               "wall_time_s": time.perf_counter() - self.start, "steps": self.step})
         self._write_result("finished", final)
@@ -212,38 +261,41 @@ class Trainer:
         """result.json in the run directory: what a sweep's ledger and `zoo compare` read."""
         if not self.dist.is_main:
             return
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        result = {"status": status, "name": self.name, "metrics": final, "best": self.best, "steps": self.step,
-                  "wall_time_s": time.perf_counter() - self.start, "parameters": self.model.num_parameters(),
-                  "model_name": self.spec.name, "threads": torch.get_num_threads(), "history": self.history, **extra}
-        tmp = self.run_dir / "result.json.tmp"
-        tmp.write_text(json.dumps(result, indent=1))
-        os.replace(tmp, self.run_dir / "result.json")
+        write_result(self.run_dir / "result.json", RunRecord(
+            status=status, name=self.name, metrics=final, best=self.best, steps=self.step,
+            wall_time_s=time.perf_counter() - self.start, parameters=self.model.num_parameters(),
+            model_name=self.spec.name, threads=torch.get_num_threads(), history=self.history, **extra))
 
     def run(self) -> TrainResult:
-        progress = Progress(self.experiment.train.steps, self.step, enabled=self.dist.is_main)
+        bar = ProgressBar(self.experiment.train.steps, self.step, enabled=self.dist.is_main)
         self.tracker.summary({"parameters": self.model.num_parameters(), "model_name": self.spec.name})
         final, png, failed = {}, None, True
         wandb_dir = self.tracker.files_dir
         try:
-            self._loop(progress)
-            if self.dist.is_main:
-                final, png = self._finish()
+            with StopSignals() as stop:
+                self._loop(bar, stop)
+                if self.dist.is_main:
+                    final, png = self._finish()
             failed = False
         except Diverged as err:
-            self.tracker.summary({"diverged": True, "diverged_at": self.step + 1})
-            self._write_result("diverged", {}, diverged_at=self.step + 1)
+            self.tracker.summary({"diverged": True, "diverged_at": self.working_on})
+            self._write_result("diverged", {}, diverged_at=self.working_on, error=str(err))
             kept = f"the last good checkpoint is {self.checkpoint_path}" if self.checkpoint_path.exists() else "no checkpoint was written yet"
             raise Diverged(f"training diverged at {err}; {kept}") from None
+        except Interrupted as err:
+            self._write_result("interrupted", {}, error=str(err))
+            raise Interrupted(f"{err}; its checkpoint is {self.checkpoint_path}: continue with --resume",
+                              err.signum) from None
         finally:
             self.tracker.finish(failed=failed)
-            progress.close()
+            bar.close()
             self.dist.close()
+            self.folder.release()
         return TrainResult(final, self.checkpoint_path, self.run_dir, png, wandb_dir, dict(self.best), self.history)
 
 
 def train(experiment: ExperimentSpec | dict, resume: bool = False) -> TrainResult:
     """Train one experiment; returns the final metrics and where the checkpoint is."""
     if not isinstance(experiment, ExperimentSpec):
-        experiment = ExperimentSpec.model_validate(experiment)
+        experiment = validate_experiment(experiment)
     return Trainer(experiment, resume).run()

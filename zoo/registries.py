@@ -13,6 +13,8 @@ import warnings
 from importlib.metadata import entry_points
 from typing import Callable, Generic, Iterable, Iterator, TypeVar
 
+from zoo.errors import ConfigError
+
 AXES: tuple[str, ...] = ("norm", "position", "attention", "ffn")
 """The model's design axes, in the order they appear in a canonical variant name."""
 
@@ -29,7 +31,7 @@ def describe_unknown(kind: str, name: object, choices: Iterable[str]) -> str:
     return f"unknown {kind} '{name}'{hint} choices: {', '.join(choices)}"
 
 
-class UnknownChoiceError(ValueError):
+class UnknownChoiceError(ConfigError):
     """A name that no registry (or preset table) knows."""
 
     def __init__(self, kind: str, name: object, choices: Iterable[str], hint: str = ""):
@@ -103,7 +105,8 @@ _plugins_loaded = False
 
 
 def load_plugins() -> None:
-    """Import the built-in parts, then every `zoo.variants` entry point, once per process.
+    """Import the built-in parts, then every `zoo.variants` entry point, once per process (the
+    built-in tasks register when `zoo` imports its trainer).
 
     A broken third-party plugin is reported as a warning and skipped, so it cannot take the
     built-in variants down with it; a broken built-in is a bug and raises.
@@ -114,7 +117,6 @@ def load_plugins() -> None:
     _plugins_loaded = True
     try:
         importlib.import_module("zoo.variants")
-        importlib.import_module("zoo.tasks")
     except BaseException:
         _plugins_loaded = False
         raise

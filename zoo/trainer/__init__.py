@@ -1,6 +1,7 @@
 """The shared trainer: `zoo.train(experiment)` and `zoo.load(checkpoint)`."""
 
-from zoo.train.checkpoint import load
-from zoo.train.loop import Diverged, TrainResult, Trainer, train
+from zoo.trainer.checkpoint import load
+from zoo.errors import Diverged
+from zoo.trainer.loop import TrainResult, Trainer, train
 
 __all__ = ["Diverged", "TrainResult", "Trainer", "load", "train"]

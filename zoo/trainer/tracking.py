@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from zoo.experiment import ExperimentSpec
-from zoo.spec import ModelSpec
+from zoo.model_spec import ModelSpec
 
 
-def resolved_mode(experiment: ExperimentSpec) -> str:
-    """WANDB_MODE in the environment wins over the spec (`dryrun` is W&B's old word for offline)."""
-    mode = os.environ.get("WANDB_MODE", experiment.wandb.mode)
+def resolved_mode(configured: str) -> str:
+    """The W&B mode a run uses: WANDB_MODE in the environment wins over the configured one
+    (`dryrun` is W&B's old word for offline)."""
+    mode = os.environ.get("WANDB_MODE", configured)
     return "offline" if mode == "dryrun" else mode
 
 
@@ -26,7 +27,7 @@ class Tracker:
     def __init__(self, experiment: ExperimentSpec, spec: ModelSpec, name: str,
                  active: bool, run_id: str | None = None):
         self.run = None
-        mode = resolved_mode(experiment)
+        mode = resolved_mode(experiment.wandb.mode)
         if not active or mode == "disabled":
             return
         w = experiment.wandb

@@ -1,0 +1,134 @@
+"""Writing results safely: atomic, fsynced writes, and locks that keep two processes off one folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import BinaryIO, Callable
+
+from zoo.errors import ConfigError, RunConflict, ZooError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: folders are not locked
+    fcntl = None
+
+
+class WriteError(ZooError, OSError):
+    """A result could not be written; what was there before is untouched."""
+
+
+def atomic_write(path: str | Path, content: bytes | str | Callable[[BinaryIO], None]) -> None:
+    """Write a temporary file beside `path`, fsync it, then rename it over `path`: a crash or a
+    full disk never leaves half a file, and a failed write removes its temporary file."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise WriteError(f"{path}: cannot write: {err.strerror or err}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            if callable(content):
+                content(handle)
+            else:
+                handle.write(content.encode("utf-8") if isinstance(content, str) else content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException as err:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) or (isinstance(err, RuntimeError) and "write" in str(err).lower()):
+            reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
+            raise WriteError(f"{path}: could not be written ({reason}); the previous file, if any, is unchanged "
+                             "and the partial temporary file was removed") from None
+        raise
+
+
+class FolderLock:
+    """An exclusive lock on a folder, held through `FOLDER/NAME` (which records the holder's pid).
+
+    The operating system drops it when the process ends, however it ends, so a killed run never
+    leaves a stale lock behind.
+    """
+
+    def __init__(self, folder: str | Path, name: str = ".lock", what: str = "a run"):
+        self.path, self.what, self._handle = Path(folder) / name, what, None
+
+    def acquire(self) -> "FolderLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+", encoding="utf-8")
+        if fcntl is not None:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                pid = handle.read().strip() or "unknown"
+                handle.close()
+                raise RunConflict(f"{self.path.parent} is in use: another zoo process (pid {pid}) holds {self.what} "
+                                  "there; wait for it to end or stop it") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._handle = handle
+        return self
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()  # closing the file releases the lock
+            self._handle = None
+
+    def __enter__(self) -> "FolderLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def lock_holder(folder: str | Path, name: str = ".lock") -> int | None:
+    """The pid of the process that holds the folder's lock, or None when it is free."""
+    path = Path(folder) / name
+    if fcntl is None or not path.exists():
+        return None
+    with open(path, "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            text = handle.read().strip()
+            return int(text) if text.isdigit() else -1
+    return None
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def check_writable_folder(folder: str | Path, field: str, need_bytes: int = 0) -> None:
+    """Fail before any training if `folder` cannot take the run's files: a file in the way, no
+    permission, a read-only file system, or less free space than `need_bytes`."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(f"{field} {str(folder)!r} is a file, not a folder") from None
+    except OSError as err:
+        raise ConfigError(f"{field} {str(folder)!r}: cannot create the folder: {err.strerror or err}") from None
+    if not folder.is_dir():
+        raise ConfigError(f"{field} {str(folder)!r} is a file, not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=folder) as probe:
+            probe.write(b"zoo")
+    except OSError as err:
+        raise ConfigError(f"{field} {str(folder)!r} is not writable: {err.strerror or err}") from None
+    free = shutil.disk_usage(folder).free
+    if need_bytes and free < need_bytes:
+        raise ConfigError(f"{field} {str(folder)!r} has {human_bytes(free)} free, but the run's checkpoint needs "
+                          f"about {human_bytes(need_bytes)}; free some space or choose another {field}")

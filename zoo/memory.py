@@ -1,0 +1,94 @@
+"""Size checks before allocation: a model or a batch that cannot fit fails at once with its
+estimated size, not after minutes of swapping, by the kernel's OOM killer or with the allocator's
+message from deep inside torch."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from zoo.errors import ConfigError
+from zoo.files import human_bytes
+from zoo.model_spec import ModelSpec
+
+FLOAT_BYTES = 4
+
+
+def rough_parameters(spec: ModelSpec) -> int:
+    """A quick count of the big matrices (embeddings, position tables, attention, feed-forward)."""
+    d, enc, dec = spec.d_model, spec.n_encoder_layers, spec.n_decoder_layers
+    per_layer = 4 * d * d + 2 * d * spec.d_ff
+    return (d * (spec.src_vocab_size + 2 * spec.tgt_vocab_size) + 2 * spec.max_len * d
+            + enc * per_layer + dec * (per_layer + 4 * d * d))
+
+
+def exact_parameters(spec: ModelSpec) -> int:
+    """Parameters and buffers of the real model, built on the meta device (no memory used)."""
+    from zoo.stacks import Decoder, Encoder
+
+    with torch.device("meta"):
+        parts = [Encoder(spec), Decoder(spec)]
+    count = sum(t.numel() for part in parts for t in (*part.parameters(), *part.buffers()))
+    return count + spec.d_model * spec.tgt_vocab_size * (not spec.tie_embeddings)
+
+
+def available_bytes(device: torch.device | str = "cpu") -> int:
+    """Free memory on the device: CUDA's free memory, or the host's available memory within any
+    container (cgroup) limit."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    limits = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                limits.append(int(line.split()[1]) * 1024)
+    except OSError:
+        pass
+    try:
+        text = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if text.isdigit():
+            used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+            limits.append(int(text) - used)
+    except (OSError, ValueError):
+        pass
+    if not limits and hasattr(os, "sysconf"):
+        try:
+            limits.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError):
+            pass
+    return min(limits) if limits else 1 << 62
+
+
+def activation_floats(spec: ModelSpec, batch: int, src_len: int, tgt_len: int) -> int:
+    """Floats kept for the backward pass of one batch: each layer's hidden states, feed-forward
+    and attention weights, and the logits with their softmax and gradient."""
+    d, f, h = spec.d_model, spec.d_ff, spec.n_heads
+    encoder = batch * src_len * spec.n_encoder_layers * (12 * d + 2 * f + 3 * h * src_len)
+    decoder = batch * tgt_len * spec.n_decoder_layers * (18 * d + 2 * f + 3 * h * (tgt_len + src_len))
+    return encoder + decoder + 3 * batch * tgt_len * spec.tgt_vocab_size
+
+
+def check_fits(spec: ModelSpec, device: torch.device | str = "cpu", *, training: bool = False,
+               batch: tuple[int, int, int] | None = None) -> None:
+    """Raise a ConfigError when the model (for training: with gradients, Adam's two moments and
+    the activations of a (rows, src_len, tgt_len) batch) would not fit in the device's memory."""
+    free = available_bytes(device)
+    copies = 4 if training else 1
+    if rough_parameters(spec) * FLOAT_BYTES * copies < free // 4 and batch is None:
+        return
+    params = exact_parameters(spec)
+    need = params * FLOAT_BYTES * copies
+    what = "its weights"
+    if training:
+        what = "its weights, gradients and Adam state"
+        if batch is not None:
+            need += activation_floats(spec, *batch) * FLOAT_BYTES
+            what += f" and the activations of a batch of {batch[0]} rows of up to {max(batch[1:])} tokens"
+    if need > free:
+        sizes = (f"d_model {spec.d_model}, d_ff {spec.d_ff}, {spec.n_encoder_layers}+{spec.n_decoder_layers} layers, "
+                 f"vocabularies {spec.src_vocab_size}/{spec.tgt_vocab_size}, max_len {spec.max_len}")
+        raise ConfigError(f"too large for {torch.device(device).type} memory: {params:,} parameters ({sizes}); "
+                          f"{what} need about {human_bytes(need)}, but only {human_bytes(free)} is available")

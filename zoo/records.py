@@ -1,0 +1,103 @@
+"""What a run leaves behind, typed and versioned: `result.json`, each line of a sweep's ledger
+(the same record plus the cell it belongs to), and the layout of a checkpoint."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from zoo.errors import ConfigError, describe_validation
+from zoo.files import atomic_write
+
+FORMAT = 1
+"""The format of result.json, ledger lines and checkpoints; files without one are format 0."""
+
+Status = Literal["running", "finished", "diverged", "failed", "interrupted"]
+DONE = ("finished", "diverged")
+"""Statuses a sweep keeps on a rerun; running (killed), failed and interrupted cells run again."""
+
+
+def check_format(found: int, what: str) -> int:
+    if found > FORMAT:
+        raise ValueError(f"{what} has format {found}, written by a newer zoo; this zoo reads up to format {FORMAT}")
+    return found
+
+
+class RunRecord(BaseModel):
+    """One run's outcome. A sweep's ledger lines carry the cell's identity too."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: int = FORMAT
+    status: Status
+    name: str | None = None
+    metrics: dict[str, float] = Field(default_factory=dict)
+    best: dict[str, float] = Field(default_factory=dict)
+    steps: int = 0
+    wall_time_s: float | None = None
+    parameters: int | None = None
+    model_name: str | None = None
+    threads: int | None = None
+    history: list[dict[str, float]] = Field(default_factory=list)
+    diverged_at: int | None = None
+    error: str | None = Field(None, description="why a run diverged, failed or was interrupted")
+    exit_code: int | None = None
+    cell: str | None = None
+    variant: str | None = None
+    seed: int | None = None
+    assignment: dict[str, Any] | None = None
+    time: str | None = None
+
+    @field_validator("format")
+    @classmethod
+    def _readable(cls, found: int) -> int:
+        return check_format(found, "the record")
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(exclude_none=True))
+
+    def finite(self) -> bool:
+        """Whether every final metric is a finite number."""
+        return all(math.isfinite(v) for v in self.metrics.values())
+
+
+def write_result(path: str | Path, record: RunRecord) -> None:
+    atomic_write(path, json.dumps(record.model_dump(exclude_none=True), indent=1))
+
+
+def read_result(path: str | Path) -> RunRecord:
+    try:
+        return RunRecord.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except ValidationError as err:
+        raise ConfigError(f"{path}: not a run record: {describe_validation(err)}") from None
+
+
+class CheckpointProgress(BaseModel):
+    """Where training stands, as a checkpoint holds it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    best: dict[str, float] = Field(default_factory=dict)
+    last_eval: dict[str, float] = Field(default_factory=dict)
+    history: list[dict[str, float]] = Field(default_factory=list)
+    wall_s: float = 0.0
+    first_loss: float | None = Field(None, description="the first logged training loss (the explosion rule's base)")
+    high_logs: int = Field(0, description="consecutive logs above the explosion threshold")
+
+
+CHECKPOINT_KEYS = ("experiment", "spec", "model", "optimizer", "schedule", "scaler", "rng", "task", "wandb_id",
+                   "progress")
+"""A checkpoint is a dict of these plus `format`; a format-0 checkpoint kept its progress at the top."""
+
+
+def checkpoint_progress(state: dict[str, Any]) -> CheckpointProgress:
+    """The progress of a checkpoint of any readable format."""
+    if "progress" in state:
+        return CheckpointProgress.model_validate(state["progress"])
+    return CheckpointProgress(step=state["step"], best=state["best"], last_eval=state["last_eval"],
+                    history=state["history"], wall_s=state["wall_s"])

@@ -1,0 +1,76 @@
+"""Checkpoints: written atomically from finite weights, read with torch.load(weights_only=True),
+and checked before use, so a corrupt or foreign file is one clear error naming it."""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import ValidationError
+
+from zoo.errors import CheckpointError, describe_validation
+from zoo.files import atomic_write
+from zoo.model import EncoderDecoder
+from zoo.model_spec import ModelSpec
+from zoo.records import CHECKPOINT_KEYS, FORMAT, check_format, checkpoint_progress
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write a checkpoint (the CHECKPOINT_KEYS) in the current format; never half a file."""
+    atomic_write(path, lambda handle: torch.save({"format": FORMAT, **state}, handle))
+
+
+def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", *,
+                    need: tuple[str, ...] = CHECKPOINT_KEYS) -> dict[str, Any]:
+    """A checkpoint's state. A missing, unreadable, corrupt, foreign or too new file raises a
+    CheckpointError that names it; `need` lists the keys the caller uses."""
+    path = Path(path)
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no such checkpoint") from None
+    except IsADirectoryError:
+        raise CheckpointError(f"{path}: is a folder, not a checkpoint") from None
+    except pickle.UnpicklingError as err:
+        first = str(err).splitlines()[0]
+        raise CheckpointError(f"{path}: refused: not a zoo checkpoint, it holds objects other than tensors and "
+                              f"plain data ({first})") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as err:
+        first = (str(err).splitlines() or [type(err).__name__])[0]
+        raise CheckpointError(f"{path}: not a readable checkpoint (corrupt, cut short or another kind of file: "
+                              f"{first})") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: not a zoo checkpoint: it holds a {type(state).__name__}, not a dict")
+    legacy = "format" not in state and "step" in state
+    missing = [key for key in need if key not in state and not (legacy and key in ("progress", "scaler", "wandb_id"))]
+    if missing:
+        shown = ", ".join(sorted(map(str, state))[:8])
+        raise CheckpointError(f"{path}: not a zoo checkpoint: it lacks {', '.join(missing)} (it holds {shown})")
+    try:
+        check_format(int(state.get("format", 0)), "the checkpoint")
+        if "progress" in need:
+            state["progress"] = checkpoint_progress(state)
+    except (ValueError, ValidationError, KeyError) as err:
+        text = describe_validation(err) if isinstance(err, ValidationError) else str(err)
+        raise CheckpointError(f"{path}: {text}") from None
+    return state
+
+
+def load(path: str | Path, map_location: str | torch.device = "cpu") -> tuple[EncoderDecoder, ModelSpec]:
+    """The trained model (in eval mode) and its spec from a checkpoint written by the trainer."""
+    state = read_checkpoint(path, map_location, need=("spec", "model"))
+    try:
+        spec = ModelSpec.model_validate(state["spec"])
+    except ValidationError as err:
+        raise CheckpointError(f"{path}: its model spec is not valid here: {describe_validation(err)}") from None
+    model = EncoderDecoder(spec, seed=0)
+    try:
+        model.load_state_dict(state["model"])
+    except (RuntimeError, TypeError, AttributeError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        detail = " ".join(line.strip() for line in str(err).splitlines()[1:3])
+        raise CheckpointError(f"{path}: its weights do not fit its spec {spec.name}: {first} {detail}".strip()) from None
+    return model.to(map_location).eval(), spec

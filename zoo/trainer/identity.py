@@ -1,0 +1,72 @@
+"""Which run an experiment is: its folder's name, and whether a checkpoint may continue it.
+
+Two experiments that differ in any field that changes what is trained get different folders; a
+resume continues only the same experiment. Fields that change how long or how often (more steps,
+evaluation, logging and checkpoint intervals) and where W&B logs may change on a resume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from zoo.errors import CheckpointError, ConfigError
+from zoo.experiment import PLACEHOLDER_VOCAB, ExperimentSpec, placeholder_spec
+from zoo.model_spec import ModelSpec
+
+RESUMABLE = ("train.steps", "train.eval_every", "train.log_every", "train.checkpoint_every", "train.out_dir")
+"""Fields a resume may change, which then take effect; every `wandb.*` field may change too."""
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: data}
+
+
+def identity(experiment: ExperimentSpec) -> dict[str, Any]:
+    """The dotted fields that define what a run trains: the resolved model (its non-default
+    fields, so a new field with a default keeps old names), the task and the training recipe."""
+    spec = placeholder_spec(experiment.model)
+    model = {k: v for k, v in spec.model_dump(mode="json").items()
+             if k not in PLACEHOLDER_VOCAB and v != ModelSpec.model_fields[k].default}
+    data = {"model": model, "task": experiment.task, "train": experiment.train.model_dump(mode="json")}
+    return {k: v for k, v in flatten(data).items() if k not in RESUMABLE}
+
+
+def fingerprint(experiment: ExperimentSpec) -> str:
+    text = json.dumps(identity(experiment), sort_keys=True, default=str)
+    return hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
+
+
+def run_name(experiment: ExperimentSpec) -> str:
+    """`wandb.name` when the user names the run, else `<variant>-seed<seed>-<fingerprint>`."""
+    if experiment.wandb.name:
+        return experiment.wandb.name
+    return f"{experiment.variant}-seed{experiment.train.seed}-{fingerprint(experiment)}"
+
+
+def show(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+def check_resumable(saved: dict[str, Any], now: ExperimentSpec, done_steps: int, source: str) -> None:
+    """Refuse to continue a checkpoint under a changed experiment, naming every changed field."""
+    try:
+        before = ExperimentSpec.model_validate(saved)
+    except ValueError as err:
+        raise CheckpointError(f"{source}: its experiment is not valid in this zoo: {err}") from None
+    old, new = identity(before), identity(now)
+    changed = [f"{key}: {show(old.get(key, '(unset)'))} in the checkpoint, {show(new.get(key, '(unset)'))} now"
+               for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
+    if changed:
+        raise ConfigError(f"--resume refused: {source} is from another experiment ({'; '.join(changed)}). "
+                          f"Only {', '.join(RESUMABLE)} and wandb.* may change on a resume; start a new run "
+                          "instead (a different experiment gets its own folder unless wandb.name names one)")
+    if now.train.steps < done_steps:
+        raise ConfigError(f"--resume refused: train.steps {now.train.steps} is fewer than the {done_steps} steps "
+                          f"{source} has already trained")

@@ -1,0 +1,69 @@
+"""Claiming a run's folder: locked against a second process, never overwriting another run, and
+resumed only from a checkpoint of the same experiment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from zoo.errors import ConfigError, RunConflict
+from zoo.experiment import ExperimentSpec
+from zoo.files import FolderLock, check_writable_folder
+from zoo.records import read_result
+from zoo.trainer.checkpoint import read_checkpoint
+from zoo.trainer.identity import check_resumable, run_name
+
+CHECKPOINT, RESULT = "checkpoint.pt", "result.json"
+
+
+def describe_existing(run_dir: Path) -> str:
+    if (run_dir / RESULT).exists():
+        try:
+            record = read_result(run_dir / RESULT)
+            return f"a {record.status} run of {record.steps} steps"
+        except ConfigError:
+            return "a run (its result.json is unreadable)"
+    return "a checkpoint"
+
+
+class RunFolder:
+    """The folder `train.out_dir/<run name>` and, while training, its lock."""
+
+    def __init__(self, experiment: ExperimentSpec, is_main: bool = True):
+        self.name = run_name(experiment)
+        self.path = Path(experiment.train.out_dir) / self.name
+        self.checkpoint = self.path / CHECKPOINT
+        self.result = self.path / RESULT
+        self.is_main = is_main
+        self._lock: FolderLock | None = None
+
+    def claim(self, experiment: ExperimentSpec, resume: bool, device: torch.device) -> dict[str, Any] | None:
+        """Lock the folder (rank 0), check it may hold this run, and return the checkpoint's state
+        to resume from, if any."""
+        if self.is_main:
+            check_writable_folder(experiment.train.out_dir, "train.out_dir")
+            self._lock = FolderLock(self.path, what="this run").acquire()
+        has_checkpoint = self.checkpoint.exists()
+        if not resume:
+            if has_checkpoint or self.result.exists():
+                self.release()
+                raise RunConflict(
+                    f"{self.path} already holds {describe_existing(self.path)}; continue it with "
+                    "--resume, name a new run with --set wandb.name=NAME, or remove the folder")
+            return None
+        if not has_checkpoint:
+            return None
+        saved = read_checkpoint(self.checkpoint, device)
+        check_resumable(saved["experiment"], experiment, saved["progress"].step, str(self.checkpoint))
+        return saved
+
+    def check_space(self, need_bytes: int) -> None:
+        if self.is_main:
+            check_writable_folder(self.path, "train.out_dir", need_bytes)
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
