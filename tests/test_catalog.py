@@ -1,9 +1,9 @@
 """Presets as data, picking by canonical name, resolving specs from every kind of source."""
 
 import pytest
+from conftest import TINY
 
 import zoo
-from conftest import TINY
 
 
 def test_list_variants_filters_like_fnmatch():

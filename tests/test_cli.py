@@ -5,9 +5,9 @@ import subprocess
 
 import pytest
 import yaml
+from conftest import COMBOS
 
 import zoo
-from conftest import COMBOS
 from zoo.cli import main
 
 

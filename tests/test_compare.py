@@ -8,7 +8,6 @@ import pytest
 import yaml
 
 import zoo
-
 from trainkit import offline_run
 from zoo.compare import Estimate, compare
 from zoo.sweep import Ledger, SweepSpec, expand
@@ -73,7 +72,7 @@ def test_ranked_table_effects_and_paired_differences(tmp_path):
     noise = np.array([0.0, 0.03, -0.02, 0.01] * 2)
     half = float(np.std(0.05 + noise, ddof=1) / math.sqrt(8)) * 2.364624251592785  # t 97.5%, 7 dof
     assert gelu.mean == pytest.approx(0.055) and gelu.high - gelu.mean == pytest.approx(half)
-    reached = [r for r in report.rows if r.variant == "norm=post,ffn=relu"][0]
+    reached = next(r for r in report.rows if r.variant == "norm=post,ffn=relu")
     assert reached.reached == 3 and reached.steps_to_target == 100  # seed 0 (0.4) misses the 0.5 target
     assert reached.seconds_to_target == pytest.approx(np.mean([11.0, 12.0, 13.0]))
 
@@ -82,7 +81,7 @@ def test_diverged_runs_are_counted_not_averaged(tmp_path):
     bad = "norm=post,ffn=relu,seed=2"
     sweep = write_sweep(tmp_path, known, {bad: "diverged"})
     report = compare(sweep.directory(), wandb_mode="disabled")
-    row = [r for r in report.rows if r.variant == "norm=post,ffn=relu"][0]
+    row = next(r for r in report.rows if r.variant == "norm=post,ffn=relu")
     assert row.diverged == 1 and row.metric.n == 3
     assert row.metric.mean == pytest.approx(np.mean([known("post", "relu", s) for s in (0, 1, 3)]))
     assert report.effects[0].differences[0][1].n == 7, "the pair with a diverged run drops out"
@@ -106,7 +105,7 @@ def test_report_plots_and_wandb_compare_run(tmp_path):
 
 
 def test_compare_names_what_is_missing(tmp_path):
-    with pytest.raises(zoo.ConfigError, match="no sweep.yaml"):
+    with pytest.raises(zoo.ConfigError, match=r"no sweep\.yaml"):
         compare(tmp_path)
 
 

@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from conftest import padded_batch, tiny
 
 import zoo
-from conftest import TINY, padded_batch, tiny
 from zoo.canonical import canonical_state
 
 
@@ -47,7 +47,7 @@ def test_weight_compatible_function_changes_keep_every_weight():
 
 def test_pre_norm_needs_its_final_norm():
     model = trained_like("post.sinusoidal.fused.relu")
-    with pytest.raises(ValueError, match="encoder.norm.bias has no weight in the original model"):
+    with pytest.raises(ValueError, match=r"encoder\.norm\.bias has no weight in the original model"):
         zoo.convert(model, norm="pre")
 
 

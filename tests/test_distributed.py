@@ -16,7 +16,7 @@ import torch
 import yaml
 
 import zoo
-from trainkit import run_dir_of, offline_run, tiny_experiment
+from trainkit import offline_run, run_dir_of, tiny_experiment
 from zoo.canonical import canonical_state
 from zoo.tasks import build_task
 
@@ -39,7 +39,8 @@ def test_two_gloo_processes_match_one_process(tmp_path):
     one_dir, experiment = run(tmp_path, "one", 1)
     two_dir, _ = run(tmp_path, "two", 2)
 
-    (one_info, one_records), (two_info, two_records) = offline_run(tmp_path / "one"), offline_run(tmp_path / "two")  # one run each: rank 0 alone logs
+    # one run each: rank 0 alone logs
+    (one_info, one_records), (two_info, two_records) = offline_run(tmp_path / "one"), offline_run(tmp_path / "two")
     losses = [[r["history"]["item"]["train/loss"] for r in records if r["type"] == "history"
                and "train/loss" in r["history"]["item"]] for records in (one_records, two_records)]
     assert len(losses[0]) == 6 and losses[0] == pytest.approx(losses[1], abs=TOL)

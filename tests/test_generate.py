@@ -3,9 +3,9 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import padded_batch, reference_greedy
 
 import zoo
-from conftest import padded_batch, reference_greedy
 
 
 @pytest.fixture(scope="module")

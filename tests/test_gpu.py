@@ -3,9 +3,9 @@ CPU/GPU agreement of a model. Skipped where CUDA is absent (CI); run them on a G
 
 import pytest
 import torch
+from conftest import COMBOS, padded_batch, tiny
 
 import zoo
-from conftest import COMBOS, padded_batch, tiny
 from trainkit import tiny_experiment
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]

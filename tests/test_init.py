@@ -4,9 +4,9 @@ import itertools
 
 import pytest
 import torch
+from conftest import COMBOS, TINY, padded_batch
 
 import zoo
-from conftest import COMBOS, TINY, padded_batch
 from zoo.canonical import canonical_state
 
 PAIRS = [

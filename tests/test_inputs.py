@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from conftest import TINY, padded_batch
 
 import zoo
-from conftest import TINY, padded_batch
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,8 @@ GOOD = padded_batch([4, 3], 19)
     [
         (torch.tensor([[3, 19]]), GOOD[:1], ValueError, "src holds id 19, outside the vocabulary of size 19 (valid ids 0..18)"),
         (GOOD[:1], torch.tensor([[1, -1]]), ValueError, "tgt holds id -1, outside the vocabulary of size 19"),
-        (GOOD.int(), GOOD, TypeError, "src must hold int64 token ids of shape (batch, length); got dtype torch.int32 with shape (2, 4)"),
+        (GOOD.int(), GOOD, TypeError,
+         "src must hold int64 token ids of shape (batch, length); got dtype torch.int32 with shape (2, 4)"),
         (GOOD, GOOD.float(), TypeError, "tgt must hold int64 token ids"),
         (GOOD[0], GOOD, ValueError, "src must have shape (batch, length) with length >= 1; got shape (4,)"),
         (GOOD, GOOD[:, :0], ValueError, "tgt must have shape (batch, length) with length >= 1; got shape (2, 0)"),

@@ -4,10 +4,10 @@ import math
 
 import pytest
 import torch
+from conftest import padded_batch
 from torch import nn
 
 import zoo
-from conftest import padded_batch
 from zoo.interop import from_torch
 
 VOCAB, D, HEADS, LAYERS, D_FF = 23, 32, 4, 2, 64

@@ -99,12 +99,12 @@ def test_bad_corpus_input_is_named(tmp_path):
         build_task({"name": "parallel", "data_dir": str(tmp_path)}, seed=0)
     (tmp_path / "train.de").write_text("a\nb\n")
     (tmp_path / "train.en").write_text("a\n")
-    with pytest.raises(ValueError, match="train.de has 2 lines but .*train.en has 1"):
+    with pytest.raises(ValueError, match=r"train\.de has 2 lines but .*train\.en has 1"):
         build_task({"name": "parallel", "data_dir": str(tmp_path)}, seed=0)
     (tmp_path / "bad.tsv").write_text("eins\tone\nzwei two\n")
     with pytest.raises(ValueError, match=r"bad.tsv:2: expected 'source<TAB>target', found 1 column"):
         build_task({"name": "parallel", "data_dir": str(tmp_path), "train_split": "bad", "format": "tsv"}, seed=0)
-    with pytest.raises(ValueError, match="tokenizer.*'char', 'word' or 'bpe'"):
+    with pytest.raises(ValueError, match=r"tokenizer.*'char', 'word' or 'bpe'"):
         zoo.ExperimentSpec(task={"name": "parallel", "data_dir": ".", "tokenizer": "sentencepiece"})
     with pytest.raises(ValueError, match="parallel: data_dir: Field required"):
         zoo.ExperimentSpec(task={"name": "parallel"})

@@ -41,7 +41,7 @@ def test_register_rejects_taken_and_malformed_names():
         pass
 
     assert reg.get("a") is A and "a" in reg
-    with pytest.raises(ValueError, match="demo 'a' is already registered by .*A; pick another name"):
+    with pytest.raises(ValueError, match=r"demo 'a' is already registered by .*A; pick another name"):
         reg.register("a")(type("B", (nn.Module,), {}))
     for bad in ("", "a.b", " a"):
         with pytest.raises(ValueError, match="not allowed"):

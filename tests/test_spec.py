@@ -3,10 +3,10 @@
 import json
 
 import pytest
+from conftest import COMBOS
 from pydantic import ValidationError
 
 import zoo
-from conftest import COMBOS
 
 
 def errors_of(**fields) -> list[dict]:

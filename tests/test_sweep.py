@@ -2,8 +2,8 @@
 two tiny cells end to end read back with W&B's own reader."""
 
 import itertools
-import math
 import json
+import math
 import os
 import signal
 import subprocess
@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-import zoo
 from trainkit import read_run, tiny_experiment
 from zoo.cli import build_parser
 from zoo.experiment import load_experiment
@@ -87,7 +86,8 @@ def test_load_sweep_finds_the_base_beside_the_file_and_routes_sets(tmp_path):
     sweep, base = load_sweep(tmp_path / "sweep.yaml", ["train.steps=7", "seeds=[3, 4]", "goal=min"])
     assert base["task"] == {"name": "copy"} and base["train"]["steps"] == 7
     assert sweep.seeds == [3, 4] and sweep.goal == "min"
-    with pytest.raises(ValueError, match="--set sedes: unknown key 'sedes'; valid keys start with one of: name, base, grid, seeds"):
+    expected = "--set sedes: unknown key 'sedes'; valid keys start with one of: name, base, grid, seeds"
+    with pytest.raises(ValueError, match=expected):
         load_sweep(tmp_path / "sweep.yaml", ["sedes=1"])
 
 

@@ -3,9 +3,9 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import TINY, padded_batch, reference_greedy, tiny
 
 import zoo
-from conftest import TINY, padded_batch, reference_greedy, tiny
 
 
 def with_bos(tgt: torch.Tensor, bos: int = 1) -> torch.Tensor:

@@ -5,7 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
 """The real Multi30k files, at ../shared/data/multi30k from the project's root."""
 

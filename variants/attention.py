@@ -10,9 +10,9 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from zoo.attend import attend
+from zoo.model_spec import ModelSpec
 from zoo.parts import Attention
 from zoo.registries import registry
-from zoo.model_spec import ModelSpec
 
 register = registry("attention").register
 

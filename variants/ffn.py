@@ -2,8 +2,8 @@
 
 from torch import Tensor, nn
 
-from zoo.registries import registry
 from zoo.model_spec import ModelSpec
+from zoo.registries import registry
 
 register = registry("ffn").register
 

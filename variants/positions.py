@@ -5,9 +5,9 @@ import math
 import torch
 from torch import Tensor, nn
 
+from zoo.model_spec import ModelSpec
 from zoo.parts import PositionScheme
 from zoo.registries import registry
-from zoo.model_spec import ModelSpec
 
 register = registry("position").register
 

@@ -6,9 +6,9 @@
 from zoo import interop
 from zoo.catalog import list_variants, load_spec, register_preset, resolve, spec
 from zoo.convert import convert
-from zoo.model import AttentionMaps, EncoderDecoder, build
 from zoo.errors import CheckpointError, ConfigError, Diverged, Interrupted, RunConflict, ZooError
 from zoo.experiment import ExperimentSpec, load_experiment
+from zoo.model import AttentionMaps, EncoderDecoder, build
 from zoo.model_spec import ModelSpec
 from zoo.registries import AXES, Registry, UnknownChoiceError, registry
 from zoo.trainer import TrainResult, load, train
@@ -22,15 +22,15 @@ __all__ = [
     "EncoderDecoder",
     "ExperimentSpec",
     "Interrupted",
-    "RunConflict",
-    "TrainResult",
     "ModelSpec",
     "Registry",
+    "RunConflict",
+    "TrainResult",
     "UnknownChoiceError",
     "ZooError",
     "build",
-    "interop",
     "convert",
+    "interop",
     "list_variants",
     "load",
     "load_experiment",

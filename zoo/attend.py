@@ -8,8 +8,8 @@ padding) attends uniformly and stays finite instead of turning into NaN.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 import torch.nn.functional as F

@@ -9,8 +9,8 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from zoo.attend import LayerCache
-from zoo.parts import PositionScheme, build_part
 from zoo.model_spec import ModelSpec
+from zoo.parts import PositionScheme, build_part
 
 
 class EncoderBlock(nn.Module):

@@ -7,7 +7,7 @@ models whose canonical states have the same keys and shapes can exchange weights
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor, nn

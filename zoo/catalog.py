@@ -8,9 +8,10 @@ values is also reachable by its canonical name (`pre.learned.per_head.gelu`) wit
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from zoo.errors import ConfigError
 from zoo.model_spec import ModelSpec

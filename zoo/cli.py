@@ -6,8 +6,9 @@ import argparse
 import itertools
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from pydantic import ValidationError

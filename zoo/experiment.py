@@ -7,11 +7,21 @@ match 0.99 on two CPU cores. A run is reproducible from its ExperimentSpec alone
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError,
-                      field_validator, model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from zoo.catalog import resolve
@@ -131,7 +141,7 @@ class ExperimentSpec(Strict):
         return {"name": name, **params.model_dump()}
 
     @model_validator(mode="after")
-    def _special_ids_match_the_task(self) -> "ExperimentSpec":
+    def _special_ids_match_the_task(self) -> ExperimentSpec:
         """The task's vocabulary decides pad, bos and eos; a model that says otherwise is an error."""
         ids = registry("task").get(self.task["name"]).special_ids
         spec = placeholder_spec(self.model)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 from zoo.errors import ConfigError, RunConflict, ZooError
 
@@ -57,9 +58,9 @@ class FolderLock:
     def __init__(self, folder: str | Path, name: str = ".lock", what: str = "a run"):
         self.path, self.what, self._handle = Path(folder) / name, what, None
 
-    def acquire(self) -> "FolderLock":
+    def acquire(self) -> FolderLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+", encoding="utf-8")
+        handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held open: the open file is the lock
         if fcntl is not None:
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -81,7 +82,7 @@ class FolderLock:
             self._handle.close()  # closing the file releases the lock
             self._handle = None
 
-    def __enter__(self) -> "FolderLock":
+    def __enter__(self) -> FolderLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

@@ -4,6 +4,7 @@ message from deep inside torch."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -55,10 +56,8 @@ def available_bytes(device: torch.device | str = "cpu") -> int:
     except (OSError, ValueError):
         pass
     if not limits and hasattr(os, "sysconf"):
-        try:
+        with contextlib.suppress(ValueError, OSError):
             limits.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-        except (ValueError, OSError):
-            pass
     return min(limits) if limits else 1 << 62
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -11,6 +12,7 @@ from zoo.catalog import resolve
 from zoo.init import draw_seed, initialize
 from zoo.inputs import check_ids, check_memory, check_same_batch
 from zoo.masks import decoder_mask, padding_mask
+from zoo.memory import check_fits
 from zoo.model_spec import ModelSpec
 from zoo.stacks import Decoder, Encoder
 
@@ -32,6 +34,7 @@ class EncoderDecoder(nn.Module):
 
     def __init__(self, spec: ModelSpec, seed: int | None = None):
         super().__init__()
+        check_fits(spec, "cpu")  # weights are made on the host first
         self.spec = spec
         with torch.random.fork_rng(devices=[]):  # construction's own draws are replaced by initialize
             self.encoder = Encoder(spec)

@@ -92,7 +92,7 @@ class ModelSpec(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _fits_together(self) -> "ModelSpec":
+    def _fits_together(self) -> ModelSpec:
         """Rules between fields, checked on the assembled spec so that defaults count too."""
         if self.d_model % self.n_heads:
             raise PydanticCustomError(

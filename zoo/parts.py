@@ -9,13 +9,14 @@
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar
+from collections.abc import Callable
+from typing import ClassVar
 
 from torch import Tensor, nn
 
 from zoo.attend import KVCache
-from zoo.registries import registry
 from zoo.model_spec import ModelSpec
+from zoo.registries import registry
 
 
 def build_part(axis: str, spec: ModelSpec) -> nn.Module:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import difflib
 import importlib
 import warnings
+from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import entry_points
-from typing import Callable, Generic, Iterable, Iterator, TypeVar
+from typing import Generic, TypeVar
 
 from zoo.errors import ConfigError
 

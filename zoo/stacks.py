@@ -8,8 +8,8 @@ from torch import Tensor, nn
 
 from zoo.attend import DecoderCache, LayerCache
 from zoo.blocks import DecoderBlock, EncoderBlock
-from zoo.parts import build_part
 from zoo.model_spec import ModelSpec
+from zoo.parts import build_part
 
 
 def final_norm(spec: ModelSpec) -> nn.Module:

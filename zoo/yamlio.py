@@ -44,7 +44,7 @@ CoreLoader.add_implicit_resolver(
 def load_yaml(text: str, source: str) -> Any:
     """The data of a YAML text; `source` (a file name, or `--set key=value`) names it in errors."""
     try:
-        return yaml.load(text, Loader=CoreLoader)  # noqa: S506 (CoreLoader is a SafeLoader)
+        return yaml.load(text, Loader=CoreLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source

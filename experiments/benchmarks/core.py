@@ -18,7 +18,7 @@ import argparse
 import math
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -120,7 +120,8 @@ def main() -> None:
     )
     for name, seconds in training.items():
         print(f"train  {name:22s} {tokens / seconds:10.0f} tokens/s  ({seconds * 1e3:.1f} ms/step)")
-    print(f"ratio  fused / torch.nn.Transformer   {training['torch.nn.Transformer'] / training['zoo fused']:.2f}x  (target >= 1.0)")
+    ratio = training["torch.nn.Transformer"] / training["zoo fused"]
+    print(f"ratio  fused / torch.nn.Transformer   {ratio:.2f}x  (target >= 1.0)")
     print(f"ratio  per_head / fused               {training['zoo fused'] / training['zoo per_head']:.2f}x")
 
     model = zoo_model("fused").eval()

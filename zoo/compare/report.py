@@ -62,7 +62,7 @@ def effect_lines(effects: list[AxisEffect]) -> list[str]:
         lines += [f"### {effect.label} (`{effect.key}`)", "", "| value | mean | 95% CI | n |", "|---|---|---|---|"]
         for value, e in zip(effect.values, effect.estimates):
             lines.append(f"| {value_text(value)} | {number(e.mean)} | {interval(e)} | {e.n} |")
-        lines += ["", f"| difference (paired) | mean | 95% CI | pairs |", "|---|---|---|---|"]
+        lines += ["", "| difference (paired) | mean | 95% CI | pairs |", "|---|---|---|---|"]
         for value, e in effect.differences:
             lines.append(f"| {value_text(value)} − {value_text(effect.values[0])} | {number(e.mean)} | {interval(e)} | {e.n} |")
         lines.append("")

@@ -5,8 +5,9 @@ grid value and the seed, which removes the variance those share."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -23,7 +24,7 @@ class Estimate:
     high: float
 
     @classmethod
-    def of(cls, values: Sequence[float], level: float = 0.95) -> "Estimate":
+    def of(cls, values: Sequence[float], level: float = 0.95) -> Estimate:
         """Mean, sample standard deviation and the t-interval; nan where n is too small for them."""
         x = np.asarray(values, dtype=float)
         n = x.size
@@ -119,7 +120,7 @@ def axis_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[Ax
     finished = [(r, v) for r, v in finished if v is not None]
     effects = []
     for key, values in sweep.grid.items():
-        def rest(record):
+        def rest(record, key=key):
             others = tuple(sorted((k, repr(v)) for k, v in record["assignment"].items() if k != key))
             return others, record["seed"]
 

@@ -12,9 +12,10 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from zoo.errors import ConfigError, Interrupted
 from zoo.experiment import ExperimentSpec

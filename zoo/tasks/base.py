@@ -7,7 +7,8 @@ an uninterrupted one would, and distributed ranks can take disjoint rows of one 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import torch
 from pydantic import BaseModel, ConfigDict
@@ -65,7 +66,7 @@ class Vocabulary:
         return {"kind": "vocabulary", "tokens": self.tokens, "joiner": self.joiner, "unk": self.unk}
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> "Vocabulary":
+    def from_state(cls, state: dict[str, Any]) -> Vocabulary:
         return cls(state["tokens"], state["joiner"], state.get("unk", False))
 
 

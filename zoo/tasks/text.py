@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from typing import Any, Iterable, Literal, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
 
 from zoo.tasks.base import BOS, EOS, PAD, UNK, Vocabulary
 
@@ -32,7 +33,7 @@ class SplitCodec:
 
     @classmethod
     def train(cls, kind: Literal["char", "word"], texts: Iterable[str], vocab_size: int, min_frequency: int,
-              lowercase: bool) -> "SplitCodec":
+              lowercase: bool) -> SplitCodec:
         counts = Counter(piece for text in texts for piece in cls.split(kind, normalize(text, lowercase)))
         kept = sorted((piece for piece, n in counts.items() if n >= min_frequency), key=lambda p: (-counts[p], p))
         pieces = kept[: max(vocab_size - 4, 0)]
@@ -69,7 +70,7 @@ class BpeCodec:
             raise ValueError(f"a BPE tokenizer must hold <pad>, <bos>, <eos>, <unk> as ids 0-3, got {ids}")
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int, min_frequency: int, lowercase: bool) -> "BpeCodec":
+    def train(cls, texts: Iterable[str], vocab_size: int, min_frequency: int, lowercase: bool) -> BpeCodec:
         from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
         tokenizer = Tokenizer(models.BPE(unk_token=UNK))

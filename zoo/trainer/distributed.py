@@ -16,7 +16,7 @@ class Distributed:
     local_rank: int = 0
 
     @classmethod
-    def from_env(cls) -> "Distributed":
+    def from_env(cls) -> Distributed:
         """Join the process group torchrun describes in the environment, if there is one."""
         world = int(os.environ.get("WORLD_SIZE", "1"))
         if world <= 1:

@@ -233,7 +233,7 @@ class Trainer:
         png = self.run_dir / "cross_attention.png"
         try:
             caption = cross_attention_png(self.model, self.task, self.eval_batches[0][0], png)
-        except Exception as err:  # noqa: BLE001 - drawing must never fail a trained run
+        except Exception as err:
             warnings.warn(f"the cross-attention picture was not drawn: {err!r}", RuntimeWarning, stacklevel=2)
             return None
         self.tracker.image("eval/cross_attention", png, caption, self.step)
@@ -280,7 +280,8 @@ class Trainer:
         except Diverged as err:
             self.tracker.summary({"diverged": True, "diverged_at": self.working_on})
             self._write_result("diverged", {}, diverged_at=self.working_on, error=str(err))
-            kept = f"the last good checkpoint is {self.checkpoint_path}" if self.checkpoint_path.exists() else "no checkpoint was written yet"
+            kept = (f"the last good checkpoint is {self.checkpoint_path}" if self.checkpoint_path.exists()
+                    else "no checkpoint was written yet")
             raise Diverged(f"training diverged at {err}; {kept}") from None
         except Interrupted as err:
             self._write_result("interrupted", {}, error=str(err))

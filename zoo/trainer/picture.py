@@ -10,7 +10,6 @@ import torch
 from zoo.model import EncoderDecoder
 from zoo.tasks.base import Task
 
-
 MAX_TOKENS, MAX_HEADS = 48, 8
 """The picture shows at most this many source tokens, output steps and heads, so its size is
 bounded whatever the lengths and the head count (a long-string run once drew a figure too large
@@ -26,7 +25,6 @@ def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, pa
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from matplotlib import font_manager
 
     installed = {font.name for font in font_manager.fontManager.ttflist}
