@@ -48,7 +48,7 @@ class OptimizerSpec(Strict):
 
 class ExplosionSpec(Strict):
     """A finite loss can still blow up: the run is diverged when its logged training loss stays
-    above `factor` times its first logged loss for `logs` logs in a row, or ends above it."""
+    above `factor` times the loss of its first step for `logs` logs in a row, or ends above it."""
 
     factor: float = Field(10.0, gt=1.0)
     logs: PositiveInt = 3

@@ -86,7 +86,7 @@ class CheckpointProgress(BaseModel):
     last_eval: dict[str, float] = Field(default_factory=dict)
     history: list[dict[str, float]] = Field(default_factory=list)
     wall_s: float = 0.0
-    first_loss: float | None = Field(None, description="the first logged training loss (the explosion rule's base)")
+    first_loss: float | None = Field(None, description="the loss of the first step (the explosion rule's base)")
     high_logs: int = Field(0, description="consecutive logs above the explosion threshold")
 
 

@@ -25,7 +25,7 @@ def finite_weights(model: nn.Module) -> bool:
 
 class LossWatch:
     """The divergence rules over logged training losses: a non-finite loss, or a loss that stays
-    above `factor` times the first logged loss for `logs` logs in a row (an explosion)."""
+    above `factor` times the loss of the first step, before any update (an explosion)."""
 
     def __init__(self, rule: ExplosionSpec | None, first_loss: float | None = None, high_logs: int = 0):
         self.rule, self.first_loss, self.high_logs = rule, first_loss, high_logs
@@ -41,12 +41,16 @@ class LossWatch:
         """The last log was above the threshold: weights from now on are not a good checkpoint."""
         return self.high_logs > 0
 
+    def first_step(self, loss: float) -> None:
+        """The initial loss, the base of the rule (kept in checkpoints, so a resume keeps it)."""
+        if self.first_loss is None and math.isfinite(loss):
+            self.first_loss = loss
+
     def observe(self, loss: float, step: int) -> None:
+        """One logged (windowed) training loss."""
         if not math.isfinite(loss):
             raise Diverged(f"step {step}: the loss is {loss}")
-        if self.first_loss is None:
-            self.first_loss = loss
-            return
+        self.first_step(loss)
         threshold = self.threshold
         self.high_logs = self.high_logs + 1 if threshold is not None and loss > threshold else 0
         if self.rule is not None and self.high_logs >= self.rule.logs:
@@ -58,7 +62,7 @@ class LossWatch:
             raise Diverged(self._explained(loss, step, "at the end of training"))
 
     def _explained(self, loss: float, step: int, when: str) -> str:
-        return (f"step {step}: the training loss {loss:.4g} is above {self.rule.factor:g} x its first logged value "
+        return (f"step {step}: the training loss {loss:.4g} is above {self.rule.factor:g} x its initial value "
                 f"{self.first_loss:.4g} {when} (train.explosion)")
 
 

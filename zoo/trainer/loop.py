@@ -166,6 +166,7 @@ class Trainer:
             raise Diverged(f"step {step}: the gradient norm is {grad_norm.item()}")
         else:
             self.optimizer.step()
+        self.lr = self.optimizer.param_groups[0]["lr"]  # the rate this step used, before the schedule moves on
         self.schedule.step()
         return total, tokens, grad_norm
 
@@ -203,11 +204,13 @@ class Trainer:
             loss_sum, tokens, grad_norm = self._train_step(step)
             self.progress.step = step
             window_loss, window_tokens = window_loss + loss_sum.item(), window_tokens + tokens.item()
+            if step == 1:
+                self.watch.first_step(window_loss / max(window_tokens, 1))
             logged = step % t.log_every == 0 or step == t.steps
             if logged:
                 now = time.perf_counter()
                 train_loss = window_loss / max(window_tokens, 1)
-                logged_row = {"train/loss": train_loss, "train/lr": self.schedule.get_last_lr()[0],
+                logged_row = {"train/loss": train_loss, "train/lr": self.lr,
                               "train/grad_norm": grad_norm.item(), "train/tokens_per_s": window_tokens / (now - window_start),
                               "train/wall_s": now - self.start}
                 self._log(logged_row, step)

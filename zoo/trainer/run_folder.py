@@ -45,10 +45,16 @@ class RunFolder:
         if self.is_main:
             check_writable_folder(experiment.train.out_dir, "train.out_dir")
             self._lock = FolderLock(self.path, what="this run").acquire()
+        try:
+            return self._check(experiment, resume, device)
+        except BaseException:
+            self.release()
+            raise
+
+    def _check(self, experiment: ExperimentSpec, resume: bool, device: torch.device) -> dict[str, Any] | None:
         has_checkpoint = self.checkpoint.exists()
         if not resume:
             if has_checkpoint or self.result.exists():
-                self.release()
                 raise RunConflict(
                     f"{self.path} already holds {describe_existing(self.path)}; continue it with "
                     "--resume, name a new run with --set wandb.name=NAME, or remove the folder")

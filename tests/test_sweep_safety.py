@@ -1,0 +1,152 @@
+"""Sweeps lose and fake nothing: injective cell names, one process a shard, signals reach the
+training children, a changed base is refused, and `zoo compare` reports what it leaves out."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import yaml
+from test_run_safety import hold_lock
+from test_sweep import tiny_sweep
+
+import zoo
+from zoo.cli import main
+from zoo.compare import compare
+from zoo.sweep import Ledger, SweepSpec, expand, load_sweep, run_sweep
+from zoo.sweep.spec import value_text
+
+
+def test_values_that_differ_only_in_unsafe_characters_get_distinct_readable_names(tmp_path):
+    sweep = SweepSpec(name="s", grid={"task.alphabet": ["abcd!", "abcd?", "abcd_"]}, out_dir=str(tmp_path))
+    names = [cell.name for cell in expand(sweep)]
+    assert len(set(names)) == 3 and names[2] == "alphabet=abcd_,seed=0"
+    assert all(name.startswith("alphabet=abcd_~") for name in names[:2]), names
+    assert value_text(0.001) == "0.001" and value_text("pre") == "pre", "safe values read as they are"
+
+
+@pytest.mark.parametrize("values", [["abAB", "abab"], [1, "1"], [True, "true"]])
+def test_values_that_would_share_a_folder_are_an_error_at_expansion(tmp_path, values, capsys):
+    """Letter case counts as the same folder too: macOS and Windows file systems ignore it."""
+    spec = {"name": "clash", "grid": {"task.alphabet": values}, "out_dir": str(tmp_path)}
+    with pytest.raises(zoo.ConfigError, match="would share the folder"):
+        expand(SweepSpec.model_validate(spec))
+    (tmp_path / "clash.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sweep", str(tmp_path / "clash.yaml"), "--dry-run"])
+    assert exit_info.value.code == 2 and "would share the folder" in capsys.readouterr().err
+
+
+def test_the_alphabet_sweep_of_the_issue_trains_two_cells_with_their_own_results(tmp_path):
+    sweep, base = tiny_sweep(tmp_path, {"task.alphabet": ["abcd!", "abcd?"]})
+    base["wandb"]["mode"] = "disabled"
+    statuses = run_sweep(sweep, base, echo=lambda _: None)
+    assert sorted(statuses.values()) == ["finished", "finished"]
+    records = [r for r in Ledger(tmp_path / "tiny" / "ledger.jsonl").records() if r["status"] == "finished"]
+    assert [r["steps"] for r in records] == [20, 20], "each cell trained; none resumed the other's checkpoint"
+    assert len({json.dumps(r["history"]) for r in records}) == 2
+
+
+def test_a_second_sweep_process_on_the_same_shard_is_refused_with_its_pid(tmp_path):
+    sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post"]})
+    holder = hold_lock(tmp_path / "tiny", ".sweep-0of1.lock")
+    try:
+        with pytest.raises(zoo.RunConflict, match=rf"another zoo process \(pid {holder.pid}\) holds shard 0/1"):
+            run_sweep(sweep, base, echo=lambda _: None)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_changed_base_experiment_is_refused_in_an_existing_sweep_folder(tmp_path):
+    sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post"]})
+    base["wandb"]["mode"] = "disabled"
+    run_sweep(sweep, base, echo=lambda _: None)
+    changed = {**base, "train": {**base["train"], "optimizer": {"lr": 0.01}}}
+    with pytest.raises(zoo.ConfigError, match=r"train\.optimizer\.lr: 0\.003 before, 0\.01 now"):
+        run_sweep(sweep, changed, echo=lambda _: None)
+    grown = sweep.model_copy(update={"grid": {"model.norm": ["post", "pre"]}})
+    assert run_sweep(grown, base, echo=lambda _: None) == {"norm=post,seed=0": "finished", "norm=pre,seed=0": "finished"}
+
+
+def test_sigterm_to_the_sweep_reaches_its_training_child_and_leaves_no_orphan(tmp_path):
+    sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post", "pre"]})
+    base["wandb"]["mode"] = "disabled"
+    base["train"].update(steps=5000, checkpoint_every=1000)
+    file = tmp_path / "sweep.yaml"
+    file.write_text(yaml.safe_dump({**sweep.model_dump(mode="json"), "base": base}, sort_keys=False))
+    process = subprocess.Popen([sys.executable, "-m", "zoo.cli", "sweep", str(file)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "tiny" / "runs" / "norm=post,seed=0" / "log.txt"
+    while "step 10/5000" not in (log.read_text() if log.exists() else ""):
+        assert process.poll() is None, process.communicate()
+    child = int((log.parent / ".lock").read_text())
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    assert "stopped by SIGTERM" in err and "run the same command to finish them" in err
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)  # the child is gone, not an orphan still training
+    latest = Ledger(tmp_path / "tiny" / "ledger.jsonl").latest()
+    assert latest["norm=post,seed=0"]["status"] == "interrupted" and "norm=pre,seed=0" not in latest
+    assert (log.parent / "checkpoint.pt").exists(), "the child checkpointed its last step before it stopped"
+
+
+def test_the_sweep_metric_must_be_one_the_task_reports(tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump({"task": {"name": "reverse"}}))
+    file = tmp_path / "s.yaml"
+    file.write_text(yaml.safe_dump({"name": "s", "base": "base.yaml", "grid": {"model.norm": ["post"]},
+                                    "metric": "long/exact_match"}))
+    with pytest.raises(zoo.ConfigError, match=r"metric 'long/exact_match' is not reported by task 'reverse'.*"
+                                              r"choices: eval/loss, eval/token_acc, eval/exact_match"):
+        load_sweep(file)
+    sweep, _ = load_sweep(file, ["task.long_eval_min_len=20", "task.long_eval_max_len=24"])
+    assert sweep.metric == "long/exact_match" and sweep.goal == "max"
+    assert load_sweep(file, ["metric=eval/loss"])[0].goal == "min", "a loss is minimized unless the file says otherwise"
+
+
+def write_ledger(tmp_path, grid, seeds=(0,)):
+    sweep = SweepSpec(name="k", grid=grid, seeds=list(seeds), out_dir=str(tmp_path))
+    folder = sweep.directory()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sweep.yaml").write_text(yaml.safe_dump({**sweep.model_dump(mode="json"), "base": {}}, sort_keys=False))
+    ledger = Ledger(folder / "ledger.jsonl")
+    for i, cell in enumerate(expand(sweep)):
+        ledger.append({"cell": cell.name, "variant": cell.variant, "seed": cell.seed,
+                       "assignment": dict(cell.assignment), "status": "finished",
+                       "metrics": {"eval/exact_match": 0.5 + 0.1 * i, "eval/loss": 1.0 - 0.1 * i}})
+    return sweep
+
+
+def test_compare_reports_a_damaged_line_by_its_number(tmp_path):
+    sweep = write_ledger(tmp_path, {"model.norm": ["post", "pre"]})
+    ledger = sweep.directory() / "ledger.jsonl"
+    lines = ledger.read_text().splitlines()
+    ledger.write_text("\n".join([lines[0], lines[1][: len(lines[1]) // 2]]) + "\n")  # cut mid-JSON
+    notes = []
+    report = compare(sweep.directory(), wandb_mode="disabled", echo=notes.append)
+    assert any(f"{ledger}:2: a damaged line was left out" in n for n in notes), notes
+    assert [row.variant for row in report.rows] == ["norm=post"]
+    assert "ledger.jsonl:2: a damaged line" in report.markdown.read_text()
+
+
+def test_compare_handles_a_grid_that_grew_a_key(tmp_path):
+    write_ledger(tmp_path, {"model.norm": ["post", "pre"]})
+    grown = write_ledger(tmp_path, {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]})
+    notes = []
+    report = compare(grown.directory(), wandb_mode="disabled", echo=notes.append)
+    assert len(report.rows) == 4 and [e.label for e in report.effects] == ["norm", "ffn"]
+    assert any("2 ledger record(s) of cells outside the current grid" in n for n in notes), notes
+
+
+def test_compare_rejects_an_unknown_metric_naming_the_logged_ones(tmp_path, capsys):
+    sweep = write_ledger(tmp_path, {"model.norm": ["post", "pre"]})
+    with pytest.raises(zoo.ConfigError, match=r"unknown metric 'eval/exact_macth'; did you mean 'eval/exact_match'\? "
+                                              r"choices: eval/exact_match, eval/loss"):
+        compare(sweep.directory(), wandb_mode="disabled", metric="eval/exact_macth")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", str(sweep.directory()), "--metric", "eval/bleu", "--wandb-mode", "disabled"])
+    assert exit_info.value.code == 2 and "unknown metric 'eval/bleu'" in capsys.readouterr().err
