@@ -173,7 +173,7 @@ def test_a_picture_that_fails_costs_the_picture_not_the_run(tmp_path, monkeypatc
     assert json.loads((result.run_dir / "result.json").read_text())["status"] == "finished"
 
 
-def test_sigterm_stops_zoo_train_after_a_step_with_a_checkpoint_and_resume_finishes(tmp_path):
+def test_sigterm_stops_zoo_train_after_a_step_with_a_checkpoint_of_that_step(tmp_path):
     experiment = tiny_experiment(tmp_path, train={"steps": 3000, "checkpoint_every": 1000})
     file = tmp_path / "e.json"
     file.write_text(json.dumps(experiment))

@@ -41,11 +41,23 @@ def atomic_write(path: str | Path, content: bytes | str | Callable[[BinaryIO], N
         os.replace(tmp, path)
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError) or (isinstance(err, RuntimeError) and "write" in str(err).lower()):
-            reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
-            raise WriteError(f"{path}: could not be written ({reason}); the previous file, if any, is unchanged "
-                             "and the partial temporary file was removed") from None
+        cause = io_error_in(err)
+        if cause is not None:
+            raise WriteError(f"{path}: could not be written ({cause.strerror or cause}); the previous file, if any, is "
+                             "unchanged and the partial temporary file was removed") from None
         raise
+
+
+def io_error_in(err: BaseException | None) -> OSError | None:
+    """The OSError behind an exception, if any: torch.save reports a full disk as a RuntimeError
+    raised while it handles the OSError of the write."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, OSError):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
 
 
 class FolderLock:

@@ -35,9 +35,10 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
     except IsADirectoryError:
         raise CheckpointError(f"{path}: is a folder, not a checkpoint") from None
     except pickle.UnpicklingError as err:
-        first = str(err).splitlines()[0]
-        raise CheckpointError(f"{path}: refused: not a zoo checkpoint, it holds objects other than tensors and "
-                              f"plain data ({first})") from None
+        lines = [line.strip() for line in str(err).splitlines() if "Unsupported" in line]
+        reason = lines[0].removeprefix("WeightsUnpickler error: ").split(" was not")[0] if lines else "unreadable"
+        raise CheckpointError(f"{path}: not a readable checkpoint: torch.load(weights_only=True) refused it ({reason}; "
+                              "a corrupt file, or one that holds objects other than tensors and plain data)") from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as err:
         first = (str(err).splitlines() or [type(err).__name__])[0]
         raise CheckpointError(f"{path}: not a readable checkpoint (corrupt, cut short or another kind of file: "
