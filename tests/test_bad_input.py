@@ -18,6 +18,8 @@ from trainkit import run_dir_of, tiny_experiment
 from zoo import catalog
 from zoo.cli import main
 from zoo.experiment import load_experiment
+from zoo.files import check_writable_folder
+from zoo.yamlio import dump_yaml, load_yaml
 
 
 def cli_error(argv, capsys) -> str:
@@ -238,3 +240,15 @@ def test_modules_and_functions_of_the_same_name_both_stay_reachable():
     assert zoo.model_spec.ModelSpec is zoo.ModelSpec and zoo.registries.Registry is zoo.Registry
     assert zoo.trainer.train is zoo.train
     assert os.path.basename(zoo.trainer.__file__) == "__init__.py"
+
+
+def test_what_the_zoo_writes_reads_back_the_same_in_yaml_1_2_and_1_1():
+    data = {"tags": ["1e-3", "010", "no", "on", "true", "2024-01-01", "0x1f", "plain"], "lr": 1e-9, "big": float("inf")}
+    text = dump_yaml(data)
+    assert load_yaml(text, "written") == data and yaml.safe_load(text) == data
+
+
+def test_too_little_free_space_fails_before_training_with_both_sizes(tmp_path):
+    with pytest.raises(zoo.ConfigError, match=r"train\.out_dir '.*' has [\d.]+ [KMGT]iB free, but the run's checkpoint "
+                                              r"needs about 909494\.7 TiB"):
+        check_writable_folder(tmp_path, "train.out_dir", need_bytes=10**18)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -17,6 +16,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError, core_schema
 
 from zoo.registries import AXES, UnknownChoiceError, registry
+from zoo.yamlio import dump_yaml
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class ModelSpec(BaseModel):
         return self.final_norm
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(), sort_keys=False)
+        return dump_yaml(self.model_dump())
 
     def axes(self) -> dict[str, str]:
         return {axis: getattr(self, axis) for axis in AXES}

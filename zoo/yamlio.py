@@ -41,6 +41,17 @@ CoreLoader.add_implicit_resolver(
 )
 
 
+class CoreDumper(yaml.SafeDumper):
+    """SafeDumper that quotes every string that either YAML 1.2 (the zoo) or YAML 1.1 (PyYAML, as
+    W&B reads a sweep file) would read as something else: "1e-3", "010", "no", "on"."""
+
+
+CoreDumper.yaml_implicit_resolvers = {
+    first: [*CoreLoader.yaml_implicit_resolvers.get(first, []), *yaml.SafeDumper.yaml_implicit_resolvers.get(first, [])]
+    for first in {*CoreLoader.yaml_implicit_resolvers, *yaml.SafeDumper.yaml_implicit_resolvers}
+}
+
+
 def load_yaml(text: str, source: str) -> Any:
     """The data of a YAML text; `source` (a file name, or `--set key=value`) names it in errors."""
     try:
@@ -76,4 +87,4 @@ def read_mapping(path: str | Path, what: str, empty_ok: bool = False) -> dict[st
 
 
 def dump_yaml(data: Any) -> str:
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    return yaml.dump(data, Dumper=CoreDumper, sort_keys=False, allow_unicode=True)

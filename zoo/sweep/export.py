@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from zoo.files import atomic_write
 from zoo.sweep.spec import SweepSpec
+from zoo.yamlio import dump_yaml
 
 
 def wandb_sweep_config(sweep: SweepSpec, base_file: str) -> dict[str, Any]:
@@ -30,7 +30,7 @@ def export_wandb(sweep: SweepSpec, base: dict[str, Any]) -> Path:
     folder = sweep.directory()
     folder.mkdir(parents=True, exist_ok=True)
     base_file = folder / "base.yaml"
-    base_file.write_text(yaml.safe_dump(base, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    atomic_write(base_file, dump_yaml(base))
     out = folder / "wandb_sweep.yaml"
-    out.write_text(yaml.safe_dump(wandb_sweep_config(sweep, str(base_file)), sort_keys=False), encoding="utf-8")
+    atomic_write(out, dump_yaml(wandb_sweep_config(sweep, str(base_file))))
     return out
