@@ -28,7 +28,7 @@ from zoo.catalog import resolve
 from zoo.errors import ConfigError, describe_validation
 from zoo.model_spec import ModelSpec
 from zoo.registries import AXES, UnknownChoiceError, registry
-from zoo.yamlio import load_yaml, read_mapping
+from zoo.yamlio import dump_yaml, load_yaml, read_mapping
 
 
 class Strict(BaseModel):
@@ -164,8 +164,6 @@ class ExperimentSpec(Strict):
         return resolve({"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size, **self.model})
 
     def to_yaml(self) -> str:
-        from zoo.yamlio import dump_yaml
-
         return dump_yaml(self.model_dump(mode="json"))
 
 

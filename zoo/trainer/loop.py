@@ -174,13 +174,14 @@ class Trainer:
         self.history.append({"train/step": step, "train/wall_s": time.perf_counter() - self.start, **metrics})
         self.tracker.log(metrics, step)
 
-    def _evaluate(self) -> dict[str, float]:
-        """Rank 0 evaluates; every rank learns whether the loss was finite, and all stop together."""
+    def _evaluate(self, collective: bool = True) -> dict[str, float]:
+        """Rank 0 evaluates; with `collective`, every rank learns whether the loss was finite, and
+        all stop together (every rank must then call it)."""
         metrics = {}
         if self.dist.is_main:
             metrics = evaluate(self.model, self.task, self.eval_batches, self.device, self.eval_references)
-        bad = self.dist.sum(torch.tensor(float(not math.isfinite(metrics.get("eval/loss", 0.0))), device=self.device))
-        if bad.item() > 0:
+        bad = torch.tensor(float(not math.isfinite(metrics.get("eval/loss", 0.0))), device=self.device)
+        if (self.dist.sum(bad) if collective else bad).item() > 0:
             raise Diverged(f"step {self.step}: the evaluation loss is {metrics.get('eval/loss', 'not finite')}")
         for name, value in metrics.items():
             if better(name, value, self.best.get(name)):
@@ -246,7 +247,7 @@ class Trainer:
         """On rank 0: the test split if the task has one, the picture, the summary, result.json."""
         t = self.experiment.train
         if not self.progress.last_eval:
-            self._evaluate()
+            self._evaluate(collective=False)
         final = dict(self.progress.last_eval)
         for split in self.task.eval_splits[1:]:
             batches = self.task.eval_batches(t.eval_size, t.batch_size, split)
