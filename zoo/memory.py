@@ -71,13 +71,14 @@ def activation_floats(spec: ModelSpec, batch: int, src_len: int, tgt_len: int) -
 
 
 def check_fits(spec: ModelSpec, device: torch.device | str = "cpu", *, training: bool = False,
-               batch: tuple[int, int, int] | None = None) -> None:
+               batch: tuple[int, int, int] | None = None) -> int | None:
     """Raise a ConfigError when the model (for training: with gradients, Adam's two moments and
-    the activations of a (rows, src_len, tgt_len) batch) would not fit in the device's memory."""
+    the activations of a (rows, src_len, tgt_len) batch) would not fit in the device's memory.
+    Returns the exact parameter count where it counted them (always when given a batch)."""
     free = available_bytes(device)
     copies = 4 if training else 1
     if rough_parameters(spec) * FLOAT_BYTES * copies < free // 4 and batch is None:
-        return
+        return None
     params = exact_parameters(spec)
     need = params * FLOAT_BYTES * copies
     what = "its weights"
@@ -91,3 +92,4 @@ def check_fits(spec: ModelSpec, device: torch.device | str = "cpu", *, training:
                  f"vocabularies {spec.src_vocab_size}/{spec.tgt_vocab_size}, max_len {spec.max_len}")
         raise ConfigError(f"too large for {torch.device(device).type} memory: {params:,} parameters ({sizes}); "
                           f"{what} need about {human_bytes(need)}, but only {human_bytes(free)} is available")
+    return params

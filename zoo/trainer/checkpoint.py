@@ -23,6 +23,28 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     atomic_write(path, lambda handle: torch.save({"format": FORMAT, **state}, handle))
 
 
+def training_state(model, optimizer, schedule, scaler) -> dict[str, Any]:
+    """Everything that makes a resumed run continue bitwise: weights, optimizer, schedule, the
+    fp16 scaler and every random generator."""
+    return {
+        "model": model.state_dict(), "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+        "scaler": None if scaler is None else scaler.state_dict(),
+        "rng": {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None},
+    }
+
+
+def restore_training(state: dict[str, Any], model, optimizer, schedule, scaler) -> None:
+    """The inverse of training_state."""
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    schedule.load_state_dict(state["schedule"])
+    if scaler is not None and state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])
+    torch.set_rng_state(state["rng"]["torch"])
+    if torch.cuda.is_available() and state["rng"].get("cuda") is not None:
+        torch.cuda.set_rng_state(state["rng"]["cuda"])
+
+
 def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", *,
                     need: tuple[str, ...] = CHECKPOINT_KEYS) -> dict[str, Any]:
     """A checkpoint's state. A missing, unreadable, corrupt, foreign or too new file raises a

@@ -16,13 +16,13 @@ from torch import Tensor
 
 from zoo.errors import CheckpointError, Diverged, Interrupted
 from zoo.experiment import ExperimentSpec, validate_experiment
-from zoo.memory import check_fits, exact_parameters
+from zoo.memory import check_fits
 from zoo.metrics import better
 from zoo.model import EncoderDecoder
 from zoo.model_spec import ModelSpec
 from zoo.records import CheckpointProgress, RunRecord, write_result
 from zoo.tasks import build_task
-from zoo.trainer.checkpoint import save_checkpoint
+from zoo.trainer.checkpoint import restore_training, save_checkpoint, training_state
 from zoo.trainer.devices import autocast_dtype, pick_device
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.evaluate import evaluate
@@ -70,8 +70,8 @@ class Trainer:
                                   f"({ModelSpec.model_validate(saved['spec']).name} against {self.spec.name})")
         sample_src, sample_tgt = self.task.train_batch(0, min(t.batch_size, 8))
         rows = max(1, t.batch_size // self.dist.world)
-        check_fits(self.spec, self.device, training=True, batch=(rows, sample_src.size(1), sample_tgt.size(1)))
-        self.folder.check_space(3 * 4 * exact_parameters(self.spec) + (1 << 20))
+        params = check_fits(self.spec, self.device, training=True, batch=(rows, sample_src.size(1), sample_tgt.size(1)))
+        self.folder.check_space(3 * 4 * params + (1 << 20))  # weights and Adam's two moments, in float32
         torch.manual_seed(t.seed)
         self.model = EncoderDecoder(self.spec, seed=t.seed).to(self.device)
         self.optimizer = make_optimizer(self.model, t)
@@ -107,14 +107,7 @@ class Trainer:
         return self.progress.history
 
     def _restore(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.schedule.load_state_dict(state["schedule"])
-        if self.scaler is not None and state.get("scaler"):
-            self.scaler.load_state_dict(state["scaler"])
-        torch.set_rng_state(state["rng"]["torch"])
-        if torch.cuda.is_available() and state["rng"].get("cuda") is not None:
-            torch.cuda.set_rng_state(state["rng"]["cuda"])
+        restore_training(state, self.model, self.optimizer, self.schedule, self.scaler)
         self.progress = state["progress"]
         self.run_id = state.get("wandb_id")
 
@@ -127,15 +120,10 @@ class Trainer:
         self.progress.wall_s = time.perf_counter() - self.start
         self.progress.first_loss, self.progress.high_logs = self.watch.first_loss, self.watch.high_logs
         save_checkpoint(self.checkpoint_path, {
-            "experiment": self.experiment.model_dump(mode="json"),
-            "spec": self.spec.model_dump(),
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "schedule": self.schedule.state_dict(),
-            "scaler": None if self.scaler is None else self.scaler.state_dict(),
-            "rng": {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None},
-            "progress": self.progress.model_dump(),
-            "task": self.task.state(), "wandb_id": self.tracker.run_id or self.run_id,
+            "experiment": self.experiment.model_dump(mode="json"), "spec": self.spec.model_dump(),
+            **training_state(self.model, self.optimizer, self.schedule, self.scaler),
+            "progress": self.progress.model_dump(), "task": self.task.state(),
+            "wandb_id": self.tracker.run_id or self.run_id,
         })
 
     def _train_step(self, step: int) -> tuple[Tensor, Tensor, Tensor]:
