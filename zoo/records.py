@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,10 +58,6 @@ class RunRecord(BaseModel):
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(exclude_none=True))
-
-    def finite(self) -> bool:
-        """Whether every final metric is a finite number."""
-        return all(math.isfinite(v) for v in self.metrics.values())
 
 
 def write_result(path: str | Path, record: RunRecord) -> None:
