@@ -53,6 +53,17 @@ def test_resume_refuses_a_changed_experiment_naming_each_field(tmp_path):
         zoo.train(fewer, resume=True)
 
 
+def test_resume_of_an_edited_experiment_names_what_changed_and_leaves_nothing(tmp_path):
+    first = zoo.train(tiny_experiment(tmp_path, train={"steps": 20}))
+    edited = tiny_experiment(tmp_path, train={"steps": 20, "optimizer": {"lr": 1e-3}})
+    with pytest.raises(zoo.ConfigError, match=rf"this experiment has no checkpoint yet, and {first.checkpoint} is of "
+                                              r"another experiment \(train\.optimizer\.lr: 0\.003 in the checkpoint, "
+                                              r"0\.001 now\)"):
+        zoo.train(edited, resume=True)
+    assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == [first.run_dir.name]
+    assert zoo.train(edited).run_dir != first.run_dir, "without --resume it is a new run of its own"
+
+
 def test_resume_with_more_steps_and_new_intervals_takes_them(tmp_path):
     experiment = tiny_experiment(tmp_path, train={"steps": 40, "eval_every": 20, "schedule": "cosine"})
     first = zoo.train(experiment)

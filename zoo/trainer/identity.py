@@ -54,15 +54,20 @@ def show(value: Any) -> str:
     return json.dumps(value) if not isinstance(value, str) else value
 
 
-def check_resumable(saved: dict[str, Any], now: ExperimentSpec, done_steps: int, source: str) -> None:
-    """Refuse to continue a checkpoint under a changed experiment, naming every changed field."""
+def changed_fields(saved: dict[str, Any], now: ExperimentSpec, source: str) -> list[str]:
+    """Every field that defines the run and differs between a checkpoint's experiment and `now`."""
     try:
         before = ExperimentSpec.model_validate(saved)
     except ValueError as err:
         raise CheckpointError(f"{source}: its experiment is not valid in this zoo: {err}") from None
     old, new = identity(before), identity(now)
-    changed = [f"{key}: {show(old.get(key, '(unset)'))} in the checkpoint, {show(new.get(key, '(unset)'))} now"
-               for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
+    return [f"{key}: {show(old.get(key, '(unset)'))} in the checkpoint, {show(new.get(key, '(unset)'))} now"
+            for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
+
+
+def check_resumable(saved: dict[str, Any], now: ExperimentSpec, done_steps: int, source: str) -> None:
+    """Refuse to continue a checkpoint under a changed experiment, naming every changed field."""
+    changed = changed_fields(saved, now, source)
     if changed:
         raise ConfigError(f"--resume refused: {source} is from another experiment ({'; '.join(changed)}). "
                           f"Only {', '.join(RESUMABLE)} and wandb.* may change on a resume; start a new run "

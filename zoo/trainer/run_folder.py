@@ -3,6 +3,7 @@ resumed only from a checkpoint of the same experiment."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from zoo.experiment import ExperimentSpec
 from zoo.files import FolderLock, check_writable_folder
 from zoo.records import read_result
 from zoo.trainer.checkpoint import read_checkpoint
-from zoo.trainer.identity import check_resumable, run_name
+from zoo.trainer.identity import RESUMABLE, changed_fields, check_resumable, run_name
 
 CHECKPOINT, RESULT = "checkpoint.pt", "result.json"
 
@@ -49,6 +50,8 @@ class RunFolder:
             return self._check(experiment, resume, device)
         except BaseException:
             self.release()
+            if self.is_main and [p.name for p in self.path.iterdir()] == [".lock"]:
+                shutil.rmtree(self.path)  # the refused run leaves no empty folder behind
             raise
 
     def _check(self, experiment: ExperimentSpec, resume: bool, device: torch.device) -> dict[str, Any] | None:
@@ -60,10 +63,28 @@ class RunFolder:
                     "--resume, name a new run with --set wandb.name=NAME, or remove the folder")
             return None
         if not has_checkpoint:
+            self._refuse_a_sibling(experiment)
             return None
         saved = read_checkpoint(self.checkpoint, device)
         check_resumable(saved["experiment"], experiment, saved["progress"].step, str(self.checkpoint))
         return saved
+
+    def _refuse_a_sibling(self, experiment: ExperimentSpec) -> None:
+        """`--resume` of an experiment that has no checkpoint yet, beside checkpoints of the same
+        variant and seed from other experiments: the user most likely edited the experiment, so
+        name what changed instead of quietly starting a new run."""
+        if experiment.wandb.name is not None:
+            return  # a named run (a sweep's cell): no checkpoint simply means a first start
+        prefix = self.name.rsplit("-", 1)[0] + "-"
+        siblings = sorted(p for p in self.path.parent.glob(f"{prefix}*/{CHECKPOINT}") if p.parent != self.path)
+        if not siblings:
+            return
+        changes = {p: changed_fields(read_checkpoint(p, need=("experiment",))["experiment"], experiment, str(p))
+                   for p in siblings}
+        closest = min(changes, key=lambda p: len(changes[p]))
+        raise ConfigError(f"--resume refused: this experiment has no checkpoint yet, and {closest} is of another "
+                          f"experiment ({'; '.join(changes[closest])}). Only {', '.join(RESUMABLE)} and wandb.* may "
+                          "change on a resume; run without --resume to start this experiment in a folder of its own")
 
     def check_space(self, need_bytes: int) -> None:
         if self.is_main:
