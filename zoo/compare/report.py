@@ -4,7 +4,6 @@ in the sweep's group that holds the same table and plots next to the runs."""
 from __future__ import annotations
 
 import math
-import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from zoo.files import atomic_write
 from zoo.metrics import goal_of
 from zoo.registries import describe_unknown
 from zoo.sweep.ledger import Ledger
-from zoo.sweep.spec import SweepSpec, expand, value_text
+from zoo.sweep.spec import SweepSpec, expand, safe_text, value_text
 from zoo.trainer.tracking import resolved_mode
 from zoo.yamlio import read_mapping
 
@@ -116,7 +115,7 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
                           f"{describe_unknown('metric', metric or sweep.metric, known)} (what this sweep's runs logged)")
     if metric is not None and metric != sweep.metric:
         sweep = sweep.model_copy(update={"metric": metric, "goal": goal_of(metric), "target": None})
-        suffix = "-" + re.sub(r"[^A-Za-z0-9_.+-]", "_", metric)
+        suffix = "-" + safe_text(metric)
     rows, effects = variant_rows(sweep, records), axis_effects(sweep, records)
     columns, data_rows = table(sweep, rows)
     plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png")]

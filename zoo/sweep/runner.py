@@ -23,7 +23,8 @@ from zoo.files import FolderLock, atomic_write, lock_holder
 from zoo.records import DONE, RunRecord, read_result
 from zoo.sweep.ledger import Ledger
 from zoo.sweep.spec import Cell, SweepSpec, cell_experiment, expand, shard
-from zoo.trainer.identity import flatten, show
+from zoo.trainer.guards import signals_to
+from zoo.trainer.identity import changes_between, flatten
 from zoo.yamlio import dump_yaml, read_mapping
 
 
@@ -112,9 +113,7 @@ def check_same_base(folder: Path, base: dict[str, Any]) -> None:
         dumped = ExperimentSpec.model_validate(data).model_dump(mode="json")
         return {k: v for k, v in flatten(dumped).items() if not k.startswith("wandb.")}
 
-    old, new = fields(saved), fields(base)
-    changed = [f"{k}: {show(old.get(k))} before, {show(new.get(k))} now" for k in sorted(old.keys() | new.keys())
-               if old.get(k) != new.get(k)]
+    changed = changes_between(fields(saved), fields(base), "before")
     if changed:
         raise ConfigError(f"{folder} holds a sweep of another base experiment ({'; '.join(changed)}); give this "
                           "sweep another name or out_dir, or remove the folder")
@@ -156,14 +155,8 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
             shown = f"{sweep.metric}={value:.4g}" if value is not None else (record.error or "")[-200:]
             echo(f"[{len(statuses)}/{len(cells)}] {cell.name}: {record.status} {shown}")
 
-        previous = {sig: signal.signal(sig, children.forward) for sig in (signal.SIGTERM, signal.SIGINT)} \
-            if threading.current_thread() is threading.main_thread() else {}
-        try:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                list(pool.map(one, todo))
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        with signals_to(children.forward), ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(one, todo))
     if children.stopping is not None:
         done = sum(status in DONE for status in statuses.values())
         raise Interrupted(f"sweep {sweep.name} stopped by {signal.Signals(children.stopping).name}: {done} of "

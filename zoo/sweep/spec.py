@@ -22,7 +22,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from zoo.errors import ConfigError, describe_validation
 from zoo.experiment import ExperimentSpec, Strict, assign, parse_sets, validate_experiment
 from zoo.metrics import goal_of
-from zoo.registries import registry
+from zoo.tasks import task_params
 from zoo.yamlio import read_mapping
 
 
@@ -94,6 +94,11 @@ class Cell:
 SAFE = re.compile(r"[A-Za-z0-9_.+-]+")
 
 
+def safe_text(text: str) -> str:
+    """`text` with `_` for every character that is not safe in a file name."""
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", text)
+
+
 def value_text(value: Any) -> str:
     """A grid value as it appears in cell names and folders: its text where every character is
     safe in a file name (`pre`, `0.001`), else the text with `_` for the unsafe characters and a
@@ -103,7 +108,7 @@ def value_text(value: Any) -> str:
     if SAFE.fullmatch(text) and text not in (".", ".."):
         return text
     exact = json.dumps(value, sort_keys=True, default=repr) + type(value).__name__
-    return re.sub(r"[^A-Za-z0-9_.+-]", "_", text)[:24] + "~" + hashlib.blake2b(exact.encode(), digest_size=3).hexdigest()
+    return safe_text(text)[:24] + "~" + hashlib.blake2b(exact.encode(), digest_size=3).hexdigest()
 
 
 def expand(sweep: SweepSpec) -> list[Cell]:
@@ -178,11 +183,10 @@ def load_sweep(path: str | Path, sets: Sequence[str] = ()) -> tuple[SweepSpec, d
 
 def check_metric(sweep: SweepSpec, base: dict[str, Any]) -> None:
     """The sweep's metric must be one that every cell's task reports at the end of a run."""
-    for cell in expand(sweep)[: max(1, len(expand(sweep)) // len(sweep.seeds))]:
+    for cell in (c for c in expand(sweep) if c.seed == sweep.seeds[0]):  # every variant once
         task = cell_experiment(sweep, base, cell).task
-        params = dict(task)
-        cls = registry("task").get(params.pop("name"))
-        logged = cls.final_metrics(cls.Params.model_validate(params))
+        cls, params = task_params(task)
+        logged = cls.final_metrics(params)
         if sweep.metric not in logged:
             raise ConfigError(f"sweep {sweep.name!r}: metric {sweep.metric!r} is not reported by task "
                               f"{task['name']!r} in cell {cell.variant}; choices: {', '.join(logged)}")

@@ -9,6 +9,9 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import torch
 from torch import nn
@@ -66,36 +69,38 @@ class LossWatch:
                 f"{self.first_loss:.4g} {when} (train.explosion)")
 
 
-class StopSignals:
-    """While active, SIGTERM and SIGINT ask training to stop after the current step; a second
-    signal stops at once. Only the main thread can hold signal handlers; elsewhere it is inert."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+@contextmanager
+def signals_to(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """Inside, SIGTERM and SIGINT go to `handler`; the previous handlers come back after. Only
+    the main thread can hold signal handlers; elsewhere this does nothing."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler_before in previous.items():
+            signal.signal(sig, handler_before)
+
+
+class StopSignals:
+    """A handler for signals_to: the first signal asks training to stop after the current step,
+    a second one stops at once."""
 
     def __init__(self):
         self.received: int | None = None
-        self._previous: dict[int, object] = {}
 
-    def _handle(self, signum, frame) -> None:
+    def handle(self, signum: int, frame: Any = None) -> None:
         if self.received is not None:
-            self.__exit__()
             raise KeyboardInterrupt
         self.received = signum
 
     @property
     def name(self) -> str:
         return signal.Signals(self.received).name if self.received else ""
-
-    def __enter__(self) -> StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, previous in self._previous.items():
-            signal.signal(sig, previous)
-        self._previous = {}
 
 
 def die_with_parent() -> None:

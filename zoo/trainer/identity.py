@@ -54,15 +54,19 @@ def show(value: Any) -> str:
     return json.dumps(value) if not isinstance(value, str) else value
 
 
+def changes_between(old: dict[str, Any], new: dict[str, Any], then: str) -> list[str]:
+    """`key: old <then>, new now` for every dotted key whose value differs."""
+    return [f"{key}: {show(old.get(key, '(unset)'))} {then}, {show(new.get(key, '(unset)'))} now"
+            for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
+
+
 def changed_fields(saved: dict[str, Any], now: ExperimentSpec, source: str) -> list[str]:
     """Every field that defines the run and differs between a checkpoint's experiment and `now`."""
     try:
         before = ExperimentSpec.model_validate(saved)
     except ValueError as err:
         raise CheckpointError(f"{source}: its experiment is not valid in this zoo: {err}") from None
-    old, new = identity(before), identity(now)
-    return [f"{key}: {show(old.get(key, '(unset)'))} in the checkpoint, {show(new.get(key, '(unset)'))} now"
-            for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
+    return changes_between(identity(before), identity(now), "in the checkpoint")
 
 
 def check_resumable(saved: dict[str, Any], now: ExperimentSpec, done_steps: int, source: str) -> None:

@@ -26,7 +26,7 @@ from zoo.trainer.checkpoint import restore_training, save_checkpoint, training_s
 from zoo.trainer.devices import autocast_dtype, pick_device
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.evaluate import evaluate
-from zoo.trainer.guards import LossWatch, StopSignals, finite_weights
+from zoo.trainer.guards import LossWatch, StopSignals, finite_weights, signals_to
 from zoo.trainer.optim import make_optimizer, make_schedule
 from zoo.trainer.picture import cross_attention_png
 from zoo.trainer.progress import ProgressBar
@@ -264,7 +264,8 @@ class Trainer:
         final, png, failed = {}, None, True
         wandb_dir = self.tracker.files_dir
         try:
-            with StopSignals() as stop:
+            stop = StopSignals()
+            with signals_to(stop.handle):
                 self._loop(bar, stop)
                 if self.dist.is_main:
                     final, png = self._finish()
