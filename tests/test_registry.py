@@ -50,13 +50,30 @@ def test_register_rejects_taken_and_malformed_names():
 
 
 PLUGIN = """
+import torch
 from torch import nn
+from zoo import PartSettings
 from zoo.registries import registry
 from zoo.variants.ffn import TwoLayerFeedForward
 
+class Swish(nn.Module):
+    def __init__(self, beta):
+        super().__init__()
+        self.beta = beta
+
+    def forward(self, x):
+        return x * torch.sigmoid(self.beta * x)
+
 @registry("ffn").register("silu_plugin")
 class SiLU(TwoLayerFeedForward):
-    activation = nn.SiLU
+    # a plugin's part with a setting of its own: swish x * sigmoid(beta x)
+
+    class Settings(PartSettings):
+        beta: float = 1.0
+
+    def __init__(self, spec):
+        self.activation = lambda: Swish(spec.ffn.beta)
+        super().__init__(spec)
 """
 
 CHECK = """
@@ -70,7 +87,10 @@ if "silu_plugin" in names:
     model = zoo.build("pre.sinusoidal.fused.silu_plugin", vocab_size=11, d_model=8, n_heads=2, d_ff=16,
                       n_encoder_layers=1, n_decoder_layers=1)
     print("logits", tuple(model(torch.tensor([[3, 4, 2]]), torch.tensor([[1, 5]])).shape))
-    print("schema", "silu_plugin" in zoo.ModelSpec.model_json_schema()["properties"]["ffn"]["enum"])
+    options = zoo.ModelSpec.model_json_schema()["properties"]["ffn"]["anyOf"]
+    print("schema", "silu_plugin" in options[0]["enum"], [o["title"] for o in options[1:]])
+    spec = zoo.spec("pre.sinusoidal.fused.silu_plugin", vocab_size=11, ffn={"beta": 2.0})
+    print("name", spec.name, zoo.build(spec).decoder.layers[0].ffn.act.beta)
 """
 
 
@@ -95,7 +115,8 @@ def test_entry_point_plugin_adds_a_variant(tmp_path):
     out = run_with_path(tmp_path)
     assert "silu_plugin" in out.split("names")[1].splitlines()[0]
     assert "logits (1, 2, 11)" in out
-    assert "schema True" in out
+    assert "schema True ['silu_plugin']" in out
+    assert "name pre.sinusoidal.fused.silu_plugin+beta=2.0 2.0" in out
 
 
 def test_broken_plugin_warns_and_leaves_builtins(tmp_path):

@@ -5,6 +5,7 @@
 
 from zoo import interop
 from zoo.catalog import list_variants, load_spec, register_preset, resolve, spec
+from zoo.choices import Choice, PartSettings
 from zoo.convert import convert
 from zoo.errors import CheckpointError, ConfigError, Diverged, Interrupted, RunConflict, ZooError
 from zoo.experiment import ExperimentSpec, load_experiment
@@ -17,12 +18,14 @@ __all__ = [
     "AXES",
     "AttentionMaps",
     "CheckpointError",
+    "Choice",
     "ConfigError",
     "Diverged",
     "EncoderDecoder",
     "ExperimentSpec",
     "Interrupted",
     "ModelSpec",
+    "PartSettings",
     "Registry",
     "RunConflict",
     "TrainResult",

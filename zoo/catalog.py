@@ -13,9 +13,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from zoo.choices import Choice, parse_choice_text, split_name
 from zoo.errors import ConfigError
 from zoo.model_spec import ModelSpec
-from zoo.registries import AXES, UnknownChoiceError, load_plugins
+from zoo.registries import AXES, NAMED_AXES, UnknownChoiceError, load_plugins, registry
 from zoo.yamlio import load_yaml, read_mapping
 
 _PRESETS: dict[str, dict[str, Any]] = {}
@@ -92,8 +93,10 @@ def preset_description(name: str) -> str:
 
 
 def merge_fields(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Overrides on top of base, where `vocab_size` stands for both vocabulary sizes."""
+    """Overrides on top of base, where `vocab_size` stands for both vocabulary sizes and an axis
+    mapping without a name changes settings of the base's part (`position: {base: 500000}`)."""
     merged = dict(base)
+    overrides = {key: _merge_axis(key, merged.get(key), value) for key, value in overrides.items()}
     if "vocab_size" in merged and ({"vocab_size", "src_vocab_size", "tgt_vocab_size"} & set(overrides)):
         size = merged.pop("vocab_size")
         merged.setdefault("src_vocab_size", size)
@@ -105,17 +108,45 @@ def merge_fields(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[
     return merged
 
 
+def _merge_axis(key: str, base: Any, value: Any) -> Any:
+    if key not in AXES or not isinstance(value, Mapping) or "name" in value:
+        return value
+    if base is None:
+        base = ModelSpec.model_fields[key].default
+    if isinstance(base, Choice):
+        base = base.dump()
+    return {**({"name": base} if isinstance(base, str) else dict(base)), **value}
+
+
+def axis_fields(parts: list[str]) -> dict[str, Any]:
+    """The axis values of a canonical name's parts: NAMED_AXES in order, then later axes by the
+    part each names."""
+    fields: dict[str, Any] = dict(zip(NAMED_AXES, map(parse_choice_text, parts)))
+    for text in parts[len(NAMED_AXES):]:
+        value = parse_choice_text(text)
+        name = value if isinstance(value, str) else value["name"]
+        axes = [axis for axis in AXES if axis not in NAMED_AXES and name in registry(axis)]
+        if len(axes) != 1:
+            later = [f"{a}: {', '.join(registry(a).names())}" for a in AXES if a not in NAMED_AXES]
+            raise ConfigError(f"'{text}' in a canonical name names {'no' if not axes else 'more than one'} later axis"
+                              f"{'; choices: ' + '; '.join(later) if later else ' (there are none)'}")
+        if axes[0] in fields:
+            raise ConfigError(f"a canonical name gives {axes[0]} twice: {fields[axes[0]]} and {text}")
+        fields[axes[0]] = value
+    return fields
+
+
 def name_fields(name: str) -> dict[str, Any]:
     """The fields a preset or canonical name stands for."""
     if not isinstance(name, str):
         raise ConfigError(f"a variant name must be a string, got {type(name).__name__}")
     if name in _presets():
         return preset_fields(name)
-    parts = name.split(".")
-    if len(parts) == len(AXES):
-        return dict(zip(AXES, parts))
+    parts = split_name(name)
+    if len(parts) >= len(NAMED_AXES) and all(parts):
+        return axis_fields(parts)
     raise UnknownChoiceError(
-        "variant", name, _presets(), hint=f"; or a canonical name {'.'.join(AXES)}, e.g. post.sinusoidal.fused.relu"
+        "variant", name, _presets(), hint=f"; or a canonical name {'.'.join(NAMED_AXES)}, e.g. post.sinusoidal.fused.relu"
     )
 
 

@@ -14,8 +14,10 @@ import torch
 from pydantic import ValidationError
 
 from zoo.catalog import list_variants, name_fields, preset_chain, preset_description, resolve
+from zoo.choices import part_text, settings_text
 from zoo.errors import Interrupted, ZooError, describe_validation
 from zoo.experiment import assign, parse_sets
+from zoo.memory import exact_parameters
 from zoo.model import EncoderDecoder
 from zoo.model_spec import ModelSpec
 from zoo.registries import AXES, registry
@@ -35,7 +37,7 @@ def cmd_list(args: argparse.Namespace) -> None:
         print(f"{name:20s} {preset_description(name)}")
     print("\naxes (any combination is a canonical name, " + ".".join(AXES) + "):")
     for axis in AXES:
-        print(f"  {axis:10s} {', '.join(registry(axis).names())}")
+        print(f"  {axis:10s} {', '.join(part_text(axis, name) for name in registry(axis).names())}")
 
 
 def cmd_show(args: argparse.Namespace) -> None:
@@ -43,6 +45,10 @@ def cmd_show(args: argparse.Namespace) -> None:
     if args.name in list_variants():
         print(f"# preset {' -> '.join(preset_chain(args.name))}: {preset_description(args.name)}")
     print(f"# canonical name: {spec.name}")
+    print(f"# parameters: {exact_parameters(spec, buffers=False):,d}")
+    for axis, choice in spec.axes().items():
+        if type(choice.settings).model_fields:
+            print(f"# {axis} {choice.name} settings: {settings_text(choice.settings)}")
     print(spec.to_yaml(), end="")
 
 

@@ -19,11 +19,8 @@ def convert(model: EncoderDecoder, **changes: Any) -> EncoderDecoder:
     """A new model with `changes` applied to the spec and every weight of `model` carried over."""
     old_spec = model.spec
     new_spec = resolve(old_spec, **changes)
-    changed = {
-        field: (getattr(old_spec, field), getattr(new_spec, field))
-        for field in type(old_spec).model_fields
-        if getattr(old_spec, field) != getattr(new_spec, field)
-    }
+    old_fields, new_fields = old_spec.model_dump(), new_spec.model_dump()
+    changed = {field: (old, new_fields[field]) for field, old in old_fields.items() if old != new_fields[field]}
     described = ", ".join(f"{field} {old!r} -> {new!r}" for field, (old, new) in changed.items()) or "nothing"
     if "tie_embeddings" in changed:
         raise ValueError(f"cannot convert ({described}): tying or untying embeddings drops or invents weights")

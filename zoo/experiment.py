@@ -155,9 +155,8 @@ class ExperimentSpec(Strict):
 
     @property
     def variant(self) -> str:
-        """The model's canonical name, from its axis values alone (no vocabulary needed)."""
-        spec = placeholder_spec(self.model)
-        return ".".join(str(getattr(spec, axis)) for axis in AXES)
+        """The model's canonical name (no vocabulary needed)."""
+        return placeholder_spec(self.model).name
 
     def model_spec(self, src_vocab_size: int, tgt_vocab_size: int) -> ModelSpec:
         """The ModelSpec, with the task's vocabulary sizes unless the experiment gives them."""
@@ -188,6 +187,8 @@ def assign(data: dict[str, Any], key: str, value: Any, origin: str = "", fields:
         raise ConfigError(f"{origin}{key}: unknown key '{parts[0]}'; valid keys start with one of: " + ", ".join(fields))
     node = data
     for part in parts[:-1]:
+        if part in AXES and isinstance(node.get(part), str):
+            node[part] = {"name": node[part]}  # a part's name stands for its default settings
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise ConfigError(f"{origin}{key}: '{part}' holds a value, not a group of fields")

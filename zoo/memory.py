@@ -25,14 +25,15 @@ def rough_parameters(spec: ModelSpec) -> int:
             + enc * per_layer + dec * (per_layer + 4 * d * d))
 
 
-def exact_parameters(spec: ModelSpec) -> int:
-    """Parameters and buffers of the real model, built on the meta device (no memory used)."""
+def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
+    """Parameters (and buffers) of the real model, built on the meta device (no memory used)."""
     from zoo.stacks import Decoder, Encoder
 
     with torch.device("meta"):
         parts = [Encoder(spec), Decoder(spec)]
-    count = sum(t.numel() for part in parts for t in (*part.parameters(), *part.buffers()))
-    return count + spec.d_model * spec.tgt_vocab_size * (not spec.tie_embeddings)
+    count = sum(t.numel() for part in parts for t in (*part.parameters(), *(part.buffers() if buffers else ())))
+    generator = spec.d_model * spec.tgt_vocab_size * (not spec.tie_embeddings) + spec.tgt_vocab_size * spec.bias
+    return count + generator
 
 
 def available_bytes(device: torch.device | str = "cpu") -> int:

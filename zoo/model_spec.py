@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -13,33 +12,11 @@ from pydantic import (
     PositiveInt,
     model_validator,
 )
-from pydantic_core import PydanticCustomError, core_schema
+from pydantic_core import PydanticCustomError
 
-from zoo.registries import AXES, UnknownChoiceError, registry
+from zoo.choices import AxisChoice, Choice
+from zoo.registries import AXES, NAMED_AXES, registry
 from zoo.yamlio import dump_yaml
-
-
-@dataclass(frozen=True)
-class AxisChoice:
-    """Pydantic metadata: the value must be registered on `axis`; the JSON schema lists the
-    choices registered at the time the schema is asked for (plugins included)."""
-
-    axis: str
-
-    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
-        return core_schema.no_info_after_validator_function(self._validate, handler(source))
-
-    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict:
-        json_schema = handler(schema)
-        json_schema["enum"] = registry(self.axis).names()
-        return json_schema
-
-    def _validate(self, value: str) -> str:
-        try:
-            registry(self.axis).get(value)
-        except UnknownChoiceError as err:
-            raise PydanticCustomError("unknown_choice", str(err)) from None
-        return value
 
 
 class ModelSpec(BaseModel):
@@ -62,10 +39,10 @@ class ModelSpec(BaseModel):
     pad_id: NonNegativeInt = 0
     bos_id: NonNegativeInt = 1
     eos_id: NonNegativeInt = 2
-    norm: Annotated[str, AxisChoice("norm")] = "post"
-    position: Annotated[str, AxisChoice("position")] = "sinusoidal"
-    attention: Annotated[str, AxisChoice("attention")] = "fused"
-    ffn: Annotated[str, AxisChoice("ffn")] = "relu"
+    norm: Annotated[Choice, AxisChoice("norm")] = Field("post", validate_default=True)
+    position: Annotated[Choice, AxisChoice("position")] = Field("sinusoidal", validate_default=True)
+    attention: Annotated[Choice, AxisChoice("attention")] = Field("fused", validate_default=True)
+    ffn: Annotated[Choice, AxisChoice("ffn")] = Field("relu", validate_default=True)
     final_norm: Literal["auto"] | bool = Field(
         "auto", description="LayerNorm after the last block of each stack; auto: as the norm placement wants"
     )
@@ -120,8 +97,11 @@ class ModelSpec(BaseModel):
 
     @property
     def name(self) -> str:
-        """Canonical variant name: the axis values in AXES order, e.g. `pre.learned.per_head.gelu`."""
-        return ".".join(getattr(self, axis) for axis in AXES)
+        """Canonical variant name, e.g. `pre.learned.per_head.gelu`: the axes of NAMED_AXES always,
+        then each later axis whose value is not its default; every part with its non-default
+        settings (`pre.rope+base=500000.0.fused.relu`)."""
+        return ".".join(str(getattr(self, axis)) for axis in AXES
+                        if axis in NAMED_AXES or getattr(self, axis) != type(self).model_fields[axis].default)
 
     @property
     def d_head(self) -> int:
@@ -130,11 +110,11 @@ class ModelSpec(BaseModel):
     @property
     def uses_final_norm(self) -> bool:
         if self.final_norm == "auto":
-            return bool(getattr(registry("norm").get(self.norm), "wants_final_norm", False))
+            return bool(getattr(registry("norm").get(self.norm.name), "wants_final_norm", False))
         return self.final_norm
 
     def to_yaml(self) -> str:
         return dump_yaml(self.model_dump())
 
-    def axes(self) -> dict[str, str]:
+    def axes(self) -> dict[str, Choice]:
         return {axis: getattr(self, axis) for axis in AXES}

@@ -21,7 +21,7 @@ from zoo.registries import registry
 
 def build_part(axis: str, spec: ModelSpec) -> nn.Module:
     """The part the spec names on an axis, built from the spec."""
-    return registry(axis).get(getattr(spec, axis))(spec)
+    return registry(axis).get(getattr(spec, axis).name)(spec)
 
 
 class NormPlacement(nn.Module):

@@ -19,6 +19,10 @@ from zoo.errors import ConfigError
 AXES: tuple[str, ...] = ("norm", "position", "attention", "ffn")
 """The model's design axes, in the order they appear in a canonical variant name."""
 
+NAMED_AXES: tuple[str, ...] = ("norm", "position", "attention", "ffn")
+"""The axes every canonical name shows. An axis added later shows only when it is not at its
+default, so the names, folders and ledgers written before it existed stay valid."""
+
 PLUGIN_GROUP = "zoo.variants"
 
 T = TypeVar("T")
