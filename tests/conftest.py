@@ -8,7 +8,8 @@ import torch
 
 import zoo
 
-COMBOS = [".".join(combo) for combo in itertools.product(*(zoo.registry(axis).names() for axis in zoo.AXES))]
+COMBOS = [zoo.spec("post.sinusoidal.fused.relu", vocab_size=19, **dict(zip(zoo.AXES, combo))).name
+          for combo in itertools.product(*(zoo.registry(axis).names() for axis in zoo.AXES))]
 
 TINY = dict(
     vocab_size=19, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=2, n_decoder_layers=2, dropout=0.0, max_len=40

@@ -40,7 +40,7 @@ def test_every_preset_builds_and_overrides_win(preset):
 
 def test_canonical_names_need_not_be_listed():
     spec = zoo.spec("pre.learned.per_head.gelu", vocab_size=32)
-    assert spec.axes() == {"norm": "pre", "position": "learned", "attention": "per_head", "ffn": "gelu"}
+    assert spec.axes() == {"norm": "pre", "position": "learned", "attention": "per_head", "ffn": "gelu", "norm_type": "layernorm"}
     assert "pre.learned.per_head.gelu" not in zoo.list_variants()
 
 

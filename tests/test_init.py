@@ -18,13 +18,15 @@ PAIRS = [
 
 @pytest.mark.parametrize("axis, a, b", PAIRS, ids=[f"{axis}:{a}-{b}" for axis, a, b in PAIRS])
 def test_variants_share_initial_values_of_shared_parameters(axis, a, b):
+    """Equal wherever both have a parameter, up to the gain a norm placement gives a draw (DeepNorm)."""
     base = zoo.spec("vaswani2017", **TINY)
-    left = canonical_state(zoo.build(base, seed=7, **{axis: a}))
-    right = canonical_state(zoo.build(base, seed=7, **{axis: b}))
+    left_spec, right_spec = (zoo.resolve(base, **{axis: value}) for value in (a, b))
+    left, right = (canonical_state(zoo.build(spec, seed=7)) for spec in (left_spec, right_spec))
     shared = left.keys() & right.keys()
-    assert len(shared) >= 0.9 * max(len(left), len(right))
+    assert len(shared) >= 0.75 * max(len(left), len(right))
     for name in shared:
-        assert torch.equal(left[name], right[name]), name
+        gains = [zoo.registry("norm").get(spec.norm.name).init_gain(spec, name) for spec in (left_spec, right_spec)]
+        torch.testing.assert_close(left[name] / gains[0], right[name] / gains[1], atol=0, rtol=1e-6, msg=name)
 
 
 @pytest.mark.parametrize("attention", zoo.registry("attention").names())

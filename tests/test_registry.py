@@ -12,7 +12,7 @@ from zoo.registries import Registry
 
 
 def test_axes_and_builtin_names():
-    assert zoo.AXES == ("norm", "position", "attention", "ffn")
+    assert zoo.AXES == ("norm", "position", "attention", "ffn", "norm_type")
     assert {"post", "pre", "res_post"} <= set(zoo.registry("norm").names())
     assert {"sinusoidal", "learned", "none"} <= set(zoo.registry("position").names())
     assert {"per_head", "fused"} <= set(zoo.registry("attention").names())

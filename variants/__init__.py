@@ -3,4 +3,4 @@
 Installed as `zoo.variants`. Importing it registers every part; `zoo.registry` does so on first use.
 """
 
-from zoo.variants import attention, ffn, norms, positions  # noqa: F401  (registers the parts)
+from zoo.variants import attention, ffn, norm_types, norms, positions  # noqa: F401  (registers the parts)

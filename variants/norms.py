@@ -1,8 +1,12 @@
-"""Axis `norm`: where LayerNorm sits around each sublayer F (attention or feed-forward)."""
+"""Axis `norm`: where the normalization (LN: the spec's norm_type) sits around each sublayer F
+(attention or feed-forward)."""
+
+import re
 
 from torch import Tensor
 
-from zoo.parts import NormPlacement
+from zoo.model_spec import ModelSpec
+from zoo.parts import NormPlacement, Stack, build_part
 from zoo.registries import registry
 
 register = registry("norm").register
@@ -32,3 +36,50 @@ class ResidualPostNorm(NormPlacement):
 
     def forward(self, x: Tensor, sublayer) -> Tensor:
         return x + self.dropout(self.norm(sublayer(x)))
+
+
+@register("sandwich")
+class SandwichNorm(NormPlacement):
+    """x + LN(F(LN(x))): Pre-LN with a second norm on the sublayer's output (Ding et al. 2021, CogView)."""
+
+    wants_final_norm = True
+
+    def __init__(self, spec: ModelSpec, stack: Stack):
+        super().__init__(spec, stack)
+        self.out_norm = build_part("norm_type", spec)
+
+    def forward(self, x: Tensor, sublayer) -> Tensor:
+        return x + self.dropout(self.out_norm(sublayer(self.norm(x))))
+
+
+def deepnorm_constants(n_encoder_layers: int, n_decoder_layers: int) -> dict[str, tuple[float, float]]:
+    """(alpha, beta) per stack of an encoder-decoder with N encoder and M decoder layers (Wang et al.
+    2022, Table 1): encoder 0.81 (N^4 M)^(1/16) and 0.87 (N^4 M)^(-1/16), decoder (3M)^(1/4) and
+    (12M)^(-1/4)."""
+    n, m = n_encoder_layers, n_decoder_layers
+    return {"encoder": (0.81 * (n**4 * m) ** (1 / 16), 0.87 * (n**4 * m) ** (-1 / 16)),
+            "decoder": ((3 * m) ** (1 / 4), (12 * m) ** (-1 / 4))}
+
+
+BETA_SCALED = re.compile(r"^(encoder|decoder)\.layers\.\d+\.(ffn\.[\w.]+|(self|cross)_attn\.(v|out))\.weight$")
+"""The weights DeepNet draws with gain beta: the feed-forward, value and output projections."""
+
+
+@register("deepnorm")
+class DeepNorm(NormPlacement):
+    """LN(alpha x + F(x)) with the feed-forward, value and output projections initialized with gain
+    beta (Wang et al. 2022, DeepNet); alpha and beta depend on the stack and both depths."""
+
+    def __init__(self, spec: ModelSpec, stack: Stack):
+        super().__init__(spec, stack)
+        self.alpha = deepnorm_constants(spec.n_encoder_layers, spec.n_decoder_layers)[stack][0]
+
+    def forward(self, x: Tensor, sublayer) -> Tensor:
+        return self.norm(self.alpha * x + self.dropout(sublayer(x)))
+
+    @classmethod
+    def init_gain(cls, spec: ModelSpec, name: str) -> float:
+        found = BETA_SCALED.match(name)
+        if found is None:
+            return 1.0
+        return deepnorm_constants(spec.n_encoder_layers, spec.n_decoder_layers)[found.group(1)][1]

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from zoo.choices import PartSettings
 from zoo.model_spec import ModelSpec
-from zoo.parts import PositionScheme
+from zoo.parts import PositionScheme, Stack
 from zoo.registries import registry
 
 register = registry("position").register
@@ -31,8 +31,8 @@ class Sinusoidal(PositionScheme):
     class Settings(PartSettings):
         base: float = Field(10000.0, gt=1.0, description="the longest wavelength is 2 pi base")
 
-    def __init__(self, spec: ModelSpec):
-        super().__init__(spec)
+    def __init__(self, spec: ModelSpec, stack: Stack):
+        super().__init__(spec, stack)
         self.d_model, self.base = spec.d_model, spec.position.base
         self.register_buffer("table", sinusoid_table(spec.max_len, spec.d_model, self.base), persistent=False)
 
@@ -50,8 +50,8 @@ class Learned(PositionScheme):
     Initialized with the RMS of the sinusoidal table (1/sqrt(2)), so both schemes start at one scale.
     """
 
-    def __init__(self, spec: ModelSpec):
-        super().__init__(spec)
+    def __init__(self, spec: ModelSpec, stack: Stack):
+        super().__init__(spec, stack)
         self.max_length = spec.max_len
         self.table = nn.Embedding(spec.max_len, spec.d_model)
         self.table.init_std = 2**-0.5

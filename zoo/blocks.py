@@ -1,7 +1,7 @@
 """The encoder and decoder blocks of Figure 1 of "Attention Is All You Need".
 
 Each sublayer (attention or feed-forward) is wrapped by the spec's norm placement, which owns the
-residual connection, the LayerNorm and the dropout of that sublayer.
+residual connection, the normalization (the spec's norm_type) and the dropout of that sublayer.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ class EncoderBlock(nn.Module):
     def __init__(self, spec: ModelSpec):
         super().__init__()
         self.self_attn = build_part("attention", spec)
-        self.self_attn_residual = build_part("norm", spec)
+        self.self_attn_residual = build_part("norm", spec, stack="encoder")
         self.ffn = build_part("ffn", spec)
-        self.ffn_residual = build_part("norm", spec)
+        self.ffn_residual = build_part("norm", spec, stack="encoder")
 
     def forward(self, x: Tensor, mask: Tensor, position: PositionScheme, need_weights: bool = False):
         weights = {}
@@ -41,11 +41,11 @@ class DecoderBlock(nn.Module):
     def __init__(self, spec: ModelSpec):
         super().__init__()
         self.self_attn = build_part("attention", spec)
-        self.self_attn_residual = build_part("norm", spec)
+        self.self_attn_residual = build_part("norm", spec, stack="decoder")
         self.cross_attn = build_part("attention", spec)
-        self.cross_attn_residual = build_part("norm", spec)
+        self.cross_attn_residual = build_part("norm", spec, stack="decoder")
         self.ffn = build_part("ffn", spec)
-        self.ffn_residual = build_part("norm", spec)
+        self.ffn_residual = build_part("norm", spec, stack="decoder")
 
     def forward(
         self,

@@ -9,6 +9,7 @@ architectures, not initial draws.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -26,22 +27,23 @@ def draw_seed() -> int:
     return int(torch.randint(0, 2**62, (), dtype=torch.int64))
 
 
-def _fill(name: str, tensor: Tensor, owner: nn.Module, generator: torch.Generator) -> None:
+def _fill(name: str, tensor: Tensor, owner: nn.Module, generator: torch.Generator, gain: float) -> None:
     if isinstance(owner, nn.Embedding):
         nn.init.normal_(tensor, 0.0, getattr(owner, "init_std", 1.0), generator=generator)
     elif tensor.dim() >= 2:
-        nn.init.xavier_uniform_(tensor, generator=generator)
+        nn.init.xavier_uniform_(tensor, gain=gain, generator=generator)
     elif name.endswith("bias"):
         nn.init.zeros_(tensor)
     # other vectors (LayerNorm gains and the like) keep the value their module gave them
 
 
 @torch.no_grad()
-def initialize(model: nn.Module, seed: int) -> None:
+def initialize(model: nn.Module, seed: int, gain: Callable[[str], float] = lambda name: 1.0) -> None:
+    """Draw every canonical parameter; matrices are Xavier-uniform scaled by `gain(name)`."""
     entries, seen = list(canonical_entries(model)), set()
     for name, tensor, owner in entries:
         if id(tensor) in seen:  # tied weights are drawn once, under their first name
             continue
         seen.add(id(tensor))
-        _fill(name, tensor, owner, torch.Generator().manual_seed(parameter_seed(seed, name)))
+        _fill(name, tensor, owner, torch.Generator().manual_seed(parameter_seed(seed, name)), gain(name))
     load_canonical_state(model, {name: tensor for name, tensor, _ in entries})

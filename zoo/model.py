@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
 import torch
@@ -14,6 +15,7 @@ from zoo.inputs import check_ids, check_memory, check_same_batch
 from zoo.masks import decoder_mask, padding_mask
 from zoo.memory import check_fits
 from zoo.model_spec import ModelSpec
+from zoo.registries import registry
 from zoo.stacks import Decoder, Encoder
 
 
@@ -42,7 +44,8 @@ class EncoderDecoder(nn.Module):
             self.generator = nn.Linear(spec.d_model, spec.tgt_vocab_size, bias=spec.bias)
         if spec.tie_embeddings:
             self.generator.weight = self.decoder.embed.tokens.weight
-        initialize(self, draw_seed() if seed is None else seed)
+        placement = registry("norm").get(spec.norm.name)
+        initialize(self, draw_seed() if seed is None else seed, gain=partial(placement.init_gain, spec))
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """Logits (B, T, tgt_vocab_size) for int64 src (B, S) and tgt (B, T)."""

@@ -43,11 +43,14 @@ class ModelSpec(BaseModel):
     position: Annotated[Choice, AxisChoice("position")] = Field("sinusoidal", validate_default=True)
     attention: Annotated[Choice, AxisChoice("attention")] = Field("fused", validate_default=True)
     ffn: Annotated[Choice, AxisChoice("ffn")] = Field("relu", validate_default=True)
+    norm_type: Annotated[Choice, AxisChoice("norm_type")] = Field(
+        "layernorm", validate_default=True, description="the normalization of every placement, final and embedding norm"
+    )
     final_norm: Literal["auto"] | bool = Field(
-        "auto", description="LayerNorm after the last block of each stack; auto: as the norm placement wants"
+        "auto", description="a norm after the last block of each stack; auto: as the norm placement wants"
     )
     scale_embeddings: bool = Field(True, description="multiply token embeddings by sqrt(d_model)")
-    embedding_norm: bool = Field(False, description="LayerNorm after adding positions (BERT-style)")
+    embedding_norm: bool = Field(False, description="a norm after adding positions (BERT-style)")
     tie_embeddings: bool = Field(False, description="output projection shares the target embedding")
     bias: bool = Field(True, description="biases in the linear layers")
 

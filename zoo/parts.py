@@ -1,6 +1,7 @@
 """The small fixed interfaces between axes. Every registered part subclasses one of these.
 
 - norm (NormPlacement): forward(x, sublayer) -> x; where normalization sits around a sublayer.
+- norm_type: any nn.Module mapping (..., d_model) -> (..., d_model); the normalization itself.
 - position (PositionScheme): may add to the embeddings, rotate queries and keys, or bias scores.
 - attention (Attention): queries from x, keys/values from x or the encoder memory, one mask
   convention (see zoo.attend), an optional incremental cache.
@@ -10,7 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar, Literal
 
 from torch import Tensor, nn
 
@@ -18,25 +19,35 @@ from zoo.attend import KVCache
 from zoo.model_spec import ModelSpec
 from zoo.registries import registry
 
+Stack = Literal["encoder", "decoder"]
 
-def build_part(axis: str, spec: ModelSpec) -> nn.Module:
-    """The part the spec names on an axis, built from the spec."""
-    return registry(axis).get(getattr(spec, axis).name)(spec)
+
+def build_part(axis: str, spec: ModelSpec, **context: Any) -> nn.Module:
+    """The part the spec names on an axis, built from the spec (and, for norm placements and
+    position schemes, the stack it serves: `stack="encoder"` or `"decoder"`)."""
+    return registry(axis).get(getattr(spec, axis).name)(spec, **context)
 
 
 class NormPlacement(nn.Module):
-    """Wraps one sublayer F with its residual connection, its LayerNorm and its dropout."""
+    """Wraps one sublayer F with its residual connection, its normalization (the spec's
+    norm_type) and its dropout. Built once per sublayer, knowing its stack."""
 
     wants_final_norm: ClassVar[bool] = False
-    """Whether `final_norm: auto` puts a LayerNorm after the last block (pre-norm needs one)."""
+    """Whether `final_norm: auto` puts a norm after the last block (pre-norm needs one)."""
 
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, stack: Stack):
         super().__init__()
-        self.norm = nn.LayerNorm(spec.d_model)
+        self.norm = build_part("norm_type", spec)
         self.dropout = nn.Dropout(spec.dropout)
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         raise NotImplementedError
+
+    @classmethod
+    def init_gain(cls, spec: ModelSpec, name: str) -> float:
+        """The gain of the initial draw of the canonical parameter `name` (`decoder.layers.0.ffn.
+        linear1.weight`): 1 unless the placement rescales the initialization (DeepNorm)."""
+        return 1.0
 
 
 class PositionScheme(nn.Module):
@@ -48,8 +59,9 @@ class PositionScheme(nn.Module):
     max_length: int | None = None
     """The longest sequence the scheme can encode, or None for no limit."""
 
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, stack: Stack):
         super().__init__()
+        self.stack = stack
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """Embeddings (B, T, d_model) with absolute positions added."""

@@ -16,7 +16,7 @@ from typing import Generic, TypeVar
 
 from zoo.errors import ConfigError
 
-AXES: tuple[str, ...] = ("norm", "position", "attention", "ffn")
+AXES: tuple[str, ...] = ("norm", "position", "attention", "ffn", "norm_type")
 """The model's design axes, in the order they appear in a canonical variant name."""
 
 NAMED_AXES: tuple[str, ...] = ("norm", "position", "attention", "ffn")

@@ -1,4 +1,4 @@
-"""The two stacks: embed -> positions -> blocks -> optional final LayerNorm."""
+"""The two stacks: embed -> positions -> blocks -> optional final norm."""
 
 from __future__ import annotations
 
@@ -9,24 +9,25 @@ from torch import Tensor, nn
 from zoo.attend import DecoderCache, LayerCache
 from zoo.blocks import DecoderBlock, EncoderBlock
 from zoo.model_spec import ModelSpec
-from zoo.parts import build_part
+from zoo.parts import Stack, build_part
 
 
 def final_norm(spec: ModelSpec) -> nn.Module:
-    return nn.LayerNorm(spec.d_model) if spec.uses_final_norm else nn.Identity()
+    return build_part("norm_type", spec) if spec.uses_final_norm else nn.Identity()
 
 
 class Embedder(nn.Module):
-    """Token embedding (times sqrt(d_model) if the spec scales), positions, optional LayerNorm, dropout."""
+    """Token embedding (times sqrt(d_model) if the spec scales), positions, optional norm, dropout.
+    Its position scheme serves every layer of the stack (so a learned bias is shared by them)."""
 
-    def __init__(self, spec: ModelSpec, vocab_size: int):
+    def __init__(self, spec: ModelSpec, vocab_size: int, stack: Stack):
         super().__init__()
         self.tokens = nn.Embedding(vocab_size, spec.d_model)
         # Scaled embeddings start at std d^-1/2 so that, scaled, they have unit variance either way.
         self.tokens.init_std = spec.d_model**-0.5 if spec.scale_embeddings else 1.0
         self.scale = math.sqrt(spec.d_model) if spec.scale_embeddings else 1.0
-        self.position = build_part("position", spec)
-        self.norm = nn.LayerNorm(spec.d_model) if spec.embedding_norm else nn.Identity()
+        self.position = build_part("position", spec, stack=stack)
+        self.norm = build_part("norm_type", spec) if spec.embedding_norm else nn.Identity()
         self.dropout = nn.Dropout(spec.dropout)
 
     def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
@@ -39,7 +40,7 @@ class Embedder(nn.Module):
 class Encoder(nn.Module):
     def __init__(self, spec: ModelSpec):
         super().__init__()
-        self.embed = Embedder(spec, spec.src_vocab_size)
+        self.embed = Embedder(spec, spec.src_vocab_size, "encoder")
         self.layers = nn.ModuleList(EncoderBlock(spec) for _ in range(spec.n_encoder_layers))
         self.norm = final_norm(spec)
 
@@ -54,7 +55,7 @@ class Encoder(nn.Module):
 class Decoder(nn.Module):
     def __init__(self, spec: ModelSpec):
         super().__init__()
-        self.embed = Embedder(spec, spec.tgt_vocab_size)
+        self.embed = Embedder(spec, spec.tgt_vocab_size, "decoder")
         self.layers = nn.ModuleList(DecoderBlock(spec) for _ in range(spec.n_decoder_layers))
         self.norm = final_norm(spec)
 

@@ -1,0 +1,79 @@
+"""The numbers that define the norm placements and norm types (the grid tests their invariants)."""
+
+import pytest
+import torch
+from conftest import TINY
+
+import zoo
+from zoo.variants.norms import BETA_SCALED, deepnorm_constants
+
+
+@pytest.mark.parametrize("layers, encoder, decoder", [
+    ((6, 6), (1.417938, 0.496989), (2.059767, 0.343295)),
+    ((12, 12), (1.760878, 0.400198), (2.449490, 0.288675)),  # decoder: sqrt(6) and 1 / sqrt(12)
+])
+def test_deepnorm_alpha_and_beta(layers, encoder, decoder):
+    constants = deepnorm_constants(*layers)
+    assert constants["encoder"] == pytest.approx(encoder, abs=1e-6)
+    assert constants["decoder"] == pytest.approx(decoder, abs=1e-6)
+
+
+def test_deepnorm_scales_its_residual_and_the_initialization_of_the_right_weights():
+    sizes = {**TINY, "d_model": 64, "d_ff": 128, "n_encoder_layers": 6, "n_decoder_layers": 6}
+    deep = zoo.build("deepnorm.sinusoidal.fused.relu", seed=1, **sizes)
+    post = zoo.build("post.sinusoidal.fused.relu", seed=1, **sizes)
+    (alpha_e, beta_e), (alpha_d, beta_d) = deepnorm_constants(6, 6).values()
+    assert deep.encoder.layers[3].ffn_residual.alpha == alpha_e and deep.decoder.layers[0].cross_attn_residual.alpha == alpha_d
+    scaled = {"encoder": beta_e, "decoder": beta_d}
+    post_state = zoo.canonical.canonical_state(post)
+    for name, tensor in zoo.canonical.canonical_state(deep).items():
+        stack = name.split(".")[0]
+        expected = scaled[stack] if BETA_SCALED.match(name) else 1.0
+        torch.testing.assert_close(tensor, expected * post_state[name], rtol=1e-6, atol=0, msg=name)
+    matched = [n for n in post_state if BETA_SCALED.match(n)]
+    assert len(matched) == 6 * 4 + 6 * 6, "per layer: ffn linear1, linear2, v, out; the decoder's cross v and out too"
+
+    x = torch.randn(2, 3, 64)
+    residual = deep.encoder.layers[0].ffn_residual
+    torch.testing.assert_close(residual(x, lambda h: 2 * h), residual.norm(alpha_e * x + 2 * x))
+
+
+def test_sandwich_normalizes_both_sides_of_the_sublayer():
+    model = zoo.build("sandwich.sinusoidal.fused.relu", seed=0, **TINY)
+    residual = model.encoder.layers[0].ffn_residual
+    with torch.no_grad():
+        residual.out_norm.weight.mul_(3.0)  # tell the two norms apart
+    x = torch.randn(2, 5, 16)
+    torch.testing.assert_close(residual(x, torch.tanh), x + residual.out_norm(torch.tanh(residual.norm(x))))
+    assert model.spec.uses_final_norm
+
+
+def test_rmsnorm_and_scalenorm_formulas():
+    x = torch.randn(4, 3, 16) * 5 + 1
+    rms = zoo.build("pre.sinusoidal.fused.relu.rmsnorm", **TINY).encoder.norm
+    torch.testing.assert_close(rms(x), x / x.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt())
+    scale = zoo.build("pre.sinusoidal.fused.relu.scalenorm", **TINY).encoder.norm
+    assert scale.gain.item() == pytest.approx(16**0.5)
+    torch.testing.assert_close(scale(x), 4.0 * x / x.norm(dim=-1, keepdim=True))
+    assert torch.isfinite(scale(torch.zeros(1, 16))).all(), "the zero vector stays finite"
+
+
+@pytest.mark.parametrize("norm_type", zoo.registry("norm_type").names())
+def test_every_norm_of_the_model_has_the_chosen_type(norm_type):
+    model = zoo.build("pre.sinusoidal.fused.relu", **{**TINY, "embedding_norm": True, "norm_type": norm_type})
+    kind = zoo.registry("norm_type").get(norm_type)
+    every_kind = (torch.nn.LayerNorm, torch.nn.RMSNorm, *(zoo.registry("norm_type").get(n) for n in zoo.registry("norm_type")))
+    norms = [m for m in model.modules() if isinstance(m, every_kind)]
+    # every placement (2 per encoder layer, 3 per decoder layer), two final norms, two embedding norms
+    assert len(norms) == 2 * 2 + 3 * 2 + 2 + 2
+    assert all(type(m) is kind for m in norms)
+
+
+def test_a_norm_type_shows_in_the_name_only_when_not_the_default():
+    assert zoo.spec("pre.learned.per_head.gelu", vocab_size=9, norm_type="layernorm").name == "pre.learned.per_head.gelu"
+    rms = zoo.spec("pre.learned.per_head.gelu.rmsnorm", vocab_size=9)
+    assert rms.norm_type == "rmsnorm" and rms.name == "pre.learned.per_head.gelu.rmsnorm"
+    eps = zoo.spec("pre.learned.per_head.gelu", vocab_size=9, norm_type={"name": "layernorm", "eps": 1e-6})
+    assert eps.name == "pre.learned.per_head.gelu.layernorm+eps=1e-06" and zoo.spec(eps.name, vocab_size=9) == eps
+    with pytest.raises(zoo.ConfigError, match="'rmsnrm' in a canonical name names no later axis; choices: norm_type"):
+        zoo.spec("pre.learned.per_head.gelu.rmsnrm", vocab_size=9)

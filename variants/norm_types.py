@@ -1,0 +1,56 @@
+"""Axis `norm_type`: the normalization every placement, final norm and embedding norm uses.
+
+Each part maps (..., d_model) -> (..., d_model). `layernorm` is the default, so a spec that never
+names this axis builds exactly the model it built before the axis existed.
+"""
+
+import torch
+from pydantic import Field
+from torch import Tensor, nn
+
+from zoo.choices import PartSettings
+from zoo.model_spec import ModelSpec
+from zoo.registries import registry
+
+register = registry("norm_type").register
+
+
+class Epsilon(PartSettings):
+    eps: float = Field(1e-5, gt=0.0, description="added for numerical safety")
+
+
+@register("layernorm")
+class LayerNorm(nn.LayerNorm):
+    """(x - mean) / std * g + b over d_model (Ba et al. 2016), as in Vaswani et al. 2017."""
+
+    Settings = Epsilon
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__(spec.d_model, eps=spec.norm_type.eps)
+
+
+@register("rmsnorm")
+class RMSNorm(nn.RMSNorm):
+    """x / sqrt(mean(x^2) + eps) * g: no centring and no bias (Zhang and Sennrich 2019)."""
+
+    class Settings(PartSettings):
+        eps: float = Field(1e-6, gt=0.0, description="added to the mean square (T5 and LLaMA use 1e-6)")
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__(spec.d_model, eps=spec.norm_type.eps)
+
+
+@register("scalenorm")
+class ScaleNorm(nn.Module):
+    """g * x / ||x|| with one learned scalar g, initialized to sqrt(d_model) (Nguyen and Salazar 2019)."""
+
+    Settings = Epsilon
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.eps = spec.norm_type.eps
+        self.gain = nn.Parameter(torch.tensor(float(spec.d_model) ** 0.5))
+
+    def forward(self, x: Tensor) -> Tensor:
+        norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp(min=self.eps)
+        return self.gain * x / norm
