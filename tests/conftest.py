@@ -12,7 +12,8 @@ COMBOS = [zoo.spec("post.sinusoidal.fused.relu", vocab_size=19, **dict(zip(zoo.A
           for combo in itertools.product(*(zoo.registry(axis).names() for axis in zoo.AXES))]
 
 TINY = dict(
-    vocab_size=19, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=2, n_decoder_layers=2, dropout=0.0, max_len=40
+    vocab_size=19, d_model=16, n_heads=4, n_kv_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=2, dropout=0.0,
+    max_len=40,
 )
 """A model small enough that the whole grid of variants runs in seconds."""
 

@@ -19,21 +19,30 @@ def trained_like(name: str, scale: float = 0.05, **overrides) -> zoo.EncoderDeco
     return model.eval()
 
 
-@pytest.mark.parametrize("target", zoo.registry("attention").names())
-def test_attention_layouts_convert_exactly(variant, target):
-    model = trained_like(variant, scale=0.0)
+ATTENTIONS = zoo.registry("attention").names()
+LAYOUTS = [(source, target, position, kv) for source in ATTENTIONS for target in ATTENTIONS if source != target
+           for position in zoo.registry("position").names() for kv in (None, 2, 1)]
+
+
+@pytest.mark.parametrize("source, target, position, n_kv_heads", LAYOUTS)
+def test_attention_layouts_convert_exactly(source, target, position, n_kv_heads):
+    """Every pair of attention layouts, under every position scheme (which rotate or bias inside
+    attention) and with full, grouped and multi-query key/value heads."""
+    name = f"pre.{position}.{source}.relu"
+    model = trained_like(name, scale=0.0, n_kv_heads=n_kv_heads)
     converted = zoo.convert(model, attention=target)
-    assert converted.spec == model.spec.model_copy(update={"attention": target})
+    assert converted.spec == model.spec.model_copy(update={"attention": converted.spec.attention})
+    assert converted.spec.attention == target
     src, tgt = padded_batch([7, 3, 5], 19, seed=1), padded_batch([6, 4, 2], 19, seed=2)
     with torch.no_grad():
-        torch.testing.assert_close(converted(src, tgt), model(src, tgt), atol=1e-5, rtol=0)
+        torch.testing.assert_close(converted(src, tgt), model(src, tgt), atol=1e-5, rtol=1e-5)
     # In float64 and far from initialization the two layouts agree to rounding: the same function.
-    model64 = trained_like(variant, scale=0.3).double()
+    model64 = trained_like(name, scale=0.3, n_kv_heads=n_kv_heads).double()
     with torch.no_grad():
         torch.testing.assert_close(zoo.convert(model64, attention=target)(src, tgt), model64(src, tgt), atol=1e-10, rtol=0)
-    back = canonical_state(zoo.convert(converted, attention=model.spec.attention))
-    for name, tensor in canonical_state(model).items():
-        assert torch.equal(back[name], tensor), name
+    back = canonical_state(zoo.convert(converted, attention=source))
+    for key, tensor in canonical_state(model).items():
+        assert torch.equal(back[key], tensor), key
 
 
 def test_weight_compatible_function_changes_keep_every_weight():
@@ -59,6 +68,7 @@ def test_pre_norm_needs_its_final_norm():
         ({"vocab_size": 25}, "changes shape"),
         ({"n_decoder_layers": 1}, "is missing from the new model"),
         ({"tie_embeddings": True}, "tying or untying embeddings"),
+        ({"n_kv_heads": 1}, "changes shape"),
         ({"embedding_norm": True}, "has no weight in the original model"),
     ],
 )

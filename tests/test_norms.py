@@ -65,7 +65,7 @@ def test_every_norm_of_the_model_has_the_chosen_type(norm_type):
     every_kind = (torch.nn.LayerNorm, torch.nn.RMSNorm, *(zoo.registry("norm_type").get(n) for n in zoo.registry("norm_type")))
     norms = [m for m in model.modules() if isinstance(m, every_kind)]
     # every placement (2 per encoder layer, 3 per decoder layer), two final norms, two embedding norms
-    assert len(norms) == 2 * 2 + 3 * 2 + 2 + 2
+    assert len(norms) == 2 * TINY["n_encoder_layers"] + 3 * TINY["n_decoder_layers"] + 2 + 2
     assert all(type(m) is kind for m in norms)
 
 

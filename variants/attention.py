@@ -1,12 +1,13 @@
-"""Axis `attention`: how the heads of multi-head attention are held.
+"""Axis `attention`: how the heads of multi-head attention are held and computed.
 
-Both variants compute the same function (`zoo.convert` moves weights between them exactly); they
-differ in how the work is laid out, which is what a speed ablation measures.
+Every variant computes the same function (`zoo.convert` moves weights between them exactly); they
+differ in how the work is laid out and which kernel runs it, which is what a speed ablation
+measures. All of them take grouped-query attention (`n_kv_heads`, Ainslie et al. 2023).
 """
 
 import torch
 import torch.nn.functional as F
-from einops import rearrange
+from einops import rearrange, repeat
 from torch import Tensor, nn
 
 from zoo.attend import attend
@@ -19,42 +20,55 @@ register = registry("attention").register
 
 @register("fused")
 class FusedAttention(Attention):
-    """One packed q/k/v projection for all heads; heads are a tensor dimension, one batched matmul.
+    """One packed q/k/v projection for all heads; heads are a tensor dimension, one batched matmul
+    (Vaswani et al. 2017, as torch.nn.MultiheadAttention lays it out).
 
-    Packed like torch.nn.MultiheadAttention's in_proj: rows [q; k; v], each grouped by head.
+    Packed like MultiheadAttention's in_proj: rows [q; k; v], each grouped by head; k and v have
+    kv_heads heads each.
     """
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
-        self.in_proj = nn.Linear(spec.d_model, 3 * spec.d_model, bias=spec.bias)
+        self.kv_width = self.kv_heads * self.d_head
+        self.in_proj = nn.Linear(spec.d_model, spec.d_model + 2 * self.kv_width, bias=spec.bias)
         self.out_proj = nn.Linear(spec.d_model, spec.d_model, bias=spec.bias)
 
-    def _split_heads(self, packed: Tensor, n: int) -> tuple[Tensor, ...]:
-        return rearrange(packed, "b t (n h d) -> n b h t d", n=n, h=self.n_heads).unbind(0)
+    def _heads(self, x: Tensor) -> Tensor:
+        return rearrange(x, "b t (h d) -> b h t d", d=self.d_head)
 
-    def _project(self, x: Tensor, rows: slice, n: int) -> tuple[Tensor, ...]:
+    def _project(self, x: Tensor, rows: slice) -> Tensor:
         bias = None if self.in_proj.bias is None else self.in_proj.bias[rows]
-        return self._split_heads(F.linear(x, self.in_proj.weight[rows], bias), n)
+        return F.linear(x, self.in_proj.weight[rows], bias)
+
+    def _memory_keys(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        k, v = self._project(memory, slice(self.d_model, None)).split(self.kv_width, dim=-1)
+        return self._heads(k), self._heads(v)
 
     def forward(self, x, memory=None, *, mask, position=None, offset=0, cache=None, need_weights=False):
-        d = self.d_model
         if memory is None:
-            q, k, v = self._split_heads(self.in_proj(x), 3)
-            q, k, v = self.self_keys(0, q, k, v, position, offset, cache)
+            q, k, v = map(self._heads, self.in_proj(x).split((self.d_model, self.kv_width, self.kv_width), dim=-1))
+            q = self.rotate_queries(q, position, offset)
+            k, v = self.self_keys(0, k, v, position, offset, cache)
         else:
-            (q,) = self._project(x, slice(0, d), 1)
-            k, v = self.memory_keys(0, lambda m: self._project(m, slice(d, 3 * d), 2), memory, cache)
+            q = self._heads(self._project(x, slice(0, self.d_model)))
+            k, v = self.memory_keys(0, self._memory_keys, memory, cache)
         bias = self.score_bias(position, q, k, offset)
-        out, weights = attend(q, k, v, mask, bias, self.attention_dropout(), need_weights)
+        out, weights = self.kernel(q, k, v, mask, bias, need_weights)
         return self.out_proj(rearrange(out, "b h t d -> b t (h d)")), weights
 
+    def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, bias: Tensor | None, need_weights: bool):
+        """n_heads query heads over kv_heads key/value heads, by the zoo's reference `attend`."""
+        if self.group > 1:
+            k, v = (repeat(t, "b g t d -> b (g r) t d", r=self.group) for t in (k, v))
+        return attend(q, k, v, mask, bias, self.attention_dropout(), need_weights)
+
     def canonical_state(self) -> dict[str, Tensor]:
-        d = self.d_model
+        sizes = (self.d_model, self.kv_width, self.kv_width)
         packed = {"weight": self.in_proj.weight, "bias": self.in_proj.bias}
         state = {}
         for kind in self.param_kinds:
-            for i, proj in enumerate("qkv"):
-                state[f"{proj}.{kind}"] = packed[kind][i * d : (i + 1) * d].detach().clone()
+            for proj, rows in zip("qkv", packed[kind].split(sizes)):
+                state[f"{proj}.{kind}"] = rows.detach().clone()
             state[f"out.{kind}"] = getattr(self.out_proj, kind).detach().clone()
         return state
 
@@ -65,14 +79,39 @@ class FusedAttention(Attention):
             getattr(self.out_proj, kind).copy_(state[f"out.{kind}"])
 
 
-class Head(nn.Module):
-    """One attention head with its own query, key and value projections d_model -> d_head."""
+@register("sdpa")
+class SDPAttention(FusedAttention):
+    """The fused layout computed by torch.nn.functional.scaled_dot_product_attention (PyTorch 2), so
+    CUDA picks its memory-efficient or cuDNN kernel, and key/value groups are not copied per head.
 
-    def __init__(self, spec: ModelSpec):
+    Padding and score biases (ALiBi, T5) go in as one additive float mask whose masked entries are
+    the dtype's most negative finite value, exactly as the reference does, so a row that is all
+    padding attends uniformly and stays finite (a bool mask would give NaN there). The zoo's masks
+    always carry padding, so the flash kernel, which takes no mask, is not chosen here. Attention
+    maps (need_weights) come from the reference, since the kernels do not return weights.
+    """
+
+    def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, bias: Tensor | None, need_weights: bool):
+        if need_weights:
+            return super().kernel(q, k, v, mask, bias, need_weights)
+        additive = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, torch.finfo(q.dtype).min)
+        if bias is not None:
+            additive = additive + bias.to(q.dtype)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=additive, dropout_p=self.attention_dropout(),
+                                             enable_gqa=self.group > 1)
+        return out, None
+
+
+class Head(nn.Module):
+    """One query head d_model -> d_head; the first head of each key/value group also holds the
+    group's key and value projections, which the other heads of the group share."""
+
+    def __init__(self, spec: ModelSpec, holds_keys: bool):
         super().__init__()
         self.query = nn.Linear(spec.d_model, spec.d_head, bias=spec.bias)
-        self.key = nn.Linear(spec.d_model, spec.d_head, bias=spec.bias)
-        self.value = nn.Linear(spec.d_model, spec.d_head, bias=spec.bias)
+        if holds_keys:
+            self.key = nn.Linear(spec.d_model, spec.d_head, bias=spec.bias)
+            self.value = nn.Linear(spec.d_model, spec.d_head, bias=spec.bias)
 
     @staticmethod
     def _as_head(x: Tensor) -> Tensor:
@@ -87,22 +126,28 @@ class Head(nn.Module):
 
 @register("per_head")
 class PerHeadAttention(Attention):
-    """An nn.ModuleList of heads, each attending on its own; outputs concatenated and projected."""
+    """An nn.ModuleList of heads, each attending on its own; outputs concatenated and projected
+    (the per-head formulation of Vaswani et al. 2017, Figure 2)."""
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
-        self.heads = nn.ModuleList(Head(spec) for _ in range(spec.n_heads))
+        self.heads = nn.ModuleList(Head(spec, holds_keys=i % self.group == 0) for i in range(spec.n_heads))
         self.out_proj = nn.Linear(spec.d_model, spec.d_model, bias=spec.bias)
 
+    def _key_holders(self) -> list[Head]:
+        return list(self.heads)[:: self.group]
+
     def forward(self, x, memory=None, *, mask, position=None, offset=0, cache=None, need_weights=False):
+        groups = []
+        for g, holder in enumerate(self._key_holders()):
+            if memory is None:
+                groups.append(self.self_keys(g, *holder.keys_values(x), position, offset, cache))
+            else:
+                groups.append(self.memory_keys(g, holder.keys_values, memory, cache))
         outs, maps, bias = [], [], None
         for i, head in enumerate(self.heads):
-            q = head.queries(x)
-            if memory is None:
-                k, v = head.keys_values(x)
-                q, k, v = self.self_keys(i, q, k, v, position, offset, cache)
-            else:
-                k, v = self.memory_keys(i, head.keys_values, memory, cache)
+            q = self.rotate_queries(head.queries(x), position, offset)
+            k, v = groups[i // self.group]
             if i == 0:
                 bias = self.score_bias(position, q, k, offset)
             head_bias = bias if bias is None or bias.size(0) == 1 else bias[i : i + 1]
@@ -112,19 +157,22 @@ class PerHeadAttention(Attention):
         out = rearrange(torch.cat(outs, dim=1), "b h t d -> b t (h d)")
         return self.out_proj(out), (torch.cat(maps, dim=1) if need_weights else None)
 
+    def _projections(self) -> dict[str, list[nn.Linear]]:
+        holders = self._key_holders()
+        return {"q": [h.query for h in self.heads], "k": [h.key for h in holders], "v": [h.value for h in holders]}
+
     def canonical_state(self) -> dict[str, Tensor]:
         state = {}
         for kind in self.param_kinds:
-            for proj, attr in zip("qkv", ("query", "key", "value")):
-                rows = [getattr(getattr(head, attr), kind) for head in self.heads]
-                state[f"{proj}.{kind}"] = torch.cat(rows).detach().clone()
+            for proj, layers in self._projections().items():
+                state[f"{proj}.{kind}"] = torch.cat([getattr(layer, kind) for layer in layers]).detach().clone()
             state[f"out.{kind}"] = getattr(self.out_proj, kind).detach().clone()
         return state
 
     @torch.no_grad()
     def load_canonical_state(self, state: dict[str, Tensor]) -> None:
         for kind in self.param_kinds:
-            for proj, attr in zip("qkv", ("query", "key", "value")):
-                for head, rows in zip(self.heads, state[f"{proj}.{kind}"].split(self.d_head)):
-                    getattr(getattr(head, attr), kind).copy_(rows)
+            for proj, layers in self._projections().items():
+                for layer, rows in zip(layers, state[f"{proj}.{kind}"].split(self.d_head), strict=True):
+                    getattr(layer, kind).copy_(rows)
             getattr(self.out_proj, kind).copy_(state[f"out.{kind}"])

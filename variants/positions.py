@@ -3,7 +3,8 @@
 import math
 
 import torch
-from pydantic import Field
+from einops import rearrange
+from pydantic import Field, model_validator
 from torch import Tensor, nn
 
 from zoo.choices import PartSettings
@@ -64,3 +65,128 @@ class Learned(PositionScheme):
 @register("none")
 class NoPosition(PositionScheme):
     """No position information: a bag-of-tokens baseline (the decoder still sees causal order)."""
+
+
+def rotary_angles(length: int, d_head: int, base: float, offset: int = 0) -> Tensor:
+    """Angles (length, d_head / 2) of positions offset.. for the frequencies base^(-2i/d_head); float64."""
+    position = torch.arange(offset, offset + length, dtype=torch.float64)[:, None]
+    frequency = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
+    return position * frequency
+
+
+@register("rope")
+class Rotary(PositionScheme):
+    """Rotary position embedding of Su et al. 2021 (RoFormer): queries and keys of self-attention are
+    rotated by their absolute positions, so q . k depends only on the offset between them.
+
+    Dimension i is paired with i + d_head/2 (the GPT-NeoX layout; a fixed permutation of the paper's
+    adjacent pairs, so the same function class). Cross-attention gets no rotation, as in the paper,
+    which rotates self-attention only: source and target positions do not share one axis. Any length.
+    """
+
+    class Settings(PartSettings):
+        base: float = Field(10000.0, gt=1.0, description="wavelengths run from 2 pi to 2 pi base")
+
+    @classmethod
+    def spec_problem(cls, spec: ModelSpec) -> str | None:
+        if spec.d_head % 2:
+            return (f"position rope rotates pairs of dimensions: d_head {spec.d_head} (d_model {spec.d_model} / "
+                    f"n_heads {spec.n_heads}) must be even")
+        return None
+
+    def __init__(self, spec: ModelSpec, stack: Stack):
+        super().__init__(spec, stack)
+        self.d_head, self.base = spec.d_head, spec.position.base
+        self._table(spec.max_len)
+
+    def _table(self, length: int, device: torch.device | None = None) -> None:
+        angles = rotary_angles(length, self.d_head, self.base)
+        self.register_buffer("cos", angles.cos().float().to(device), persistent=False)
+        self.register_buffer("sin", angles.sin().float().to(device), persistent=False)
+
+    def rotate(self, x: Tensor, offset: int = 0) -> Tensor:
+        end = offset + x.size(-2)
+        if end > self.cos.size(0):
+            self._table(max(end, 2 * self.cos.size(0)), self.cos.device)
+        cos, sin = self.cos[offset:end].to(x.dtype), self.sin[offset:end].to(x.dtype)
+        first, second = x.chunk(2, dim=-1)
+        return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+
+
+def alibi_slopes(n_heads: int) -> Tensor:
+    """Press et al.'s head slopes: the geometric sequence 2^(-8/n), 2^(-16/n), ... for n a power of
+    two; otherwise those of the largest power of two below n, then every other slope of twice that."""
+    def geometric(n: int) -> list[float]:
+        return [2 ** (-8 * (i + 1) / n) for i in range(n)]
+
+    below = 2 ** math.floor(math.log2(n_heads))
+    return torch.tensor(geometric(below) + geometric(2 * below)[0::2][: n_heads - below])
+
+
+@register("alibi")
+class ALiBi(PositionScheme):
+    """Attention with Linear Biases (Press et al. 2022): self-attention scores get -slope_h * distance,
+    with one fixed slope per head, and no position enters the embeddings. Any length.
+
+    The decoder's self-attention is causal, so its distance is query - key as in the paper; the
+    encoder's is bidirectional and uses |query - key| (the symmetric form of later encoder work,
+    since the paper treats causal models only). Cross-attention gets no bias, as in the paper.
+    """
+
+    def __init__(self, spec: ModelSpec, stack: Stack):
+        super().__init__(spec, stack)
+        self.register_buffer("slopes", alibi_slopes(spec.n_heads)[:, None, None], persistent=False)
+
+    def score_bias(self, q_len: int, k_len: int, offset: int = 0) -> Tensor:
+        device = self.slopes.device
+        distance = torch.arange(offset, offset + q_len, device=device)[:, None] - torch.arange(k_len, device=device)
+        return -self.slopes * distance.abs()
+
+
+def t5_bucket(relative: Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:
+    """The bucket of each key - query offset: exact buckets for the nearest half, then log-spaced ones
+    up to max_distance, the last bucket for anything farther. Bidirectional halves the buckets
+    between keys before and after the query; causal keeps all for keys before (later keys: bucket 0)."""
+    bucket = torch.zeros_like(relative)
+    if bidirectional:
+        num_buckets //= 2
+        bucket = bucket + (relative > 0).long() * num_buckets
+        distance = relative.abs()
+    else:
+        distance = (-relative).clamp(min=0)
+    exact = num_buckets // 2
+    far = exact + (torch.log(distance.float().clamp(min=1) / exact) / math.log(max_distance / exact)
+                   * (num_buckets - exact)).long()
+    return bucket + torch.where(distance < exact, distance, far.clamp(max=num_buckets - 1))
+
+
+@register("t5")
+class T5Bias(PositionScheme):
+    """T5's learned relative position bias (Raffel et al. 2020): one scalar per head and bucket of the
+    key - query offset, added to self-attention scores; one table per stack, shared by its layers.
+    Buckets are bidirectional in the encoder and causal in the decoder. Cross-attention gets no
+    bias, as in T5. Any length: offsets past max_distance share the last bucket.
+    """
+
+    class Settings(PartSettings):
+        num_buckets: int = Field(32, ge=4, description="buckets per direction: half in the encoder, all in the decoder")
+        max_distance: int = Field(128, ge=2, description="offsets at and beyond this share the last bucket")
+
+        @model_validator(mode="after")
+        def _log_buckets_fit(self):
+            if self.max_distance <= self.num_buckets // 2:
+                raise ValueError(f"max_distance {self.max_distance} must exceed num_buckets // 2 = "
+                                 f"{self.num_buckets // 2}, where the log-spaced buckets start")
+            return self
+
+    def __init__(self, spec: ModelSpec, stack: Stack):
+        super().__init__(spec, stack)
+        self.num_buckets, self.max_distance = spec.position.num_buckets, spec.position.max_distance
+        self.bias = nn.Embedding(self.num_buckets, spec.n_heads)
+        self.bias.init_std = spec.d_model**-0.5
+
+    def score_bias(self, q_len: int, k_len: int, offset: int = 0) -> Tensor:
+        device = self.bias.weight.device
+        relative = torch.arange(k_len, device=device) - torch.arange(offset, offset + q_len, device=device)[:, None]
+        buckets = t5_bucket(relative, self.stack == "encoder", self.num_buckets, self.max_distance)
+        return rearrange(self.bias(buckets), "q k h -> h q k")

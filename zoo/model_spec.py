@@ -31,6 +31,9 @@ class ModelSpec(BaseModel):
     tgt_vocab_size: PositiveInt
     d_model: PositiveInt = 512
     n_heads: PositiveInt = 8
+    n_kv_heads: PositiveInt | None = Field(
+        None, description="key/value heads (grouped-query attention); null: n_heads, 1: multi-query"
+    )
     d_ff: PositiveInt = 2048
     n_encoder_layers: PositiveInt = 6
     n_decoder_layers: PositiveInt = 6
@@ -81,6 +84,13 @@ class ModelSpec(BaseModel):
                 {"d_model": self.d_model, "n_heads": self.n_heads,
                  "choices": ", ".join(str(h) for h in range(1, min(self.d_model, 64) + 1) if self.d_model % h == 0)},
             )
+        if self.n_heads % self.kv_heads:
+            raise PydanticCustomError(
+                "kv_heads_divide_heads",
+                "n_heads {n_heads} is not divisible by n_kv_heads {kv}; choose n_kv_heads among {choices}",
+                {"n_heads": self.n_heads, "kv": self.kv_heads,
+                 "choices": ", ".join(str(h) for h in range(1, self.n_heads + 1) if self.n_heads % h == 0)},
+            )
         specials = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
         for field, value in specials.items():
             for side in ("src_vocab_size", "tgt_vocab_size"):
@@ -96,6 +106,11 @@ class ModelSpec(BaseModel):
                 "special_id_distinct", "pad_id, bos_id and eos_id must be distinct, got {ids}",
                 {"ids": ", ".join(f"{k} {v}" for k, v in specials.items())},
             )
+        for axis in AXES:  # a part may say what it cannot do with the rest of the spec
+            check = getattr(registry(axis).get(getattr(self, axis).name), "spec_problem", None)
+            problem = check(self) if check is not None else None
+            if problem:
+                raise PydanticCustomError("part_needs", "{problem}", {"problem": problem})
         return self
 
     @property
@@ -109,6 +124,11 @@ class ModelSpec(BaseModel):
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: n_kv_heads, or n_heads when it is not set."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
     @property
     def uses_final_norm(self) -> bool:

@@ -6,6 +6,9 @@
 - attention (Attention): queries from x, keys/values from x or the encoder memory, one mask
   convention (see zoo.attend), an optional incremental cache.
 - ffn: any nn.Module mapping (B, T, d_model) -> (B, T, d_model).
+
+Any part may declare `Settings` (see zoo.choices) and a classmethod `spec_problem(spec) -> str |
+None` that ModelSpec validation calls, so a part's needs (RoPE: an even d_head) fail at the spec.
 """
 
 from __future__ import annotations
@@ -88,8 +91,10 @@ class PositionScheme(nn.Module):
 
 class Attention(nn.Module):
     """How heads are held. Subclasses implement forward with the signature below and expose their
-    weights in one canonical form: full d_model x d_model `q`, `k`, `v` and `out` projections
-    (rows grouped by head), which initialization, `zoo.convert` and interop share.
+    weights in one canonical form: `q` and `out` projections d_model x d_model, `k` and `v`
+    projections (kv_heads * d_head) x d_model, rows grouped by head, which initialization,
+    `zoo.convert` and interop share. With grouped-query attention (n_kv_heads < n_heads) query head
+    h uses key/value head h // (n_heads / n_kv_heads), and the cache holds key/value heads only.
 
     forward(x, memory=None, *, mask, position=None, offset=0, cache=None, need_weights=False)
     returns (out (B, T, d_model), weights (B, H, Tq, Tk) or None). Self-attention when memory is
@@ -100,6 +105,7 @@ class Attention(nn.Module):
     def __init__(self, spec: ModelSpec):
         super().__init__()
         self.d_model, self.n_heads, self.d_head = spec.d_model, spec.n_heads, spec.d_head
+        self.kv_heads, self.group = spec.kv_heads, spec.n_heads // spec.kv_heads
         self.param_kinds = ("weight", "bias") if spec.bias else ("weight",)
         self.dropout = spec.dropout
 
@@ -113,13 +119,17 @@ class Attention(nn.Module):
         return self.dropout if self.training else 0.0
 
     @staticmethod
-    def self_keys(slot, q, k, v, position, offset, cache: KVCache | None):
-        """Self-attention: rotate queries and keys at their positions, then extend the cache."""
+    def rotate_queries(q: Tensor, position, offset: int) -> Tensor:
+        return q if position is None else position.rotate(q, offset)
+
+    @staticmethod
+    def self_keys(slot, k, v, position, offset, cache: KVCache | None):
+        """Self-attention: rotate keys at their positions, then extend the cache."""
         if position is not None:
-            q, k = position.rotate(q, offset), position.rotate(k, offset)
+            k = position.rotate(k, offset)
         if cache is not None:
             k, v = cache.append(slot, k, v)
-        return q, k, v
+        return k, v
 
     @staticmethod
     def memory_keys(slot, project, memory: Tensor, cache: KVCache | None):
