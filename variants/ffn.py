@@ -1,5 +1,12 @@
-"""Axis `ffn`: the position-wise feed-forward sublayer."""
+"""Axis `ffn`: the position-wise feed-forward sublayer.
 
+`d_ff: auto` asks the part for its width: 4 d_model for a dense one (Vaswani et al. 2017), 2/3 of
+that for a gated one, whose three matrices then hold about as many parameters as two dense ones.
+"""
+
+import math
+
+import torch
 from torch import Tensor, nn
 
 from zoo.model_spec import ModelSpec
@@ -13,12 +20,16 @@ class TwoLayerFeedForward(nn.Module):
 
     activation: type[nn.Module]
 
+    @staticmethod
+    def auto_width(d_model: int) -> int:
+        return 4 * d_model
+
     def __init__(self, spec: ModelSpec):
         super().__init__()
-        self.linear1 = nn.Linear(spec.d_model, spec.d_ff, bias=spec.bias)
+        self.linear1 = nn.Linear(spec.d_model, spec.ffn_width, bias=spec.bias)
         self.act = self.activation()
         self.dropout = nn.Dropout(spec.dropout)
-        self.linear2 = nn.Linear(spec.d_ff, spec.d_model, bias=spec.bias)
+        self.linear2 = nn.Linear(spec.ffn_width, spec.d_model, bias=spec.bias)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.linear2(self.dropout(self.act(self.linear1(x))))
@@ -36,3 +47,57 @@ class GELUFeedForward(TwoLayerFeedForward):
     """GELU (exact, erf form) in place of ReLU, as in BERT and GPT."""
 
     activation = nn.GELU
+
+
+class SquaredReLU(nn.Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.relu(x).square()
+
+
+@register("relu2")
+class SquaredReLUFeedForward(TwoLayerFeedForward):
+    """relu(x W1)^2 W2: the squared ReLU of Primer (So et al. 2021)."""
+
+    activation = SquaredReLU
+
+
+class GatedFeedForward(nn.Module):
+    """(act(x W) * x V) W2 (Shazeer 2020): `gate` is W, `linear1` is V, `linear2` is W2."""
+
+    activation: type[nn.Module]
+
+    @staticmethod
+    def auto_width(d_model: int) -> int:
+        return 8 * math.ceil(2 * 4 * d_model / 3 / 8)
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.gate = nn.Linear(spec.d_model, spec.ffn_width, bias=spec.bias)
+        self.linear1 = nn.Linear(spec.d_model, spec.ffn_width, bias=spec.bias)
+        self.act = self.activation()
+        self.dropout = nn.Dropout(spec.dropout)
+        self.linear2 = nn.Linear(spec.ffn_width, spec.d_model, bias=spec.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear2(self.dropout(self.act(self.gate(x)) * self.linear1(x)))
+
+
+@register("swiglu")
+class SwiGLUFeedForward(GatedFeedForward):
+    """Swish (SiLU) gate, Shazeer 2020; PaLM and LLaMA use it."""
+
+    activation = nn.SiLU
+
+
+@register("geglu")
+class GEGLUFeedForward(GatedFeedForward):
+    """GELU gate, Shazeer 2020."""
+
+    activation = nn.GELU
+
+
+@register("reglu")
+class ReGLUFeedForward(GatedFeedForward):
+    """ReLU gate, Shazeer 2020."""
+
+    activation = nn.ReLU

@@ -20,7 +20,7 @@ from zoo.experiment import assign, parse_sets
 from zoo.memory import exact_parameters
 from zoo.model import EncoderDecoder
 from zoo.model_spec import ModelSpec
-from zoo.registries import AXES, registry
+from zoo.registries import AXES, NAMED_AXES, registry
 
 
 def model_sets(sets: Sequence[str]) -> dict[str, Any]:
@@ -35,7 +35,9 @@ def model_sets(sets: Sequence[str]) -> dict[str, Any]:
 def cmd_list(args: argparse.Namespace) -> None:
     for name in list_variants(args.pattern):
         print(f"{name:20s} {preset_description(name)}")
-    print("\naxes (any combination is a canonical name, " + ".".join(AXES) + "):")
+    later = [axis for axis in AXES if axis not in NAMED_AXES]
+    print(f"\naxes (any combination is a canonical name: {'.'.join(NAMED_AXES)}, then {', '.join(later)} "
+          "where not at its default; a part's non-default settings follow it as +key=value):")
     for axis in AXES:
         print(f"  {axis:10s} {', '.join(part_text(axis, name) for name in registry(axis).names())}")
 
@@ -46,6 +48,8 @@ def cmd_show(args: argparse.Namespace) -> None:
         print(f"# preset {' -> '.join(preset_chain(args.name))}: {preset_description(args.name)}")
     print(f"# canonical name: {spec.name}")
     print(f"# parameters: {exact_parameters(spec, buffers=False):,d}")
+    if spec.d_ff == "auto":
+        print(f"# d_ff: auto = {spec.ffn_width} for ffn {spec.ffn.name}")
     for axis, choice in spec.axes().items():
         if type(choice.settings).model_fields:
             print(f"# {axis} {choice.name} settings: {settings_text(choice.settings)}")
@@ -193,6 +197,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ValidationError as err:
         print(f"zoo: {describe_validation(err)}", file=sys.stderr)
         raise SystemExit(2) from None
+    except BrokenPipeError:  # `zoo list | head`: the reader has all it wanted
+        sys.stderr.close()
+        raise SystemExit(0) from None
     except OSError as err:  # files and folders the user named: missing, unreadable, no space
         print(f"zoo: {err}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -20,7 +20,7 @@ FLOAT_BYTES = 4
 def rough_parameters(spec: ModelSpec) -> int:
     """A quick count of the big matrices (embeddings, position tables, attention, feed-forward)."""
     d, enc, dec = spec.d_model, spec.n_encoder_layers, spec.n_decoder_layers
-    per_layer = 4 * d * d + 2 * d * spec.d_ff
+    per_layer = 4 * d * d + 3 * d * spec.ffn_width  # a gated ffn has three matrices
     return (d * (spec.src_vocab_size + 2 * spec.tgt_vocab_size) + 2 * spec.max_len * d
             + enc * per_layer + dec * (per_layer + 4 * d * d))
 
@@ -65,7 +65,7 @@ def available_bytes(device: torch.device | str = "cpu") -> int:
 def activation_floats(spec: ModelSpec, batch: int, src_len: int, tgt_len: int) -> int:
     """Floats kept for the backward pass of one batch: each layer's hidden states, feed-forward
     and attention weights, and the logits with their softmax and gradient."""
-    d, f, h = spec.d_model, spec.d_ff, spec.n_heads
+    d, f, h = spec.d_model, spec.ffn_width, spec.n_heads
     encoder = batch * src_len * spec.n_encoder_layers * (12 * d + 2 * f + 3 * h * src_len)
     decoder = batch * tgt_len * spec.n_decoder_layers * (18 * d + 2 * f + 3 * h * (tgt_len + src_len))
     return encoder + decoder + 3 * batch * tgt_len * spec.tgt_vocab_size
@@ -89,7 +89,7 @@ def check_fits(spec: ModelSpec, device: torch.device | str = "cpu", *, training:
             need += activation_floats(spec, *batch) * FLOAT_BYTES
             what += f" and the activations of a batch of {batch[0]} rows of up to {max(batch[1:])} tokens"
     if need > free:
-        sizes = (f"d_model {spec.d_model}, d_ff {spec.d_ff}, {spec.n_encoder_layers}+{spec.n_decoder_layers} layers, "
+        sizes = (f"d_model {spec.d_model}, d_ff {spec.ffn_width}, {spec.n_encoder_layers}+{spec.n_decoder_layers} layers, "
                  f"vocabularies {spec.src_vocab_size}/{spec.tgt_vocab_size}, max_len {spec.max_len}")
         raise ConfigError(f"too large for {torch.device(device).type} memory: {params:,} parameters ({sizes}); "
                           f"{what} need about {human_bytes(need)}, but only {human_bytes(free)} is available")

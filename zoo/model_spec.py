@@ -34,7 +34,9 @@ class ModelSpec(BaseModel):
     n_kv_heads: PositiveInt | None = Field(
         None, description="key/value heads (grouped-query attention); null: n_heads, 1: multi-query"
     )
-    d_ff: PositiveInt = 2048
+    d_ff: PositiveInt | Literal["auto"] = Field(
+        2048, description="feed-forward width; auto: 4 d_model, or 2/3 of it (to a multiple of 8) for a gated ffn"
+    )
     n_encoder_layers: PositiveInt = 6
     n_decoder_layers: PositiveInt = 6
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
@@ -124,6 +126,13 @@ class ModelSpec(BaseModel):
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def ffn_width(self) -> int:
+        """d_ff, with `auto` resolved by the feed-forward part (gated ones keep the parameter count)."""
+        if self.d_ff != "auto":
+            return self.d_ff
+        return registry("ffn").get(self.ffn.name).auto_width(self.d_model)
 
     @property
     def kv_heads(self) -> int:

@@ -1,0 +1,48 @@
+"""The numbers that define the feed-forward parts and the `auto` width."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import TINY
+
+import zoo
+from zoo.cli import main
+
+GATED = {"swiglu": F.silu, "geglu": F.gelu, "reglu": F.relu}
+
+
+def ffn_of(name: str, **overrides):
+    return zoo.build(f"post.sinusoidal.fused.{name}", seed=0, **{**TINY, **overrides}).encoder.layers[0].ffn
+
+
+@pytest.mark.parametrize("name", GATED)
+def test_gated_units_multiply_an_activated_and_a_linear_branch(name):
+    ffn, x = ffn_of(name), torch.randn(2, 3, 16)
+    expected = ffn.linear2(GATED[name](x @ ffn.gate.weight.T + ffn.gate.bias) * (x @ ffn.linear1.weight.T + ffn.linear1.bias))
+    torch.testing.assert_close(ffn(x), expected)
+
+
+def test_squared_relu():
+    ffn, x = ffn_of("relu2"), torch.randn(2, 3, 16)
+    torch.testing.assert_close(ffn(x), ffn.linear2(F.relu(ffn.linear1(x)) ** 2))
+
+
+@pytest.mark.parametrize("d_model, dense, gated", [(512, 2048, 1368), (16, 64, 48), (768, 3072, 2048)])
+def test_auto_width(d_model, dense, gated):
+    for ffn in zoo.registry("ffn").names():
+        spec = zoo.spec(f"post.sinusoidal.fused.{ffn}", vocab_size=9, d_model=d_model, n_heads=8, d_ff="auto")
+        assert spec.ffn_width == (gated if ffn in GATED else dense)
+        assert spec.d_ff == "auto" and spec.name == f"post.sinusoidal.fused.{ffn}"
+
+
+def test_auto_width_keeps_parameter_counts_comparable():
+    counts = {ffn: zoo.build("vaswani2017", vocab_size=100, ffn=ffn, d_ff="auto").num_parameters()
+              for ffn in zoo.registry("ffn").names()}
+    assert max(counts.values()) / min(counts.values()) < 1.002
+
+
+def test_show_prints_the_resolved_width_and_the_parameter_count(capsys):
+    main(["show", "vaswani2017", "--set", "vocab_size=100", "ffn=swiglu", "d_ff=auto"])
+    out = capsys.readouterr().out
+    assert "# d_ff: auto = 1368 for ffn swiglu" in out
+    assert f"# parameters: {zoo.build('vaswani2017', vocab_size=100, ffn='swiglu', d_ff='auto').num_parameters():,d}" in out
