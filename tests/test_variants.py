@@ -55,14 +55,15 @@ def check_all_padding_rows(model):
     for name, param in model.named_parameters():
         assert param.grad is not None and torch.isfinite(param.grad).all(), name
     model.eval()
-    assert torch.isfinite(model.generate(src, max_new_tokens=4)).all()
+    assert torch.isfinite(model.generate(src, max_new_tokens=3)).all()
 
 
 def check_cached_generate_equals_recompute(model):
-    src = padded_batch([6, 3, 5, 4, 6, 2, 5, 6], 19, seed=10)
+    """On a vocabulary of 3 ordinary tokens, so that rows stop at eos early and feed padding on."""
+    src = padded_batch([6, 3, 5, 4, 6, 2], 6, seed=10)
     with torch.no_grad():
-        expected = reference_greedy(model, src, steps=10)
-    generated = model.generate(src, max_new_tokens=10)
+        expected = reference_greedy(model, src, steps=7)
+    generated = model.generate(src, max_new_tokens=7)
     assert torch.equal(generated, expected)
     assert (generated[:, 0] == 1).all() and not (generated[:, 1:] == 1).any()
     for row in generated:
@@ -81,8 +82,9 @@ def test_core_invariants(variant):
     with torch.no_grad():
         check_padding_invariance(model)
         check_causality(model)
-    check_cached_generate_equals_recompute(model)
     check_all_padding_rows(model)
+    torch.manual_seed(1)
+    check_cached_generate_equals_recompute(zoo.build(variant, **{**TINY, "vocab_size": 6}).eval())
 
 
 @pytest.mark.parametrize("axis, value", AXIS_VALUES, ids=[f"{a}={v}" for a, v in AXIS_VALUES])
