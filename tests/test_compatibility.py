@@ -32,3 +32,10 @@ def test_an_old_experiment_keeps_its_folder_and_resumes(tmp_path):
     result = zoo.train(experiment, resume=True)
     assert result.run_dir == tmp_path / RUN
     assert result.history[-1]["train/step"] == 6
+
+
+def test_the_main_jobs_folder_keeps_its_name():
+    """The fingerprint leaves out model fields at their defaults, so new axes and fields keep names."""
+    assert run_name(zoo.load_experiment(None)) == "post.sinusoidal.fused.relu-seed0-0bf6026f"
+    assert run_name(zoo.load_experiment(None, ["model.norm_type=layernorm", "model.n_kv_heads=null"])) == \
+        "post.sinusoidal.fused.relu-seed0-0bf6026f"
