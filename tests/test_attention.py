@@ -6,7 +6,7 @@ from conftest import TINY, padded_batch
 
 import zoo
 from zoo.canonical import canonical_state, load_canonical_state
-from zoo.masks import decoder_mask, padding_mask
+from zoo.masks import padding_mask
 
 POSITIONS = zoo.registry("position").names()
 
@@ -79,7 +79,7 @@ def test_the_cache_holds_key_value_heads_only(attention, n_kv_heads):
     memory = model.encode(src)
     tokens = torch.full((2, 1), 1)
     for _ in range(3):
-        model.decoder(tokens[:, -1:], memory, decoder_mask(tokens, 1, 0), padding_mask(src, 0), cache)
+        model.decoder(tokens[:, -1:], memory, padding_mask(tokens, 0), padding_mask(src, 0), cache)
         tokens = torch.cat([tokens, torch.full((2, 1), 5)], dim=1)
     stored = [t for layer in cache.layers for part in (layer.self_attn, layer.cross_attn)
               for pair in part._store.values() for t in pair]
@@ -91,3 +91,32 @@ def test_the_cache_holds_key_value_heads_only(attention, n_kv_heads):
 def test_key_value_heads_must_divide_heads():
     with pytest.raises(ValueError, match=r"n_heads 4 is not divisible by n_kv_heads 3; choose n_kv_heads among 1, 2, 4"):
         zoo.spec("pre.sinusoidal.fused.relu", **{**TINY, "n_kv_heads": 3})
+
+
+def test_a_padding_mask_is_none_where_no_key_is_padding():
+    assert padding_mask(torch.tensor([[3, 4, 2], [5, 6, 2]]), 0) is None
+    assert padding_mask(torch.tensor([[3, 4, 2], [5, 2, 0]]), 0).tolist() == [[[[True, True, True]]], [[[True, True, False]]]]
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_sdpa_runs_without_a_mask_where_nothing_is_hidden_but_the_future(padded, monkeypatch):
+    """Without padding: no mask tensor, and the decoder's self-attention as is_causal (the path to
+    the flash kernel); with padding: one additive float mask. Both equal the reference."""
+    calls, real = [], torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, is_causal=False, **options):
+        calls.append((None if attn_mask is None else attn_mask.dtype, is_causal))
+        return real(q, k, v, attn_mask=attn_mask, is_causal=is_causal, **options)
+
+    fused = zoo.build("pre.rope.fused.relu", seed=0, **TINY).eval()
+    sdpa = zoo.convert(fused, attention="sdpa")
+    src, tgt = padded_batch([6, 6 - 2 * padded], 19, seed=1), padded_batch([5, 5 - 2 * padded], 19, seed=2)
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    with torch.no_grad():
+        torch.testing.assert_close(sdpa(src, tgt), fused(src, tgt), atol=1e-5, rtol=1e-5)
+    encoder, decoder = TINY["n_encoder_layers"], TINY["n_decoder_layers"]
+    assert len(calls) == encoder + 2 * decoder
+    if padded:
+        assert all(mask == torch.float32 and not causal for mask, causal in calls)
+    else:
+        assert calls == [(None, False)] * encoder + [(None, True), (None, False)] * decoder

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from einops import rearrange, repeat
 from torch import Tensor, nn
 
-from zoo.attend import attend
+from zoo.attend import attend, visible_keys
 from zoo.model_spec import ModelSpec
 from zoo.parts import Attention
 from zoo.registries import registry
@@ -44,7 +44,7 @@ class FusedAttention(Attention):
         k, v = self._project(memory, slice(self.d_model, None)).split(self.kv_width, dim=-1)
         return self._heads(k), self._heads(v)
 
-    def forward(self, x, memory=None, *, mask, position=None, offset=0, cache=None, need_weights=False):
+    def forward(self, x, memory=None, *, mask, causal=False, position=None, offset=0, cache=None, need_weights=False):
         if memory is None:
             q, k, v = map(self._heads, self.in_proj(x).split((self.d_model, self.kv_width, self.kv_width), dim=-1))
             q = self.rotate_queries(q, position, offset)
@@ -53,14 +53,15 @@ class FusedAttention(Attention):
             q = self._heads(self._project(x, slice(0, self.d_model)))
             k, v = self.memory_keys(0, self._memory_keys, memory, cache)
         bias = self.score_bias(position, q, k, offset)
-        out, weights = self.kernel(q, k, v, mask, bias, need_weights)
+        out, weights = self.kernel(q, k, v, mask, bias, need_weights, causal)
         return self.out_proj(rearrange(out, "b h t d -> b t (h d)")), weights
 
-    def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, bias: Tensor | None, need_weights: bool):
+    def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None,
+               need_weights: bool, causal: bool):
         """n_heads query heads over kv_heads key/value heads, by the zoo's reference `attend`."""
         if self.group > 1:
             k, v = (repeat(t, "b g t d -> b (g r) t d", r=self.group) for t in (k, v))
-        return attend(q, k, v, mask, bias, self.attention_dropout(), need_weights)
+        return attend(q, k, v, mask, bias, self.attention_dropout(), need_weights, causal)
 
     def canonical_state(self) -> dict[str, Tensor]:
         sizes = (self.d_model, self.kv_width, self.kv_width)
@@ -84,22 +85,28 @@ class SDPAttention(FusedAttention):
     """The fused layout computed by torch.nn.functional.scaled_dot_product_attention (PyTorch 2), so
     CUDA picks its memory-efficient or cuDNN kernel, and key/value groups are not copied per head.
 
-    Padding and score biases (ALiBi, T5) go in as one additive float mask whose masked entries are
-    the dtype's most negative finite value, exactly as the reference does, so a row that is all
-    padding attends uniformly and stays finite (a bool mask would give NaN there). The zoo's masks
-    always carry padding, so the flash kernel, which takes no mask, is not chosen here. Attention
-    maps (need_weights) come from the reference, since the kernels do not return weights.
+    Without padding or a score bias no mask goes in, and the decoder's causality goes in as
+    `is_causal`, so CUDA may pick the flash kernel. Otherwise padding, causality and score biases
+    (ALiBi, T5) go in as one additive float mask whose hidden entries are the dtype's most negative
+    finite value, exactly as the reference does, so a row that is all padding attends uniformly and
+    stays finite (a bool mask would give NaN there). Attention maps (need_weights) come from the
+    reference, since the kernels do not return weights.
     """
 
-    def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, bias: Tensor | None, need_weights: bool):
+    def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None,
+               need_weights: bool, causal: bool):
         if need_weights:
-            return super().kernel(q, k, v, mask, bias, need_weights)
-        additive = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, torch.finfo(q.dtype).min)
-        if bias is not None:
-            additive = additive + bias.to(q.dtype)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=additive, dropout_p=self.attention_dropout(),
-                                             enable_gqa=self.group > 1)
-        return out, None
+            return super().kernel(q, k, v, mask, bias, need_weights, causal)
+        q_len, k_len = q.size(-2), k.size(-2)
+        options = {"dropout_p": self.attention_dropout(), "enable_gqa": self.group > 1}
+        if mask is None and bias is None and (q_len == k_len or q_len == 1 or not causal):
+            # no padding and no bias: no mask at all, causality by is_causal, so any kernel may run
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal and q_len > 1, **options), None
+        visible = visible_keys(mask, causal, q_len, k_len, q.device)
+        additive = torch.zeros((), dtype=q.dtype, device=q.device) if bias is None else bias.to(q.dtype)
+        if visible is not None:
+            additive = additive.masked_fill(~visible, torch.finfo(q.dtype).min)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=additive, **options), None
 
 
 class Head(nn.Module):
@@ -137,7 +144,7 @@ class PerHeadAttention(Attention):
     def _key_holders(self) -> list[Head]:
         return list(self.heads)[:: self.group]
 
-    def forward(self, x, memory=None, *, mask, position=None, offset=0, cache=None, need_weights=False):
+    def forward(self, x, memory=None, *, mask, causal=False, position=None, offset=0, cache=None, need_weights=False):
         groups = []
         for g, holder in enumerate(self._key_holders()):
             if memory is None:
@@ -151,7 +158,7 @@ class PerHeadAttention(Attention):
             if i == 0:
                 bias = self.score_bias(position, q, k, offset)
             head_bias = bias if bias is None or bias.size(0) == 1 else bias[i : i + 1]
-            out, weights = attend(q, k, v, mask, head_bias, self.attention_dropout(), need_weights)
+            out, weights = attend(q, k, v, mask, head_bias, self.attention_dropout(), need_weights, causal)
             outs.append(out)
             maps.append(weights)
         out = rearrange(torch.cat(outs, dim=1), "b h t d -> b t (h d)")

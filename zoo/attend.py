@@ -1,7 +1,8 @@
 """Scaled dot-product attention and the key/value cache shared by every attention variant.
 
 Mask convention (the only one inside the zoo): a bool tensor broadcastable to
-(batch, heads, queries, keys), True where a query may look at a key. Masked scores are set to the
+(batch, heads, queries, keys), True where a query may look at a key, or None for every key;
+`causal` hides the keys after each query on top of it. Masked scores are set to the
 dtype's most negative finite value, not -inf, so a query with no visible key (a row that is all
 padding) attends uniformly and stays finite instead of turning into NaN.
 """
@@ -15,21 +16,35 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from zoo.masks import causal_mask
+
+
+def visible_keys(mask: Tensor | None, causal: bool, q_len: int, k_len: int, device: torch.device) -> Tensor | None:
+    """The padding mask, with later keys hidden too when `causal` (the queries are the last q_len
+    of the k_len positions)."""
+    if not causal or q_len == 1:  # one query, the newest: every key is at or before it
+        return mask
+    later = causal_mask(q_len, k_len, device)
+    return later if mask is None else mask & later
+
 
 def attend(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    mask: Tensor,
+    mask: Tensor | None,
     bias: Tensor | None = None,
     dropout: float = 0.0,
     need_weights: bool = False,
+    causal: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     """softmax(q k^T / sqrt(d_head) + bias) v for q (B, H, Tq, d), k and v (B, H, Tk, d)."""
     scores = torch.einsum("bhqd,bhkd->bhqk", q * q.size(-1) ** -0.5, k)
     if bias is not None:
         scores = scores + bias
-    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    mask = visible_keys(mask, causal, q.size(-2), k.size(-2), q.device)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)
     dropped = F.dropout(weights, dropout) if dropout > 0 else weights
     out = torch.einsum("bhqk,bhkd->bhqd", dropped, v)

@@ -23,7 +23,7 @@ class EncoderBlock(nn.Module):
         self.ffn = build_part("ffn", spec)
         self.ffn_residual = build_part("norm", spec, stack="encoder")
 
-    def forward(self, x: Tensor, mask: Tensor, position: PositionScheme, need_weights: bool = False):
+    def forward(self, x: Tensor, mask: Tensor | None, position: PositionScheme, need_weights: bool = False):
         weights = {}
 
         def self_attention(h: Tensor) -> Tensor:
@@ -51,8 +51,8 @@ class DecoderBlock(nn.Module):
         self,
         x: Tensor,
         memory: Tensor,
-        self_mask: Tensor,
-        cross_mask: Tensor,
+        self_mask: Tensor | None,
+        cross_mask: Tensor | None,
         position: PositionScheme,
         offset: int = 0,
         cache: LayerCache | None = None,
@@ -62,7 +62,7 @@ class DecoderBlock(nn.Module):
 
         def self_attention(h: Tensor) -> Tensor:
             out, weights["self"] = self.self_attn(
-                h, mask=self_mask, position=position, offset=offset,
+                h, mask=self_mask, causal=True, position=position, offset=offset,
                 cache=None if cache is None else cache.self_attn, need_weights=need_weights,
             )
             return out

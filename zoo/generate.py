@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from zoo.inputs import check_ids
-from zoo.masks import decoder_mask, padding_mask
+from zoo.masks import padding_mask
 
 
 @torch.no_grad()
@@ -45,7 +45,7 @@ def _greedy(model, src: Tensor, max_new_tokens: int, use_cache: bool) -> Tensor:
     cache = model.decoder.new_cache() if use_cache else None
     for _ in range(max_new_tokens):
         step = tokens[:, -1:] if use_cache else tokens
-        self_mask = decoder_mask(tokens, step.size(1), spec.pad_id)
+        self_mask = padding_mask(tokens, spec.pad_id)  # the decoder's self-attention adds causality
         hidden, _ = model.decoder(step, memory, self_mask, cross_mask, cache)
         logits = model.generator(hidden[:, -1])
         logits[:, [spec.pad_id, spec.bos_id]] = float("-inf")

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from zoo.catalog import resolve
 from zoo.init import draw_seed, initialize
 from zoo.inputs import check_ids, check_memory, check_same_batch
-from zoo.masks import decoder_mask, padding_mask
+from zoo.masks import padding_mask
 from zoo.memory import check_fits
 from zoo.model_spec import ModelSpec
 from zoo.registries import registry
@@ -92,8 +92,8 @@ class EncoderDecoder(nn.Module):
         return self.encoder(src, padding_mask(src, self.spec.pad_id), need_weights)
 
     def _decode(self, tgt: Tensor, memory: Tensor, src: Tensor, need_weights: bool = False):
-        self_mask = decoder_mask(tgt, tgt.size(1), self.spec.pad_id)
-        hidden, maps = self.decoder(tgt, memory, self_mask, padding_mask(src, self.spec.pad_id), None, need_weights)
+        self_mask, cross_mask = padding_mask(tgt, self.spec.pad_id), padding_mask(src, self.spec.pad_id)
+        hidden, maps = self.decoder(tgt, memory, self_mask, cross_mask, None, need_weights)
         return self.generator(hidden), maps
 
 

@@ -96,10 +96,11 @@ class Attention(nn.Module):
     `zoo.convert` and interop share. With grouped-query attention (n_kv_heads < n_heads) query head
     h uses key/value head h // (n_heads / n_kv_heads), and the cache holds key/value heads only.
 
-    forward(x, memory=None, *, mask, position=None, offset=0, cache=None, need_weights=False)
-    returns (out (B, T, d_model), weights (B, H, Tq, Tk) or None). Self-attention when memory is
-    None: the position scheme applies and the cache grows. Cross-attention otherwise: keys come
-    from the memory and are computed once per cache.
+    forward(x, memory=None, *, mask, causal=False, position=None, offset=0, cache=None,
+    need_weights=False) returns (out (B, T, d_model), weights (B, H, Tq, Tk) or None). Self-attention
+    when memory is None: the position scheme applies and the cache grows. Cross-attention
+    otherwise: keys come from the memory and are computed once per cache. `mask` is a padding
+    mask or None (see zoo.attend); `causal` hides later keys (the decoder's self-attention).
     """
 
     def __init__(self, spec: ModelSpec):

@@ -44,7 +44,7 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(EncoderBlock(spec) for _ in range(spec.n_encoder_layers))
         self.norm = final_norm(spec)
 
-    def forward(self, src: Tensor, mask: Tensor, need_weights: bool = False):
+    def forward(self, src: Tensor, mask: Tensor | None, need_weights: bool = False):
         x, maps = self.embed(src), []
         for layer in self.layers:
             x, weights = layer(x, mask, self.embed.position, need_weights)
@@ -66,12 +66,14 @@ class Decoder(nn.Module):
         self,
         tgt: Tensor,
         memory: Tensor,
-        self_mask: Tensor,
-        cross_mask: Tensor,
+        self_mask: Tensor | None,
+        cross_mask: Tensor | None,
         cache: DecoderCache | None = None,
         need_weights: bool = False,
     ):
-        """With a cache, `tgt` holds only the new positions; earlier ones are in the cache."""
+        """With a cache, `tgt` holds only the new positions; earlier ones are in the cache.
+        `self_mask` is the padding of every target token so far (or None); causality is added by
+        the self-attention itself."""
         offset = 0 if cache is None else cache.offset
         x, maps = self.embed(tgt, offset), []
         for i, layer in enumerate(self.layers):
