@@ -67,9 +67,9 @@ class NoPosition(PositionScheme):
     """No position information: a bag-of-tokens baseline (the decoder still sees causal order)."""
 
 
-def rotary_angles(length: int, d_head: int, base: float, offset: int = 0) -> Tensor:
-    """Angles (length, d_head / 2) of positions offset.. for the frequencies base^(-2i/d_head); float64."""
-    position = torch.arange(offset, offset + length, dtype=torch.float64)[:, None]
+def rotary_angles(length: int, d_head: int, base: float) -> Tensor:
+    """Angles (length, d_head / 2) of positions 0.. for the frequencies base^(-2i/d_head); float64."""
+    position = torch.arange(length, dtype=torch.float64)[:, None]
     frequency = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
     return position * frequency
 
