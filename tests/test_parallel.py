@@ -2,6 +2,7 @@
 checkpoint, and a short CPU run that lowers the loss and reports BLEU."""
 
 import gzip
+import json
 
 import pytest
 import sacrebleu
@@ -126,6 +127,33 @@ def test_short_cpu_run_on_multi30k_lowers_the_loss_and_reports_bleu(tmp_path):
                   for row in model.generate(src, max_new_tokens=2 * src.size(1) + 10).tolist()]
     bleu = sacrebleu.corpus_bleu(hypotheses, [task.references(64)]).score
     assert bleu == pytest.approx(result.metrics["eval/bleu"], abs=1e-9)
+
+
+def test_training_scores_with_beams_and_zoo_eval_rescores_the_checkpoint(tmp_path, capsys):
+    """train.eval_beams decodes the held-out sets by beam search; `zoo eval` gives the same figures
+    from the checkpoint alone, and greedy on the same weights (the teacher-forced loss is the same)."""
+    from zoo.cli import main
+
+    experiment = tiny_experiment(tmp_path, model={"d_model": 64, "n_heads": 4, "d_ff": 128},
+                                 task=small(test_size=48), train={"steps": 60, "batch_size": 64, "eval_every": 60,
+                                                                  "eval_size": 48, "eval_beams": 3, "length_penalty": 0.6})
+    result = zoo.train(experiment)
+    capsys.readouterr()
+
+    def zoo_eval(*args: str) -> dict:
+        main(["eval", str(result.checkpoint), *args])
+        return json.loads(capsys.readouterr().out)
+
+    beam = zoo_eval("--split", "test", "--beams", "3", "--length-penalty", "0.6")
+    assert beam["decoding"] == "beam 3, length_penalty 0.6"
+    for name in ("test/bleu", "test/exact_match", "test/loss"):
+        assert beam[name] == pytest.approx(result.metrics[name], abs=1e-9)
+    greedy = zoo_eval("--split", "test")
+    assert greedy["decoding"] == "greedy" and greedy["test/loss"] == pytest.approx(beam["test/loss"], abs=1e-9)
+    with pytest.raises(SystemExit) as stopped:
+        zoo_eval("--split", "train")
+    assert stopped.value.code == 2
+    assert "split 'train' is not held out by this task; choices: valid, test" in capsys.readouterr().err
 
 
 def test_shipped_multi30k_experiment_trains_de_to_en_from_a_data_dir_parameter():

@@ -73,6 +73,11 @@ class KVCache:
             self._store[slot] = compute()
         return self._store[slot]
 
+    def reorder(self, rows: Tensor) -> None:
+        """Keep batch rows `rows` (in that order) of everything cached: beam search moves each
+        surviving hypothesis's history to its new beam."""
+        self._store = {slot: (k[rows], v[rows]) for slot, (k, v) in self._store.items()}
+
 
 @dataclass
 class LayerCache:
@@ -87,3 +92,8 @@ class DecoderCache:
 
     layers: list[LayerCache]
     offset: int = 0
+
+    def reorder(self, rows: Tensor) -> None:
+        for layer in self.layers:
+            layer.self_attn.reorder(rows)
+            layer.cross_attn.reorder(rows)

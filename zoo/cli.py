@@ -94,6 +94,18 @@ def cmd_train(args: argparse.Namespace) -> None:
             print(f"W&B run:           {Path(result.wandb_dir).parent}  (browse: wandb leet {runs}; upload: wandb sync)")
 
 
+def cmd_eval(args: argparse.Namespace) -> None:
+    import json
+
+    from zoo.trainer.evaluate import evaluate_checkpoint
+
+    start = time.perf_counter()
+    metrics = evaluate_checkpoint(args.checkpoint, args.split, args.beams, args.length_penalty, tuple(args.set))
+    decoding = "greedy" if args.beams == 1 else f"beam {args.beams}, length_penalty {args.length_penalty}"
+    print(json.dumps({"checkpoint": str(args.checkpoint), "split": args.split, "decoding": decoding,
+                      "seconds": round(time.perf_counter() - start, 1), **metrics}, indent=1))
+
+
 def cmd_sweep(args: argparse.Namespace) -> None:
     from zoo.sweep import expand, export_wandb, load_sweep, run_sweep, shard
     from zoo.sweep.runner import check_same_base
@@ -162,6 +174,15 @@ def build_parser() -> argparse.ArgumentParser:
                           help="e.g. --set model.norm=pre train.steps=200 (or --set before each)")
     training.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
     training.set_defaults(run=cmd_train)
+
+    scoring = commands.add_parser("eval", help="score a checkpoint on a held-out split, greedy or with beam search")
+    scoring.add_argument("checkpoint", help="a run's checkpoint.pt")
+    scoring.add_argument("--split", default="valid", help="valid, or the task's test split (test)")
+    scoring.add_argument("--beams", type=positive_int, default=1, help="beam search with this many beams; 1: greedy")
+    scoring.add_argument("--length-penalty", type=float, default=1.0, help="beam scores are divided by length ** this")
+    scoring.add_argument("--set", action="extend", nargs="+", default=[], metavar="DOTTED.KEY=VALUE",
+                         help="change the saved experiment, e.g. task.data_dir=/path/to/multi30k")
+    scoring.set_defaults(run=cmd_eval)
 
     sweeping = commands.add_parser("sweep", help="train a grid of variants over seeds, one process per cell")
     sweeping.add_argument("file", help="a SweepSpec YAML file")

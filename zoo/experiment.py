@@ -68,6 +68,8 @@ class TrainSpec(Strict):
     compile: bool = False
     eval_every: PositiveInt = 100
     eval_size: PositiveInt = 500
+    eval_beams: PositiveInt = Field(1, description="beams of held-out decoding (exact match, BLEU); 1: greedy")
+    length_penalty: float = Field(1.0, description="with eval_beams > 1: scores are divided by length ** this")
     log_every: PositiveInt = 20
     checkpoint_every: PositiveInt = 100
     explosion: ExplosionSpec | None = Field(ExplosionSpec(), description="null: only a non-finite loss diverges")

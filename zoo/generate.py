@@ -7,6 +7,8 @@ current length. `use_cache=False` re-decodes the whole prefix each step (the ref
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 from torch import Tensor
 
@@ -14,26 +16,36 @@ from zoo.inputs import check_ids
 from zoo.masks import padding_mask
 
 
-@torch.no_grad()
-def greedy(model, src: Tensor, max_new_tokens: int | None = None, use_cache: bool = True) -> Tensor:
-    """int64 ids (B, 1 + steps) starting with bos; each row stops at its eos and is padded after.
-
-    Never emits pad or bos. Runs in eval mode (restoring the caller's mode), since greedy
-    decoding with dropout would not be greedy. By default decodes up to max_len - 1 new tokens.
-    """
-    spec = model.spec
-    check_ids("src", src, spec.src_vocab_size)
+def prepare(model, src: Tensor, max_new_tokens: int | None) -> int:
+    """Checks shared by every decoder; returns the number of new tokens to decode at most
+    (by default up to max_len - 1)."""
+    check_ids("src", src, model.spec.src_vocab_size)
     if max_new_tokens is None:
-        max_new_tokens = spec.max_len - 1
+        max_new_tokens = model.spec.max_len - 1
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     model.decoder.embed.position.check_length(1 + max_new_tokens)
+    return max_new_tokens
+
+
+@contextmanager
+def eval_mode(model):
+    """Decoding with dropout would not be the model's best guess: eval mode, then the caller's."""
     was_training = model.training
     model.eval()
     try:
-        return _greedy(model, src, max_new_tokens, use_cache)
+        yield
     finally:
         model.train(was_training)
+
+
+@torch.no_grad()
+def greedy(model, src: Tensor, max_new_tokens: int | None = None, use_cache: bool = True) -> Tensor:
+    """int64 ids (B, 1 + steps) starting with bos; each row stops at its eos and is padded after.
+    Never emits pad or bos."""
+    max_new_tokens = prepare(model, src, max_new_tokens)
+    with eval_mode(model):
+        return _greedy(model, src, max_new_tokens, use_cache)
 
 
 def _greedy(model, src: Tensor, max_new_tokens: int, use_cache: bool) -> Tensor:

@@ -74,11 +74,17 @@ class EncoderDecoder(nn.Module):
             decoder_cross=[m["cross"] for m in decoder_maps],
         )
 
-    def generate(self, src: Tensor, max_new_tokens: int | None = None, use_cache: bool = True) -> Tensor:
-        """Greedy decoding; see zoo.generate.greedy."""
-        from zoo.generate import greedy
+    def generate(self, src: Tensor, max_new_tokens: int | None = None, use_cache: bool = True,
+                 num_beams: int = 1, length_penalty: float = 1.0) -> Tensor:
+        """Greedy decoding (zoo.generate.greedy), or beam search with `num_beams` > 1
+        (zoo.beam.beam_search, scores divided by length ** length_penalty)."""
+        if num_beams == 1:
+            from zoo.generate import greedy
 
-        return greedy(self, src, max_new_tokens, use_cache)
+            return greedy(self, src, max_new_tokens, use_cache)
+        from zoo.beam import beam_search
+
+        return beam_search(self, src, num_beams, max_new_tokens, length_penalty, use_cache)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

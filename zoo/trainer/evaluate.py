@@ -16,9 +16,11 @@ def until_eos(row: list[int], eos_id: int) -> list[int]:
 
 @torch.no_grad()
 def evaluate(model: EncoderDecoder, task: Task, batches: list[tuple[Tensor, Tensor]], device,
-             references: list[str] | None = None, prefix: str = "eval") -> dict[str, float]:
+             references: list[str] | None = None, prefix: str = "eval", num_beams: int = 1,
+             length_penalty: float = 1.0) -> dict[str, float]:
     """Metrics of one held-out split; BLEU scores against `references` (raw text) when given,
-    else against the decoded target ids. Decoding length never looks at the target."""
+    else against the decoded target ids. Decoding (greedy, or beam search with `num_beams`) never
+    looks at the target, not even for its length."""
     was_training = model.training
     model.eval()
     spec = model.spec
@@ -32,7 +34,8 @@ def evaluate(model: EncoderDecoder, task: Task, batches: list[tuple[Tensor, Tens
         loss_sum += F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=spec.pad_id, reduction="sum").item()
         correct += ((logits.argmax(-1) == labels) & real).sum().item()
         tokens += real.sum().item()
-        decoded = model.generate(src, max_new_tokens=min(spec.max_len - 1, 2 * src.size(1) + 10)).tolist()
+        decoded = model.generate(src, max_new_tokens=min(spec.max_len - 1, 2 * src.size(1) + 10),
+                                 num_beams=num_beams, length_penalty=length_penalty).tolist()
         for out, ref in zip(decoded, tgt.tolist()):
             hyp, ref = until_eos(out[1:], spec.eos_id), until_eos(ref[1:], spec.eos_id)
             exact += hyp == ref
@@ -51,3 +54,27 @@ def evaluate(model: EncoderDecoder, task: Task, batches: list[tuple[Tensor, Tens
         refs = decoded_refs if references is None else references
         metrics[f"{prefix}/bleu"] = sacrebleu.corpus_bleu(hypotheses, [refs]).score
     return metrics
+
+
+def evaluate_checkpoint(path, split: str = "valid", num_beams: int = 1, length_penalty: float = 1.0,
+                        sets: tuple[str, ...] = (), device: str = "cpu") -> dict[str, float]:
+    """Metrics of a trained checkpoint on one held-out split, decoded as asked, so greedy and beam
+    search are compared on the same weights. `sets` change the saved experiment's task (a corpus
+    that moved: `task.data_dir=...`) or train.eval_size."""
+    from zoo.errors import ConfigError
+    from zoo.experiment import validate_experiment, with_sets
+    from zoo.tasks import build_task
+    from zoo.tasks.base import metric_prefix
+    from zoo.trainer.checkpoint import load, read_checkpoint
+
+    state = read_checkpoint(path, need=("experiment", "spec", "model", "task"))
+    experiment = validate_experiment(with_sets(state["experiment"], sets), f"{path}'s experiment")
+    model, _ = load(path, device)
+    task = build_task(experiment.task, experiment.train.seed, state["task"])
+    try:
+        task.check_split(split)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    size, rows = experiment.train.eval_size, experiment.train.batch_size
+    return evaluate(model, task, task.eval_batches(size, rows, split), device, task.references(size, split),
+                    metric_prefix(split), num_beams, length_penalty)

@@ -15,6 +15,9 @@ from zoo.errors import CheckpointError, ConfigError
 from zoo.experiment import PLACEHOLDER_VOCAB, ExperimentSpec, placeholder_spec
 from zoo.model_spec import ModelSpec
 
+ADDED_LATER = {"train.eval_beams": 1, "train.length_penalty": 1.0}
+"""Fields added after run names were first written: at these defaults they stay out of the
+fingerprint, so every earlier run keeps its folder."""
 RESUMABLE = ("train.steps", "train.eval_every", "train.log_every", "train.checkpoint_every", "train.out_dir")
 """Fields a resume may change, which then take effect; every `wandb.*` field may change too."""
 
@@ -35,7 +38,8 @@ def identity(experiment: ExperimentSpec) -> dict[str, Any]:
     model = {k: v for k, v in spec.model_dump(mode="json").items()
              if k not in PLACEHOLDER_VOCAB and v != ModelSpec.model_fields[k].default}
     data = {"model": model, "task": experiment.task, "train": experiment.train.model_dump(mode="json")}
-    return {k: v for k, v in flatten(data).items() if k not in RESUMABLE}
+    return {k: v for k, v in flatten(data).items()
+            if k not in RESUMABLE and not (k in ADDED_LATER and v == ADDED_LATER[k])}
 
 
 def fingerprint(experiment: ExperimentSpec) -> str:

@@ -93,6 +93,7 @@ class Trainer:
         self.tracker = Tracker(experiment, self.spec, self.name, self.dist.is_main, self.run_id)
         self.eval_batches = self.task.eval_batches(t.eval_size, t.batch_size) if self.dist.is_main else []
         self.eval_references = self.task.references(t.eval_size) if self.dist.is_main else None
+        self.decoding = {"num_beams": t.eval_beams, "length_penalty": t.length_penalty}
 
     @property
     def step(self) -> int:
@@ -167,7 +168,8 @@ class Trainer:
         all stop together (every rank must then call it)."""
         metrics = {}
         if self.dist.is_main:
-            metrics = evaluate(self.model, self.task, self.eval_batches, self.device, self.eval_references)
+            metrics = evaluate(self.model, self.task, self.eval_batches, self.device, self.eval_references,
+                               **self.decoding)
         bad = torch.tensor(float(not math.isfinite(metrics.get("eval/loss", 0.0))), device=self.device)
         if (self.dist.sum(bad) if collective else bad).item() > 0:
             raise Diverged(f"step {self.step}: the evaluation loss is {metrics.get('eval/loss', 'not finite')}")
@@ -239,7 +241,8 @@ class Trainer:
         final = dict(self.progress.last_eval)
         for split in self.task.eval_splits[1:]:
             batches = self.task.eval_batches(t.eval_size, t.batch_size, split)
-            final.update(evaluate(self.model, self.task, batches, self.device, self.task.references(t.eval_size, split), split))
+            final.update(evaluate(self.model, self.task, batches, self.device, self.task.references(t.eval_size, split),
+                                  split, **self.decoding))
         broken = {k: v for k, v in final.items() if not math.isfinite(v)}
         if broken:
             raise Diverged(f"step {self.step}: the final evaluation is not finite ({broken})")

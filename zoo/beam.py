@@ -1,0 +1,94 @@
+"""Beam search with the same incremental cache as greedy decoding, batched over sources and beams.
+
+The rules are fairseq's (and Hugging Face's): each step scores every continuation of every live
+beam and takes the 2k best candidates of each source. An eos among the first k of them finishes
+a hypothesis, scored as its summed log-probability over its length (generated tokens, eos
+included) to the power `length_penalty`; the first k candidates that are not eos are the next
+beams, and the cache follows them. A source is done once it holds k finished hypotheses; the
+finished ones are kept until then. At the length limit the live beams are scored as they stand.
+The output is each source's best hypothesis. With k = 1 this is greedy decoding exactly.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from zoo.generate import eval_mode, prepare
+from zoo.masks import padding_mask
+
+Hypothesis = tuple[float, list[int]]
+"""(length-normalized score, generated ids after bos)."""
+
+
+def normalized(score: float, length: int, length_penalty: float) -> float:
+    return score / length**length_penalty if length else score
+
+
+@torch.no_grad()
+def beam_search(model, src: Tensor, num_beams: int, max_new_tokens: int | None = None,
+                length_penalty: float = 1.0, use_cache: bool = True) -> Tensor:
+    """int64 ids (B, 1 + length) like greedy's: bos, the best hypothesis, eos, padding after.
+
+    `use_cache=False` re-decodes every beam's whole prefix each step (the reference)."""
+    if num_beams < 1:
+        raise ValueError(f"num_beams must be >= 1, got {num_beams}")
+    max_new_tokens = prepare(model, src, max_new_tokens)
+    with eval_mode(model):
+        best = _search(model, src, num_beams, max_new_tokens, length_penalty, use_cache)
+    spec = model.spec
+    out = torch.full((src.size(0), 1 + max(map(len, best))), spec.pad_id, dtype=torch.long)
+    out[:, 0] = spec.bos_id
+    for row, ids in enumerate(best):
+        out[row, 1 : 1 + len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return out.to(src.device)
+
+
+def _search(model, src: Tensor, k: int, max_new_tokens: int, length_penalty: float, use_cache: bool) -> list[list[int]]:
+    spec, sources, device = model.spec, src.size(0), src.device
+    memory = model._encode(src)[0].repeat_interleave(k, dim=0)
+    cross_mask = padding_mask(src.repeat_interleave(k, dim=0), spec.pad_id)
+    tokens = torch.full((sources * k, 1), spec.bos_id, dtype=torch.long, device=device)
+    sums = torch.zeros(sources, k, device=device)
+    sums[:, 1:] = float("-inf")  # the k beams start as one: only beam 0 may expand at first
+    finished: list[list[Hypothesis]] = [[] for _ in range(sources)]
+    cache = model.decoder.new_cache() if use_cache else None
+    block = torch.arange(sources, device=device)[:, None] * k
+    for step in range(max_new_tokens):
+        fed = tokens[:, -1:] if use_cache else tokens
+        hidden, _ = model.decoder(fed, memory, None, cross_mask, cache)  # live beams hold no padding
+        logp = model.generator(hidden[:, -1]).float().log_softmax(dim=-1)
+        logp[:, [spec.pad_id, spec.bos_id]] = float("-inf")
+        vocab = logp.size(-1)
+        scores, flat = (sums.reshape(-1, 1) + logp).reshape(sources, k * vocab).topk(2 * k, dim=1)
+        beam, token = flat // vocab, flat % vocab
+        ends = token == spec.eos_id
+        _finish(finished, k, ends, scores, beam, tokens, step + 1, length_penalty, spec.eos_id)
+        rank = torch.arange(2 * k, device=device).expand(sources, -1)
+        keep = torch.where(ends, rank + 2 * k, rank).argsort(dim=1)[:, :k]  # the first k that go on
+        rows = (block + beam.gather(1, keep)).reshape(-1)
+        tokens = torch.cat([tokens[rows], token.gather(1, keep).reshape(-1, 1)], dim=1)
+        sums = scores.gather(1, keep)
+        if cache is not None:
+            cache.reorder(rows)
+        if all(len(hypotheses) >= k for hypotheses in finished):
+            break
+    length = tokens.size(1) - 1
+    for source, hypotheses in enumerate(finished):
+        if len(hypotheses) < k:  # the length limit came first: the live beams count as they stand
+            for b in range(k):
+                if torch.isfinite(sums[source, b]):
+                    hypotheses.append((normalized(float(sums[source, b]), length, length_penalty),
+                                       tokens[source * k + b, 1:].tolist()))
+    return [max(hypotheses, key=lambda h: h[0])[1] for hypotheses in finished]
+
+
+def _finish(finished: list[list[Hypothesis]], k: int, ends: Tensor, scores: Tensor, beam: Tensor,
+            tokens: Tensor, length: int, length_penalty: float, eos_id: int) -> None:
+    """Hypotheses that end in eos among each source's first k candidates, best first, while the
+    source has room."""
+    hits = (ends[:, :k] & torch.isfinite(scores[:, :k])).nonzero().tolist()
+    for source, rank in hits:
+        if len(finished[source]) < k:
+            ids = [*tokens[source * k + int(beam[source, rank]), 1:].tolist(), eos_id]
+            finished[source].append((normalized(float(scores[source, rank]), length, length_penalty), ids))
