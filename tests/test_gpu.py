@@ -47,3 +47,44 @@ def test_cuda_and_cpu_compute_the_same_model(name):
     on_cpu = model(src, tgt)
     on_gpu = model.cuda()(src.cuda(), tgt.cuda()).cpu()
     assert torch.allclose(on_cpu, on_gpu, atol=1e-4, rtol=1e-4)
+
+
+def test_a_training_step_on_cuda_never_synchronizes(tmp_path):
+    """CUDA's own sync debug mode raises on any synchronizing call during steps 2 to 5."""
+    from zoo.experiment import validate_experiment
+    from zoo.trainer.loop import Trainer
+
+    experiment = tiny_experiment(tmp_path, model={"attention": "sdpa", "n_kv_heads": 1},
+                                 train={"device": "cuda", "precision": "bf16", "label_smoothing": 0.1})
+    trainer = Trainer(validate_experiment(experiment))
+    try:
+        trainer._train_step(1)
+        for step in range(2, 6):
+            batch = trainer.feed.take(step)
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                trainer._device_step(step, batch)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+            trainer.feed.prepare(step + 1)
+        trainer.window.settle()
+    finally:
+        trainer.tracker.finish(failed=False)
+        trainer.folder.release()
+
+
+@pytest.mark.parametrize("position", zoo.registry("position").names())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_sdpa_kernels_compute_what_fused_computes_on_cuda(position, dtype):
+    """The same weights in `fused` (the reference attend) and `sdpa` (CUDA's fused kernels), with
+    padding, causality and every position scheme's score bias."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    fused = zoo.build(tiny("pre.sinusoidal.fused.relu", position=position), seed=0).eval()
+    sdpa = zoo.convert(fused, attention="sdpa").eval()
+    fused, sdpa = fused.cuda().to(dtype), sdpa.cuda().to(dtype)
+    src, tgt = padded_batch([5, 7, 3], 19).cuda(), padded_batch([4, 6, 6], 19, seed=1).cuda()
+    with torch.no_grad():
+        expected, got = fused(src, tgt).float(), sdpa(src, tgt).float()
+    tolerance = 1e-4 if dtype == torch.float32 else 3e-2
+    assert torch.allclose(got, expected, atol=tolerance, rtol=tolerance)

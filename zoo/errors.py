@@ -23,7 +23,12 @@ class RunConflict(ZooError):
 
 
 class Diverged(ZooError, RuntimeError):
-    """The loss or the weights stopped being finite, or the loss exploded."""
+    """The loss or the weights stopped being finite, or the loss exploded. `step` is the first
+    step that was not finite, where known (the check runs at logs, not at every step)."""
+
+    def __init__(self, message: str, step: int | None = None):
+        super().__init__(message)
+        self.step = step
 
 
 class Interrupted(ZooError):

@@ -47,10 +47,17 @@ class EncoderDecoder(nn.Module):
         placement = registry("norm").get(spec.norm.name)
         initialize(self, draw_seed() if seed is None else seed, gain=partial(placement.init_gain, spec))
 
-    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
-        """Logits (B, T, tgt_vocab_size) for int64 src (B, S) and tgt (B, T)."""
-        self._check_pair(src, tgt)
-        return self._decode(tgt, self._encode(src)[0], src)[0]
+    def forward(self, src: Tensor, tgt: Tensor, padding: tuple[Tensor | None, Tensor | None] | None = None) -> Tensor:
+        """Logits (B, T, tgt_vocab_size) for int64 src (B, S) and tgt (B, T).
+
+        `padding` is (src mask, tgt mask) from zoo.masks.padding_mask, built while the ids were on
+        the host, where the ids were checked too (the trainer's batches): then nothing here reads a
+        value back from the device, so a CUDA step never waits."""
+        if padding is None:
+            self._check_pair(src, tgt)
+            padding = (padding_mask(src, self.spec.pad_id), padding_mask(tgt, self.spec.pad_id))
+        memory = self.encoder(src, padding[0])[0]
+        return self.generator(self.decoder(tgt, memory, padding[1], padding[0])[0])
 
     def encode(self, src: Tensor) -> Tensor:
         """The encoder memory (B, S, d_model)."""

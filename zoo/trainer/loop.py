@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
 
 from zoo.errors import CheckpointError, Diverged, Interrupted
 from zoo.experiment import ExperimentSpec, validate_experiment
@@ -26,12 +25,14 @@ from zoo.trainer.checkpoint import restore_training, save_checkpoint, training_s
 from zoo.trainer.devices import autocast_dtype, pick_device
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.evaluate import evaluate
+from zoo.trainer.feed import Batch, BatchFeed
 from zoo.trainer.guards import LossWatch, StopSignals, finite_weights, signals_to
 from zoo.trainer.optim import make_optimizer, make_schedule
 from zoo.trainer.picture import cross_attention_png
 from zoo.trainer.progress import ProgressBar
 from zoo.trainer.run_folder import RunFolder
 from zoo.trainer.tracking import Tracker
+from zoo.trainer.window import Window
 
 
 @dataclass
@@ -68,8 +69,9 @@ class Trainer:
         if saved is not None and ModelSpec.model_validate(saved["spec"]) != self.spec:
             raise CheckpointError(f"{self.checkpoint_path}: its model spec differs from the experiment's "
                                   f"({ModelSpec.model_validate(saved['spec']).name} against {self.spec.name})")
-        sample_src, sample_tgt = self.task.train_batch(0, min(t.batch_size, 8))
-        rows = max(1, t.batch_size // self.dist.world)
+        self.feed = BatchFeed(self.task, t.batch_size, self.spec, self.dist, self.device, t.batch_tokens)
+        sample_src, sample_tgt = self.feed.global_batch(0) if t.batch_tokens else self.task.train_batch(0, min(t.batch_size, 8))
+        rows = max(1, (sample_src.size(0) if t.batch_tokens else t.batch_size) // self.dist.world)
         params = check_fits(self.spec, self.device, training=True, batch=(rows, sample_src.size(1), sample_tgt.size(1)))
         self.folder.check_space(3 * 4 * params + (1 << 20))  # weights and Adam's two moments, in float32
         torch.manual_seed(t.seed)
@@ -91,6 +93,7 @@ class Trainer:
         if t.compile:
             self.forward = torch.compile(self.forward)
         self.tracker = Tracker(experiment, self.spec, self.name, self.dist.is_main, self.run_id)
+        self.window = Window(self.device, self.dist)
         self.eval_batches = self.task.eval_batches(t.eval_size, t.batch_size) if self.dist.is_main else []
         self.eval_references = self.task.references(t.eval_size) if self.dist.is_main else None
         self.decoding = {"num_beams": t.eval_beams, "length_penalty": t.length_penalty}
@@ -127,37 +130,37 @@ class Trainer:
             "wandb_id": self.tracker.run_id or self.run_id,
         })
 
-    def _train_step(self, step: int) -> tuple[Tensor, Tensor, Tensor]:
-        """One optimizer step on the global batch of `step`; returns (loss sum, tokens, grad norm)."""
+    def _train_step(self, step: int) -> None:
+        """One optimizer step on the global batch of `step`; then the next batch is prepared while
+        the device works."""
+        self._device_step(step, self.feed.take(step))
+        if step < self.experiment.train.steps:
+            self.feed.prepare(step + 1)
+
+    def _device_step(self, step: int, batch: Batch) -> None:
+        """Forward, loss, backward, optimizer step: nothing is read back from the device, so the
+        host runs ahead to the next batch (see zoo.trainer.window)."""
         t, pad = self.experiment.train, self.spec.pad_id
-        src, tgt = self.task.train_batch(step, t.batch_size)
-        tokens = (tgt[:, 1:] != pad).sum()
-        src, tgt = self.dist.shard(src).to(self.device), self.dist.shard(tgt).to(self.device)
         autocast = torch.autocast(self.device.type, self.amp_dtype) if self.amp_dtype else nullcontext()
         with autocast:
-            logits = self.forward(src, tgt[:, :-1])
-        loss_sum = F.cross_entropy(logits.float().flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=pad,
+            logits = self.forward(batch.src, batch.tgt_in, (batch.src_mask, batch.tgt_mask))
+        loss_sum = F.cross_entropy(logits.float().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=pad,
                                    label_smoothing=t.label_smoothing, reduction="sum")
-        total = self.dist.sum(loss_sum.detach())
-        if not torch.isfinite(total):
-            raise Diverged(f"step {step}: the loss is {total.item()}")
         # DDP averages gradients over ranks, so each rank scales its sum to give the global mean.
-        loss = loss_sum * self.dist.world / tokens.to(self.device)
+        loss = loss_sum * self.dist.world / batch.tokens
         self.optimizer.zero_grad(set_to_none=True)
         (self.scaler.scale(loss) if self.scaler else loss).backward()
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.grad_clip or math.inf)
-        if self.scaler:
+        if self.scaler:  # skips a step whose gradient is not finite (and reads that back: fp16 only)
             self.scaler.step(self.optimizer)
             self.scaler.update()
-        elif not torch.isfinite(grad_norm):
-            raise Diverged(f"step {step}: the gradient norm is {grad_norm.item()}")
         else:
             self.optimizer.step()
         self.lr = self.optimizer.param_groups[0]["lr"]  # the rate this step used, before the schedule moves on
         self.schedule.step()
-        return total, tokens, grad_norm
+        self.window.add(step, loss_sum, batch.tokens, grad_norm, grad_must_be_finite=self.scaler is None)
 
     def _log(self, metrics: dict[str, float], step: int) -> None:
         self.history.append({"train/step": step, "train/wall_s": time.perf_counter() - self.start, **metrics})
@@ -187,38 +190,37 @@ class Trainer:
             return False
         return self.dist.sum(torch.tensor(float(stop.received is not None), device=self.device)).item() > 0
 
-    def _loop(self, bar: ProgressBar, stop: StopSignals) -> None:
+    def _loop(self, bar: ProgressBar, stop: StopSignals, last: int | None = None) -> None:
+        """Train to train.steps (or to step `last`, for a benchmark of the loop itself)."""
         t = self.experiment.train
-        window_start, window_loss, window_tokens = time.perf_counter(), 0.0, 0.0
-        for step in range(self.step + 1, t.steps + 1):
+        for step in range(self.step + 1, (last or t.steps) + 1):
             self.working_on = step
-            loss_sum, tokens, grad_norm = self._train_step(step)
+            self._train_step(step)
             self.progress.step = step
-            window_loss, window_tokens = window_loss + loss_sum.item(), window_tokens + tokens.item()
             if step == 1:
-                self.watch.first_step(window_loss / max(window_tokens, 1))
+                self.watch.first_step(self.window.mean_loss())
             logged = step % t.log_every == 0 or step == t.steps
+            evaluating = step % t.eval_every == 0 or step == t.steps
+            stopping = self._stop_requested(stop, step, logged)
+            saving = step % t.checkpoint_every == 0 or step == t.steps or stopping
             if logged:
-                now = time.perf_counter()
-                train_loss = window_loss / max(window_tokens, 1)
-                logged_row = {"train/loss": train_loss, "train/lr": self.lr,
-                              "train/grad_norm": grad_norm.item(), "train/tokens_per_s": window_tokens / (now - window_start),
-                              "train/wall_s": now - self.start}
-                self._log(logged_row, step)
-                bar.update(step, logged_row)
-                window_start, window_loss, window_tokens = now, 0.0, 0.0
-                self.watch.observe(train_loss, step)
+                row = {**self.window.read(), "train/lr": self.lr, "train/wall_s": time.perf_counter() - self.start}
+                self._log(row, step)
+                bar.update(step, row)
+                self.watch.observe(row["train/loss"], step)
                 if step == t.steps:
-                    self.watch.at_end(train_loss, step)
-            if step % t.eval_every == 0 or step == t.steps:
+                    self.watch.at_end(row["train/loss"], step)
+            elif evaluating or saving:
+                self.window.settle()
+            if evaluating:
                 metrics = self._evaluate()
                 if self.dist.is_main:
                     self._log(metrics, step)
                     bar.update(step, metrics)
-            stopping = self._stop_requested(stop, step, logged)
-            if (step % t.checkpoint_every == 0 or step == t.steps or stopping) and not self.watch.suspect:
-                self._checkpoint()
-            self.dist.barrier()
+            if saving:
+                if not self.watch.suspect:
+                    self._checkpoint()
+                self.dist.barrier()
             if stopping:
                 raise Interrupted(f"stopped by {stop.name or 'a signal'} after step {step}", stop.received)
 
@@ -274,8 +276,9 @@ class Trainer:
                     final, png = self._finish()
             failed = False
         except Diverged as err:
-            self.tracker.summary({"diverged": True, "diverged_at": self.working_on})
-            self._write_result("diverged", {}, diverged_at=self.working_on, error=str(err))
+            at = err.step or self.working_on
+            self.tracker.summary({"diverged": True, "diverged_at": at})
+            self._write_result("diverged", {}, diverged_at=at, error=str(err))
             kept = (f"the last good checkpoint is {self.checkpoint_path}" if self.checkpoint_path.exists()
                     else "no checkpoint was written yet")
             raise Diverged(f"training diverged at {err}; {kept}") from None

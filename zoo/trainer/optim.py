@@ -13,7 +13,9 @@ from zoo.experiment import TrainSpec
 def make_optimizer(model: nn.Module, train: TrainSpec) -> torch.optim.Optimizer:
     o = train.optimizer
     kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
-    return kinds[o.name](model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
+    # On CUDA the fused kernel: one launch for every parameter, and no step counter read back.
+    fused = all(p.is_cuda for p in model.parameters()) or None
+    return kinds[o.name](model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay, fused=fused)
 
 
 def lr_multiplier(train: TrainSpec, step: int) -> float:

@@ -1,0 +1,71 @@
+"""Training batches built on the host one step ahead, so a step on the GPU waits for nothing.
+
+Everything that needs the values of a batch is done here, on host tensors where it costs no
+synchronization: the id check, the token count of the loss's mean, and the padding masks (None
+where a side holds no padding, so attention kernels may run without a mask). On CUDA the batch
+goes through pinned memory with non_blocking copies; it is prepared while the previous step's
+kernels still run.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from zoo.inputs import check_ids
+from zoo.masks import padding_mask
+from zoo.model_spec import ModelSpec
+from zoo.tasks.base import Task
+from zoo.trainer.distributed import Distributed
+
+
+class Batch(NamedTuple):
+    src: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
+    src_mask: Tensor | None
+    tgt_mask: Tensor | None
+    tokens: int
+    """Target tokens of the whole global batch that the loss counts (not padding)."""
+
+
+class BatchFeed:
+    def __init__(self, task: Task, batch_size: int, spec: ModelSpec, dist: Distributed, device: torch.device,
+                 batch_tokens: int | None = None):
+        self.task, self.batch_size, self.spec, self.dist, self.device = task, batch_size, spec, dist, device
+        self.batch_tokens = batch_tokens
+        self._ready: tuple[int, Batch] | None = None
+
+    def global_batch(self, step: int) -> tuple[Tensor, Tensor]:
+        """Every rank's rows: batch_size of them, or a budget of batch_tokens per rank, each rank's
+        rows of similar length (every world-th row of a length-sorted batch)."""
+        if self.batch_tokens is None:
+            return self.task.train_batch(step, self.batch_size)
+        return self.task.token_batch(step, self.batch_tokens * self.dist.world, self.dist.world)
+
+    def prepare(self, step: int) -> None:
+        """Build the batch of `step` and start its copy to the device."""
+        spec = self.spec
+        src, tgt = self.global_batch(step)
+        check_ids("src", src, spec.src_vocab_size)
+        check_ids("tgt", tgt, spec.tgt_vocab_size)
+        tokens = int((tgt[:, 1:] != spec.pad_id).sum())
+        src, tgt = self.dist.shard(src), self.dist.shard(tgt)
+        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+        host = [src, tgt_in, tgt_out, padding_mask(src, spec.pad_id), padding_mask(tgt_in, spec.pad_id)]
+        self._ready = (step, Batch(*(self._to_device(t) for t in host), tokens))
+
+    def take(self, step: int) -> Batch:
+        """The batch of `step`: the one prepared ahead, or built now (the first step, a resume)."""
+        if self._ready is None or self._ready[0] != step:
+            self.prepare(step)
+        batch = self._ready[1]
+        self._ready = None
+        return batch
+
+    def _to_device(self, tensor: Tensor | None) -> Tensor | None:
+        if tensor is None or self.device.type == "cpu":
+            return tensor
+        return tensor.contiguous().pin_memory().to(self.device, non_blocking=True)
