@@ -9,6 +9,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from zoo.dropout import Dropout
 from zoo.model_spec import ModelSpec
 from zoo.registries import registry
 
@@ -28,7 +29,7 @@ class TwoLayerFeedForward(nn.Module):
         super().__init__()
         self.linear1 = nn.Linear(spec.d_model, spec.ffn_width, bias=spec.bias)
         self.act = self.activation()
-        self.dropout = nn.Dropout(spec.dropout)
+        self.dropout = Dropout(spec.dropout)
         self.linear2 = nn.Linear(spec.ffn_width, spec.d_model, bias=spec.bias)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -75,7 +76,7 @@ class GatedFeedForward(nn.Module):
         self.gate = nn.Linear(spec.d_model, spec.ffn_width, bias=spec.bias)
         self.linear1 = nn.Linear(spec.d_model, spec.ffn_width, bias=spec.bias)
         self.act = self.activation()
-        self.dropout = nn.Dropout(spec.dropout)
+        self.dropout = Dropout(spec.dropout)
         self.linear2 = nn.Linear(spec.ffn_width, spec.d_model, bias=spec.bias)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
+from zoo.dropout import dropout as zoo_dropout
 from zoo.masks import causal_mask
 
 
@@ -46,7 +46,7 @@ def attend(
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)
-    dropped = F.dropout(weights, dropout) if dropout > 0 else weights
+    dropped = zoo_dropout(weights, dropout)
     out = torch.einsum("bhqk,bhkd->bhqd", dropped, v)
     return out, (weights if need_weights else None)
 

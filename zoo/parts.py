@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 from torch import Tensor, nn
 
 from zoo.attend import KVCache
+from zoo.dropout import Dropout
 from zoo.model_spec import ModelSpec
 from zoo.registries import registry
 
@@ -41,7 +42,7 @@ class NormPlacement(nn.Module):
     def __init__(self, spec: ModelSpec, stack: Stack):
         super().__init__()
         self.norm = build_part("norm_type", spec)
-        self.dropout = nn.Dropout(spec.dropout)
+        self.dropout = Dropout(spec.dropout)
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         raise NotImplementedError
@@ -107,6 +108,7 @@ class Attention(nn.Module):
         super().__init__()
         self.d_model, self.n_heads, self.d_head = spec.d_model, spec.n_heads, spec.d_head
         self.kv_heads, self.group = spec.kv_heads, spec.n_heads // spec.kv_heads
+        self.kv_width = self.kv_heads * self.d_head
         self.param_kinds = ("weight", "bias") if spec.bias else ("weight",)
         self.dropout = spec.dropout
 

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from zoo.attend import DecoderCache, LayerCache
 from zoo.blocks import DecoderBlock, EncoderBlock
+from zoo.dropout import Dropout
 from zoo.model_spec import ModelSpec
 from zoo.parts import Stack, build_part
 
@@ -28,7 +29,7 @@ class Embedder(nn.Module):
         self.scale = math.sqrt(spec.d_model) if spec.scale_embeddings else 1.0
         self.position = build_part("position", spec, stack=stack)
         self.norm = build_part("norm_type", spec) if spec.embedding_norm else nn.Identity()
-        self.dropout = nn.Dropout(spec.dropout)
+        self.dropout = Dropout(spec.dropout)
 
     def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
         x = self.tokens(ids)
