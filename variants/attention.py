@@ -18,8 +18,46 @@ from zoo.registries import registry
 register = registry("attention").register
 
 
+class PackedHeads(Attention):
+    """Heads as a tensor dimension: one matmul projects every head's queries, keys and values
+    (`packed` gives the stacked weights, rows [q; k; v] grouped by head, as
+    torch.nn.MultiheadAttention's in_proj), and one batched kernel attends for all heads."""
+
+    def packed(self) -> tuple[Tensor, Tensor | None]:
+        raise NotImplementedError
+
+    def _heads(self, x: Tensor) -> Tensor:
+        return rearrange(x, "b t (h d) -> b h t d", d=self.d_head)
+
+    def forward(self, x, memory=None, *, mask, causal=False, position=None, offset=0, cache=None, need_weights=False):
+        weight, bias, kv_width = *self.packed(), self.kv_width
+        if memory is None:
+            q, k, v = map(self._heads, F.linear(x, weight, bias).split((self.d_model, kv_width, kv_width), dim=-1))
+            q = self.rotate_queries(q, position, offset)
+            k, v = self.self_keys(0, k, v, position, offset, cache)
+        else:
+            rows = slice(0, self.d_model)
+            q = self._heads(F.linear(x, weight[rows], None if bias is None else bias[rows]))
+            rows = slice(self.d_model, None)
+
+            def keys_values(m: Tensor) -> tuple[Tensor, Tensor]:
+                k, v = F.linear(m, weight[rows], None if bias is None else bias[rows]).split(kv_width, dim=-1)
+                return self._heads(k), self._heads(v)
+
+            k, v = self.memory_keys(0, keys_values, memory, cache)
+        out, weights = self.kernel(q, k, v, mask, self.score_bias(position, q, k, offset), need_weights, causal)
+        return self.out_proj(rearrange(out, "b h t d -> b t (h d)")), weights
+
+    def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None,
+               need_weights: bool, causal: bool):
+        """n_heads query heads over kv_heads key/value heads, by the zoo's reference `attend`."""
+        if self.group > 1:
+            k, v = (repeat(t, "b g t d -> b (g r) t d", r=self.group) for t in (k, v))
+        return attend(q, k, v, mask, bias, self.attention_dropout(), need_weights, causal)
+
+
 @register("fused")
-class FusedAttention(Attention):
+class FusedAttention(PackedHeads):
     """One packed q/k/v projection for all heads; heads are a tensor dimension, one batched matmul
     (Vaswani et al. 2017, as torch.nn.MultiheadAttention lays it out).
 
@@ -29,39 +67,11 @@ class FusedAttention(Attention):
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
-        self.kv_width = self.kv_heads * self.d_head
         self.in_proj = nn.Linear(spec.d_model, spec.d_model + 2 * self.kv_width, bias=spec.bias)
         self.out_proj = nn.Linear(spec.d_model, spec.d_model, bias=spec.bias)
 
-    def _heads(self, x: Tensor) -> Tensor:
-        return rearrange(x, "b t (h d) -> b h t d", d=self.d_head)
-
-    def _project(self, x: Tensor, rows: slice) -> Tensor:
-        bias = None if self.in_proj.bias is None else self.in_proj.bias[rows]
-        return F.linear(x, self.in_proj.weight[rows], bias)
-
-    def _memory_keys(self, memory: Tensor) -> tuple[Tensor, Tensor]:
-        k, v = self._project(memory, slice(self.d_model, None)).split(self.kv_width, dim=-1)
-        return self._heads(k), self._heads(v)
-
-    def forward(self, x, memory=None, *, mask, causal=False, position=None, offset=0, cache=None, need_weights=False):
-        if memory is None:
-            q, k, v = map(self._heads, self.in_proj(x).split((self.d_model, self.kv_width, self.kv_width), dim=-1))
-            q = self.rotate_queries(q, position, offset)
-            k, v = self.self_keys(0, k, v, position, offset, cache)
-        else:
-            q = self._heads(self._project(x, slice(0, self.d_model)))
-            k, v = self.memory_keys(0, self._memory_keys, memory, cache)
-        bias = self.score_bias(position, q, k, offset)
-        out, weights = self.kernel(q, k, v, mask, bias, need_weights, causal)
-        return self.out_proj(rearrange(out, "b h t d -> b t (h d)")), weights
-
-    def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None,
-               need_weights: bool, causal: bool):
-        """n_heads query heads over kv_heads key/value heads, by the zoo's reference `attend`."""
-        if self.group > 1:
-            k, v = (repeat(t, "b g t d -> b (g r) t d", r=self.group) for t in (k, v))
-        return attend(q, k, v, mask, bias, self.attention_dropout(), need_weights, causal)
+    def packed(self) -> tuple[Tensor, Tensor | None]:
+        return self.in_proj.weight, self.in_proj.bias
 
     def canonical_state(self) -> dict[str, Tensor]:
         sizes = (self.d_model, self.kv_width, self.kv_width)
@@ -120,21 +130,13 @@ class Head(nn.Module):
             self.key = nn.Linear(spec.d_model, spec.d_head, bias=spec.bias)
             self.value = nn.Linear(spec.d_model, spec.d_head, bias=spec.bias)
 
-    @staticmethod
-    def _as_head(x: Tensor) -> Tensor:
-        return rearrange(x, "b t d -> b 1 t d")
-
-    def queries(self, x: Tensor) -> Tensor:
-        return self._as_head(self.query(x))
-
-    def keys_values(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        return self._as_head(self.key(x)), self._as_head(self.value(x))
-
 
 @register("per_head")
-class PerHeadAttention(Attention):
-    """An nn.ModuleList of heads, each attending on its own; outputs concatenated and projected
-    (the per-head formulation of Vaswani et al. 2017, Figure 2)."""
+class PerHeadAttention(PackedHeads):
+    """An nn.ModuleList of heads, each with its own projections (the per-head formulation of
+    Vaswani et al. 2017, Figure 2). Each head keeps its parameters, but the computation is the
+    packed one: the heads' weights are stacked for one matmul, so holding heads apart costs a
+    copy of the weights per call, not a loop over heads."""
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
@@ -144,25 +146,10 @@ class PerHeadAttention(Attention):
     def _key_holders(self) -> list[Head]:
         return list(self.heads)[:: self.group]
 
-    def forward(self, x, memory=None, *, mask, causal=False, position=None, offset=0, cache=None, need_weights=False):
-        groups = []
-        for g, holder in enumerate(self._key_holders()):
-            if memory is None:
-                groups.append(self.self_keys(g, *holder.keys_values(x), position, offset, cache))
-            else:
-                groups.append(self.memory_keys(g, holder.keys_values, memory, cache))
-        outs, maps, bias = [], [], None
-        for i, head in enumerate(self.heads):
-            q = self.rotate_queries(head.queries(x), position, offset)
-            k, v = groups[i // self.group]
-            if i == 0:
-                bias = self.score_bias(position, q, k, offset)
-            head_bias = bias if bias is None or bias.size(0) == 1 else bias[i : i + 1]
-            out, weights = attend(q, k, v, mask, head_bias, self.attention_dropout(), need_weights, causal)
-            outs.append(out)
-            maps.append(weights)
-        out = rearrange(torch.cat(outs, dim=1), "b h t d -> b t (h d)")
-        return self.out_proj(out), (torch.cat(maps, dim=1) if need_weights else None)
+    def packed(self) -> tuple[Tensor, Tensor | None]:
+        layers = [layer for proj in self._projections().values() for layer in proj]
+        bias = torch.cat([layer.bias for layer in layers]) if "bias" in self.param_kinds else None
+        return torch.cat([layer.weight for layer in layers]), bias
 
     def _projections(self) -> dict[str, list[nn.Linear]]:
         holders = self._key_holders()
