@@ -57,6 +57,8 @@ class ExplosionSpec(Strict):
 class TrainSpec(Strict):
     steps: PositiveInt = 400
     batch_size: PositiveInt = 256
+    batch_tokens: PositiveInt | None = Field(None, description="batch by a token budget per rank instead: rows x the "
+                                             "longest side's length, sentences of similar length together")
     optimizer: OptimizerSpec = OptimizerSpec()
     schedule: Literal["constant", "inverse_sqrt", "cosine"] = "cosine"
     warmup_steps: NonNegativeInt = 30
@@ -153,6 +155,16 @@ class ExperimentSpec(Strict):
             raise PydanticCustomError(
                 "special_ids", "{conflicts}: task {task} fixes pad, bos and eos ids in its vocabulary; leave them "
                 "out of the model or give the task's", {"conflicts": "; ".join(conflicts), "task": self.task["name"]})
+        return self
+
+    @model_validator(mode="after")
+    def _token_batches_need_a_task_that_makes_them(self) -> ExperimentSpec:
+        if self.train.batch_tokens is not None:
+            tasks = registry("task")
+            if not tasks.get(self.task["name"]).token_batches:
+                able = ", ".join(name for name in tasks.names() if tasks.get(name).token_batches)
+                raise PydanticCustomError("batch_tokens", "train.batch_tokens: task '{task}' has no token batches; "
+                                          "tasks that do: {able}", {"task": self.task["name"], "able": able})
         return self
 
     @property

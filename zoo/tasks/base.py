@@ -112,6 +112,8 @@ class Task:
     text_metric: ClassVar[bool] = False
     """Whether eval/bleu (corpus BLEU of greedy decodes) is meaningful for this task."""
     METRICS: ClassVar[tuple[str, ...]] = ("loss", "token_acc", "exact_match")
+    token_batches: ClassVar[bool] = False
+    """Whether the task can batch by a token budget (`token_batch`, train.batch_tokens)."""
 
     def __init__(self, params: TaskParams, seed: int, state: dict[str, Any] | None = None):
         """`state` is what `state()` returned in an earlier run; tasks whose vocabulary is learned
@@ -122,6 +124,11 @@ class Task:
     tgt_vocab: Vocabulary
 
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
+        raise NotImplementedError
+
+    def token_batch(self, step: int, budget: int, multiple: int = 1) -> tuple[Tensor, Tensor]:
+        """The batch of `step` within `budget` padded positions (rows x the longer side's length),
+        of sentences of similar length, its rows a multiple of `multiple` (one share per rank)."""
         raise NotImplementedError
 
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:

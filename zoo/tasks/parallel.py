@@ -14,6 +14,7 @@ from zoo.registries import registry
 from zoo.tasks.base import Task, TaskParams, in_batches, pad_rows, step_generator
 from zoo.tasks.corpus import CorpusFormat, read_split
 from zoo.tasks.text import TokenizerName, codec_from_state, normalize, train_codec
+from zoo.tasks.token_batches import TokenPlan
 
 
 class ParallelParams(TaskParams):
@@ -46,6 +47,7 @@ class Parallel(Task):
 
     Params = ParallelParams
     text_metric = True
+    token_batches = True
 
     def __init__(self, params: ParallelParams, seed: int, state: dict[str, Any] | None = None):
         super().__init__(params, seed)
@@ -61,6 +63,7 @@ class Parallel(Task):
         if not self.train_pairs:
             raise ValueError(f"task.max_tokens {p.max_tokens}: no training pair is that short")
         self._epoch: tuple[int, list[int]] | None = None
+        self._plans: dict[tuple[int, int], TokenPlan] = {}
 
     @classmethod
     def splits(cls, params: ParallelParams) -> tuple[str, ...]:
@@ -80,6 +83,14 @@ class Parallel(Task):
         rows, n = [], len(self.train_pairs)
         for position in range(step * batch_size, (step + 1) * batch_size):
             rows.append(self.train_pairs[self._order(position // n)[position % n]])
+        return pad_rows([s for s, _ in rows]), pad_rows([t for _, t in rows])
+
+    def token_batch(self, step: int, budget: int, multiple: int = 1) -> tuple[Tensor, Tensor]:
+        if (budget, multiple) not in self._plans:
+            lengths = [max(len(s), len(t)) for s, t in self.train_pairs]
+            sides = [(len(s), len(t)) for s, t in self.train_pairs]
+            self._plans[budget, multiple] = TokenPlan(lengths, self.seed, budget, multiple, sides)
+        rows = [self.train_pairs[i] for i in self._plans[budget, multiple].rows(step)]
         return pad_rows([s for s, _ in rows]), pad_rows([t for _, t in rows])
 
     def _held_out(self, size: int | None, split: str) -> list[tuple[list[int], str]]:

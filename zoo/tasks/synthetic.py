@@ -8,6 +8,7 @@ import torch
 from pydantic import Field, PositiveInt, model_validator
 from torch import Tensor
 
+from zoo.errors import ConfigError
 from zoo.registries import registry
 from zoo.tasks.base import Task, TaskParams, Vocabulary, in_batches, pad_rows, step_generator
 
@@ -43,6 +44,7 @@ class StringTask(Task):
     """Random strings over an alphabet; the target is a function of the source letters."""
 
     Params = StringParams
+    token_batches = True
 
     def __init__(self, params: StringParams, seed: int, state=None):
         super().__init__(params, seed)
@@ -65,6 +67,19 @@ class StringTask(Task):
 
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
         return self._strings(step_generator(self.seed, step), batch_size, self.params.min_len, self.params.max_len)
+
+    def token_batch(self, step: int, budget: int, multiple: int = 1) -> tuple[Tensor, Tensor]:
+        """Strings of one length, drawn uniformly for the step, as many as the budget holds: no
+        padding at all (so each length gets the same share of tokens, not of strings)."""
+        longest = self.params.max_len + 2  # bos and eos
+        if multiple * longest > budget:
+            raise ConfigError(f"train.batch_tokens: {multiple} row{'s' * (multiple > 1)} of {longest} tokens "
+                              f"need{'s' * (multiple == 1)} {multiple * longest} positions, more than the budget of "
+                              f"{budget}; raise it")
+        gen = step_generator(self.seed, step, stream=3)
+        length = int(torch.randint(self.params.min_len, self.params.max_len + 1, (1,), generator=gen))
+        rows = budget // (length + 2)
+        return self._strings(gen, rows - rows % multiple, length, length)
 
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
         self.check_split(split)
