@@ -1,0 +1,65 @@
+"""The benchmark scripts run and print the JSON their README table is made from (`--smoke`: a tiny
+size, one round; they measure nothing here, timings belong to the scripts, not to tests)."""
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainkit import MULTI30K
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "experiments" / "benchmarks"
+
+
+@pytest.fixture
+def benchmark(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    return lambda name: importlib.import_module(name)
+
+
+def printed(capsys) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_core(benchmark, capsys):
+    result = benchmark("core").main(["--smoke"])
+    assert printed(capsys) == json.loads(json.dumps(result))
+    (size,) = result["training"]
+    assert set(size["tokens_per_s"]) >= {"torch.nn.Transformer", "zoo fused", "zoo sdpa"}
+    assert size["zoo_best"] in ("zoo fused", "zoo sdpa") and size["ratio_zoo_to_torch"] > 0
+    assert result["per_head"]["ratio_per_head_to_fused"] > 0 and result["decoding"]["ratio_cache_to_recompute"] > 0
+
+
+def test_trainer(benchmark, capsys):
+    result = benchmark("trainer").main(["--smoke"])
+    assert printed(capsys)["ratio_trainer_to_bare"] == result["ratio_trainer_to_bare"] > 0
+
+
+def test_batching(benchmark, capsys):
+    result = benchmark("batching").main(["--smoke", "--data-dir", str(MULTI30K)])
+    padding = printed(capsys)["padding"]
+    assert padding["token batches"]["padding_share"] < padding["sentence batches"]["padding_share"]
+    assert result["batch_tokens"] > 0
+
+
+def test_gpu_says_so_without_cuda_and_runs_its_code_on_cpu(benchmark, capsys):
+    gpu = benchmark("gpu")
+    if not torch.cuda.is_available():
+        result = gpu.main([])
+        assert printed(capsys) == result and result["ran"] is False and "no CUDA" in result["reason"]
+    result = gpu.main(["--smoke"])
+    assert printed(capsys)["results"].keys() == result["results"].keys() == {
+        "zoo fused", "zoo per_head", "zoo sdpa", "torch.nn.Transformer"}
+    assert result["met"] is None and all(r["tokens_per_s"] > 0 for r in result["results"].values())
+
+
+def test_model_flops_count_matches_a_hand_count(benchmark):
+    """d_model 8, 1+1 layers: dense 6 x params x tokens by side, plus 12 x L^2 x d per attention."""
+    gpu = benchmark("gpu")
+    model = torch.nn.ModuleDict({"encoder": torch.nn.Linear(8, 8, bias=False), "decoder": torch.nn.Linear(8, 4, bias=False),
+                                 "generator": torch.nn.Linear(8, 2, bias=False)})
+    flops = gpu.model_flops(model, rows=3, src_len=5, tgt_len=7, d=8, layers=1)
+    assert flops == 6 * 3 * (64 * 5 + (32 + 16) * 7) + 12 * 3 * 8 * (25 + 49 + 35)
+
