@@ -2,11 +2,15 @@
 so a newly registered part is covered without a new test."""
 
 import itertools
+import os
 
 import pytest
 import torch
 
 import zoo
+
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # each worker its share of the cores, not all of them
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 COMBOS = [zoo.spec("post.sinusoidal.fused.relu", vocab_size=19, **dict(zip(zoo.AXES, combo))).name
           for combo in itertools.product(*(zoo.registry(axis).names() for axis in zoo.AXES))]
