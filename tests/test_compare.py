@@ -1,16 +1,18 @@
 """`zoo compare` on ledgers with a known answer: the ranking, the intervals, paired differences,
 steps to target, the report, the plots and the W&B compare run read back offline."""
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
+import sweepkit
 
 import zoo
 from trainkit import offline_run
 from zoo.compare import Estimate, compare
-from zoo.sweep import Ledger, SweepSpec, expand
+from zoo.sweep import Ledger, SweepSpec
 
 T_975_3 = 3.182446305284263  # Student's t, 97.5% quantile, 3 degrees of freedom (tables)
 
@@ -27,25 +29,9 @@ def test_estimate_matches_the_textbook_interval():
 
 def write_sweep(tmp_path, value, statuses=None) -> SweepSpec:
     """A finished sweep whose metric is value(norm, ffn, seed); history reaches the value at step 100."""
-    sweep = SweepSpec(name="known", grid={"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]},
-                      seeds=[0, 1, 2, 3], target=0.5, out_dir=str(tmp_path))
-    folder = sweep.directory()
-    folder.mkdir(parents=True)
-    base = {"wandb": {"mode": "offline", "project": "zoo"}}
-    (folder / "sweep.yaml").write_text(yaml.safe_dump({**sweep.model_dump(mode="json"), "base": base}, sort_keys=False))
-    ledger = Ledger(folder / "ledger.jsonl")
-    for cell in expand(sweep):
-        a = dict(cell.assignment)
-        v = value(a["model.norm"], a["model.ffn"], cell.seed)
-        status = (statuses or {}).get(cell.name, "finished")
-        history = [{"train/step": 50, "train/wall_s": 5.0, "eval/exact_match": 0.0},
-                   {"train/step": 100, "train/wall_s": 10.0 + cell.seed, "eval/exact_match": v}]
-        ledger.append({"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": a,
-                       "status": "running"})
-        ledger.append({"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": a,
-                       "status": status, "metrics": {"eval/exact_match": v, "eval/loss": 1 - v} if status == "finished" else {},
-                       "parameters": 1000 + (a["model.norm"] == "pre"), "history": history})
-    return sweep
+    return sweepkit.write_sweep(tmp_path, "known", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]},
+                                [0, 1, 2, 3], lambda a, seed: value(a["model.norm"], a["model.ffn"], seed), target=0.5,
+                                statuses=statuses)
 
 
 def known(norm, ffn, seed):
@@ -100,6 +86,12 @@ def test_report_plots_and_wandb_compare_run(tmp_path):
     assert (meta["run_group"], meta["job_type"], info["name"]) == ("known", "compare", "known-compare")
     table = info["summary"]["comparison"]
     assert table["_type"] == "table-file" and table["nrows"] == 4
+    effects, curves = info["summary"]["effects"], info["summary"]["curves"]
+    assert effects["nrows"] == 6, "per axis: two values and one paired difference"
+    assert curves["nrows"] == 8, "four variants, evaluated at steps 50 and 100"
+    written = json.loads((Path(report.wandb_run) / "files" / effects["path"]).read_text())
+    difference = next(row for row in written["data"] if row[2] == "difference from post")
+    assert difference[:2] == ["norm", "pre"] and difference[3:] == pytest.approx([0.2, 0.2, 0.2, 8])
     assert {k for k in info["summary"] if k.startswith("plots/")} == {"plots/curves", "plots/effect_norm",
                                                                     "plots/effect_ffn"}
 
@@ -142,3 +134,64 @@ def test_cli_prints_the_table_and_where_the_report_is(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[1].split()[:2] == ["1", "norm=pre,ffn=gelu"]
     assert f"report: {sweep.directory() / 'report.md'}" in out and "effect_ffn.png" in out
+
+
+def band_polygons(fig) -> dict[str, tuple[list, list, list]]:
+    """(steps, lows, highs) of every filled band, keyed by its panel's title and the label of the
+    line drawn in the band's colour."""
+    from matplotlib.colors import to_rgba
+
+    out = {}
+    for ax in fig.axes:
+        lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+        for band in ax.collections:
+            edge = band.get_paths()[0].vertices
+            line = next(line for line in lines if np.allclose(to_rgba(line.get_color())[:3], band.get_facecolor()[0][:3]))
+            steps = sorted({float(x) for x in edge[:, 0]})
+            out[f"{ax.get_title()}|{line.get_label()}"] = (
+                steps, [float(edge[edge[:, 0] == x][:, 1].min()) for x in steps],
+                [float(edge[edge[:, 0] == x][:, 1].max()) for x in steps])
+    return out
+
+
+@pytest.mark.parametrize("seeds", [[0, 1, 2, 3], [0, 1]])
+def test_plotted_bands_are_the_computed_intervals(tmp_path, seeds):
+    """4 seeds: the 95% t-interval at each step; 2 seeds: the lowest and highest value."""
+    from zoo.compare.plots import curve_figure
+    from zoo.compare.stats import variant_rows
+
+    def history(a, seed, final):
+        return [{"train/step": step, "train/wall_s": float(step), "eval/exact_match": final * step / 300 + 0.02 * seed}
+                for step in (100, 200, 300)]
+    sweep = sweepkit.write_sweep(tmp_path, "bands", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]},
+                                 seeds, lambda a, seed: known(a["model.norm"], a["model.ffn"], seed), history=history)
+    rows = variant_rows(sweep, [r for r in Ledger(sweep.directory() / "ledger.jsonl").latest().values()
+                                if r["status"] == "finished"])
+    fig = curve_figure(sweep, rows)
+    drawn = band_polygons(fig)
+    assert len(drawn) == 4 and len(fig.axes) == 1, "4 variants fit one panel"
+    for row in rows:
+        steps, lows, highs = drawn[f"bands|{row.variant}"]
+        assert steps == [100, 200, 300]
+        for step, low, high in zip(steps, lows, highs):
+            values = [known(row.assignment["model.norm"], row.assignment["model.ffn"], s) * step / 300 + 0.02 * s
+                      for s in seeds]
+            expected = Estimate.of(values) if len(seeds) >= 3 else Estimate(0, 0, 2, min(values), max(values))
+            assert (low, high) == pytest.approx((expected.low, expected.high))
+
+
+def test_sixteen_variants_get_four_panels_of_four(tmp_path):
+    from zoo.compare.plots import curve_figure
+    from zoo.compare.stats import variant_rows
+
+    grid = {"model.norm": ["post", "pre"], "model.position": ["sinusoidal", "learned"],
+            "model.attention": ["per_head", "fused"], "model.ffn": ["relu", "gelu"]}
+    sweep = sweepkit.write_sweep(tmp_path, "sixteen", grid, [0], lambda a, seed: 0.5)
+    rows = variant_rows(sweep, list(Ledger(sweep.directory() / "ledger.jsonl").latest().values()))
+    fig = curve_figure(sweep, rows)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert titles == ["norm=post, position=sinusoidal", "norm=post, position=learned",
+                      "norm=pre, position=sinusoidal", "norm=pre, position=learned"]
+    labels = [sorted(line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_"))
+              for ax in fig.axes if ax.get_visible()]
+    assert labels == [sorted(f"attention={a},ffn={f}" for a in ("per_head", "fused") for f in ("relu", "gelu"))] * 4

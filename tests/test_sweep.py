@@ -43,8 +43,10 @@ def test_a_cell_is_the_base_with_its_values_in_the_sweeps_group(tmp_path):
     assert (experiment.model["norm"], experiment.model["ffn"], experiment.train.optimizer.lr) == ("pre", "relu", 0.003)
     assert experiment.model["d_model"] == 128, "fields the grid leaves alone keep the base's (default) values"
     assert experiment.train.seed == 1 and experiment.wandb.name == cell.name
-    assert (experiment.wandb.group, experiment.wandb.job_type) == ("s", "sweep")
-    assert experiment.wandb.tags == ("mine", "norm=pre", "ffn=relu", "lr=0.003")
+    assert (experiment.wandb.group, experiment.wandb.job_type) == ("s", cell.variant), "a variant's seeds share a job"
+    assert cell.variant == "norm=pre,ffn=relu,lr=0.003"
+    assert experiment.wandb.tags == ("mine", "sweep", "norm=pre", "ffn=relu", "lr=0.003")
+    assert experiment.wandb.config == {"norm": "pre", "ffn": "relu", "lr": 0.003, "variant": cell.variant}
     assert experiment.train.out_dir == str(tmp_path / "s" / "runs") and experiment.wandb.dir == str(tmp_path / "s")
 
 
@@ -108,6 +110,17 @@ def test_exported_wandb_sweep_names_the_grid_and_runs_zoo_train(tmp_path, monkey
     assert (experiment.wandb.group, experiment.wandb.job_type, experiment.wandb.mode) == ("s", "sweep", "online")
 
 
+def test_a_variant_too_long_for_a_job_type_keeps_its_start_and_a_hash():
+    from zoo.sweep.spec import JOB_TYPE_LIMIT, job_type
+
+    long = SweepSpec(name="s", grid={"model.position": [{"name": "rope", "base": 500000.0 + i} for i in range(2)],
+                                     "model.norm": ["sandwich"], "model.norm_type": ["scalenorm"],
+                                     "train.optimizer.lr": [0.000123456]})
+    first, second = (job_type(cell) for cell in expand(long))
+    assert len(expand(long)[0].variant) > JOB_TYPE_LIMIT and len(first) == len(second) == JOB_TYPE_LIMIT
+    assert first != second and first[:20] == expand(long)[0].variant[:20]
+
+
 def tiny_sweep(tmp_path, grid, **fields) -> tuple[SweepSpec, dict]:
     base = tiny_experiment(tmp_path, train={"steps": 20, "eval_every": 10, "checkpoint_every": 10, "log_every": 10},
                            wandb={"mode": "offline"})
@@ -128,9 +141,17 @@ def test_two_cells_end_to_end_with_wandb_offline(tmp_path):
     for run in runs:
         info, records = read_run(run)
         meta = next(r["run"] for r in records if r["type"] == "run")
-        assert meta["run_group"] == "tiny" and meta["job_type"] == "sweep"
         assert info["name"] in statuses and info["state"] == "finished"
-        assert f"norm={info['config']['model']['norm']}" in info["tags"]
+        variant = info["name"].removesuffix(",seed=0")
+        assert meta["run_group"] == "tiny" and meta["job_type"] == variant
+        config = info["config"]
+        assert f"norm={config['model']['norm']}" in info["tags"]
+        top = {k: config[k] for k in ("norm", "position", "attention", "ffn", "norm_type", "seed", "variant")}
+        assert top == {"norm": config["model"]["norm"], "position": "sinusoidal", "attention": "fused", "ffn": "relu",
+                       "norm_type": "layernorm", "seed": 0, "variant": variant}, "axes as top-level config keys"
+        step_of = {m["metric"].get("glob_name"): m["metric"].get("step_metric") for m in records
+                   if m["type"] == "metric" and m["metric"].get("glob_name")}
+        assert step_of == {"*": "train/step"}, "every metric is plotted against train/step"
     before = (folder / "ledger.jsonl").read_text()
     assert run_sweep(sweep, base, echo=lambda _: None) == statuses
     assert (folder / "ledger.jsonl").read_text() == before, "a finished sweep runs nothing again"

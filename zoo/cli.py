@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from zoo.catalog import list_variants, name_fields, preset_chain, preset_description, resolve
 from zoo.choices import part_text, settings_text
-from zoo.errors import Interrupted, ZooError, describe_validation
+from zoo.errors import ConfigError, Interrupted, ZooError, describe_validation
 from zoo.experiment import assign, parse_sets
 from zoo.memory import exact_parameters
 from zoo.model import EncoderDecoder
@@ -133,9 +133,16 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
-    from zoo.compare import compare
+    from zoo.compare import compare, transfer
 
-    report = compare(Path(args.sweep_dir), wandb_mode=args.wandb_mode, metric=args.metric)
+    if len(args.sweep_dirs) > 2:
+        raise ConfigError(f"zoo compare takes one sweep folder, or two to compare across tasks; got {len(args.sweep_dirs)}")
+    if len(args.sweep_dirs) == 2:
+        report = transfer(*args.sweep_dirs, out=args.out, wandb_mode=args.wandb_mode, metric=args.metric)
+    elif args.out:
+        raise ConfigError("--out names the folder of a comparison of two sweeps; one sweep's report goes in its folder")
+    else:
+        report = compare(Path(args.sweep_dirs[0]), wandb_mode=args.wandb_mode, metric=args.metric)
     print(report.table_text)
     print(f"report: {report.markdown}")
     for plot in report.plots:
@@ -195,8 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
                           help="experiment fields (train.steps=100) or sweep fields (seeds=[0,1,2])")
     sweeping.set_defaults(run=cmd_sweep)
 
-    comparing = commands.add_parser("compare", help="table, effects with 95%% intervals, plots and report of a sweep")
-    comparing.add_argument("sweep_dir")
+    comparing = commands.add_parser("compare", help="table, effects with 95%% intervals, plots and report of a sweep; "
+                                    "of two sweeps with the same grid: whether the ranking transfers")
+    comparing.add_argument("sweep_dirs", nargs="+", metavar="SWEEP_DIR", help="one sweep folder, or two (A B)")
+    comparing.add_argument("--out", help="the folder of a two-sweep report (default: transfer-A-vs-B beside A)")
     comparing.add_argument("--metric", help="another logged metric than the sweep's, e.g. long/exact_match")
     comparing.add_argument("--wandb-mode", choices=["offline", "online", "disabled"],
                            help="default: the sweep's own mode (WANDB_MODE wins)")

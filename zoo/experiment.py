@@ -85,8 +85,20 @@ class WandbSpec(Strict):
     tags: tuple[str, ...] = Field((), strict=False)
     name: str | None = Field(None, description="the run's name and folder; default: variant, seed and a fingerprint")
     mode: Literal["offline", "online", "disabled"] = "offline"
-    job_type: str = Field("train", description="W&B's job type: train; a sweep's cells use sweep")
+    job_type: str = Field("train", description="W&B's job type: train; a sweep's cells use their variant, so "
+                          "grouping a sweep's group by job type gives one line with a seed band per variant")
     dir: str = Field(".", description="W&B writes DIR/wandb; one folder for all runs, so `wandb leet ./wandb` browses them")
+    config: dict[str, str | int | float | bool | None] = Field(
+        {}, description="more top-level W&B config keys, beside the model's axes: a sweep's cells put their grid "
+        "values (by their short names), variant and seed here, for W&B's parallel-coordinates and importance panels")
+
+    @field_validator("config")
+    @classmethod
+    def _not_a_group(cls, config: dict[str, Any]) -> dict[str, Any]:
+        taken = sorted(set(config) & {"model", "task", "train", "wandb", "model_name"})
+        if taken:
+            raise ValueError(f"wandb.config keys {taken} would replace the experiment's own config groups")
+        return config
 
     @field_validator("name")
     @classmethod

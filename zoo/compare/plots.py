@@ -1,11 +1,13 @@
-"""The comparison's pictures: eval curves per variant, and one bar chart per axis with intervals."""
+"""The comparison's pictures: eval curves per variant with seed bands, and one chart per axis with intervals."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
+from typing import Any
 
-from zoo.compare.stats import AxisEffect, VariantRow
+from zoo.compare.stats import AxisEffect, VariantRow, curve_metric
 from zoo.sweep.spec import SweepSpec, value_text
 
 
@@ -18,22 +20,72 @@ def pyplot():
     return plt
 
 
+MAX_LINES = 6
+"""More variants than this in one panel: split the panels by the grid's first axes."""
+
+
+def panel_keys(sweep: SweepSpec, count: int) -> list[str]:
+    """The fewest leading grid keys whose values split `count` variants into panels of at most
+    MAX_LINES lines each (none when one panel holds them all)."""
+    keys: list[str] = []
+    panels = 1
+    for key in list(sweep.grid)[:-1]:
+        if math.ceil(count / panels) <= MAX_LINES:
+            break
+        keys.append(key)
+        panels *= len(sweep.grid[key])
+    return keys
+
+
+def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
+    """Each variant's evaluation curve, its mean over seeds with the band of `Band` (the 95%
+    interval, or min-max under 3 seeds), one panel per value of the splitting axes; a variant
+    keeps its colour across panels."""
+    plt = pyplot()
+    keys, labels = panel_keys(sweep, len(rows)), sweep.labels()
+    panels: dict[tuple, list[VariantRow]] = {}
+    for values in itertools.product(*(sweep.grid[k] for k in keys)):
+        panels[tuple(value_text(v) for v in values)] = []
+    for row in rows:
+        panels.setdefault(tuple(value_text(row.assignment[k]) for k in keys), []).append(row)
+    columns = math.ceil(math.sqrt(len(panels)))
+    height = math.ceil(len(panels) / columns)
+    fig, axes = plt.subplots(height, columns, figsize=(5.5 * columns + 2.5, 3.6 * height), sharex=True, sharey=True,
+                             squeeze=False)
+    colours: dict[str, Any] = {}
+    for ax, (panel, members) in zip(axes.flat, panels.items()):
+        for row in members:
+            label = ",".join(f"{labels[k]}={value_text(v)}" for k, v in row.assignment.items() if k not in keys)
+            colour = colours.setdefault(label, f"C{len(colours) % 10}")
+            if row.curve:
+                steps = [b.step for b in row.curve]
+                ax.plot(steps, [b.mean for b in row.curve], marker="o", markersize=2.5, linewidth=1.2, color=colour,
+                        label=label or row.variant)
+                ax.fill_between(steps, [b.low for b in row.curve], [b.high for b in row.curve], color=colour,
+                                alpha=0.18, linewidth=0)
+        if sweep.target is not None:
+            ax.axhline(sweep.target, color="grey", linestyle="--", linewidth=0.8)
+        ax.set_title(", ".join(f"{labels[k]}={v}" for k, v in zip(keys, panel)) or sweep.name, fontsize=9)
+        ax.set_xlabel("training step")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(curve_metric(sweep.metric))
+    handles = {}
+    for ax in axes.flat:
+        handles.update(zip(*reversed(ax.get_legend_handles_labels())))
+    if handles:
+        fig.legend(list(handles.values()), list(handles), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
+    fig.suptitle(f"{sweep.name}: {curve_metric(sweep.metric)} during training; mean over seeds, "
+                 "band: 95% interval (min-max under 3 seeds)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 def curves_png(sweep: SweepSpec, rows: list[VariantRow], path: Path) -> Path:
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(11, 4.5))
-    for row in rows:
-        if row.curve:
-            steps, values = zip(*row.curve)
-            ax.plot(steps, values, marker="o", markersize=3, linewidth=1.2, label=row.variant)
-    if sweep.target is not None:
-        ax.axhline(sweep.target, color="grey", linestyle="--", linewidth=0.8, label=f"target {sweep.target:g}")
-    ax.set_xlabel("training step")
-    ax.set_ylabel(f"{sweep.metric} (mean over seeds)")
-    ax.set_title(f"{sweep.name}: {sweep.metric} during training")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig = curve_figure(sweep, rows)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -67,3 +119,24 @@ def plot_estimates(ax, labels: list[str], estimates) -> None:
         ax.annotate(f"n={e.n}", (x, e.mean), textcoords="offset points", xytext=(8, 0), fontsize=7)
     ax.set_xticks(list(xs), labels, fontsize=8)
     ax.set_xlim(-0.6, len(labels) - 0.4)
+
+
+def scatter_png(a: SweepSpec, b: SweepSpec, pairs, agreement, path: Path) -> Path:
+    """Each variant's score on A against its score on B, with 95% intervals where there are seeds
+    enough; a ranking that transfers runs from the worse corner to the better one."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 6.0))
+    for index, (name, ra, rb) in enumerate(pairs):
+        xerr = None if math.isnan(ra.metric.low) else [[ra.metric.mean - ra.metric.low], [ra.metric.high - ra.metric.mean]]
+        yerr = None if math.isnan(rb.metric.low) else [[rb.metric.mean - rb.metric.low], [rb.metric.high - rb.metric.mean]]
+        ax.errorbar([ra.metric.mean], [rb.metric.mean], xerr=xerr, yerr=yerr, fmt="o", color=f"C{index % 10}",
+                    capsize=3, markersize=5, label=name)
+    ax.set_xlabel(f"A: {a.name}, {a.metric} ({a.goal})")
+    ax.set_ylabel(f"B: {b.name}, {b.metric} ({b.goal})")
+    ax.set_title(f"Kendall's tau-b {agreement.tau:.2f} [{agreement.low:.2f}, {agreement.high:.2f}], "
+                 f"p = {agreement.p_value:.3g}", fontsize=10)
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path

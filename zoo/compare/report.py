@@ -1,24 +1,19 @@
 """`zoo compare`: the ranked table, the axis effects, PNG plots, a Markdown report, and a W&B run
-in the sweep's group that holds the same table and plots next to the runs."""
+in the sweep's group that holds the same tables (ranking, effects, curves) and plots next to the runs."""
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from zoo.compare.load import read_sweep
 from zoo.compare.plots import curves_png, effect_png
 from zoo.compare.stats import AxisEffect, Estimate, VariantRow, axis_effects, variant_rows
-from zoo.errors import ConfigError
+from zoo.compare.wandb_run import Rows, log_tables
 from zoo.files import atomic_write
-from zoo.metrics import goal_of
-from zoo.registries import describe_unknown
-from zoo.sweep.ledger import Ledger
-from zoo.sweep.spec import SweepSpec, expand, safe_text, value_text
+from zoo.sweep.spec import SweepSpec, value_text
 from zoo.trainer.tracking import resolved_mode
-from zoo.yamlio import read_mapping
 
 
 @dataclass
@@ -68,6 +63,24 @@ def effect_lines(effects: list[AxisEffect]) -> list[str]:
     return lines
 
 
+def effect_table(effects: list[AxisEffect]) -> Rows:
+    """Each axis value's mean, then each paired difference from the first value, as table rows."""
+    rows = []
+    for effect in effects:
+        first = value_text(effect.values[0])
+        rows += [[effect.label, value_text(v), "mean", e.mean, e.low, e.high, e.n]
+                 for v, e in zip(effect.values, effect.estimates)]
+        rows += [[effect.label, value_text(v), f"difference from {first}", e.mean, e.low, e.high, e.n]
+                 for v, e in effect.differences]
+    return ["axis", "value", "kind", "mean", "ci_low", "ci_high", "n"], rows
+
+
+def curve_table(rows: list[VariantRow]) -> Rows:
+    """Every variant's evaluation curve: the mean over seeds and the band at each evaluated step."""
+    return (["variant", "step", "mean", "band_low", "band_high", "seeds"],
+            [[row.variant, b.step, b.mean, b.low, b.high, b.n] for row in rows for b in row.curve])
+
+
 def markdown_table(columns: list[str], data: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns), *("| " + " | ".join(r) + " |" for r in data)]
 
@@ -77,45 +90,15 @@ def text_table(columns: list[str], data: list[list[str]]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) for line in [columns, *data])
 
 
-def logged_metrics(records: list[dict[str, Any]]) -> list[str]:
-    """Every metric a finished run of the sweep reported at its end."""
-    return sorted({name for r in records for name in (r.get("metrics") or {})})
-
-
 def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | None = None,
             echo=print) -> Report:
-    """Everything `zoo compare` shows, from the sweep folder alone (no network). `metric` other
-    than the sweep's own writes its files with the metric in their names; its goal is min for a
-    loss and max otherwise, and the sweep's target (set for its own metric) is left out.
-
-    Only the records of the sweep's current cells count: after a grid or the seeds changed, the
-    ledger's records of other cells are left out, and so are damaged lines; both are reported."""
+    """Everything `zoo compare` shows, from the sweep folder alone (no network); see read_sweep
+    for which records count and for another `metric` than the sweep's."""
     sweep_dir = Path(sweep_dir)
-    saved = sweep_dir / "sweep.yaml"
-    if not saved.exists():
-        raise ConfigError(f"{sweep_dir}: no sweep.yaml; is this a folder that `zoo sweep` wrote?")
-    data = read_mapping(saved, "saved sweep")
-    sweep, base = SweepSpec.model_validate({**data, "base": {}}), data.get("base") or {}
-    read = Ledger(sweep_dir / "ledger.jsonl").read()
-    notes = read.warnings(sweep_dir / "ledger.jsonl")
-    current = {cell.name for cell in expand(sweep)}
-    latest = read.latest()
-    records = [r.model_dump() for name, r in latest.items() if name in current and r.status not in ("running", "interrupted")]
-    other = sorted(name for name in latest if name not in current)
-    if other:
-        notes.append(f"{len(other)} ledger record(s) of cells outside the current grid and seeds were left out "
-                     f"(e.g. {other[0]})")
+    read = read_sweep(sweep_dir, metric)
+    sweep, base, records, notes, suffix = read.sweep, read.base, read.records, read.notes, read.suffix
     for note in notes:
         echo(f"zoo compare: {note}")
-    if not records:
-        raise ConfigError(f"{sweep_dir}: the ledger holds no finished, diverged or failed cell of this grid yet")
-    suffix, known = "", logged_metrics(records)
-    if known and (metric or sweep.metric) not in known:
-        raise ConfigError(f"{'--metric' if metric else 'the sweep metric'}: "
-                          f"{describe_unknown('metric', metric or sweep.metric, known)} (what this sweep's runs logged)")
-    if metric is not None and metric != sweep.metric:
-        sweep = sweep.model_copy(update={"metric": metric, "goal": goal_of(metric), "target": None})
-        suffix = "-" + safe_text(metric)
     rows, effects = variant_rows(sweep, records), axis_effects(sweep, records)
     columns, data_rows = table(sweep, rows)
     plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png")]
@@ -132,25 +115,7 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     mode = resolved_mode(wandb_mode or (base.get("wandb") or {}).get("mode", "offline"))
     run = None
     if mode != "disabled":
-        run = log_to_wandb(sweep, base, sweep_dir, mode, f"{sweep.name}-compare{suffix}", columns, data_rows, plots)
+        tables = {"comparison": (columns, data_rows), "effects": effect_table(effects), "curves": curve_table(rows)}
+        run = log_tables(base.get("wandb") or {}, sweep.name, "compare", f"{sweep.name}-compare{suffix}", sweep_dir,
+                         mode, sweep.model_dump(mode="json"), tables, plots)
     return Report(rows, effects, text_table(columns, data_rows), markdown, plots, run)
-
-
-def log_to_wandb(sweep: SweepSpec, base: dict[str, Any], sweep_dir: Path, mode: str, name: str, columns, data_rows,
-                 plots: list[Path]) -> str | None:
-    """One run of job_type "compare" in the sweep's group; a W&B failure is only a warning."""
-    try:
-        import wandb
-
-        w = base.get("wandb") or {}
-        run = wandb.init(project=w.get("project", "zoo"), entity=w.get("entity"), group=sweep.name,
-                         job_type="compare", name=name, dir=str(sweep_dir), mode=mode,
-                         config=sweep.model_dump(mode="json"), settings=wandb.Settings(console="off"))
-        run.log({"comparison": wandb.Table(columns=columns, data=data_rows),
-                 **{f"plots/{p.stem}": wandb.Image(str(p)) for p in plots}})
-        run_dir = Path(run.dir).parent
-        run.finish()
-        return str(run_dir)
-    except Exception as err:  # the report on disk stands without W&B
-        warnings.warn(f"W&B compare run failed, the report is on disk only: {err!r}", RuntimeWarning, stacklevel=2)
-        return None

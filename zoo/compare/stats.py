@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from zoo.metrics import CURVE
 from zoo.sweep.spec import SweepSpec
 
 
@@ -38,6 +39,25 @@ class Estimate:
         return cls(mean, std, n, mean - half, mean + half)
 
 
+@dataclass(frozen=True)
+class Band:
+    """The metric at one evaluated step over a variant's seeds: the mean and a band, the 95%
+    t-interval where there are 3 or more seeds, else the lowest and highest value."""
+
+    step: int
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    @classmethod
+    def of(cls, step: int, values: Sequence[float]) -> Band:
+        if len(values) >= 3:
+            e = Estimate.of(values)
+            return cls(step, e.mean, e.low, e.high, e.n)
+        return cls(step, float(np.mean(values)), float(min(values)), float(max(values)), len(values))
+
+
 @dataclass
 class VariantRow:
     variant: str
@@ -49,8 +69,8 @@ class VariantRow:
     reached: int
     diverged: int
     failed: int
-    curve: list[tuple[int, float]] = field(default_factory=list)
-    """The metric at each evaluated step, averaged over the seeds that reached that step."""
+    curve: list[Band] = field(default_factory=list)
+    """The metric at each evaluated step, over the seeds that reached that step."""
 
 
 @dataclass
@@ -61,6 +81,11 @@ class AxisEffect:
     estimates: list[Estimate]
     differences: list[tuple[Any, Estimate]]
     """(value, its difference from values[0]) for every other value, paired."""
+
+
+def curve_metric(metric: str) -> str:
+    """The logged metric whose evaluations draw the curve of `metric`: `eval/X` for `eval_auc/X`."""
+    return "eval/" + metric.removeprefix(CURVE + "/") if metric.startswith(CURVE + "/") else metric
 
 
 def reached_at(history: list[dict[str, Any]], metric: str, target: float, goal: str) -> tuple[int, float] | None:
@@ -86,21 +111,22 @@ def variant_rows(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[Va
     rows = []
     for variant, runs in by_variant.items():
         values = [v for v in (final_value(r, sweep.metric) for r in runs) if v is not None]
-        hits = [reached_at(r.get("history") or [], sweep.metric, sweep.target, sweep.goal)
+        logged = curve_metric(sweep.metric)
+        hits = [reached_at(r.get("history") or [], logged, sweep.target, sweep.goal)
                 for r in runs if sweep.target is not None and r.get("status") == "finished"]
         hits = [h for h in hits if h is not None]
         curve: dict[int, list[float]] = {}
         for run in runs:
             for row in run.get("history") or []:
-                if sweep.metric in row:
-                    curve.setdefault(int(row["train/step"]), []).append(float(row[sweep.metric]))
+                if logged in row:
+                    curve.setdefault(int(row["train/step"]), []).append(float(row[logged]))
         rows.append(VariantRow(
             variant, runs[0]["assignment"], Estimate.of(values),
             next((r.get("parameters") for r in runs if r.get("parameters")), None),
             float(np.mean([h[0] for h in hits])) if hits else None,
             float(np.mean([h[1] for h in hits])) if hits else None,
             len(hits), sum(r["status"] == "diverged" for r in runs), sum(r["status"] == "failed" for r in runs),
-            sorted((step, float(np.mean(v))) for step, v in curve.items())))
+            [Band.of(step, values) for step, values in sorted(curve.items())]))
     sign = -1.0 if sweep.goal == "max" else 1.0
 
     def rank(row: VariantRow):  # the metric, then (for ties) fewer steps and seconds to the target

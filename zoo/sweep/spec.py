@@ -35,7 +35,8 @@ class SweepSpec(Strict):
     metric: str = "eval/exact_match"
     goal: Literal["max", "min"] = Field(None, validate_default=False,
                                         description="default: min for a loss, max for anything else")
-    target: float | None = Field(None, description="report steps and seconds until the metric reaches this")
+    target: float | None = Field(None, description="report steps and seconds until the metric reaches this "
+                                  "(for eval_auc/X: until an evaluation of eval/X does)")
     out_dir: str = Field("sweeps", description="the sweep's folder is OUT_DIR/NAME")
 
     @model_validator(mode="before")
@@ -137,6 +138,19 @@ def shard(cells: Sequence[Cell], index: int, count: int) -> list[Cell]:
     return [cell for cell in cells if cell.index % count == index]
 
 
+JOB_TYPE_LIMIT = 64
+"""Job types are kept within 64 characters (W&B's limit on a tag), so W&B's tables stay readable."""
+
+
+def job_type(cell: Cell) -> str:
+    """The cell's variant as its W&B job type, so runs of one variant (its seeds) group together;
+    a variant too long for W&B keeps its start and a hash of the whole."""
+    if len(cell.variant) <= JOB_TYPE_LIMIT:
+        return cell.variant
+    digest = hashlib.blake2b(cell.variant.encode(), digest_size=4).hexdigest()
+    return cell.variant[: JOB_TYPE_LIMIT - 9] + "~" + digest
+
+
 def cell_experiment(sweep: SweepSpec, base: dict[str, Any], cell: Cell) -> ExperimentSpec:
     """The cell's experiment: the base, the grid values and the seed, logged into the sweep's group."""
     data = ExperimentSpec.model_validate(base).model_dump(mode="json")
@@ -144,9 +158,12 @@ def cell_experiment(sweep: SweepSpec, base: dict[str, Any], cell: Cell) -> Exper
         assign(data, key, value, "grid ")
     folder, labels = sweep.directory(), sweep.labels()
     tags = [f"{labels[key]}={value_text(value)}" for key, value in cell.assignment]
+    config = {labels[key]: value if isinstance(value, str | int | float | bool) else value_text(value)
+              for key, value in cell.assignment}
     for key, value in (("train.seed", cell.seed), ("train.out_dir", str(folder / "runs")),
-                       ("wandb.name", cell.name), ("wandb.group", sweep.name), ("wandb.job_type", "sweep"),
-                       ("wandb.dir", str(folder)), ("wandb.tags", [*data.get("wandb", {}).get("tags", []), *tags])):
+                       ("wandb.name", cell.name), ("wandb.group", sweep.name), ("wandb.job_type", job_type(cell)),
+                       ("wandb.dir", str(folder)), ("wandb.tags", [*data.get("wandb", {}).get("tags", []), "sweep", *tags]),
+                       ("wandb.config", {**config, "variant": cell.variant})):
         assign(data, key, value)
     return validate_experiment(data, f"sweep {sweep.name!r}, cell {cell.name}")
 

@@ -14,6 +14,8 @@ import torch
 from pydantic import BaseModel, ConfigDict
 from torch import Tensor
 
+from zoo.metrics import CURVE
+
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS)
 
@@ -144,7 +146,8 @@ class Task:
     def final_metrics(cls, params: TaskParams) -> list[str]:
         """Every metric in a finished run's result: what a sweep can rank its variants by."""
         names = [*cls.METRICS, *(["bleu"] if cls.text_metric else [])]
-        return [f"{metric_prefix(split)}/{name}" for split in cls.splits(params) for name in names]
+        return [*(f"{metric_prefix(split)}/{name}" for split in cls.splits(params) for name in names),
+                *(f"{CURVE}/{name}" for name in names)]
 
     @property
     def eval_splits(self) -> tuple[str, ...]:

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from zoo.errors import CheckpointError, Diverged, Interrupted
 from zoo.experiment import ExperimentSpec, validate_experiment
 from zoo.memory import check_fits
-from zoo.metrics import better
+from zoo.metrics import better, curve_means
 from zoo.model import EncoderDecoder
 from zoo.model_spec import ModelSpec
 from zoo.records import CheckpointProgress, RunRecord, write_result
@@ -241,6 +241,7 @@ class Trainer:
         if not self.progress.last_eval:
             self._evaluate(collective=False)
         final = dict(self.progress.last_eval)
+        final.update(curve_means(self.history) or curve_means([final]))
         for split in self.task.eval_splits[1:]:
             batches = self.task.eval_batches(t.eval_size, t.batch_size, split)
             final.update(evaluate(self.model, self.task, batches, self.device, self.task.references(t.eval_size, split),

@@ -23,6 +23,14 @@ def axis_tags(spec: ModelSpec) -> list[str]:
     return [f"{axis}={value}" for axis, value in spec.axes().items()]
 
 
+def top_level(experiment: ExperimentSpec, spec: ModelSpec) -> dict[str, Any]:
+    """Config keys beside the experiment's groups, which W&B's parallel-coordinates and parameter
+    importance panels take without setup: each model axis (`norm: pre`), the seed, and the
+    experiment's `wandb.config` (a sweep cell's grid values and variant)."""
+    return {**{axis: str(choice) for axis, choice in spec.axes().items()}, "seed": experiment.train.seed,
+            **experiment.wandb.config}
+
+
 class Tracker:
     def __init__(self, experiment: ExperimentSpec, spec: ModelSpec, name: str,
                  active: bool, run_id: str | None = None):
@@ -34,6 +42,7 @@ class Tracker:
         config = experiment.model_dump(mode="json")
         config["model"] = spec.model_dump()  # the full, resolved ModelSpec
         config["model_name"] = spec.name
+        config.update(top_level(experiment, spec))
         self._guard("init", lambda: self._init(w, mode, name, config, spec, run_id))
 
     def _init(self, w, mode, name, config, spec, run_id) -> None:
@@ -46,8 +55,7 @@ class Tracker:
             id=run_id, resume="allow" if run_id else None, settings=wandb.Settings(console="off"),
         )
         self.run.define_metric("train/step")
-        self.run.define_metric("train/*", step_metric="train/step")
-        self.run.define_metric("eval/*", step_metric="train/step")
+        self.run.define_metric("*", step_metric="train/step")  # every metric's x-axis, eval/* and test/* too
 
     def _guard(self, what: str, call) -> Any:
         try:

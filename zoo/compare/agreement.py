@@ -1,0 +1,75 @@
+"""Whether a ranking transfers from one task to another: Kendall's tau of the variants' scores,
+with a permutation p-value and a bootstrap interval, and each axis effect's verdict across tasks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from zoo.compare.stats import Estimate
+
+
+@dataclass(frozen=True)
+class RankAgreement:
+    tau: float
+    """Kendall's tau-b of the scores on A and on B (ties counted as ties)."""
+    p_value: float
+    """Two-sided, under random pairings of the scores: exact up to 8 variants, else from `resamples`."""
+    low: float
+    high: float
+    """The 95% percentile bootstrap interval of tau, resampling variants."""
+    n: int
+    resamples: int
+
+
+def tau_b(a: Sequence[float], b: Sequence[float]) -> float:
+    return float(stats.kendalltau(a, b).statistic)
+
+
+def rank_agreement(a: Sequence[float], b: Sequence[float], resamples: int = 10_000, seed: int = 0) -> RankAgreement:
+    """Agreement of two score lists, one score per variant in the same order, higher is better on
+    both (a loss enters negated). Seeded, so a report reads the same every time."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape or x.size < 3:
+        raise ValueError(f"rank agreement needs the same 3 or more variants on both sides, got {x.size} and {y.size}")
+    tau = tau_b(x, y)
+    exact = math.factorial(x.size) <= resamples
+    test = stats.permutation_test((x,), lambda p: tau_b(p, y), permutation_type="pairings", vectorized=False,
+                                  n_resamples=np.inf if exact else resamples, rng=np.random.default_rng(seed))
+    rng = np.random.default_rng(seed + 1)
+    draws = [tau_b(x[i], y[i]) for i in (rng.integers(0, x.size, x.size) for _ in range(resamples))]
+    draws = np.asarray([d for d in draws if not math.isnan(d)])  # a draw of one repeated variant has no ranking
+    low, high = np.percentile(draws, [2.5, 97.5]) if draws.size else (math.nan, math.nan)
+    return RankAgreement(tau, float(test.pvalue), float(low), float(high), int(x.size), resamples)
+
+
+ROUNDING = 1e-12
+"""A mean difference this close to zero is float rounding of equal values, not an effect."""
+
+
+def separates(e: Estimate) -> int:
+    """+1 or -1 where the 95% interval excludes zero on that side, else 0."""
+    if math.isnan(e.low) or abs(e.mean) <= ROUNDING:
+        return 0
+    return 1 if e.low > 0 else -1 if e.high < 0 else 0
+
+
+def verdict(a: Estimate, b: Estimate) -> str:
+    """How one paired effect (on the same oriented scale: positive is better) fares across two tasks."""
+    sa, sb = separates(a), separates(b)
+    if sa and sb:
+        return "transfers" if sa == sb else "reverses"
+    if sa or sb:
+        return "only on A" if sa else "only on B"
+    return "separates on neither"
+
+
+def oriented(e: Estimate, goal: str) -> Estimate:
+    """The estimate on a scale where higher is better: a loss's is negated."""
+    if goal == "max":
+        return e
+    return Estimate(-e.mean, e.std, e.n, -e.high, -e.low)

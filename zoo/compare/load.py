@@ -1,0 +1,63 @@
+"""A finished sweep read back from its folder alone: the saved sweep, its base experiment, and
+the latest record of each current cell; what was left out is said, not dropped silently."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zoo.errors import ConfigError
+from zoo.metrics import goal_of
+from zoo.registries import describe_unknown
+from zoo.sweep.ledger import Ledger
+from zoo.sweep.spec import SweepSpec, expand, safe_text
+from zoo.yamlio import read_mapping
+
+
+@dataclass
+class SweepRecords:
+    sweep: SweepSpec
+    """The saved sweep, with `metric` (and its goal) replaced when another metric was asked for."""
+    base: dict[str, Any]
+    records: list[dict[str, Any]]
+    notes: list[str]
+    suffix: str
+    """"" for the sweep's own metric, else "-<metric>": the files of another metric get their own names."""
+
+
+def logged_metrics(records: list[dict[str, Any]]) -> list[str]:
+    """Every metric a finished run of the sweep reported at its end."""
+    return sorted({name for r in records for name in (r.get("metrics") or {})})
+
+
+def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords:
+    """Only the records of the sweep's current cells count: after a grid or the seeds changed, the
+    ledger's records of other cells are left out, and so are damaged lines; both become notes.
+    `metric` other than the sweep's own takes its goal from its name (min for a loss) and drops
+    the sweep's target, which was set for its own metric."""
+    sweep_dir = Path(sweep_dir)
+    saved = sweep_dir / "sweep.yaml"
+    if not saved.exists():
+        raise ConfigError(f"{sweep_dir}: no sweep.yaml; is this a folder that `zoo sweep` wrote?")
+    data = read_mapping(saved, "saved sweep")
+    sweep, base = SweepSpec.model_validate({**data, "base": {}}), data.get("base") or {}
+    read = Ledger(sweep_dir / "ledger.jsonl").read()
+    notes = read.warnings(sweep_dir / "ledger.jsonl")
+    current = {cell.name for cell in expand(sweep)}
+    latest = read.latest()
+    records = [r.model_dump() for name, r in latest.items() if name in current and r.status not in ("running", "interrupted")]
+    other = sorted(name for name in latest if name not in current)
+    if other:
+        notes.append(f"{len(other)} ledger record(s) of cells outside the current grid and seeds were left out "
+                     f"(e.g. {other[0]})")
+    if not records:
+        raise ConfigError(f"{sweep_dir}: the ledger holds no finished, diverged or failed cell of this grid yet")
+    suffix, known = "", logged_metrics(records)
+    if known and (metric or sweep.metric) not in known:
+        raise ConfigError(f"{sweep_dir}: {'--metric' if metric else 'the sweep metric'}: "
+                          f"{describe_unknown('metric', metric or sweep.metric, known)} (what this sweep's runs logged)")
+    if metric is not None and metric != sweep.metric:
+        sweep = sweep.model_copy(update={"metric": metric, "goal": goal_of(metric), "target": None})
+        suffix = "-" + safe_text(metric)
+    return SweepRecords(sweep, base, records, notes, suffix)

@@ -1,0 +1,131 @@
+"""`zoo compare A B`: does the ranking of one sweep's variants transfer to the same grid on
+another task? Each axis's paired effect on both tasks side by side, Kendall's tau of the variants'
+scores, and a scatter of the scores, in a report folder and a W&B run of their own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from zoo.compare.agreement import RankAgreement, oriented, rank_agreement, verdict
+from zoo.compare.load import SweepRecords, read_sweep
+from zoo.compare.plots import scatter_png
+from zoo.compare.report import interval, markdown_table, number, text_table
+from zoo.compare.stats import AxisEffect, VariantRow, axis_effects, variant_rows
+from zoo.compare.wandb_run import Rows, log_tables
+from zoo.errors import ConfigError
+from zoo.files import atomic_write
+from zoo.sweep.spec import SweepSpec, safe_text, value_text
+from zoo.trainer.tracking import resolved_mode
+
+
+@dataclass
+class TransferReport:
+    variants: list[tuple[str, VariantRow, VariantRow]]
+    """(variant, its row on A, its row on B) for the variants with a score on both."""
+    effects: list[tuple[AxisEffect, AxisEffect]]
+    agreement: RankAgreement
+    table_text: str
+    markdown: Path
+    plots: list[Path]
+    wandb_run: str | None
+
+
+def grid_differences(a: SweepSpec, b: SweepSpec) -> list[str]:
+    """Every grid key that is not the same list of values in both sweeps, said how."""
+    out = []
+    for key in sorted(a.grid.keys() | b.grid.keys()):
+        if key not in b.grid:
+            out.append(f"{key} only in A")
+        elif key not in a.grid:
+            out.append(f"{key} only in B")
+        elif [repr(v) for v in a.grid[key]] != [repr(v) for v in b.grid[key]]:
+            out.append(f"{key} (A: {a.grid[key]}; B: {b.grid[key]})")
+    return out
+
+
+def paired_variants(a: list[VariantRow], b: list[VariantRow]) -> list[tuple[str, VariantRow, VariantRow]]:
+    on_b = {row.variant: row for row in b}
+    return [(row.variant, row, on_b[row.variant]) for row in a
+            if row.metric.n and row.variant in on_b and on_b[row.variant].metric.n]
+
+
+def score(row: VariantRow, sweep: SweepSpec) -> float:
+    return row.metric.mean if sweep.goal == "max" else -row.metric.mean
+
+
+def ranks(rows: list[VariantRow]) -> dict[str, int]:
+    """variant_rows comes best first."""
+    return {row.variant: rank for rank, row in enumerate(rows, 1)}
+
+
+def variant_table(a: SweepRecords, b: SweepRecords, pairs, rows_a, rows_b) -> Rows:
+    rank_a, rank_b = ranks([r for r in rows_a if r.metric.n]), ranks([r for r in rows_b if r.metric.n])
+    columns = ["variant", f"A {a.sweep.metric}", "A rank", f"B {b.sweep.metric}", "B rank"]
+    return columns, [[name, ra.metric.mean, rank_a[name], rb.metric.mean, rank_b[name]] for name, ra, rb in pairs]
+
+
+def effect_rows(a: SweepRecords, b: SweepRecords, effects) -> Rows:
+    columns = ["axis", "difference", "A mean", "A 95% CI", "A pairs", "B mean", "B 95% CI", "B pairs", "verdict"]
+    rows = []
+    for ea, eb in effects:
+        first = value_text(ea.values[0])
+        for (value, da), (_, db) in zip(ea.differences, eb.differences):
+            rows.append([ea.label, f"{value_text(value)} − {first}", da.mean, interval(da), da.n, db.mean,
+                         interval(db), db.n, verdict(oriented(da, a.sweep.goal), oriented(db, b.sweep.goal))])
+    return columns, rows
+
+
+def shown(rows: list[list]) -> list[list[str]]:
+    return [[number(v) if isinstance(v, float) else str(v) for v in row] for row in rows]
+
+
+def transfer(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None, wandb_mode: str | None = None,
+             metric: str | None = None, echo=print) -> TransferReport:
+    """Both sweeps must have the same grid (keys and values, in order); seeds and tasks may differ.
+    Each side is ranked by its own metric (or `metric` on both), a loss lowest first."""
+    dir_a, dir_b = Path(dir_a), Path(dir_b)
+    a, b = read_sweep(dir_a, metric), read_sweep(dir_b, metric)
+    for side, read in (("A", a), ("B", b)):
+        for note in read.notes:
+            echo(f"zoo compare ({side}): {note}")
+    differences = grid_differences(a.sweep, b.sweep)
+    if differences:
+        raise ConfigError(f"zoo compare {dir_a} {dir_b}: the two sweeps' grids differ, so their variants do not "
+                          f"pair up: {'; '.join(differences)}")
+    rows_a, rows_b = variant_rows(a.sweep, a.records), variant_rows(b.sweep, b.records)
+    pairs = paired_variants(rows_a, rows_b)
+    if len(pairs) < 3:
+        raise ConfigError(f"zoo compare {dir_a} {dir_b}: {len(pairs)} variant(s) have a score on both sides; "
+                          "a rank correlation needs at least 3")
+    agreement = rank_agreement([score(ra, a.sweep) for _, ra, _ in pairs], [score(rb, b.sweep) for _, _, rb in pairs])
+    effects = list(zip(axis_effects(a.sweep, a.records), axis_effects(b.sweep, b.records)))
+    folder = Path(out) if out else dir_a.parent / safe_text(f"transfer-{a.sweep.name}-vs-{b.sweep.name}{a.suffix}")
+    folder.mkdir(parents=True, exist_ok=True)
+    variants, effect_table = variant_table(a, b, pairs, rows_a, rows_b), effect_rows(a, b, effects)
+    plots = [scatter_png(a.sweep, b.sweep, pairs, agreement, folder / "scatter.png")]
+    summary = (f"Kendall's tau-b {agreement.tau:.3f}, 95% bootstrap interval [{agreement.low:.3f}, "
+               f"{agreement.high:.3f}], permutation p = {agreement.p_value:.4g} ({agreement.n} variants)")
+    lines = [f"# Transfer: {a.sweep.name} (A) and {b.sweep.name} (B)", "",
+             f"A: `{dir_a}`, metric `{a.sweep.metric}` ({a.sweep.goal}); B: `{dir_b}`, metric `{b.sweep.metric}` "
+             f"({b.sweep.goal}). Final values, means over seeds.", "", "## Ranking", "", summary + ".", "",
+             *markdown_table(variants[0], shown(variants[1])), "", "## Effect of each axis on both tasks", "",
+             "Paired differences with 95% t-intervals, each on its task's metric. The verdict reads the intervals "
+             "with each metric's direction: `transfers` (both exclude zero, the same way better), `reverses`, "
+             "`only on A`, `only on B`, `separates on neither`.", "",
+             *markdown_table(effect_table[0], shown(effect_table[1])), "", "## Plot", "",
+             *(f"![{p.stem}]({p.name})" for p in plots), ""]
+    markdown = folder / "transfer.md"
+    atomic_write(markdown, "\n".join(lines))
+    mode = resolved_mode(wandb_mode or (a.base.get("wandb") or {}).get("mode", "offline"))
+    run = None
+    if mode != "disabled":
+        config = {"A": a.sweep.model_dump(mode="json"), "B": b.sweep.model_dump(mode="json"),
+                  "kendall_tau": agreement.tau, "p_value": agreement.p_value}
+        run = log_tables(a.base.get("wandb") or {}, folder.name, "transfer", folder.name, folder, mode, config,
+                         {"variants": variants, "effects": effect_table,
+                          "rank_agreement": (["tau_b", "ci_low", "ci_high", "p_value", "variants"],
+                                             [[agreement.tau, agreement.low, agreement.high, agreement.p_value,
+                                               agreement.n]])}, plots)
+    text = summary + "\n" + text_table(effect_table[0], shown(effect_table[1]))
+    return TransferReport(pairs, effects, agreement, text, markdown, plots, run)
