@@ -17,7 +17,11 @@ def test_a_short_run_lowers_the_loss(axis, value, tmp_path):
     result = zoo.train(tiny_experiment(tmp_path, model={axis: value}))
     losses = [row["train/loss"] for row in result.history if "train/loss" in row]
     assert len(losses) == 6 and losses[-1] < 0.6 * losses[0]
-    assert set(result.metrics) == {"eval/loss", "eval/token_acc", "eval/exact_match"}
+    names = ("loss", "token_acc", "exact_match")
+    assert set(result.metrics) == {f"{prefix}/{name}" for prefix in ("eval", "eval_auc") for name in names}
+    for name in names:  # the curve metric is the mean over the run's evaluations (steps 60 and 120)
+        curve = [row[f"eval/{name}"] for row in result.history if f"eval/{name}" in row]
+        assert len(curve) == 2 and result.metrics[f"eval_auc/{name}"] == pytest.approx(sum(curve) / 2)
     assert result.best["eval/loss"] <= result.metrics["eval/loss"]
 
 

@@ -5,6 +5,7 @@ for unequal grids, and the W&B transfer run read back offline."""
 import itertools
 import math
 
+import numpy as np
 import pytest
 import sweepkit
 
@@ -122,3 +123,17 @@ def test_three_folders_are_refused(tmp_path):
     with pytest.raises(SystemExit) as exit_:
         main(["compare", "a", "b", "c"])
     assert exit_.value.code == 2
+
+
+def test_tau_b_with_ties_agrees_with_scipy():
+    """Ties on either side (tau-b's correction), in one call over a batch of resamples."""
+    from scipy import stats
+
+    from zoo.compare.agreement import tau_b
+
+    rng = np.random.default_rng(3)
+    xs, ys = rng.integers(0, 4, (50, 9)).astype(float), rng.integers(0, 3, (50, 9)).astype(float)
+    batch = tau_b(xs, ys)
+    for x, y, tau in zip(xs, ys, batch):
+        expected = stats.kendalltau(x, y).statistic
+        assert (math.isnan(tau) and math.isnan(expected)) or tau == pytest.approx(expected)

@@ -26,23 +26,31 @@ class RankAgreement:
     resamples: int
 
 
-def tau_b(a: Sequence[float], b: Sequence[float]) -> float:
-    return float(stats.kendalltau(a, b).statistic)
+def tau_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b over the last axis, for any leading batch shape (resamples at once):
+    concordant minus discordant pairs over the root of the product of the pairs untied in each
+    score; nan where one side is all ties."""
+    dx = np.sign(x[..., :, None] - x[..., None, :])
+    dy = np.sign(y[..., :, None] - y[..., None, :])
+    untied = (dx * dx).sum((-1, -2)) * (dy * dy).sum((-1, -2))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(untied > 0, (dx * dy).sum((-1, -2)) / np.sqrt(untied), np.nan)
 
 
 def rank_agreement(a: Sequence[float], b: Sequence[float], resamples: int = 10_000, seed: int = 0) -> RankAgreement:
     """Agreement of two score lists, one score per variant in the same order, higher is better on
     both (a loss enters negated). Seeded, so a report reads the same every time."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if x.shape != y.shape or x.size < 3:
+    if x.shape != y.shape or x.ndim != 1 or x.size < 3:
         raise ValueError(f"rank agreement needs the same 3 or more variants on both sides, got {x.size} and {y.size}")
-    tau = tau_b(x, y)
+    tau = float(tau_b(x, y))
     exact = math.factorial(x.size) <= resamples
-    test = stats.permutation_test((x,), lambda p: tau_b(p, y), permutation_type="pairings", vectorized=False,
-                                  n_resamples=np.inf if exact else resamples, rng=np.random.default_rng(seed))
-    rng = np.random.default_rng(seed + 1)
-    draws = [tau_b(x[i], y[i]) for i in (rng.integers(0, x.size, x.size) for _ in range(resamples))]
-    draws = np.asarray([d for d in draws if not math.isnan(d)])  # a draw of one repeated variant has no ranking
+    test = stats.permutation_test((x,), lambda p, axis=-1: tau_b(np.moveaxis(p, axis, -1), y), permutation_type="pairings",
+                                  vectorized=True, n_resamples=np.inf if exact else resamples,
+                                  rng=np.random.default_rng(seed))
+    rows = np.random.default_rng(seed + 1).integers(0, x.size, (resamples, x.size))
+    draws = tau_b(x[rows], y[rows])
+    draws = draws[~np.isnan(draws)]  # a draw of one repeated variant has no ranking
     low, high = np.percentile(draws, [2.5, 97.5]) if draws.size else (math.nan, math.nan)
     return RankAgreement(tau, float(test.pvalue), float(low), float(high), int(x.size), resamples)
 
