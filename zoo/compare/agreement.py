@@ -18,7 +18,8 @@ class RankAgreement:
     tau: float
     """Kendall's tau-b of the scores on A and on B (ties counted as ties)."""
     p_value: float
-    """Two-sided, under random pairings of the scores: exact up to 8 variants, else from `resamples`."""
+    """Two-sided, under random pairings of the scores: exact where n! <= `resamples` (up to 7
+    variants at the default), else from that many random pairings."""
     low: float
     high: float
     """The 95% percentile bootstrap interval of tau, resampling variants."""
