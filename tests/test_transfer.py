@@ -46,6 +46,7 @@ def test_tau_matches_a_count_of_concordant_pairs(tmp_path):
     a_dir, b_dir = sweep_pair(tmp_path, lambda a: index_of(a) / 20, lambda a: SHUFFLED[index_of(a)] / 20)
     report = transfer(a_dir, b_dir, wandb_mode="disabled")
     expected = counted_tau(list(range(12)), SHUFFLED)
+    assert report.markdown == a_dir.parent / "task-a-vs-task-b" / "transfer.md", "beside A, named by both sweeps"
     assert report.agreement.n == 12 and report.agreement.tau == pytest.approx(expected)
     assert report.agreement.low <= report.agreement.tau <= report.agreement.high
     assert report.agreement.low >= -1 and report.agreement.high <= 1

@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     comparing = commands.add_parser("compare", help="table, effects with 95%% intervals, plots and report of a sweep; "
                                     "of two sweeps with the same grid: whether the ranking transfers")
     comparing.add_argument("sweep_dirs", nargs="+", metavar="SWEEP_DIR", help="one sweep folder, or two (A B)")
-    comparing.add_argument("--out", help="the folder of a two-sweep report (default: transfer-A-vs-B beside A)")
+    comparing.add_argument("--out", help="the folder of a two-sweep report (default: A-vs-B beside A, by the sweeps' names)")
     comparing.add_argument("--metric", help="another logged metric than the sweep's, e.g. long/exact_match")
     comparing.add_argument("--wandb-mode", choices=["offline", "online", "disabled"],
                            help="default: the sweep's own mode (WANDB_MODE wins)")

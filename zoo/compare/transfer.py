@@ -100,7 +100,7 @@ def transfer(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None
                           "a rank correlation needs at least 3")
     agreement = rank_agreement([score(ra, a.sweep) for _, ra, _ in pairs], [score(rb, b.sweep) for _, _, rb in pairs])
     effects = list(zip(axis_effects(a.sweep, a.records), axis_effects(b.sweep, b.records)))
-    folder = Path(out) if out else dir_a.parent / safe_text(f"transfer-{a.sweep.name}-vs-{b.sweep.name}{a.suffix}")
+    folder = Path(out) if out else dir_a.parent / safe_text(f"{a.sweep.name}-vs-{b.sweep.name}{a.suffix}")
     folder.mkdir(parents=True, exist_ok=True)
     variants, effect_table = variant_table(a, b, pairs, rows_a, rows_b), effect_rows(a, b, effects)
     plots = [scatter_png(a.sweep, b.sweep, pairs, agreement, folder / "scatter.png")]
