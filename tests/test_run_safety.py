@@ -177,7 +177,7 @@ def test_a_picture_that_fails_costs_the_picture_not_the_run(tmp_path, monkeypatc
     def out_of_memory(*args, **kwargs):
         raise MemoryError("figure too large")
 
-    monkeypatch.setattr("zoo.trainer.loop.cross_attention_png", out_of_memory)
+    monkeypatch.setattr("zoo.trainer.picture.cross_attention_png", out_of_memory)
     with pytest.warns(RuntimeWarning, match="picture was not drawn: MemoryError"):
         result = zoo.train(tiny_experiment(tmp_path, train={"steps": 5}))
     assert result.attention_png is None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from zoo.trainer.evaluate import evaluate
 from zoo.trainer.feed import Batch, BatchFeed
 from zoo.trainer.guards import LossWatch, StopSignals, finite_weights, signals_to
 from zoo.trainer.optim import make_optimizer, make_schedule
-from zoo.trainer.picture import cross_attention_png
+from zoo.trainer.picture import try_cross_attention_png
 from zoo.trainer.progress import ProgressBar
 from zoo.trainer.run_folder import RunFolder
 from zoo.trainer.tracking import Tracker
@@ -225,12 +224,9 @@ class Trainer:
                 raise Interrupted(f"stopped by {stop.name or 'a signal'} after step {step}", stop.received)
 
     def _picture(self) -> Path | None:
-        """The cross-attention picture; a failure to draw it costs the picture, never the run."""
         png = self.run_dir / "cross_attention.png"
-        try:
-            caption = cross_attention_png(self.model, self.task, self.eval_batches[0][0], png)
-        except Exception as err:
-            warnings.warn(f"the cross-attention picture was not drawn: {err!r}", RuntimeWarning, stacklevel=2)
+        caption = try_cross_attention_png(self.model, self.task, self.eval_batches[0][0], png)
+        if caption is None:
             return None
         self.tracker.image("eval/cross_attention", png, caption, self.step)
         return png

@@ -58,3 +58,12 @@ def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, pa
         fig.savefig(path, dpi=110)
     plt.close(fig)
     return f"{task.src_vocab.decode(src[0, 1:].tolist())} -> {task.tgt_vocab.decode(out[0, 1:].tolist())}"
+
+
+def try_cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, path: Path) -> str | None:
+    """cross_attention_png, where a failure costs the picture (a warning), never the run; its caption or None."""
+    try:
+        return cross_attention_png(model, task, src, path)
+    except Exception as err:
+        warnings.warn(f"the cross-attention picture was not drawn: {err!r}", RuntimeWarning, stacklevel=3)
+        return None
