@@ -1,12 +1,11 @@
 """The shared trainer: learning for every axis value, checkpoints, divergence, the CLI."""
 
-import json
 
 import pytest
 import torch
 
 import zoo
-from trainkit import tiny_experiment
+from trainkit import diverged_run, tiny_experiment
 from zoo.cli import main
 
 AXIS_VALUES = [(axis, value) for axis in zoo.AXES for value in zoo.registry(axis).names()]
@@ -44,16 +43,10 @@ def test_text_task_reports_bleu(tmp_path):
 
 
 def test_divergence_stops_within_a_step_and_keeps_the_last_good_checkpoint(tmp_path):
-    experiment = tiny_experiment(tmp_path, train={"optimizer": {"lr": 1e30}, "checkpoint_every": 1, "warmup_steps": 0,
-                                                  "grad_clip": None, "schedule": "constant"})
-    with pytest.raises(zoo.Diverged, match=r"training diverged at step (\d+)") as err:
-        zoo.train(experiment)
-    failed_step = int(err.value.args[0].split("step ")[1].split(":")[0])
-    (run_dir,) = tmp_path.glob("post.sinusoidal.fused.relu-seed0-*")
-    result = json.loads((run_dir / "result.json").read_text())
+    error, failed_step, run_dir, result = diverged_run(tmp_path, r"training diverged at step (\d+)", checkpoint_every=1)
     assert result["status"] == "diverged" and result["diverged_at"] == failed_step
     if (run_dir / "checkpoint.pt").exists():  # the last good checkpoint: finite, from before the failure
-        assert "last good checkpoint" in str(err.value)
+        assert "last good checkpoint" in str(error)
         saved = torch.load(run_dir / "checkpoint.pt", weights_only=True)
         assert saved["progress"]["step"] < failed_step
         assert all(torch.isfinite(t).all() for t in saved["model"].values())

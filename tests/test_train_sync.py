@@ -6,14 +6,13 @@ needs a tensor's values on the host (`.item()`, `bool()`, `nonzero`, boolean ind
 each of these waits for the GPU (tests/test_gpu.py checks the same with CUDA's sync debug mode).
 """
 
-import json
 
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import zoo
-from trainkit import tiny_experiment
+from trainkit import diverged_run, tiny_experiment
 from zoo.experiment import validate_experiment
 from zoo.trainer.loop import Trainer
 
@@ -74,13 +73,8 @@ def test_a_training_step_reads_nothing_back(tmp_path, axis, value):
 def test_divergence_is_caught_by_the_next_log_and_no_checkpoint_holds_it(tmp_path):
     """Steps are checked at logs (every 20) and before checkpoints (every 5), not at every step:
     the error names the first step that was not finite, and the run stopped by the next check."""
-    experiment = tiny_experiment(tmp_path, train={"optimizer": {"lr": 1e30}, "warmup_steps": 0, "grad_clip": None,
-                                                  "schedule": "constant", "log_every": 20, "checkpoint_every": 5})
-    with pytest.raises(zoo.Diverged, match=r"training diverged at step (\d+): the loss or the gradient is not finite") as err:
-        zoo.train(experiment)
-    failed = int(err.value.args[0].split("step ")[1].split(":")[0])
-    (run_dir,) = tmp_path.glob("post.sinusoidal.fused.relu-seed0-*")
-    result = json.loads((run_dir / "result.json").read_text())
+    message = r"training diverged at step (\d+): the loss or the gradient is not finite"
+    _, failed, run_dir, result = diverged_run(tmp_path, message, log_every=20, checkpoint_every=5)
     assert result["status"] == "diverged" and result["diverged_at"] == failed
     assert failed <= result["steps"] < failed + 5  # stopped at the first check after it
     saved = torch.load(run_dir / "checkpoint.pt", weights_only=True) if (run_dir / "checkpoint.pt").exists() else None

@@ -35,6 +35,24 @@ def tiny_experiment(out_dir, **groups) -> dict:
     return experiment
 
 
+DIVERGING = {"optimizer": {"lr": 1e30}, "warmup_steps": 0, "grad_clip": None, "schedule": "constant"}
+"""Train fields whose first steps are not finite."""
+
+
+def diverged_run(tmp_path, match: str, **train) -> tuple[Exception, int, Path, dict]:
+    """Train the tiny experiment with DIVERGING and `train` fields, expect zoo.Diverged matching
+    `match`; returns the error, the step it names, the run folder and its result.json."""
+    import pytest
+
+    import zoo
+
+    with pytest.raises(zoo.Diverged, match=match) as err:
+        zoo.train(tiny_experiment(tmp_path, train={**DIVERGING, **train}))
+    failed = int(err.value.args[0].split("step ")[1].split(":")[0])
+    (run_dir,) = Path(tmp_path).glob("post.sinusoidal.fused.relu-seed0-*")
+    return err.value, failed, run_dir, json.loads((run_dir / "result.json").read_text())
+
+
 def run_dir_of(experiment: dict) -> Path:
     """The folder the trainer gives an experiment: out_dir/<variant>-seed<seed>-<fingerprint>."""
     from zoo.experiment import ExperimentSpec
