@@ -56,6 +56,15 @@ def evaluate(model: EncoderDecoder, task: Task, batches: list[tuple[Tensor, Tens
     return metrics
 
 
+def evaluate_split(model: EncoderDecoder, task: Task, split: str, size: int, rows: int, device,
+                   num_beams: int = 1, length_penalty: float = 1.0) -> dict[str, float]:
+    """Metrics of `size` pairs of one held-out split in batches of `rows`, under its metric prefix."""
+    from zoo.tasks.base import metric_prefix
+
+    return evaluate(model, task, task.eval_batches(size, rows, split), device, task.references(size, split),
+                    metric_prefix(split), num_beams, length_penalty)
+
+
 def evaluate_checkpoint(path, split: str = "valid", num_beams: int = 1, length_penalty: float = 1.0,
                         sets: tuple[str, ...] = (), device: str = "cpu") -> dict[str, float]:
     """Metrics of a trained checkpoint on one held-out split, decoded as asked, so greedy and beam
@@ -64,7 +73,6 @@ def evaluate_checkpoint(path, split: str = "valid", num_beams: int = 1, length_p
     from zoo.errors import ConfigError
     from zoo.experiment import validate_experiment, with_sets
     from zoo.tasks import build_task
-    from zoo.tasks.base import metric_prefix
     from zoo.trainer.checkpoint import load, read_checkpoint
 
     state = read_checkpoint(path, need=("experiment", "spec", "model", "task"))
@@ -75,6 +83,5 @@ def evaluate_checkpoint(path, split: str = "valid", num_beams: int = 1, length_p
         task.check_split(split)
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    size, rows = experiment.train.eval_size, experiment.train.batch_size
-    return evaluate(model, task, task.eval_batches(size, rows, split), device, task.references(size, split),
-                    metric_prefix(split), num_beams, length_penalty)
+    return evaluate_split(model, task, split, experiment.train.eval_size, experiment.train.batch_size, device,
+                          num_beams, length_penalty)

@@ -23,7 +23,7 @@ from zoo.tasks import build_task
 from zoo.trainer.checkpoint import restore_training, save_checkpoint, training_state
 from zoo.trainer.devices import autocast_dtype, pick_device
 from zoo.trainer.distributed import Distributed
-from zoo.trainer.evaluate import evaluate
+from zoo.trainer.evaluate import evaluate, evaluate_split
 from zoo.trainer.feed import Batch, BatchFeed
 from zoo.trainer.guards import LossWatch, StopSignals, finite_weights, signals_to
 from zoo.trainer.optim import make_optimizer, make_schedule
@@ -239,9 +239,8 @@ class Trainer:
         final = dict(self.progress.last_eval)
         final.update(curve_means(self.history) or curve_means([final]))
         for split in self.task.eval_splits[1:]:
-            batches = self.task.eval_batches(t.eval_size, t.batch_size, split)
-            final.update(evaluate(self.model, self.task, batches, self.device, self.task.references(t.eval_size, split),
-                                  split, **self.decoding))
+            final.update(evaluate_split(self.model, self.task, split, t.eval_size, t.batch_size, self.device,
+                                        **self.decoding))
         broken = {k: v for k, v in final.items() if not math.isfinite(v)}
         if broken:
             raise Diverged(f"step {self.step}: the final evaluation is not finite ({broken})")
