@@ -9,7 +9,7 @@ from pathlib import Path
 
 from zoo.compare.load import read_sweep
 from zoo.compare.plots import curves_png, effect_png
-from zoo.compare.stats import AxisEffect, Estimate, VariantRow, axis_effects, variant_rows
+from zoo.compare.stats import AxisEffect, Estimate, SimpleEffect, VariantRow, axis_effects, simple_effects, variant_rows
 from zoo.compare.wandb_run import Rows, log_tables
 from zoo.files import atomic_write
 from zoo.sweep.spec import SweepSpec, value_text
@@ -20,6 +20,7 @@ from zoo.trainer.tracking import resolved_mode
 class Report:
     rows: list[VariantRow]
     effects: list[AxisEffect]
+    simple: list[SimpleEffect]
     table_text: str
     markdown: Path
     plots: list[Path]
@@ -35,13 +36,14 @@ def interval(e: Estimate) -> str:
 
 
 def table(sweep: SweepSpec, rows: list[VariantRow]) -> tuple[list[str], list[list[str]]]:
-    columns = ["rank", "variant", f"{sweep.metric} mean", "std", "seeds", "parameters"]
+    columns = ["rank", "variant", f"{sweep.metric} mean", "95% CI", "std", "seeds", "parameters"]
     if sweep.target is not None:
         columns += [f"steps to {sweep.target:g}", f"seconds to {sweep.target:g}", "reached"]
     columns += ["diverged", "failed"]
     data = []
     for rank, row in enumerate(rows, 1):
-        line = [str(rank), row.variant, number(row.metric.mean), number(row.metric.std), str(row.metric.n),
+        line = [str(rank), row.variant, number(row.metric.mean), interval(row.metric), number(row.metric.std),
+                str(row.metric.n),
                 f"{row.parameters:,}" if row.parameters else "—"]
         if sweep.target is not None:
             line += [number(row.steps_to_target), number(row.seconds_to_target, 3), str(row.reached)]
@@ -75,6 +77,23 @@ def effect_table(effects: list[AxisEffect]) -> Rows:
     return ["axis", "value", "kind", "mean", "ci_low", "ci_high", "n"], rows
 
 
+def simple_labels(effect: SimpleEffect, value) -> list[str]:
+    return [effect.label, f"{value_text(value)} − {value_text(effect.reference)}",
+            f"{effect.given_label}={value_text(effect.given_value)}"]
+
+
+def simple_rows(effects: list[SimpleEffect]) -> Rows:
+    """Every axis's paired differences at each value of every other axis, as table rows."""
+    return (["axis", "difference", "at", "mean", "ci_low", "ci_high", "pairs"],
+            [[*simple_labels(e, v), d.mean, d.low, d.high, d.n] for e in effects for v, d in e.differences])
+
+
+def simple_lines(effects: list[SimpleEffect]) -> list[str]:
+    return markdown_table(["axis", "difference (paired)", "at", "mean", "95% CI", "pairs"],
+                          [[*simple_labels(e, v), number(d.mean), interval(d), str(d.n)]
+                           for e in effects for v, d in e.differences])
+
+
 def curve_table(rows: list[VariantRow]) -> Rows:
     """Every variant's evaluation curve: the mean over seeds and the band at each evaluated step."""
     return (["variant", "step", "mean", "band_low", "band_high", "seeds"],
@@ -100,6 +119,11 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     for note in notes:
         echo(f"zoo compare: {note}")
     rows, effects = variant_rows(sweep, records), axis_effects(sweep, records)
+    simple = simple_effects(sweep, records)
+    interaction = ["## Effect of each axis at each value of another", "",
+                   "Where an effect depends on another choice, the marginal effect above averages it away; here "
+                   "the differences are paired within one value of the other axis.", "",
+                   *simple_lines(simple), ""] if simple else []
     columns, data_rows = table(sweep, rows)
     plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png")]
     plots += [effect_png(sweep, e, sweep_dir / f"effect_{value_text(e.label)}{suffix}.png") for e in effects]
@@ -108,14 +132,15 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
              *(f"- Note: {note}" for note in notes), *([""] if notes else []), "## Variants", "",
              *markdown_table(columns, data_rows), "", "## Effect of each axis", "",
              "Each value's mean over every other grid value and seed; differences are paired over runs that "
-             "share every other grid value and the seed.", "", *effect_lines(effects), "## Plots", "",
+             "share every other grid value and the seed.", "", *effect_lines(effects), *interaction, "## Plots", "",
              *(f"![{p.stem}]({p.name})" for p in plots), ""]
     markdown = sweep_dir / f"report{suffix}.md"
     atomic_write(markdown, "\n".join(lines))
     mode = resolved_mode(wandb_mode or (base.get("wandb") or {}).get("mode", "offline"))
     run = None
     if mode != "disabled":
-        tables = {"comparison": (columns, data_rows), "effects": effect_table(effects), "curves": curve_table(rows)}
+        tables = {"comparison": (columns, data_rows), "effects": effect_table(effects), "curves": curve_table(rows),
+                  **({"interactions": simple_rows(simple)} if simple else {})}
         run = log_tables(base.get("wandb") or {}, sweep.name, "compare", f"{sweep.name}-compare{suffix}", sweep_dir,
                          mode, sweep.model_dump(mode="json"), tables, plots)
-    return Report(rows, effects, text_table(columns, data_rows), markdown, plots, run)
+    return Report(rows, effects, simple, text_table(columns, data_rows), markdown, plots, run)

@@ -138,24 +138,61 @@ def variant_rows(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[Va
     return sorted(rows, key=rank)
 
 
+def paired_differences(finished: list[tuple[dict[str, Any], float]], key: str,
+                       values: list[Any]) -> list[tuple[Any, Estimate]]:
+    """Each value's difference from values[0], paired over runs that share every other grid value
+    and the seed."""
+    def rest(record):
+        others = tuple(sorted((k, repr(v)) for k, v in record["assignment"].items() if k != key))
+        return others, record["seed"]
+
+    reference = {rest(r): v for r, v in finished if r["assignment"][key] == values[0]}
+    return [(value, Estimate.of([v - reference[rest(r)] for r, v in finished
+                                 if r["assignment"][key] == value and rest(r) in reference]))
+            for value in values[1:]]
+
+
+def finished_values(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
+    pairs = [(r, final_value(r, sweep.metric)) for r in records]
+    return [(r, v) for r, v in pairs if v is not None]
+
+
 def axis_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[AxisEffect]:
     """For every grid key: each value's mean over all other grid values and seeds, and its paired
     difference from the key's first value."""
-    labels = sweep.labels()
-    finished = [(r, final_value(r, sweep.metric)) for r in records]
-    finished = [(r, v) for r, v in finished if v is not None]
+    labels, finished = sweep.labels(), finished_values(sweep, records)
     effects = []
     for key, values in sweep.grid.items():
-        def rest(record, key=key):
-            others = tuple(sorted((k, repr(v)) for k, v in record["assignment"].items() if k != key))
-            return others, record["seed"]
-
         per_value = [[v for r, v in finished if r["assignment"][key] == value] for value in values]
-        reference = {rest(r): v for r, v in finished if r["assignment"][key] == values[0]}
-        differences = []
-        for value in values[1:]:
-            paired = [v - reference[rest(r)] for r, v in finished
-                      if r["assignment"][key] == value and rest(r) in reference]
-            differences.append((value, Estimate.of(paired)))
-        effects.append(AxisEffect(key, labels[key], list(values), [Estimate.of(v) for v in per_value], differences))
+        effects.append(AxisEffect(key, labels[key], list(values), [Estimate.of(v) for v in per_value],
+                                  paired_differences(finished, key, list(values))))
+    return effects
+
+
+@dataclass
+class SimpleEffect:
+    """One axis's paired differences within one value of another axis: where an effect depends on
+    a second choice (Post-LN needs warmup, Pre-LN does not), the marginal effect averages it away."""
+
+    key: str
+    label: str
+    reference: Any
+    given_key: str
+    given_label: str
+    given_value: Any
+    differences: list[tuple[Any, Estimate]]
+
+
+def simple_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[SimpleEffect]:
+    """For every ordered pair of grid keys (key, given): key's paired effects at each given value."""
+    labels, finished = sweep.labels(), finished_values(sweep, records)
+    effects = []
+    for key, values in sweep.grid.items():
+        for given, given_values in sweep.grid.items():
+            if given == key:
+                continue
+            for g in given_values:
+                subset = [(r, v) for r, v in finished if r["assignment"][given] == g]
+                effects.append(SimpleEffect(key, labels[key], values[0], given, labels[given], g,
+                                            paired_differences(subset, key, list(values))))
     return effects
