@@ -197,16 +197,24 @@ def test_sixteen_variants_get_four_panels_of_four(tmp_path):
     assert labels == [sorted(f"attention={a},ffn={f}" for a in ("per_head", "fused") for f in ("relu", "gelu"))] * 4
 
 
-def test_a_curve_metric_draws_and_targets_its_evaluations(tmp_path):
-    """Ranked by eval_auc/token_acc: the curve and the steps to the target come from eval/token_acc."""
+@pytest.mark.parametrize("metric, title", [
+    ("eval_auc/token_acc", "auc: eval/token_acc during training;"),
+    ("test/token_acc", "final: eval/token_acc during training (test/token_acc is scored once, at the end);")])
+def test_a_metric_without_a_curve_of_its_own_draws_and_targets_its_evaluations(tmp_path, metric, title):
+    """Ranked by the curve's mean or by a split scored once at the end: the curve and the steps to
+    the target come from the validation evaluations, eval/token_acc, and the plot says so."""
+    from zoo.compare.plots import curve_figure
+
     def history(a, seed, final):
         fast = a["model.norm"] == "pre"
         return [{"train/step": step, "train/wall_s": step / 10, "eval/token_acc": min(1.0, step / (200 if fast else 400))}
                 for step in (100, 200, 300, 400)]
-    sweep = sweepkit.write_sweep(tmp_path, "auc", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]}, [0, 1],
-                                 lambda a, seed: 0.9 if a["model.norm"] == "pre" else 0.6, metric="eval_auc/token_acc",
+    name = title.split(":")[0]
+    sweep = sweepkit.write_sweep(tmp_path, name, {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]}, [0, 1],
+                                 lambda a, seed: 0.9 if a["model.norm"] == "pre" else 0.6, metric=metric,
                                  target=0.99, history=history)
     rows = compare(sweep.directory(), wandb_mode="disabled").rows
     by_norm = {row.assignment["model.norm"]: row for row in rows}
     assert by_norm["pre"].steps_to_target == 200 and by_norm["post"].steps_to_target == 400
     assert [b.mean for b in by_norm["post"].curve] == [0.25, 0.5, 0.75, 1.0]
+    assert curve_figure(sweep, rows).get_suptitle().startswith(title)

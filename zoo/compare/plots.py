@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from zoo.compare.stats import AxisEffect, VariantRow, curve_metric
+from zoo.compare.stats import AxisEffect, VariantRow, curve_metric, curve_title
 from zoo.sweep.spec import SweepSpec, value_text
 
 
@@ -76,7 +76,7 @@ def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
         handles.update(zip(*reversed(ax.get_legend_handles_labels())))
     if handles:
         fig.legend(list(handles.values()), list(handles), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
-    fig.suptitle(f"{sweep.name}: {curve_metric(sweep.metric)} during training; mean over seeds, "
+    fig.suptitle(f"{sweep.name}: {curve_title(sweep.metric)}; mean over seeds, "
                  "band: 95% interval (min-max under 3 seeds)", fontsize=10)
     fig.tight_layout()
     return fig

@@ -43,8 +43,7 @@ def table(sweep: SweepSpec, rows: list[VariantRow]) -> tuple[list[str], list[lis
     data = []
     for rank, row in enumerate(rows, 1):
         line = [str(rank), row.variant, number(row.metric.mean), interval(row.metric), number(row.metric.std),
-                str(row.metric.n),
-                f"{row.parameters:,}" if row.parameters else "—"]
+                str(row.metric.n), f"{row.parameters:,}" if row.parameters else "—"]
         if sweep.target is not None:
             line += [number(row.steps_to_target), number(row.seconds_to_target, 3), str(row.reached)]
         line += [str(row.diverged), str(row.failed)]

@@ -84,8 +84,17 @@ class AxisEffect:
 
 
 def curve_metric(metric: str) -> str:
-    """The logged metric whose evaluations draw the curve of `metric`: `eval/X` for `eval_auc/X`."""
-    return "eval/" + metric.removeprefix(CURVE + "/") if metric.startswith(CURVE + "/") else metric
+    """The logged metric whose evaluations draw the curve of `metric` (and count steps to its
+    target): `eval/X` for `eval_auc/X`, and for a split scored once at the end (`test/X`,
+    `long/X`) its validation counterpart `eval/X`, the only one measured during training."""
+    prefix, _, name = metric.partition("/")
+    return metric if prefix in ("eval", "train") or not name else f"eval/{name}"
+
+
+def curve_title(metric: str) -> str:
+    curve = curve_metric(metric)
+    scored_once = curve != metric and not metric.startswith(CURVE + "/")
+    return f"{curve} during training" + (f" ({metric} is scored once, at the end)" if scored_once else "")
 
 
 def reached_at(history: list[dict[str, Any]], metric: str, target: float, goal: str) -> tuple[int, float] | None:
