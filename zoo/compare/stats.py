@@ -87,8 +87,8 @@ def curve_metric(metric: str) -> str:
     """The logged metric whose evaluations draw the curve of `metric` (and count steps to its
     target): `eval/X` for `eval_auc/X`, and for a split scored once at the end (`test/X`,
     `long/X`) its validation counterpart `eval/X`, the only one measured during training."""
-    prefix, _, name = metric.partition("/")
-    return metric if prefix in ("eval", "train") or not name else f"eval/{name}"
+    parts = metric.split("/")
+    return metric if parts[0] in ("eval", "train") or len(parts) == 1 else f"eval/{parts[-1]}"
 
 
 def curve_title(metric: str) -> str:
