@@ -1,6 +1,5 @@
 """The shared trainer: learning for every axis value, checkpoints, divergence, the CLI."""
 
-
 import pytest
 import torch
 

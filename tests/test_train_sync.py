@@ -6,7 +6,6 @@ needs a tensor's values on the host (`.item()`, `bool()`, `nonzero`, boolean ind
 each of these waits for the GPU (tests/test_gpu.py checks the same with CUDA's sync debug mode).
 """
 
-
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
