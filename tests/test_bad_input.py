@@ -190,7 +190,7 @@ def test_corrupt_and_foreign_checkpoints_are_named_errors(tmp_path, checkpoint):
         zoo.load(tmp_path / "foreign.pt")
     with open(tmp_path / "object.pt", "wb") as handle:
         pickle.dump(pickle.PickleError("x"), handle, protocol=2)
-    with pytest.raises(zoo.CheckpointError, match=r"object\.pt: not a readable checkpoint: .* refused it"):
+    with pytest.raises(zoo.CheckpointError, match=r"object\.pt: not a readable checkpoint \(.*File is not a zip file"):
         zoo.load(tmp_path / "object.pt")
     state = torch.load(checkpoint, weights_only=True)
     torch.save({**state, "format": 99}, tmp_path / "newer.pt")

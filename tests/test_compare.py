@@ -132,7 +132,8 @@ def test_cli_prints_the_table_and_where_the_report_is(tmp_path, capsys):
     sweep = write_sweep(tmp_path, known)
     main(["compare", str(sweep.directory()), "--wandb-mode", "disabled"])
     out = capsys.readouterr().out
-    assert out.splitlines()[1].split()[:2] == ["1", "norm=pre,ffn=gelu"]
+    assert out.splitlines()[0] == "zoo compare: 16 of 16 cells finished"
+    assert out.splitlines()[2].split()[:2] == ["1", "norm=pre,ffn=gelu"]
     assert f"report: {sweep.directory() / 'report.md'}" in out and "effect_ffn.png" in out
 
 

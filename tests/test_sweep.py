@@ -160,8 +160,10 @@ def test_two_cells_end_to_end_with_wandb_offline(tmp_path):
 def test_a_rerun_retries_failed_cells_and_keeps_finished_ones(tmp_path):
     sweep, base = tiny_sweep(tmp_path, {"model.ffn": ["relu", "gelu"]})
     ledger = Ledger(tmp_path / "tiny" / "ledger.jsonl")
-    ledger.append({"cell": "ffn=relu,seed=0", "variant": "ffn=relu", "seed": 0, "status": "finished", "metrics": {}})
-    ledger.append({"cell": "ffn=gelu,seed=0", "variant": "ffn=gelu", "seed": 0, "status": "failed", "error": "x"})
+    ledger.append({"cell": "ffn=relu,seed=0", "variant": "ffn=relu", "seed": 0, "status": "finished", "metrics": {},
+                   "assignment": {"model.ffn": "relu"}})
+    ledger.append({"cell": "ffn=gelu,seed=0", "variant": "ffn=gelu", "seed": 0, "status": "failed", "error": "x",
+                   "assignment": {"model.ffn": "gelu"}})
     assert run_sweep(sweep, base, echo=lambda _: None) == {"ffn=relu,seed=0": "finished", "ffn=gelu,seed=0": "finished"}
     cells = [r["cell"] for r in ledger.records()]
     assert cells.count("ffn=relu,seed=0") == 1 and cells.count("ffn=gelu,seed=0") == 3

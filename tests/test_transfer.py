@@ -109,6 +109,8 @@ def test_cli_writes_the_report_and_a_wandb_transfer_run(tmp_path, capsys):
     out = tmp_path / "both"
     main(["compare", str(a_dir), str(b_dir), "--out", str(out)])
     printed = capsys.readouterr().out
+    progress, printed = printed.split("\n", 2)[:2], printed.split("\n", 2)[2]
+    assert progress == ["zoo compare (A): 24 of 24 cells finished", "zoo compare (B): 24 of 24 cells finished"]
     assert printed.startswith(f"Kendall's tau-b {counted_tau(list(range(12)), SHUFFLED):.3f}")
     assert f"report: {out / 'transfer.md'}" in printed
     assert (out / "scatter.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -7,7 +7,7 @@ from zoo import interop
 from zoo.catalog import list_variants, load_spec, register_preset, resolve, spec
 from zoo.choices import Choice, PartSettings
 from zoo.convert import convert
-from zoo.errors import CheckpointError, ConfigError, Diverged, Interrupted, RunConflict, ZooError
+from zoo.errors import CheckpointError, ConfigError, DataError, Diverged, Interrupted, RunConflict, ZooError
 from zoo.experiment import ExperimentSpec, load_experiment
 from zoo.model import AttentionMaps, EncoderDecoder, build
 from zoo.model_spec import ModelSpec
@@ -20,6 +20,7 @@ __all__ = [
     "CheckpointError",
     "Choice",
     "ConfigError",
+    "DataError",
     "Diverged",
     "EncoderDecoder",
     "ExperimentSpec",

@@ -18,6 +18,11 @@ class CheckpointError(ZooError, ValueError):
     """A file that is not a readable zoo checkpoint, or one that does not fit the experiment."""
 
 
+class DataError(ZooError, ValueError):
+    """A task's data file that cannot be read as the task needs it; the message names the file,
+    and the line where there is one."""
+
+
 class RunConflict(ZooError):
     """The run folder is held by another process, or holds another run."""
 

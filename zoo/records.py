@@ -41,6 +41,7 @@ class RunRecord(BaseModel):
     parameters: int | None = None
     model_name: str | None = None
     threads: int | None = None
+    data: dict[str, str] | None = Field(None, description="{file: content digest} of the task's data files")
     history: list[dict[str, float]] = Field(default_factory=list)
     diverged_at: int | None = None
     error: str | None = Field(None, description="why a run diverged, failed or was interrupted")
@@ -87,7 +88,8 @@ class CheckpointProgress(BaseModel):
 
 CHECKPOINT_KEYS = ("experiment", "spec", "model", "optimizer", "schedule", "scaler", "rng", "task", "wandb_id",
                    "progress")
-"""A checkpoint is a dict of these plus `format`; a format-0 checkpoint kept its progress at the top."""
+"""A checkpoint is a dict of these plus `format` and `data` (the task's data digests, absent in
+checkpoints written before they were recorded); a format-0 checkpoint kept its progress at the top."""
 
 
 def checkpoint_progress(state: dict[str, Any]) -> CheckpointProgress:

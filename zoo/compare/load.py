@@ -22,6 +22,8 @@ class SweepRecords:
     base: dict[str, Any]
     records: list[dict[str, Any]]
     notes: list[str]
+    progress: str
+    """How many cells of the grid are finished, diverged, failed, running, interrupted or missing."""
     suffix: str
     """"" for the sweep's own metric, else "-<metric>": the files of another metric get their own names."""
 
@@ -44,15 +46,21 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
     sweep, base = SweepSpec.model_validate({**data, "base": {}}), data.get("base") or {}
     read = Ledger(sweep_dir / "ledger.jsonl").read()
     notes = read.warnings(sweep_dir / "ledger.jsonl")
-    current = {cell.name for cell in expand(sweep)}
-    latest = read.latest()
-    records = [r.model_dump() for name, r in latest.items() if name in current and r.status not in ("running", "interrupted")]
-    other = sorted(name for name in latest if name not in current)
+    cells = expand(sweep)
+    names = {cell.name for cell in cells}
+    other = sorted({r.cell for r in read.records if r.cell is not None and r.cell not in names})
     if other:
         notes.append(f"{len(other)} ledger record(s) of cells outside the current grid and seeds were left out "
                      f"(e.g. {other[0]})")
+    current, foreign = read.of_cells(cells)
+    if foreign:
+        notes.append(f"{len(foreign)} cell(s) have ledger records whose grid values differ from the cell's, left out "
+                     f"(e.g. {foreign[0]})")
+    records = [r.model_dump() for r in current.values() if r.status not in ("running", "interrupted")]
+    progress = grid_progress(len(cells), [r.status for r in current.values()])
     if not records:
-        raise ConfigError(f"{sweep_dir}: the ledger holds no finished, diverged or failed cell of this grid yet")
+        raise ConfigError(f"{sweep_dir}: the ledger holds no finished, diverged or failed cell of this grid yet "
+                          f"({progress})")
     suffix, known = "", logged_metrics(records)
     if known and (metric or sweep.metric) not in known:
         raise ConfigError(f"{sweep_dir}: {'--metric' if metric else 'the sweep metric'}: "
@@ -60,4 +68,12 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
     if metric is not None and metric != sweep.metric:
         sweep = sweep.model_copy(update={"metric": metric, "goal": goal_of(metric), "target": None})
         suffix = "-" + safe_text(metric)
-    return SweepRecords(sweep, base, records, notes, suffix)
+    return SweepRecords(sweep, base, records, notes, progress, suffix)
+
+
+def grid_progress(cells: int, statuses: list[str]) -> str:
+    """`12 of 16 cells finished; 1 failed, 3 missing`: what the comparison rests on."""
+    counts = {status: statuses.count(status) for status in ("finished", "diverged", "failed", "running", "interrupted")}
+    counts["missing"] = cells - len(statuses)
+    rest = [f"{n} {'running or killed' if s == 'running' else s}" for s, n in counts.items() if n and s != "finished"]
+    return f"{counts['finished']} of {cells} cells finished" + (f"; {', '.join(rest)}" if rest else "")

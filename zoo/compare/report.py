@@ -42,7 +42,8 @@ def table(sweep: SweepSpec, rows: list[VariantRow]) -> tuple[list[str], list[lis
     columns += ["diverged", "failed"]
     data = []
     for rank, row in enumerate(rows, 1):
-        line = [str(rank), row.variant, number(row.metric.mean), interval(row.metric), number(row.metric.std),
+        mean = f"non-finite ({row.nonfinite} of {row.metric.n})" if row.nonfinite else number(row.metric.mean)
+        line = [str(rank), row.variant, mean, interval(row.metric), number(row.metric.std),
                 str(row.metric.n), f"{row.parameters:,}" if row.parameters else "—"]
         if sweep.target is not None:
             line += [number(row.steps_to_target), number(row.seconds_to_target, 3), str(row.reached)]
@@ -115,6 +116,7 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     sweep_dir = Path(sweep_dir)
     read = read_sweep(sweep_dir, metric)
     sweep, base, records, notes, suffix = read.sweep, read.base, read.records, read.notes, read.suffix
+    echo(f"zoo compare: {read.progress}")
     for note in notes:
         echo(f"zoo compare: {note}")
     rows, effects = variant_rows(sweep, records), axis_effects(sweep, records)
@@ -126,8 +128,9 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     columns, data_rows = table(sweep, rows)
     plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png")]
     plots += [effect_png(sweep, e, sweep_dir / f"effect_{value_text(e.label)}{suffix}.png") for e in effects]
-    lines = [f"# Sweep {sweep.name}", "", f"{len(records)} runs; metric `{sweep.metric}` ({sweep.goal}), "
-             f"final value; means over seeds; intervals are 95% t-intervals.", "",
+    lines = [f"# Sweep {sweep.name}", "", f"{read.progress}.", "",
+             f"{len(records)} runs; metric `{sweep.metric}` ({sweep.goal}), final value; means over seeds; "
+             "intervals are 95% t-intervals.", "",
              *(f"- Note: {note}" for note in notes), *([""] if notes else []), "## Variants", "",
              *markdown_table(columns, data_rows), "", "## Effect of each axis", "",
              "Each value's mean over every other grid value and seed; differences are paired over runs that "

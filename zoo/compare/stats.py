@@ -34,7 +34,8 @@ class Estimate:
         mean = float(x.mean())
         if n == 1:
             return cls(mean, math.nan, 1, math.nan, math.nan)
-        std = float(x.std(ddof=1))
+        with np.errstate(invalid="ignore"):  # inf - inf: a non-finite run's spread is nan, said as such
+            std = float(x.std(ddof=1))
         half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * std / math.sqrt(n)
         return cls(mean, std, n, mean - half, mean + half)
 
@@ -69,6 +70,8 @@ class VariantRow:
     reached: int
     diverged: int
     failed: int
+    nonfinite: int
+    """Seeds whose final metric is NaN or infinite: the variant then ranks after every finite one."""
     curve: list[Band] = field(default_factory=list)
     """The metric at each evaluated step, over the seeds that reached that step."""
 
@@ -135,12 +138,12 @@ def variant_rows(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[Va
             float(np.mean([h[0] for h in hits])) if hits else None,
             float(np.mean([h[1] for h in hits])) if hits else None,
             len(hits), sum(r["status"] == "diverged" for r in runs), sum(r["status"] == "failed" for r in runs),
-            [Band.of(step, values) for step, values in sorted(curve.items())]))
+            sum(not math.isfinite(v) for v in values), [Band.of(step, values) for step, values in sorted(curve.items())]))
     sign = -1.0 if sweep.goal == "max" else 1.0
 
     def rank(row: VariantRow):  # the metric, then (for ties) fewer steps and seconds to the target
-        missing = math.inf
-        return (row.metric.n == 0, sign * row.metric.mean if row.metric.n else 0.0,
+        missing, scored = math.inf, row.metric.n > 0 and not row.nonfinite
+        return (row.metric.n == 0, row.nonfinite > 0, sign * row.metric.mean if scored else 0.0,
                 row.steps_to_target if row.steps_to_target is not None else missing,
                 row.seconds_to_target if row.seconds_to_target is not None else missing)
 

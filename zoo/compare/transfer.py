@@ -87,6 +87,7 @@ def transfer(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None
     dir_a, dir_b = Path(dir_a), Path(dir_b)
     a, b = read_sweep(dir_a, metric), read_sweep(dir_b, metric)
     for side, read in (("A", a), ("B", b)):
+        echo(f"zoo compare ({side}): {read.progress}")
         for note in read.notes:
             echo(f"zoo compare ({side}): {note}")
     differences = grid_differences(a.sweep, b.sweep)

@@ -4,17 +4,49 @@ sweep killed at any moment, or two shards appending at once, leave a ledger that
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from zoo.errors import describe_validation
-from zoo.files import fcntl
+from zoo.files import WriteError, fcntl
 from zoo.records import RunRecord
+from zoo.sweep.spec import Cell
+
+
+def stands_for(record: RunRecord, cell: Cell) -> bool:
+    """Whether a ledger record is a result of this cell: the same grid values, compared as data."""
+    def text(values: dict[str, Any]) -> str:
+        return json.dumps(values, sort_keys=True, default=repr)
+
+    return record.assignment is not None and text(record.assignment) == text(dict(cell.assignment))
+
+
+def write_whole(fd: int, data: bytes, path: Path, size: int) -> None:
+    """Write all of `data` at the end of the file and fsync it; on a short or failed write, cut the
+    file back to `size` (its length before) and raise a WriteError."""
+    written = 0
+    try:
+        while written < len(data):
+            n = os.write(fd, data[written:])
+            if n == 0:
+                raise OSError(0, "no byte could be written")
+            written += n
+        os.fsync(fd)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        raise WriteError(f"{path}: a record could not be appended ({err.strerror or err}; {written} of {len(data)} "
+                         "bytes written, then cut off again): the cell's result is kept in its run folder, and "
+                         "running the sweep again records it") from None
 
 
 @dataclass
@@ -28,6 +60,20 @@ class LedgerRead:
         """The last record of each cell, by cell name."""
         return {record.cell: record for record in self.records if record.cell is not None}
 
+    def of_cells(self, cells: Sequence[Cell]) -> tuple[dict[str, RunRecord], list[str]]:
+        """The last record of each cell that stands for it (same grid values), and the names of the
+        cells that also have records which do not (left out: another experiment's, by that name)."""
+        by_name = {cell.name: cell for cell in cells}
+        latest: dict[str, RunRecord] = {}
+        foreign: set[str] = set()
+        for record in self.records:
+            cell = by_name.get(record.cell)
+            if cell is not None and stands_for(record, cell):
+                latest[cell.name] = record
+            elif cell is not None:
+                foreign.add(cell.name)
+        return latest, sorted(foreign)
+
     def warnings(self, path: Path) -> list[str]:
         return [f"{path}:{number}: a damaged line was left out ({problem})" for number, problem in self.damaged]
 
@@ -38,18 +84,26 @@ class Ledger:
         self._lock = threading.Lock()
 
     def append(self, record: RunRecord | dict) -> None:
+        """Append one record on a line of its own (after a line that lacks its newline, a newline
+        first), written whole or not at all: a short write (full disk, file-size limit) is cut
+        back off and raised as a WriteError that names the ledger."""
         if isinstance(record, dict):
             record = RunRecord.model_validate(record)
         record = record.model_copy(update={"time": time.strftime("%Y-%m-%dT%H:%M:%S")})
         line = (record.to_json() + "\n").encode("utf-8")
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+            except OSError as err:
+                raise WriteError(f"{self.path}: cannot append a record: {err.strerror or err}") from None
             try:
                 if fcntl is not None:
                     fcntl.flock(fd, fcntl.LOCK_EX)
-                os.write(fd, line)
-                os.fsync(fd)
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line
+                write_whole(fd, line, self.path, size)
             finally:
                 os.close(fd)  # closing drops the lock
 

@@ -17,14 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from zoo.errors import ConfigError, Interrupted
+from zoo.errors import ConfigError, Interrupted, RunConflict, ZooError
 from zoo.experiment import ExperimentSpec
 from zoo.files import FolderLock, atomic_write, lock_holder
 from zoo.records import DONE, RunRecord, read_result
 from zoo.sweep.ledger import Ledger
 from zoo.sweep.spec import Cell, SweepSpec, cell_experiment, expand, shard
+from zoo.tasks import data_digests
 from zoo.trainer.guards import signals_to
-from zoo.trainer.identity import changes_between, flatten
+from zoo.trainer.identity import changed_fields, changes_between, data_changes, flatten
 from zoo.yamlio import dump_yaml, read_mapping
 
 
@@ -69,13 +70,30 @@ def identity_record(cell: Cell) -> dict[str, Any]:
 def run_cell(sweep: SweepSpec, base: dict[str, Any], cell: Cell, ledger: Ledger, threads: int,
              children: Children) -> RunRecord | None:
     """Train one cell in a child process (resuming its checkpoint if a killed sweep left one);
-    None when the sweep is stopping or another process is training the cell."""
+    None when the sweep is stopping or another process (another shard) holds the cell."""
     experiment = cell_experiment(sweep, base, cell)
     run_dir = Path(experiment.train.out_dir) / cell.name
     if lock_holder(run_dir) is not None or children.stopping is not None:
         return None
+    try:
+        lock = FolderLock(run_dir, ".cell.lock", "this cell").acquire()
+    except RunConflict:
+        return None
+    try:
+        return train_cell(experiment, run_dir, cell, ledger, threads, children)
+    finally:
+        lock.release()
+
+
+def train_cell(experiment: ExperimentSpec, run_dir: Path, cell: Cell, ledger: Ledger, threads: int,
+               children: Children) -> RunRecord | None:
     identity = identity_record(cell)
-    result_file = run_dir / "result.json"
+    file, result_file = run_dir / "experiment.yaml", run_dir / "result.json"
+    other = foreign_run(file, experiment)
+    if other:
+        record = RunRecord(status="failed", error=other, **identity)
+        ledger.append(record)
+        return record
     if result_file.exists():
         previous = read_result(result_file)
         if previous.status in DONE:  # trained before the ledger heard of it: record, don't retrain
@@ -83,7 +101,6 @@ def run_cell(sweep: SweepSpec, base: dict[str, Any], cell: Cell, ledger: Ledger,
             ledger.append(record)
             return record
         result_file.unlink()
-    file = run_dir / "experiment.yaml"
     atomic_write(file, experiment.to_yaml())
     ledger.append(RunRecord(status="running", **identity))
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
@@ -101,22 +118,57 @@ def run_cell(sweep: SweepSpec, base: dict[str, Any], cell: Cell, ledger: Ledger,
     return record
 
 
-def check_same_base(folder: Path, base: dict[str, Any]) -> None:
-    """A sweep folder holds one base experiment: a rerun may grow the grid or the seeds, but a
-    changed base would mix runs of two experiments in one comparison."""
+def foreign_run(file: Path, experiment: ExperimentSpec) -> str | None:
+    """Why the cell's folder cannot be this cell's (it holds a run of another experiment), or None."""
+    if not file.exists():
+        return None
+    try:
+        changed = changed_fields(read_mapping(file, "cell experiment"), experiment, str(file))
+    except ZooError as err:
+        return f"{file.parent}: its experiment.yaml is unreadable ({err}); remove the folder to train this cell"
+    if not changed:
+        return None
+    return (f"{file.parent} holds a run of another experiment ({'; '.join(changed)}); remove the folder, or give "
+            "the sweep another name or out_dir")
+
+
+def check_folder(folder: Path, sweep: SweepSpec, base: dict[str, Any]) -> None:
+    """A sweep folder holds one base experiment, and a grid label names one key in it for good: a
+    rerun may grow the grid or the seeds, but a changed base, or a label that named another key
+    before (`eps` for train.optimizer.eps, then for model.norm_type.eps), would give an old result
+    the new experiment's cell."""
     saved_file = folder / "sweep.yaml"
     if not saved_file.exists():
         return
-    saved = read_mapping(saved_file, "saved sweep").get("base") or {}
+    saved_data = read_mapping(saved_file, "saved sweep")
+    saved = saved_data.get("base") or {}
 
     def fields(data: dict[str, Any]) -> dict[str, Any]:
         dumped = ExperimentSpec.model_validate(data).model_dump(mode="json")
         return {k: v for k, v in flatten(dumped).items() if not k.startswith("wandb.")}
 
+    way_out = "give this sweep another name or out_dir, or remove the folder"
     changed = changes_between(fields(saved), fields(base), "before")
     if changed:
-        raise ConfigError(f"{folder} holds a sweep of another base experiment ({'; '.join(changed)}); give this "
-                          "sweep another name or out_dir, or remove the folder")
+        raise ConfigError(f"{folder} holds a sweep of another base experiment ({'; '.join(changed)}); {way_out}")
+    before = {label: key for key, label in SweepSpec.model_validate({**saved_data, "base": {}}).labels().items()}
+    relabeled = [f"{label!r} named {before[label]} there and names {key} now"
+                 for key, label in sweep.labels().items() if before.get(label, key) != key]
+    if relabeled:
+        raise ConfigError(f"{folder}: the grid label {'; '.join(relabeled)}, so a cell's name would stand for "
+                          f"another experiment; {way_out}")
+
+
+def check_data_unchanged(sweep: SweepSpec, base: dict[str, Any], done: list[tuple[Cell, RunRecord]]) -> None:
+    """Refuse to add cells trained on changed data to cells trained on the data as it was."""
+    for cell, record in done:
+        if record.data is None:
+            continue
+        changed = data_changes(record.data, data_digests(cell_experiment(sweep, base, cell).task))
+        if changed:
+            raise ConfigError(f"{sweep.directory()}: the task's data changed since cell {cell.name} was trained "
+                              f"({'; '.join(changed)}); a comparison would mix runs on two data sets: restore the "
+                              "files, or give this sweep another name or out_dir")
 
 
 def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of: tuple[int, int] = (0, 1),
@@ -129,15 +181,17 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
     for cell in cells:
         cell_experiment(sweep, base, cell)  # every cell validates before any trains
     folder = sweep.directory()
-    check_same_base(folder, base)
+    check_folder(folder, sweep, base)
     with FolderLock(folder, f".sweep-{shard_of[0]}of{shard_of[1]}.lock", f"shard {shard_of[0]}/{shard_of[1]} of this sweep"):
         atomic_write(folder / "sweep.yaml", dump_yaml({**sweep.model_dump(mode="json"), "base": base}))
         ledger = Ledger(folder / "ledger.jsonl")
         read = ledger.read()
         for warning in read.warnings(ledger.path):
             echo(warning)
-        latest = read.latest()
-        statuses = {c.name: latest[c.name].status for c in cells if c.name in latest and latest[c.name].status in DONE}
+        latest, _ = read.of_cells(cells)
+        done = [(c, latest[c.name]) for c in cells if c.name in latest and latest[c.name].status in DONE]
+        check_data_unchanged(sweep, base, done)
+        statuses = {c.name: record.status for c, record in done}
         todo = [cell for cell in cells if cell.name not in statuses]
         echo(f"sweep {sweep.name}: {len(cells)} cells in this shard, {len(statuses)} already done, "
              f"{len(todo)} to run with {workers} worker(s)")

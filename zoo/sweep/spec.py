@@ -25,6 +25,11 @@ from zoo.metrics import goal_of
 from zoo.tasks import task_params
 from zoo.yamlio import read_mapping
 
+SWEEP_OWNED = ("train.out_dir", "wandb.name", "wandb.group", "wandb.job_type", "wandb.dir", "wandb.config")
+"""Experiment fields that cell_experiment sets for every cell: a grid over one would be overridden."""
+RESERVED_LABELS = ("seed", "variant")
+"""Names every cell already carries (in its name and its W&B config): a grid key never shortens to one."""
+
 
 class SweepSpec(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="the W&B group and the sweep's folder")
@@ -64,14 +69,20 @@ class SweepSpec(Strict):
                                  f"(model.*, task.*, train.*, wandb.*)")
             if key == "train.seed":
                 raise ValueError("grid key 'train.seed': list seeds under `seeds`, not in the grid")
+            owned = next((field for field in SWEEP_OWNED if key == field or key.startswith(field + ".")), None)
+            if owned is not None:
+                raise ValueError(f"grid key {key!r}: the sweep sets {owned} of every cell itself (its folder, W&B "
+                                 f"group and names); choose them with the sweep's name and out_dir")
             if not values or len({repr(v) for v in values}) != len(values):
                 raise ValueError(f"grid key {key!r} needs a list of distinct values, got {values!r}")
         return grid
 
     def labels(self) -> dict[str, str]:
-        """Short names of the grid keys: the last part (`norm`), or the whole key where two share it."""
+        """Short names of the grid keys: the last part (`norm`), or the whole key where two share it
+        or where it is a name the sweep gives every cell (`seed`, `variant`)."""
         last = [key.rsplit(".", 1)[-1] for key in self.grid]
-        return {key: short if last.count(short) == 1 else key for key, short in zip(self.grid, last)}
+        return {key: short if last.count(short) == 1 and short not in RESERVED_LABELS else key
+                for key, short in zip(self.grid, last)}
 
     def directory(self) -> Path:
         return Path(self.out_dir) / self.name

@@ -3,7 +3,7 @@
 from zoo.tasks import parallel, synthetic, toy_translation  # noqa: F401  (registers the tasks)
 from zoo.tasks.base import Task, TaskParams, Vocabulary
 
-__all__ = ["Task", "Vocabulary", "build_task", "task_params"]
+__all__ = ["Task", "Vocabulary", "build_task", "data_digests", "task_params"]
 
 
 def task_params(fields: dict) -> tuple[type[Task], TaskParams]:
@@ -20,3 +20,12 @@ def build_task(fields: dict, seed: int, state: dict | None = None) -> Task:
     earlier run."""
     cls, params = task_params(fields)
     return cls(params, seed, state)
+
+
+def data_digests(fields: dict) -> dict[str, str]:
+    """{file: content digest} of every file the task of `fields` reads: what makes two runs of one
+    experiment runs on the same data."""
+    from zoo.tasks.corpus import cached_digest
+
+    cls, params = task_params(fields)
+    return {str(path): cached_digest(path) for path in cls.data_files(params)}

@@ -8,6 +8,7 @@ an uninterrupted one would, and distributed ranks can take disjoint rows of one 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -148,6 +149,16 @@ class Task:
         names = [*cls.METRICS, *(["bleu"] if cls.text_metric else [])]
         return [*(f"{metric_prefix(split)}/{name}" for split in cls.splits(params) for name in names),
                 *(f"{CURVE}/{name}" for name in names)]
+
+    def longest_training(self) -> tuple[int, int] | None:
+        """The most tokens (bos and eos counted) of a training source and target, where the task
+        knows them before training: a sequence a model cannot place is then found before any step."""
+        return None
+
+    @classmethod
+    def data_files(cls, params: TaskParams) -> list[Path]:
+        """The files the task reads (a run's identity covers their content); none for generated data."""
+        return []
 
     @property
     def eval_splits(self) -> tuple[str, ...]:

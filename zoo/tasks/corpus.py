@@ -1,20 +1,50 @@
 """Reading a parallel corpus from disk: aligned `STEM.SRC` / `STEM.TGT` files, or one `STEM.tsv`
-of `source<TAB>target` lines; each may be gzipped (`.gz`)."""
+of `source<TAB>target` lines; each may be gzipped (`.gz`).
+
+A line is what ends in `\\n` (a `\\r` before it is dropped): Unicode line separators, form feeds
+and other control characters inside a sentence stay in it, so one stray U+2028 in web-scraped text
+never splits a sentence and misaligns every later pair. Every failure names the file, and the line
+where there is one.
+"""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
+import zlib
 from pathlib import Path
 from typing import Literal
+
+from zoo.errors import DataError
 
 CorpusFormat = Literal["auto", "pair", "tsv"]
 
 
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, decompressed for `.gz`; a truncated or fake gzip file is a DataError."""
+    try:
+        if path.suffix != ".gz":
+            return path.read_bytes()
+        with gzip.open(path, "rb") as handle:
+            return handle.read()
+    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+        raise DataError(f"{path}: not a readable gzip file (truncated or not gzip: {err})") from None
+
+
 def read_lines(path: Path) -> list[str]:
-    """The file's lines without their line endings; `.gz` files are decompressed."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        return handle.read().splitlines()
+    """The file's lines: split at `\\n` alone, each without its `\\r\\n` or `\\n` ending."""
+    data = read_bytes(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise DataError(f"{path}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x} at column {column}); "
+                        "re-encode the file as UTF-8") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the newline that ends the last line starts no line of its own
+    return [line.removesuffix("\r") for line in lines]
 
 
 def find(data_dir: Path, name: str) -> Path | None:
@@ -24,26 +54,59 @@ def find(data_dir: Path, name: str) -> Path | None:
     return None
 
 
-def read_split(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: CorpusFormat = "auto") -> list[tuple[str, str]]:
-    """The (source, target) sentence pairs of one split; pairs with an empty side are dropped."""
+def split_files(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: CorpusFormat = "auto") -> list[Path]:
+    """The files that hold one split: the aligned pair, or the TSV file."""
     data_dir = Path(data_dir)
-    pair = (find(data_dir, f"{stem}.{src}"), find(data_dir, f"{stem}.{tgt}"))
+    pair = [find(data_dir, f"{stem}.{src}"), find(data_dir, f"{stem}.{tgt}")]
     tsv = find(data_dir, f"{stem}.tsv")
     if fmt in ("auto", "pair") and all(pair):
-        sources, targets = read_lines(pair[0]), read_lines(pair[1])
+        return pair
+    if fmt in ("auto", "tsv") and tsv is not None:
+        return [tsv]
+    tried = {"pair": [f"{stem}.{src}[.gz] and {stem}.{tgt}[.gz]"], "tsv": [f"{stem}.tsv[.gz]"]}
+    looked = tried.get(fmt, tried["pair"] + tried["tsv"])
+    raise FileNotFoundError(f"task.data_dir {str(data_dir)!r}: no {' or '.join(looked)} for split {stem!r}")
+
+
+def read_split(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: CorpusFormat = "auto") -> list[tuple[str, str]]:
+    """The (source, target) sentence pairs of one split; pairs with an empty side are dropped. A
+    split left with no pair is an error that names its files."""
+    files = split_files(data_dir, stem, src, tgt, fmt)
+    if len(files) == 2:
+        sources, targets = read_lines(files[0]), read_lines(files[1])
         if len(sources) != len(targets):
-            raise ValueError(f"{pair[0]} has {len(sources)} lines but {pair[1]} has {len(targets)}; "
-                             "aligned files need one sentence a line on both sides")
+            raise DataError(f"{files[0]} has {len(sources)} lines but {files[1]} has {len(targets)}; "
+                            "aligned files need one sentence a line on both sides")
         pairs = list(zip(sources, targets))
-    elif fmt in ("auto", "tsv") and tsv is not None:
+    else:
         pairs = []
-        for number, line in enumerate(read_lines(tsv), 1):
+        for number, line in enumerate(read_lines(files[0]), 1):
             columns = line.split("\t")
             if len(columns) != 2:
-                raise ValueError(f"{tsv}:{number}: expected 'source<TAB>target', found {len(columns)} column(s)")
+                raise DataError(f"{files[0]}:{number}: expected 'source<TAB>target', found {len(columns)} column(s)")
             pairs.append((columns[0], columns[1]))
-    else:
-        tried = {"pair": [f"{stem}.{src}[.gz] and {stem}.{tgt}[.gz]"], "tsv": [f"{stem}.tsv[.gz]"]}
-        looked = tried.get(fmt, tried["pair"] + tried["tsv"])
-        raise FileNotFoundError(f"task.data_dir {str(data_dir)!r}: no {' or '.join(looked)} for split {stem!r}")
-    return [(s.strip(), t.strip()) for s, t in pairs if s.strip() and t.strip()]
+    kept = [(s.strip(), t.strip()) for s, t in pairs if s.strip() and t.strip()]
+    if not kept:
+        raise DataError(f"{' and '.join(map(str, files))}: split {stem!r} holds no sentence pair with text on both sides")
+    return kept
+
+
+DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def cached_digest(path: Path) -> str:
+    """A content digest of a data file as stored (compressed or not), read once per process while
+    the file's size and modification time stay the same."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in DIGESTS:
+        DIGESTS[key] = file_digest(path)
+    return DIGESTS[key]
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -4,6 +4,7 @@ tokenized by characters, words or BPE learned on the training split, scored by c
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -12,7 +13,7 @@ from torch import Tensor
 
 from zoo.registries import registry
 from zoo.tasks.base import Task, TaskParams, in_batches, pad_rows, step_generator
-from zoo.tasks.corpus import CorpusFormat, read_split
+from zoo.tasks.corpus import CorpusFormat, read_split, split_files
 from zoo.tasks.text import TokenizerName, codec_from_state, normalize, train_codec
 from zoo.tasks.token_batches import TokenPlan
 
@@ -65,9 +66,18 @@ class Parallel(Task):
         self._epoch: tuple[int, list[int]] | None = None
         self._plans: dict[tuple[int, int], TokenPlan] = {}
 
+    def longest_training(self) -> tuple[int, int]:
+        return max(len(s) for s, _ in self.train_pairs), max(len(t) for _, t in self.train_pairs)
+
     @classmethod
     def splits(cls, params: ParallelParams) -> tuple[str, ...]:
         return ("valid",) if params.test_split is None else ("valid", "test")
+
+    @classmethod
+    def data_files(cls, params: ParallelParams) -> list[Path]:
+        stems = [params.train_split, params.valid_split, *([params.test_split] if params.test_split else [])]
+        return [file for stem in stems
+                for file in split_files(params.data_dir, stem, params.src_lang, params.tgt_lang, params.format)]
 
     def _split(self, stem: str) -> tuple[tuple[str, str], ...]:
         p = self.params

@@ -45,11 +45,29 @@ def restore_training(state: dict[str, Any], model, optimizer, schedule, scaler) 
         torch.cuda.set_rng_state(state["rng"]["cuda"])
 
 
+def verify_archive(path: Path) -> None:
+    """Check every record of the checkpoint's zip archive against its stored CRC-32: torch.load
+    does not, so a flipped byte in the weights would load as a NaN or a wrong number."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (FileNotFoundError, IsADirectoryError):
+        return  # said by read_checkpoint, in its words
+    except (zipfile.BadZipFile, OSError, EOFError) as err:
+        raise CheckpointError(f"{path}: not a readable checkpoint (corrupt, cut short or another kind of file: "
+                              f"{err})") from None
+    if damaged is not None:
+        raise CheckpointError(f"{path}: damaged: the bytes of its record {damaged!r} do not match their stored "
+                              "checksum (a disk or copy error); it was not used. Restore it from a copy, or start "
+                              "the run again") from None
+
+
 def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", *,
                     need: tuple[str, ...] = CHECKPOINT_KEYS) -> dict[str, Any]:
     """A checkpoint's state. A missing, unreadable, corrupt, foreign or too new file raises a
     CheckpointError that names it; `need` lists the keys the caller uses."""
     path = Path(path)
+    verify_archive(path)
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:

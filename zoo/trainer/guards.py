@@ -87,16 +87,20 @@ def signals_to(handler: Callable[[int, Any], None]) -> Iterator[None]:
 
 
 class StopSignals:
-    """A handler for signals_to: the first signal asks training to stop after the current step,
-    a second one stops at once."""
+    """A handler for signals_to: the first signal asks training to stop after the current step and
+    checkpoint it. A second SIGINT (Ctrl-C pressed again) stops at once; a further SIGTERM does not,
+    since it comes from a machine, not a person: a scheduler's preemption sends one to the sweep,
+    which passes it on, then kills the sweep, whose death sends the cell another (PDEATHSIG), and
+    the cell must still save its last step."""
 
     def __init__(self):
         self.received: int | None = None
 
     def handle(self, signum: int, frame: Any = None) -> None:
-        if self.received is not None:
+        if self.received is None:
+            self.received = signum
+        elif signum == signal.SIGINT:
             raise KeyboardInterrupt
-        self.received = signum
 
     @property
     def name(self) -> str:

@@ -83,3 +83,19 @@ def check_resumable(saved: dict[str, Any], now: ExperimentSpec, done_steps: int,
     if now.train.steps < done_steps:
         raise ConfigError(f"--resume refused: train.steps {now.train.steps} is fewer than the {done_steps} steps "
                           f"{source} has already trained")
+
+
+def data_changes(before: dict[str, str], now: dict[str, str]) -> list[str]:
+    """`FILE (what changed)` for every data file whose content differs, or that came or went."""
+    changes = [f"{file} ({'content changed' if file in now else 'no longer read'})"
+               for file, digest in sorted(before.items()) if now.get(file) != digest]
+    return changes + [f"{file} (newly read)" for file in sorted(now.keys() - before.keys())]
+
+
+def check_same_data(saved: dict[str, str] | None, now: dict[str, str], source: str) -> None:
+    """Refuse to continue training on data other than the checkpoint's, naming every changed file
+    (a checkpoint from before data was recorded is taken as it is)."""
+    changed = data_changes(saved, now) if saved is not None else []
+    if changed:
+        raise ConfigError(f"--resume refused: the task's data changed since {source} was written: {'; '.join(changed)}. "
+                          "Restore the files, or start a new run (--set wandb.name=NAME) on the new data")

@@ -18,14 +18,15 @@ from zoo.memory import check_fits
 from zoo.metrics import better, curve_means
 from zoo.model import EncoderDecoder
 from zoo.model_spec import ModelSpec
-from zoo.records import CheckpointProgress, RunRecord, write_result
-from zoo.tasks import build_task
+from zoo.records import CheckpointProgress, RunRecord
+from zoo.tasks import build_task, data_digests
 from zoo.trainer.checkpoint import restore_training, save_checkpoint, training_state
 from zoo.trainer.devices import autocast_dtype, pick_device
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.evaluate import evaluate, evaluate_split
 from zoo.trainer.feed import Batch, BatchFeed
 from zoo.trainer.guards import LossWatch, StopSignals, finite_weights, signals_to
+from zoo.trainer.lengths import check_lengths
 from zoo.trainer.optim import make_optimizer, make_schedule
 from zoo.trainer.picture import try_cross_attention_png
 from zoo.trainer.progress import ProgressBar
@@ -58,12 +59,13 @@ class Trainer:
         try:
             self._setup(saved)
         except BaseException:
-            self.folder.release()
+            self.folder.abandon()
             raise
 
     def _setup(self, saved: dict[str, Any] | None) -> None:
         experiment, t = self.experiment, self.experiment.train
         self.task = build_task(experiment.task, t.seed, saved and saved["task"])
+        self.data = data_digests(experiment.task)
         self.spec = experiment.model_spec(len(self.task.src_vocab), len(self.task.tgt_vocab))
         if saved is not None and ModelSpec.model_validate(saved["spec"]) != self.spec:
             raise CheckpointError(f"{self.checkpoint_path}: its model spec differs from the experiment's "
@@ -75,6 +77,7 @@ class Trainer:
         self.folder.check_space(3 * 4 * params + (1 << 20))  # weights and Adam's two moments, in float32
         torch.manual_seed(t.seed)
         self.model = EncoderDecoder(self.spec, seed=t.seed).to(self.device)
+        check_lengths(self.model, self.task, t.eval_size, t.batch_size)
         self.optimizer = make_optimizer(self.model, t)
         self.schedule = make_schedule(self.optimizer, t)
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
@@ -126,7 +129,7 @@ class Trainer:
             "experiment": self.experiment.model_dump(mode="json"), "spec": self.spec.model_dump(),
             **training_state(self.model, self.optimizer, self.schedule, self.scaler),
             "progress": self.progress.model_dump(), "task": self.task.state(),
-            "wandb_id": self.tracker.run_id or self.run_id,
+            "wandb_id": self.tracker.run_id or self.run_id, "data": self.data,
         })
 
     def _train_step(self, step: int) -> None:
@@ -250,14 +253,19 @@ class Trainer:
         self._write_result("finished", final)
         return final, png
 
-    def _write_result(self, status: str, final: dict[str, float], **extra: Any) -> None:
-        """result.json in the run directory: what a sweep's ledger and `zoo compare` read."""
+    def _write_result(self, status: str, final: dict[str, float], **extra: Any) -> bool:
+        """result.json in the run directory: what a sweep's ledger and `zoo compare` read; False
+        where a finished result of an earlier run was kept (see RunFolder.write_result)."""
         if not self.dist.is_main:
-            return
-        write_result(self.run_dir / "result.json", RunRecord(
+            return True
+        return self.folder.write_result(RunRecord(
             status=status, name=self.name, metrics=final, best=self.best, steps=self.step,
             wall_time_s=time.perf_counter() - self.start, parameters=self.model.num_parameters(),
-            model_name=self.spec.name, threads=torch.get_num_threads(), history=self.history, **extra))
+            model_name=self.spec.name, threads=torch.get_num_threads(), data=self.data or None, history=self.history,
+            **extra))
+
+    def _finished_kept(self, written: bool) -> str:
+        return "" if written else f"; the finished result of the earlier run stays in {self.run_dir / 'result.json'}"
 
     def run(self) -> TrainResult:
         bar = ProgressBar(self.experiment.train.steps, self.step, enabled=self.dist.is_main)
@@ -274,14 +282,14 @@ class Trainer:
         except Diverged as err:
             at = err.step or self.working_on
             self.tracker.summary({"diverged": True, "diverged_at": at})
-            self._write_result("diverged", {}, diverged_at=at, error=str(err))
+            written = self._write_result("diverged", {}, diverged_at=at, error=str(err))
             kept = (f"the last good checkpoint is {self.checkpoint_path}" if self.checkpoint_path.exists()
                     else "no checkpoint was written yet")
-            raise Diverged(f"training diverged at {err}; {kept}") from None
+            raise Diverged(f"training diverged at {err}; {kept}{self._finished_kept(written)}") from None
         except Interrupted as err:
-            self._write_result("interrupted", {}, error=str(err))
-            raise Interrupted(f"{err}; its checkpoint is {self.checkpoint_path}: continue with --resume",
-                              err.signum) from None
+            written = self._write_result("interrupted", {}, error=str(err))
+            raise Interrupted(f"{err}; its checkpoint is {self.checkpoint_path}: continue with --resume"
+                              f"{self._finished_kept(written)}", err.signum) from None
         finally:
             self.tracker.finish(failed=failed)
             bar.close()

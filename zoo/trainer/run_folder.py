@@ -3,7 +3,7 @@ resumed only from a checkpoint of the same experiment."""
 
 from __future__ import annotations
 
-import shutil
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +12,10 @@ import torch
 from zoo.errors import ConfigError, RunConflict
 from zoo.experiment import ExperimentSpec
 from zoo.files import FolderLock, check_writable_folder
-from zoo.records import read_result
+from zoo.records import RunRecord, read_result, write_result
+from zoo.tasks import data_digests
 from zoo.trainer.checkpoint import read_checkpoint
-from zoo.trainer.identity import RESUMABLE, changed_fields, check_resumable, run_name
+from zoo.trainer.identity import RESUMABLE, changed_fields, check_resumable, check_same_data, run_name
 
 CHECKPOINT, RESULT = "checkpoint.pt", "result.json"
 
@@ -46,13 +47,24 @@ class RunFolder:
         if self.is_main:
             check_writable_folder(experiment.train.out_dir, "train.out_dir")
             self._lock = FolderLock(self.path, what="this run").acquire()
+            for partial in self.path.glob(".*.tmp"):  # a write killed midway; nobody else writes here now
+                partial.unlink(missing_ok=True)
         try:
             return self._check(experiment, resume, device)
         except BaseException:
-            self.release()
-            if self.is_main and [p.name for p in self.path.iterdir()] == [".lock"]:
-                shutil.rmtree(self.path)  # the refused run leaves no empty folder behind
+            self.abandon()
             raise
+
+    def abandon(self) -> None:
+        """Release the folder, and remove it where it holds nothing but the lock: a refused or
+        failed start leaves no folder behind. The lock file goes while still held, so no other
+        process can take a lock on a file that is about to disappear."""
+        if self.is_main and self._lock is not None and [p.name for p in self.path.iterdir()] == [".lock"]:
+            self._lock.path.unlink(missing_ok=True)
+            self.release()
+            with contextlib.suppress(OSError):
+                self.path.rmdir()
+        self.release()
 
     def _check(self, experiment: ExperimentSpec, resume: bool, device: torch.device) -> dict[str, Any] | None:
         has_checkpoint = self.checkpoint.exists()
@@ -67,6 +79,7 @@ class RunFolder:
             return None
         saved = read_checkpoint(self.checkpoint, device)
         check_resumable(saved["experiment"], experiment, saved["progress"].step, str(self.checkpoint))
+        check_same_data(saved.get("data"), data_digests(experiment.task), str(self.checkpoint))
         return saved
 
     def _refuse_a_sibling(self, experiment: ExperimentSpec) -> None:
@@ -85,6 +98,18 @@ class RunFolder:
         raise ConfigError(f"--resume refused: this experiment has no checkpoint yet, and {closest} is of another "
                           f"experiment ({'; '.join(changes[closest])}). Only {', '.join(RESUMABLE)} and wandb.* may "
                           "change on a resume; run without --resume to start this experiment in a folder of its own")
+
+    def write_result(self, record: RunRecord) -> bool:
+        """Write result.json, unless the record is not finished and the folder holds a finished
+        result: a resume that diverges or is stopped never replaces a result it did not improve on."""
+        if record.status != "finished" and self.result.exists():
+            try:
+                if read_result(self.result).status == "finished":
+                    return False
+            except ConfigError:
+                pass  # an unreadable result.json holds nothing to keep
+        write_result(self.result, record)
+        return True
 
     def check_space(self, need_bytes: int) -> None:
         if self.is_main:
