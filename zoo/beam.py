@@ -11,10 +11,13 @@ The output is each source's best hypothesis. With k = 1 this is greedy decoding 
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
-from zoo.generate import eval_mode, prepare
+from zoo.errors import ConfigError
+from zoo.generate import empty_result, eval_mode, prepare
 from zoo.masks import padding_mask
 
 Hypothesis = tuple[float, list[int]]
@@ -31,9 +34,11 @@ def beam_search(model, src: Tensor, num_beams: int, max_new_tokens: int | None =
     """int64 ids (B, 1 + length) like greedy's: bos, the best hypothesis, eos, padding after.
 
     `use_cache=False` re-decodes every beam's whole prefix each step (the reference)."""
-    if num_beams < 1:
-        raise ValueError(f"num_beams must be >= 1, got {num_beams}")
-    max_new_tokens = prepare(model, src, max_new_tokens)
+    max_new_tokens = prepare(model, src, max_new_tokens, num_beams)
+    if not isinstance(length_penalty, int | float) or isinstance(length_penalty, bool) or not math.isfinite(length_penalty):
+        raise ConfigError(f"length_penalty must be a finite number, got {length_penalty!r}")
+    if src.size(0) == 0:
+        return empty_result(model, src)
     with eval_mode(model):
         best = _search(model, src, num_beams, max_new_tokens, length_penalty, use_cache)
     spec = model.spec

@@ -7,25 +7,47 @@ current length. `use_cache=False` re-decodes the whole prefix each step (the ref
 
 from __future__ import annotations
 
+import operator
 from contextlib import contextmanager
 
 import torch
 from torch import Tensor
 
+from zoo.errors import ConfigError
 from zoo.inputs import check_ids
 from zoo.masks import padding_mask
+from zoo.memory import check_decoding_fits
 
 
-def prepare(model, src: Tensor, max_new_tokens: int | None) -> int:
-    """Checks shared by every decoder; returns the number of new tokens to decode at most
-    (by default up to max_len - 1)."""
+def prepare(model, src: Tensor, max_new_tokens: int | None, num_beams: int = 1) -> int:
+    """Checks shared by every decoder, all before any allocation; returns the number of new tokens
+    to decode at most (by default up to max_len - 1)."""
     check_ids("src", src, model.spec.src_vocab_size)
     if max_new_tokens is None:
         max_new_tokens = model.spec.max_len - 1
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    max_new_tokens = whole_number("max_new_tokens", max_new_tokens, 0)
+    num_beams = whole_number("num_beams", num_beams, 1)
     model.decoder.embed.position.check_length(1 + max_new_tokens)
+    check_decoding_fits(model.spec, src.size(0), src.size(1), num_beams, max_new_tokens, src.device)
     return max_new_tokens
+
+
+def whole_number(name: str, value, least: int) -> int:
+    """`value` as an int of at least `least`; a float, a bool or a string is an error, not rounded."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be a whole number, got {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise ConfigError(f"{name} must be a whole number, got {value!r} ({type(value).__name__})") from None
+    if number < least:
+        raise ConfigError(f"{name} must be >= {least}, got {number}")
+    return number
+
+
+def empty_result(model, src: Tensor) -> Tensor:
+    """What decoding an empty batch gives: no rows, the bos column alone."""
+    return torch.full((0, 1), model.spec.bos_id, dtype=torch.long, device=src.device)
 
 
 @contextmanager
@@ -44,6 +66,8 @@ def greedy(model, src: Tensor, max_new_tokens: int | None = None, use_cache: boo
     """int64 ids (B, 1 + steps) starting with bos; each row stops at its eos and is padded after.
     Never emits pad or bos."""
     max_new_tokens = prepare(model, src, max_new_tokens)
+    if src.size(0) == 0:
+        return empty_result(model, src)
     with eval_mode(model):
         return _greedy(model, src, max_new_tokens, use_cache)
 

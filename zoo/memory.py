@@ -25,15 +25,42 @@ def rough_parameters(spec: ModelSpec) -> int:
             + enc * per_layer + dec * (per_layer + 4 * d * d))
 
 
+MOST_PARAMETERS = 1 << 48
+"""More parameters than any machine holds (a PiB of float32): a spec past it is refused before
+anything is built, even on the meta device, whose sizes would overflow."""
+
+
+def check_countable(spec: ModelSpec) -> None:
+    rough = rough_parameters(spec)
+    if rough > MOST_PARAMETERS:
+        raise ConfigError(f"too large to build anywhere: about {rough:.3g} parameters ({size_text(spec)}), "
+                          f"{human_bytes(rough * FLOAT_BYTES)} in float32")
+
+
 def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
-    """Parameters (and buffers) of the real model, built on the meta device (no memory used)."""
+    """Parameters (and buffers) of the real model, counted on the meta device (no memory used) from
+    stacks of one and two layers: every layer after the first is the same as the second, so a
+    stack of N holds one + (N - 1) x (two - one), and a depth of 10^6 counts as fast as 2."""
     from zoo.stacks import Decoder, Encoder
 
-    with torch.device("meta"):
-        parts = [Encoder(spec), Decoder(spec)]
-    count = sum(t.numel() for part in parts for t in (*part.parameters(), *(part.buffers() if buffers else ())))
+    check_countable(spec)
+
+    def count(stack, layers_field: str, layers: int) -> int:
+        with torch.device("meta"):
+            part = stack(spec.model_copy(update={layers_field: layers}))
+        return sum(t.numel() for t in (*part.parameters(), *(part.buffers() if buffers else ())))
+
+    total = 0
+    for stack, field in ((Encoder, "n_encoder_layers"), (Decoder, "n_decoder_layers")):
+        one, two = count(stack, field, 1), count(stack, field, 2)
+        total += one + (getattr(spec, field) - 1) * (two - one)
     generator = spec.d_model * spec.tgt_vocab_size * (not spec.tie_embeddings) + spec.tgt_vocab_size * spec.bias
-    return count + generator
+    return total + generator
+
+
+def size_text(spec: ModelSpec) -> str:
+    return (f"d_model {spec.d_model}, d_ff {spec.ffn_width}, {spec.n_encoder_layers}+{spec.n_decoder_layers} layers, "
+            f"vocabularies {spec.src_vocab_size}/{spec.tgt_vocab_size}, max_len {spec.max_len}")
 
 
 def available_bytes(device: torch.device | str = "cpu") -> int:
@@ -76,6 +103,7 @@ def check_fits(spec: ModelSpec, device: torch.device | str = "cpu", *, training:
     """Raise a ConfigError when the model (for training: with gradients, Adam's two moments and
     the activations of a (rows, src_len, tgt_len) batch) would not fit in the device's memory.
     Returns the exact parameter count where it counted them (always when given a batch)."""
+    check_countable(spec)
     free = available_bytes(device)
     copies = 4 if training else 1
     if rough_parameters(spec) * FLOAT_BYTES * copies < free // 4 and batch is None:
@@ -89,8 +117,20 @@ def check_fits(spec: ModelSpec, device: torch.device | str = "cpu", *, training:
             need += activation_floats(spec, *batch) * FLOAT_BYTES
             what += f" and the activations of a batch of {batch[0]} rows of up to {max(batch[1:])} tokens"
     if need > free:
-        sizes = (f"d_model {spec.d_model}, d_ff {spec.ffn_width}, {spec.n_encoder_layers}+{spec.n_decoder_layers} layers, "
-                 f"vocabularies {spec.src_vocab_size}/{spec.tgt_vocab_size}, max_len {spec.max_len}")
-        raise ConfigError(f"too large for {torch.device(device).type} memory: {params:,} parameters ({sizes}); "
+        raise ConfigError(f"too large for {torch.device(device).type} memory: {params:,} parameters ({size_text(spec)}); "
                           f"{what} need about {human_bytes(need)}, but only {human_bytes(free)} is available")
     return params
+
+
+def check_decoding_fits(spec: ModelSpec, sources: int, src_len: int, beams: int, new_tokens: int,
+                        device: torch.device | str = "cpu") -> None:
+    """Refuse a decoding whose beams, key/value cache and scores cannot fit, before any allocation:
+    per row (a source's beam) each decoder layer caches keys and values of the generated tokens and
+    of the source, and every step scores the whole vocabulary."""
+    rows, d, length = sources * beams, spec.d_model, 1 + new_tokens
+    floats = rows * (spec.n_decoder_layers * 2 * d * (length + src_len) + src_len * d + 4 * spec.tgt_vocab_size)
+    need, free = floats * FLOAT_BYTES, available_bytes(device)
+    if need > free:
+        raise ConfigError(f"decoding {sources} source(s) with {beams} beam(s) of up to {length} tokens needs about "
+                          f"{human_bytes(need)} for its cache and scores, but only {human_bytes(free)} is available; "
+                          "use fewer beams, fewer new tokens or smaller batches")

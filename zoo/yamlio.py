@@ -21,7 +21,24 @@ _DROPPED = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,200
 
 
 class CoreLoader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 core-schema booleans, integers and floats."""
+    """SafeLoader with YAML 1.2 core-schema booleans, integers and floats, that refuses a mapping
+    with a key twice (PyYAML keeps the last silently, so a grid written twice runs half of it)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, yaml.Mark] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *base` merges keys that the mapping's own keys may override
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    mark = first.setdefault(key, key_node.start_mark)
+                except TypeError:
+                    continue  # an unhashable key: the base loader says what is wrong with it
+                if mark is not key_node.start_mark:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"the key {key!r} appears twice (first on line {mark.line + 1})", key_node.start_mark)
+        return super().construct_mapping(node, deep)
 
 
 CoreLoader.yaml_implicit_resolvers = {
@@ -52,16 +69,44 @@ CoreDumper.yaml_implicit_resolvers = {
 }
 
 
+MOST_VALUES = 1_000_000
+"""Values a YAML text may stand for once its aliases are expanded: a "billion laughs" of nested
+aliases reads as a few objects, then takes the machine's memory when a grid is expanded or copied."""
+MOST_DEPTH = 100
+"""Levels of nesting: an experiment needs a handful; thousands would overflow Python's stack."""
+
+
 def load_yaml(text: str, source: str) -> Any:
     """The data of a YAML text; `source` (a file name, or `--set key=value`) names it in errors."""
     try:
-        return yaml.load(text, Loader=CoreLoader)
+        data = yaml.load(text, Loader=CoreLoader)
+    except RecursionError:
+        raise ConfigError(f"{source}: invalid YAML: nested too deeply to read (the zoo reads at most "
+                          f"{MOST_DEPTH} levels)") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         context = getattr(err, "context", None)
         raise ConfigError(f"{where}: invalid YAML: {problem}" + (f" ({context})" if context else "")) from None
+    values = expanded_size(data, source)
+    if values > MOST_VALUES:
+        raise ConfigError(f"{source}: its aliases (*name) expand to {values:,} values, more than the {MOST_VALUES:,} "
+                          "the zoo reads; write the values out, or use fewer nested aliases")
+    return data
+
+
+def expanded_size(data: Any, source: str, depth: int = 0, seen: dict[int, int] | None = None) -> int:
+    """How many values `data` holds with every alias expanded, counted once per shared object."""
+    if depth > MOST_DEPTH:
+        raise ConfigError(f"{source}: nested more than {MOST_DEPTH} levels deep (or an alias that holds itself)")
+    if not isinstance(data, dict | list):
+        return 1
+    seen = {} if seen is None else seen
+    if id(data) not in seen:
+        children = [*data.keys(), *data.values()] if isinstance(data, dict) else data
+        seen[id(data)] = 1 + sum(expanded_size(child, source, depth + 1, seen) for child in children)
+    return seen[id(data)]
 
 
 def read_yaml(path: str | Path, what: str) -> Any:
