@@ -76,9 +76,10 @@ def test_non_default_settings_round_trip_and_show_in_the_name(axis, name, tmp_pa
 @pytest.mark.parametrize("axis, name", PARTS, ids=[f"{a}:{n}" for a, n in PARTS])
 def test_an_unknown_setting_names_the_valid_ones(axis, name):
     model = settings_model(zoo.registry(axis).get(name))
-    with pytest.raises(ValidationError) as err:
+    with pytest.raises(zoo.ConfigError) as err:
         zoo.spec("post.sinusoidal.fused.relu", **SMALL, **{axis: {"name": name, "no_such_setting": 1}})
-    (error,) = err.value.errors()
+    assert isinstance(err.value.__cause__, ValidationError), "the zoo's error, pydantic's as its cause"
+    (error,) = err.value.__cause__.errors()
     assert error["loc"] == (axis,) and "unknown setting 'no_such_setting'" in error["msg"]
     if model.model_fields:
         assert all(key in error["msg"] for key in model.model_fields)

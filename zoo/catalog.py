@@ -13,8 +13,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from zoo.choices import Choice, parse_choice_text, split_name
-from zoo.errors import ConfigError
+from zoo.errors import ConfigError, describe_validation
 from zoo.model_spec import ModelSpec
 from zoo.registries import AXES, NAMED_AXES, UnknownChoiceError, load_plugins, registry
 from zoo.yamlio import load_yaml, read_mapping
@@ -150,9 +152,18 @@ def name_fields(name: str) -> dict[str, Any]:
     )
 
 
+def validated(fields: Mapping[str, Any]) -> ModelSpec:
+    """A ModelSpec of `fields`; a bad field is the zoo's ConfigError (naming the field and what is
+    wrong), with pydantic's ValidationError as its cause."""
+    try:
+        return ModelSpec.model_validate(fields)
+    except ValidationError as err:
+        raise ConfigError(describe_validation(err)) from err
+
+
 def spec(name: str, **overrides: Any) -> ModelSpec:
     """A validated ModelSpec for a preset or canonical name, with field overrides."""
-    return ModelSpec.model_validate(merge_fields(name_fields(name), overrides))
+    return validated(merge_fields(name_fields(name), overrides))
 
 
 def resolve(source: ModelSpec | str | Mapping[str, Any], **overrides: Any) -> ModelSpec:
@@ -160,17 +171,20 @@ def resolve(source: ModelSpec | str | Mapping[str, Any], **overrides: Any) -> Mo
     if isinstance(source, ModelSpec):
         if not overrides:
             return source
-        return ModelSpec.model_validate(merge_fields(source.model_dump(), overrides))
+        return validated(merge_fields(source.model_dump(), overrides))
     if isinstance(source, str):
         return spec(source, **overrides)
     if isinstance(source, Mapping):
         fields = dict(source)
         preset = fields.pop("preset", None)
         base = name_fields(preset) if preset is not None else {}
-        return ModelSpec.model_validate(merge_fields(merge_fields(base, fields), overrides))
+        return validated(merge_fields(merge_fields(base, fields), overrides))
     raise TypeError(f"cannot make a ModelSpec from {type(source).__name__}; give a ModelSpec, a name or a mapping")
 
 
 def load_spec(path: str | Path, **overrides: Any) -> ModelSpec:
     """A ModelSpec from a YAML (or JSON) file: full fields, or `preset:` plus overrides."""
-    return resolve(read_mapping(path, "model spec file"), **overrides)
+    try:
+        return resolve(read_mapping(path, "model spec file"), **overrides)
+    except ConfigError as err:
+        raise ConfigError(err.args[0] if str(err).startswith(str(path)) else f"{path}: {err}") from err.__cause__

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -43,7 +44,11 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> None:
-    spec = resolve({**name_fields(args.name), **model_sets(args.set)})
+    sets = model_sets(args.set)
+    if "preset" in sets:
+        raise ConfigError(f"zoo show {args.name} --set preset={sets['preset']}: the variant is the name already; "
+                          f"show the other one as zoo show {sets['preset']}")
+    spec = resolve({**name_fields(args.name), **sets})
     if args.name in list_variants():
         print(f"# preset {' -> '.join(preset_chain(args.name))}: {preset_description(args.name)}")
     print(f"# canonical name: {spec.name}")
@@ -108,7 +113,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> None:
     from zoo.sweep import expand, export_wandb, load_sweep, run_sweep, shard
-    from zoo.sweep.runner import check_same_base
+    from zoo.sweep.runner import check_folder
 
     sweep, base = load_sweep(args.file, args.set)
     index, _, count = args.shard.partition("/")
@@ -118,7 +123,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         print(f"W&B sweep file: {export_wandb(sweep, base)}  (then: wandb sweep FILE; wandb agent SWEEP_ID)")
         return
     if args.dry_run:
-        check_same_base(sweep.directory(), base)
+        check_folder(sweep.directory(), sweep, base)
         cells = shard(expand(sweep), int(index), int(count))
         for cell in cells:
             print(cell.name)
@@ -147,6 +152,16 @@ def cmd_compare(args: argparse.Namespace) -> None:
     print(f"report: {report.markdown}")
     for plot in report.plots:
         print(f"plot:   {plot}")
+
+
+def finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
 
 
 def positive_int(text: str) -> int:
@@ -186,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     scoring.add_argument("checkpoint", help="a run's checkpoint.pt")
     scoring.add_argument("--split", default="valid", help="valid, or the task's test split (test)")
     scoring.add_argument("--beams", type=positive_int, default=1, help="beam search with this many beams; 1: greedy")
-    scoring.add_argument("--length-penalty", type=float, default=1.0, help="beam scores are divided by length ** this")
+    scoring.add_argument("--length-penalty", type=finite_float, default=1.0, help="beam scores are divided by length ** this")
     scoring.add_argument("--set", action="extend", nargs="+", default=[], metavar="DOTTED.KEY=VALUE",
                          help="change the saved experiment, e.g. task.data_dir=/path/to/multi30k")
     scoring.set_defaults(run=cmd_eval)

@@ -103,8 +103,8 @@ class WandbSpec(Strict):
     @field_validator("name")
     @classmethod
     def _a_folder_name(cls, name: str | None) -> str | None:
-        if name is not None and (not name.strip() or "/" in name or name in (".", "..")):
-            raise ValueError(f"wandb.name {name!r} names the run's folder: non-empty, without '/'")
+        if name is not None and (not name.strip() or any(c in name for c in "/\\\0") or name in (".", "..")):
+            raise ValueError(f"wandb.name {name!r} names the run's folder: non-empty, without '/', '\\' or a NUL byte")
         return name
 
 
@@ -209,7 +209,9 @@ def assign(data: dict[str, Any], key: str, value: Any, origin: str = "", fields:
     must be one of `fields` (default: the ExperimentSpec's groups)."""
     fields = list(ExperimentSpec.model_fields) if fields is None else list(fields)
     parts = key.split(".")
-    if parts[0] not in fields or not all(parts):
+    if not all(parts):
+        raise ConfigError(f"{origin}{key}: a dotted key with an empty part; write group.field, e.g. model.d_model")
+    if parts[0] not in fields:
         raise ConfigError(f"{origin}{key}: unknown key '{parts[0]}'; valid keys start with one of: " + ", ".join(fields))
     node = data
     for part in parts[:-1]:

@@ -31,6 +31,7 @@ def atomic_write(path: str | Path, content: bytes | str | Callable[[BinaryIO], N
     except OSError as err:
         raise WriteError(f"{path}: cannot write: {err.strerror or err}") from None
     try:
+        os.fchmod(fd, 0o666 & ~process_umask())  # as open() would make it: mkstemp's 0600 hides results from the group
         with os.fdopen(fd, "wb") as handle:
             if callable(content):
                 content(handle)
@@ -46,6 +47,19 @@ def atomic_write(path: str | Path, content: bytes | str | Callable[[BinaryIO], N
             raise WriteError(f"{path}: could not be written ({cause.strerror or cause}); the previous file, if any, is "
                              "unchanged and the partial temporary file was removed") from None
         raise
+
+
+def process_umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (/proc), else set and reset."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def io_error_in(err: BaseException | None) -> OSError | None:

@@ -57,6 +57,10 @@ class StringTask(Task):
     def transform(self, letters: list[str]) -> list[str]:
         raise NotImplementedError
 
+    def longest_training(self) -> tuple[int, int]:
+        longest = self.params.max_len
+        return longest + 2, len(self.transform([self.params.alphabet[0]] * longest)) + 2
+
     def _strings(self, gen: torch.Generator, count: int, low: int, high: int) -> tuple[Tensor, Tensor]:
         alphabet = self.params.alphabet
         lengths = torch.randint(low, high + 1, (count,), generator=gen).tolist()
@@ -141,6 +145,9 @@ class RandomIds(Task):
 
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
         return self._batch(step_generator(self.seed, step), batch_size)
+
+    def longest_training(self) -> tuple[int, int]:
+        return self.params.src_len + 2, self.params.tgt_len + 2
 
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
         src, tgt = self._batch(step_generator(EVAL_SEED, 0), size)

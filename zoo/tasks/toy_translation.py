@@ -58,6 +58,9 @@ class ToyTranslation(Task):
         return (pad_rows([self.src_vocab.encode(zh) for zh, _ in pairs]),
                 pad_rows([self.tgt_vocab.encode(en) for _, en in pairs]))
 
+    def longest_training(self) -> tuple[int, int]:
+        return max(len(zh) for zh, _ in self.train_pairs) + 2, max(len(en) for _, en in self.train_pairs) + 2
+
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
         picks = torch.randint(len(self.train_pairs), (batch_size,), generator=step_generator(self.seed, step))
         return self._encode([self.train_pairs[i] for i in picks.tolist()])

@@ -65,16 +65,24 @@ def evaluate_split(model: EncoderDecoder, task: Task, split: str, size: int, row
                     metric_prefix(split), num_beams, length_penalty)
 
 
+EVAL_SETS = ("train.eval_size", "train.batch_size")
+"""What `zoo eval --set` may change besides task.*: how much of a split is scored, in batches of what size."""
+
+
 def evaluate_checkpoint(path, split: str = "valid", num_beams: int = 1, length_penalty: float = 1.0,
                         sets: tuple[str, ...] = (), device: str = "cpu") -> dict[str, float]:
     """Metrics of a trained checkpoint on one held-out split, decoded as asked, so greedy and beam
     search are compared on the same weights. `sets` change the saved experiment's task (a corpus
-    that moved: `task.data_dir=...`) or train.eval_size."""
+    that moved: `task.data_dir=...`), train.eval_size or train.batch_size; any other key is refused."""
     from zoo.errors import ConfigError
-    from zoo.experiment import validate_experiment, with_sets
+    from zoo.experiment import parse_sets, validate_experiment, with_sets
     from zoo.tasks import build_task
     from zoo.trainer.checkpoint import load, read_checkpoint
 
+    ignored = [key for key, _ in parse_sets(sets) if not (key.startswith("task.") or key in EVAL_SETS)]
+    if ignored:
+        raise ConfigError(f"zoo eval --set {', '.join(ignored)}: an evaluation takes the checkpoint's model and "
+                          f"training as they are; only task.* and {' and '.join(EVAL_SETS)} may change")
     state = read_checkpoint(path, need=("experiment", "spec", "model", "task"))
     experiment = validate_experiment(with_sets(state["experiment"], sets), f"{path}'s experiment")
     model, _ = load(path, device)
