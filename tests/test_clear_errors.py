@@ -152,3 +152,16 @@ def test_files_a_run_writes_are_as_readable_as_the_umask_says(tmp_path, umask, m
         os.umask(before)
     for name in ("checkpoint.pt", "result.json"):
         assert (result.run_dir / name).stat().st_mode & 0o777 == mode, name
+
+
+def test_a_run_that_fails_before_writing_anything_leaves_no_folder(tmp_path, monkeypatch):
+    from zoo.trainer.loop import Trainer
+
+    def broken_step(self, step):
+        raise RuntimeError("a bug in the first step")
+
+    monkeypatch.setattr(Trainer, "_train_step", broken_step)
+    experiment = tiny_experiment(tmp_path)
+    with pytest.raises(RuntimeError, match="a bug in the first step"):
+        zoo.train(experiment)
+    assert not run_dir_of(experiment).exists()

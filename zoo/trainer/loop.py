@@ -294,7 +294,7 @@ class Trainer:
             self.tracker.finish(failed=failed)
             bar.close()
             self.dist.close()
-            self.folder.release()
+            self.folder.abandon()  # a run that wrote nothing leaves no folder
         return TrainResult(final, self.checkpoint_path, self.run_dir, png, wandb_dir, dict(self.best), self.history)
 
 
