@@ -253,19 +253,16 @@ class Trainer:
         self._write_result("finished", final)
         return final, png
 
-    def _write_result(self, status: str, final: dict[str, float], **extra: Any) -> bool:
-        """result.json in the run directory: what a sweep's ledger and `zoo compare` read; False
-        where a finished result of an earlier run was kept (see RunFolder.write_result)."""
-        if not self.dist.is_main:
-            return True
-        return self.folder.write_result(RunRecord(
-            status=status, name=self.name, metrics=final, best=self.best, steps=self.step,
-            wall_time_s=time.perf_counter() - self.start, parameters=self.model.num_parameters(),
-            model_name=self.spec.name, threads=torch.get_num_threads(), data=self.data or None, history=self.history,
-            **extra))
-
-    def _finished_kept(self, written: bool) -> str:
-        return "" if written else f"; the finished result of the earlier run stays in {self.run_dir / 'result.json'}"
+    def _write_result(self, status: str, final: dict[str, float], **extra: Any) -> str:
+        """result.json in the run directory: what a sweep's ledger and `zoo compare` read. Returns a
+        note for the user where a finished result of an earlier run was kept instead."""
+        record = RunRecord(status=status, name=self.name, metrics=final, best=self.best, steps=self.step,
+                           wall_time_s=time.perf_counter() - self.start, parameters=self.model.num_parameters(),
+                           model_name=self.spec.name, threads=torch.get_num_threads(), data=self.data or None,
+                           history=self.history, **extra)
+        if self.dist.is_main and not self.folder.write_result(record):
+            return f"; the finished result of the earlier run stays in {self.run_dir / 'result.json'}"
+        return ""
 
     def run(self) -> TrainResult:
         bar = ProgressBar(self.experiment.train.steps, self.step, enabled=self.dist.is_main)
@@ -282,14 +279,14 @@ class Trainer:
         except Diverged as err:
             at = err.step or self.working_on
             self.tracker.summary({"diverged": True, "diverged_at": at})
-            written = self._write_result("diverged", {}, diverged_at=at, error=str(err))
+            note = self._write_result("diverged", {}, diverged_at=at, error=str(err))
             kept = (f"the last good checkpoint is {self.checkpoint_path}" if self.checkpoint_path.exists()
                     else "no checkpoint was written yet")
-            raise Diverged(f"training diverged at {err}; {kept}{self._finished_kept(written)}") from None
+            raise Diverged(f"training diverged at {err}; {kept}{note}") from None
         except Interrupted as err:
-            written = self._write_result("interrupted", {}, error=str(err))
-            raise Interrupted(f"{err}; its checkpoint is {self.checkpoint_path}: continue with --resume"
-                              f"{self._finished_kept(written)}", err.signum) from None
+            note = self._write_result("interrupted", {}, error=str(err))
+            raise Interrupted(f"{err}; its checkpoint is {self.checkpoint_path}: continue with --resume{note}",
+                              err.signum) from None
         finally:
             self.tracker.finish(failed=failed)
             bar.close()
