@@ -113,6 +113,7 @@ def test_cli_writes_the_report_and_a_wandb_transfer_run(tmp_path, capsys):
     assert progress == ["zoo compare (A): 24 of 24 cells finished", "zoo compare (B): 24 of 24 cells finished"]
     assert printed.startswith(f"Kendall's tau-b {counted_tau(list(range(12)), SHUFFLED):.3f}")
     assert f"report: {out / 'transfer.md'}" in printed
+    assert "A: 24 of 24 cells finished; B: 24 of 24 cells finished." in (out / "transfer.md").read_text()
     assert (out / "scatter.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     info, records = offline_run(out)
     meta = next(r["run"] for r in records if r["type"] == "run")

@@ -109,7 +109,8 @@ def transfer(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None
                f"{agreement.high:.3f}], permutation p = {agreement.p_value:.4g} ({agreement.n} variants)")
     lines = [f"# Transfer: {a.sweep.name} (A) and {b.sweep.name} (B)", "",
              f"A: `{dir_a}`, metric `{a.sweep.metric}` ({a.sweep.goal}); B: `{dir_b}`, metric `{b.sweep.metric}` "
-             f"({b.sweep.goal}). Final values, means over seeds.", "", "## Ranking", "", summary + ".", "",
+             f"({b.sweep.goal}). Final values, means over seeds. A: {a.progress}; B: {b.progress}.", "",
+             "## Ranking", "", summary + ".", "",
              *markdown_table(variants[0], shown(variants[1])), "", "## Effect of each axis on both tasks", "",
              "Paired differences with 95% t-intervals, each on its task's metric. The verdict reads the intervals "
              "with each metric's direction: `transfers` (both exclude zero, the same way better), `reverses`, "
