@@ -37,11 +37,12 @@ def test_trainer(benchmark, capsys):
     assert printed(capsys)["ratio_trainer_to_bare"] == result["ratio_trainer_to_bare"] > 0
 
 
-def test_batching(benchmark, capsys):
-    result = benchmark("batching").main(["--smoke", "--data-dir", str(MULTI30K)])
+@pytest.mark.parametrize("data", ["multi30k", "made on the spot"])
+def test_batching(benchmark, capsys, data):
+    result = benchmark("batching").main(["--smoke", *(["--data-dir", str(MULTI30K)] if data == "multi30k" else [])])
     padding = printed(capsys)["padding"]
     assert padding["token batches"]["padding_share"] < padding["sentence batches"]["padding_share"]
-    assert result["batch_tokens"] > 0
+    assert result["batch_tokens"] > 0 and ("made-up" in result["corpus"]) == (data != "multi30k")
 
 
 def test_gpu_says_so_without_cuda_and_runs_its_code_on_cpu(benchmark, capsys):

@@ -135,6 +135,9 @@ def test_cli_prints_the_table_and_where_the_report_is(tmp_path, capsys):
     assert out.splitlines()[0] == "zoo compare: 16 of 16 cells finished"
     assert out.splitlines()[2].split()[:2] == ["1", "norm=pre,ffn=gelu"]
     assert f"report: {sweep.directory() / 'report.md'}" in out and "effect_ffn.png" in out
+    effects = {" ".join(line.split()[:4]): line.split()[4:] for line in out.splitlines() if "−" in line}
+    assert effects["norm pre − post"] == ["0.2", "[0.2,", "0.2]", "8"], "pre adds exactly 0.2 in each of 8 pairs"
+    assert effects["ffn gelu − relu"][0] == "0.055" and effects["ffn gelu − relu"][-1] == "8"
 
 
 def band_polygons(fig) -> dict[str, tuple[list, list, list]]:
@@ -187,7 +190,8 @@ def test_sixteen_variants_get_four_panels_of_four(tmp_path):
 
     grid = {"model.norm": ["post", "pre"], "model.position": ["sinusoidal", "learned"],
             "model.attention": ["per_head", "fused"], "model.ffn": ["relu", "gelu"]}
-    sweep = sweepkit.write_sweep(tmp_path, "sixteen", grid, [0], lambda a, seed: 0.5)
+    distinct = lambda a, seed: 0.4 + 0.1 * (a["model.attention"] == "fused") + 0.05 * (a["model.ffn"] == "gelu")
+    sweep = sweepkit.write_sweep(tmp_path, "sixteen", grid, [0], distinct)
     rows = variant_rows(sweep, list(Ledger(sweep.directory() / "ledger.jsonl").latest().values()))
     fig = curve_figure(sweep, rows)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]

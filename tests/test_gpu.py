@@ -8,7 +8,10 @@ from conftest import COMBOS, padded_batch, tiny
 import zoo
 from trainkit import tiny_experiment
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+if not torch.cuda.is_available():  # one line in the summary for the module, not one per test
+    pytest.skip("GPU tests: needs CUDA (none on this machine)", allow_module_level=True)
+
+pytestmark = pytest.mark.gpu
 
 
 def losses(result) -> list[float]:

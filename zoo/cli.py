@@ -48,7 +48,13 @@ def cmd_show(args: argparse.Namespace) -> None:
     if "preset" in sets:
         raise ConfigError(f"zoo show {args.name} --set preset={sets['preset']}: the variant is the name already; "
                           f"show the other one as zoo show {sets['preset']}")
-    spec = resolve({**name_fields(args.name), **sets})
+    try:
+        spec = resolve({**name_fields(args.name), **sets})
+    except ConfigError as err:
+        if "vocab_size: Field required" not in str(err):
+            raise
+        raise ConfigError(f"zoo show {args.name}: a model's size depends on its vocabulary; pass --set "
+                          "vocab_size=N (or src_vocab_size=N tgt_vocab_size=M)") from None
     if args.name in list_variants():
         print(f"# preset {' -> '.join(preset_chain(args.name))}: {preset_description(args.name)}")
     print(f"# canonical name: {spec.name}")
@@ -61,16 +67,22 @@ def cmd_show(args: argparse.Namespace) -> None:
     print(spec.to_yaml(), end="")
 
 
+BUILD_ALL_SIZE = {"vocab_size": 64, "d_model": 32, "n_heads": 4, "n_kv_heads": 2, "d_ff": 64, "n_encoder_layers": 1,
+                  "n_decoder_layers": 2}
+"""build-all's default size: every combination checked in seconds; sizes of a preset by --set."""
+
+
 def cmd_build_all(args: argparse.Namespace) -> None:
     """Build every registered combination, run one forward pass, print its name and size."""
-    overrides = model_sets(args.set)
+    overrides = {**BUILD_ALL_SIZE, **model_sets(args.set)}
     combos = list(itertools.product(*(registry(axis).names() for axis in AXES)))
-    print(f"{len(combos)} combinations of {', '.join(AXES)} on preset {args.preset}")
+    sizes = ", ".join(f"{k} {v}" for k, v in overrides.items())
+    print(f"{len(combos)} combinations of {', '.join(AXES)} on preset {args.preset} ({sizes})")
     src = torch.tensor([[5, 6, 7, 8, 2, 0], [9, 10, 11, 12, 13, 2]])
     tgt = torch.tensor([[1, 8, 7, 6, 5, 2], [1, 13, 12, 11, 10, 9]])
     start = time.perf_counter()
     for combo in combos:
-        spec = resolve({"preset": args.preset, "vocab_size": 8000, **dict(zip(AXES, combo))}, **overrides)
+        spec = resolve({"preset": args.preset, **dict(zip(AXES, combo))}, **overrides)
         model = EncoderDecoder(spec, seed=0).eval()
         with torch.no_grad():
             logits = model(src.clamp(max=spec.src_vocab_size - 1), tgt.clamp(max=spec.tgt_vocab_size - 1))
@@ -88,6 +100,9 @@ def cmd_train(args: argparse.Namespace) -> None:
     die_with_parent()
     experiment = load_experiment(args.file, args.set)
     result = train(experiment, resume=args.resume)
+    if result.already_finished:
+        print(f"{result.run_dir} finished all {experiment.train.steps} steps already: nothing to train (raise "
+              "train.steps to train on); its recorded result:")
     if result.metrics:
         print("final " + " ".join(f"{k}={v:.4g}" for k, v in result.metrics.items()))
         print(f"run directory:     {result.run_dir}")
@@ -144,11 +159,12 @@ def cmd_compare(args: argparse.Namespace) -> None:
         raise ConfigError(f"zoo compare takes one sweep folder, or two to compare across tasks; got {len(args.sweep_dirs)}")
     if len(args.sweep_dirs) == 2:
         report = transfer(*args.sweep_dirs, out=args.out, wandb_mode=args.wandb_mode, metric=args.metric)
+        print(report.table_text)
     elif args.out:
         raise ConfigError("--out names the folder of a comparison of two sweeps; one sweep's report goes in its folder")
     else:
         report = compare(Path(args.sweep_dirs[0]), wandb_mode=args.wandb_mode, metric=args.metric)
-    print(report.table_text)
+        print(f"{report.table_text}\n\n{report.effects_text}")
     print(f"report: {report.markdown}")
     for plot in report.plots:
         print(f"plot:   {plot}")
@@ -184,13 +200,16 @@ def build_parser() -> argparse.ArgumentParser:
                       help="ModelSpec fields, e.g. --set vocab_size=8000 d_model=256")
     show.set_defaults(run=cmd_show)
 
-    build_all = commands.add_parser("build-all", help="build and run every registered combination")
+    build_all = commands.add_parser("build-all", help="build and run every registered combination, at a small size "
+                                    "unless --set says otherwise")
     build_all.add_argument("--preset", default="vaswani2017", help="sizes and options for every combination")
     build_all.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                           help="ModelSpec fields for every combination, e.g. --set d_model=128")
+                           help="ModelSpec fields for every combination (default: "
+                           + " ".join(f"{k}={v}" for k, v in BUILD_ALL_SIZE.items()) + "), e.g. --set d_model=512")
     build_all.set_defaults(run=cmd_build_all)
 
-    training = commands.add_parser("train", help="train one experiment (defaults: the main job on reverse)")
+    training = commands.add_parser("train", help="train one experiment (no file: experiments/reverse.yaml, "
+                                      "the default variant on reverse)")
     training.add_argument("file", nargs="?", help="an ExperimentSpec YAML file")
     training.add_argument("--set", action="extend", nargs="+", default=[], metavar="DOTTED.KEY=VALUE",
                           help="e.g. --set model.norm=pre train.steps=200 (or --set before each)")

@@ -19,12 +19,19 @@ from zoo.masks import padding_mask
 from zoo.memory import check_decoding_fits
 
 
+def default_new_tokens(spec, src: Tensor) -> int:
+    """New tokens decoded when the caller names no number: twice the source's (padded) length plus
+    10, a length that fits a translation of the input, within max_len; decoding up to max_len
+    would cost a long step loop for short inputs whose rows never stop."""
+    return min(spec.max_len - 1, 2 * src.size(1) + 10)
+
+
 def prepare(model, src: Tensor, max_new_tokens: int | None, num_beams: int = 1) -> int:
     """Checks shared by every decoder, all before any allocation; returns the number of new tokens
-    to decode at most (by default up to max_len - 1)."""
+    to decode at most (by default default_new_tokens)."""
     check_ids("src", src, model.spec.src_vocab_size)
     if max_new_tokens is None:
-        max_new_tokens = model.spec.max_len - 1
+        max_new_tokens = default_new_tokens(model.spec, src)
     max_new_tokens = whole_number("max_new_tokens", max_new_tokens, 0)
     num_beams = whole_number("num_beams", num_beams, 1)
     model.decoder.embed.position.check_length(1 + max_new_tokens)

@@ -84,7 +84,8 @@ class EncoderDecoder(nn.Module):
     def generate(self, src: Tensor, max_new_tokens: int | None = None, use_cache: bool = True,
                  num_beams: int = 1, length_penalty: float = 1.0) -> Tensor:
         """Greedy decoding (zoo.generate.greedy), or beam search with `num_beams` > 1
-        (zoo.beam.beam_search, scores divided by length ** length_penalty)."""
+        (zoo.beam.beam_search, scores divided by length ** length_penalty). Without
+        `max_new_tokens`, at most 2 x the source's padded length + 10 new tokens, within max_len."""
         if num_beams == 1:
             from zoo.generate import greedy
 

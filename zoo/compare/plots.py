@@ -54,19 +54,24 @@ def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
                              squeeze=False)
     colours: dict[str, Any] = {}
     for ax, (panel, members) in zip(axes.flat, panels.items()):
+        drawn: dict[tuple, str] = {}
         for row in members:
             label = ",".join(f"{labels[k]}={value_text(v)}" for k, v in row.assignment.items() if k not in keys)
             colour = colours.setdefault(label, f"C{len(colours) % 10}")
             if row.curve:
                 steps = [b.step for b in row.curve]
-                ax.plot(steps, [b.mean for b in row.curve], marker="o", markersize=2.5, linewidth=1.2, color=colour,
-                        label=label or row.variant)
+                same = drawn.setdefault(tuple((b.step, b.mean) for b in row.curve), label or row.variant)
+                style = ("-", "o") if same == (label or row.variant) else ((0, (4, 3)), "x")  # dashed over its twin
+                shown = label or row.variant if style[1] == "o" else f"{label or row.variant} (coincides with {same})"
+                ax.plot(steps, [b.mean for b in row.curve], marker=style[1], markersize=3, linewidth=1.2,
+                        linestyle=style[0], color=colour, label=shown)
                 ax.fill_between(steps, [b.low for b in row.curve], [b.high for b in row.curve], color=colour,
                                 alpha=0.18, linewidth=0)
         if sweep.target is not None:
             ax.axhline(sweep.target, color="grey", linestyle="--", linewidth=0.8)
         ax.set_title(", ".join(f"{labels[k]}={v}" for k, v in zip(keys, panel)) or sweep.name, fontsize=9)
         ax.set_xlabel("training step")
+        ax.tick_params(labelbottom=True, labelleft=True)  # shared axes hide inner panels' numbers otherwise
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     for ax in axes[:, 0]:

@@ -25,6 +25,8 @@ class Report:
     markdown: Path
     plots: list[Path]
     wandb_run: str | None
+    effects_text: str = ""
+    """Each axis's paired differences with their 95% intervals, as the console shows them."""
 
 
 def number(x: float | None, digits: int = 4) -> str:
@@ -63,6 +65,13 @@ def effect_lines(effects: list[AxisEffect]) -> list[str]:
             lines.append(f"| {value_text(value)} − {value_text(effect.values[0])} | {number(e.mean)} | {interval(e)} | {e.n} |")
         lines.append("")
     return lines
+
+
+def effects_text(effects: list[AxisEffect]) -> str:
+    """The paired difference of every axis value from the axis's first value, one line each."""
+    return text_table(["axis", "difference (paired)", "mean", "95% CI", "pairs"],
+                      [[e.label, f"{value_text(v)} − {value_text(e.values[0])}", number(d.mean), interval(d), str(d.n)]
+                       for e in effects for v, d in e.differences])
 
 
 def effect_table(effects: list[AxisEffect]) -> Rows:
@@ -145,4 +154,4 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
                   **({"interactions": simple_rows(simple)} if simple else {})}
         run = log_tables(base.get("wandb") or {}, sweep.name, "compare", f"{sweep.name}-compare{suffix}", sweep_dir,
                          mode, sweep.model_dump(mode="json"), tables, plots)
-    return Report(rows, effects, simple, text_table(columns, data_rows), markdown, plots, run)
+    return Report(rows, effects, simple, text_table(columns, data_rows), markdown, plots, run, effects_text(effects))

@@ -147,7 +147,7 @@ def check_folder(folder: Path, sweep: SweepSpec, base: dict[str, Any]) -> None:
         dumped = ExperimentSpec.model_validate(data).model_dump(mode="json")
         return {k: v for k, v in flatten(dumped).items() if not k.startswith("wandb.")}
 
-    way_out = "give this sweep another name or out_dir, or remove the folder"
+    way_out = "give this sweep another name or out_dir (--set name=NEW or out_dir=DIR), or remove the folder"
     changed = changes_between(fields(saved), fields(base), "before")
     if changed:
         raise ConfigError(f"{folder} holds a sweep of another base experiment ({'; '.join(changed)}); {way_out}")

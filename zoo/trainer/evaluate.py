@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from zoo.generate import default_new_tokens
 from zoo.model import EncoderDecoder
 from zoo.tasks.base import Task
 
@@ -34,7 +35,7 @@ def evaluate(model: EncoderDecoder, task: Task, batches: list[tuple[Tensor, Tens
         loss_sum += F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=spec.pad_id, reduction="sum").item()
         correct += ((logits.argmax(-1) == labels) & real).sum().item()
         tokens += real.sum().item()
-        decoded = model.generate(src, max_new_tokens=min(spec.max_len - 1, 2 * src.size(1) + 10),
+        decoded = model.generate(src, max_new_tokens=default_new_tokens(spec, src),
                                  num_beams=num_beams, length_penalty=length_penalty).tolist()
         for out, ref in zip(decoded, tgt.tolist()):
             hyp, ref = until_eos(out[1:], spec.eos_id), until_eos(ref[1:], spec.eos_id)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,21 +29,9 @@ from zoo.trainer.lengths import check_lengths
 from zoo.trainer.optim import make_optimizer, make_schedule
 from zoo.trainer.picture import try_cross_attention_png
 from zoo.trainer.progress import ProgressBar
-from zoo.trainer.run_folder import RunFolder
+from zoo.trainer.run_folder import RunFolder, TrainResult
 from zoo.trainer.tracking import Tracker
 from zoo.trainer.window import Window
-
-
-@dataclass
-class TrainResult:
-    metrics: dict[str, float]
-    checkpoint: Path
-    run_dir: Path
-    attention_png: Path | None = None
-    wandb_dir: str | None = None
-    best: dict[str, float] = field(default_factory=dict)
-    history: list[dict[str, float]] = field(default_factory=list)
-    """Every logged row of this process's run (train and eval metrics, each with train/step)."""
 
 
 class Trainer:
@@ -299,4 +286,8 @@ def train(experiment: ExperimentSpec | dict, resume: bool = False) -> TrainResul
     """Train one experiment; returns the final metrics and where the checkpoint is."""
     if not isinstance(experiment, ExperimentSpec):
         experiment = validate_experiment(experiment)
+    if resume:
+        done = RunFolder(experiment).finished_result(experiment)
+        if done is not None:
+            return done
     return Trainer(experiment, resume).run()

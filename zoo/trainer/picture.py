@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from zoo.generate import default_new_tokens
 from zoo.model import EncoderDecoder
 from zoo.tasks.base import Task
 
@@ -34,7 +35,7 @@ def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, pa
     was_training = model.training
     model.eval()
     src = src[:1, : int((src[0] != model.spec.pad_id).sum())]
-    out = model.generate(src, max_new_tokens=min(model.spec.max_len - 1, 2 * src.size(1) + 10, MAX_TOKENS))
+    out = model.generate(src, max_new_tokens=min(default_new_tokens(model.spec, src), MAX_TOKENS))
     weights = model.attention_maps(src, out[:, :-1]).decoder_cross[-1][0].float().cpu()  # (H, T, S)
     model.train(was_training)
     weights = weights[:MAX_HEADS, :MAX_TOKENS, :MAX_TOKENS]

@@ -4,6 +4,7 @@ resumed only from a checkpoint of the same experiment."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,20 @@ from zoo.trainer.checkpoint import read_checkpoint
 from zoo.trainer.identity import RESUMABLE, changed_fields, check_resumable, check_same_data, run_name
 
 CHECKPOINT, RESULT = "checkpoint.pt", "result.json"
+
+
+@dataclass
+class TrainResult:
+    metrics: dict[str, float]
+    checkpoint: Path
+    run_dir: Path
+    attention_png: Path | None = None
+    wandb_dir: str | None = None
+    best: dict[str, float] = field(default_factory=dict)
+    history: list[dict[str, float]] = field(default_factory=list)
+    """Every logged row of this process's run (train and eval metrics, each with train/step)."""
+    already_finished: bool = False
+    """`--resume` of a run that had finished all its steps: nothing was trained or logged again."""
 
 
 def describe_existing(run_dir: Path) -> str:
@@ -65,6 +80,21 @@ class RunFolder:
             with contextlib.suppress(OSError):
                 self.path.rmdir()
         self.release()
+
+    def finished_result(self, experiment: ExperimentSpec) -> TrainResult | None:
+        """The recorded result of this very experiment (same fields, same data) when it finished
+        every step it asks for: a resume then has nothing to do, and reopens nothing."""
+        try:
+            record = read_result(self.result) if self.result.exists() and self.checkpoint.exists() else None
+        except ConfigError:
+            return None
+        if record is None or record.status != "finished" or record.steps < experiment.train.steps:
+            return None
+        self.claim(experiment, True, torch.device("cpu"))  # refuses another experiment or changed data
+        self.release()
+        png = self.path / "cross_attention.png"
+        return TrainResult(record.metrics, self.checkpoint, self.path, png if png.exists() else None, None,
+                           record.best, record.history, already_finished=True)
 
     def _check(self, experiment: ExperimentSpec, resume: bool, device: torch.device) -> dict[str, Any] | None:
         has_checkpoint = self.checkpoint.exists()
