@@ -1,0 +1,96 @@
+"""The README as a test reads it: its fenced blocks, the shown outputs of its Python, and its
+commands. `python readmekit.py README CWD` runs every Python block in order in one namespace (as a
+reader would, top to bottom) and prints a JSON list of what differs from what the README shows."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import re
+import shlex
+import sys
+import tokenize
+from pathlib import Path
+
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+
+TINY = {'"steps": 300, "batch_size": 64': '"steps": 3, "batch_size": 8'}
+"""Text of the README's Python that runs at a tiny size in the test (each must occur exactly once):
+the training example trains for minutes as written; its shown metric is prose, not checked."""
+
+
+def blocks(text: str, language: str) -> list[str]:
+    return [body for lang, body in FENCE.findall(text) if lang == language]
+
+
+def comments(code: str) -> dict[int, str]:
+    """The comment of each line (1-based), without its `#`."""
+    found = {}
+    for token in tokenize.generate_tokens(io.StringIO(code).readline):
+        if token.type == tokenize.COMMENT:
+            found[token.start[0]] = token.string[1:].strip()
+    return found
+
+
+def shown(comment: str | None):
+    """The literal a comment shows (`# 500000.0`, `# ['gelu', 'relu']`), or None for prose."""
+    if not comment:
+        return None
+    try:
+        return (ast.literal_eval(comment),)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def run_python(code_blocks: list[str]) -> list[dict]:
+    """Run the blocks; every expression statement whose comment is a literal is compared with it."""
+    namespace: dict = {"__name__": "__readme__"}
+    problems = []
+    for number, code in enumerate(code_blocks, 1):
+        notes = comments(code)
+        for statement in ast.parse(code).body:
+            source = ast.get_source_segment(code, statement)
+            expected = shown(notes.get(statement.end_lineno)) if isinstance(statement, ast.Expr) else None
+            try:
+                if expected is None:
+                    exec(compile(ast.Module([statement], []), f"README python block {number}", "exec"), namespace)
+                    continue
+                value = eval(compile(ast.Expression(statement.value), f"README python block {number}", "eval"), namespace)
+            except Exception as err:
+                problems.append({"block": number, "code": source, "error": f"{type(err).__name__}: {err}"})
+                break
+            if value != expected[0]:
+                problems.append({"block": number, "code": source, "shown": repr(expected[0]), "gives": repr(value)})
+    return problems
+
+
+def tiny(code_blocks: list[str]) -> list[str]:
+    text = "\n\n".join(code_blocks)
+    for old in TINY:
+        if text.count(old) != 1:
+            raise AssertionError(f"README python: {old!r} should occur once (tests/readmekit.py TINY), found {text.count(old)}")
+    out = []
+    for code in code_blocks:
+        for old, new in TINY.items():
+            code = code.replace(old, new)
+        out.append(code)
+    return out
+
+
+def commands(text: str, program: str) -> list[list[str]]:
+    """Every command line of the README's bash blocks that starts with `program`, split like a shell
+    would (continuations joined, comments dropped, `&&` chains split)."""
+    out = []
+    for body in blocks(text, "bash"):
+        for line in body.replace("\\\n", " ").splitlines():
+            for part in line.split("&&"):
+                words = shlex.split(part, comments=True)
+                if words and words[0] == program:
+                    out.append(words)
+    return out
+
+
+if __name__ == "__main__":
+    readme = Path(sys.argv[1]).read_text(encoding="utf-8")
+    print(json.dumps(run_python(tiny(blocks(readme, "python")))))

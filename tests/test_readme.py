@@ -1,0 +1,102 @@
+"""The README is executed, so it cannot go stale: its Python runs top to bottom (training at a tiny
+size) and every shown output is what the code gives; every `zoo` command parses and the files it
+names load; the test command is the one CI runs."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from readmekit import blocks, commands, run_python
+
+from zoo.cli import build_parser, main
+from zoo.experiment import load_experiment
+from zoo.sweep import expand, load_sweep, shard
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def run_readme(text: str, tmp_path) -> list[dict]:
+    """What differs when the README's Python runs in a fresh process, in a folder that has the
+    project's experiments/ (so relative paths resolve as in a checkout)."""
+    (tmp_path / "README.md").write_text(text, encoding="utf-8")
+    (tmp_path / "experiments").symlink_to(ROOT / "experiments")
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("readmekit.py")), str(tmp_path / "README.md")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "WANDB_MODE": "disabled"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_python_of_the_readme_runs_and_shows_what_it_gives(tmp_path):
+    assert run_readme(README, tmp_path) == []
+
+
+def test_a_changed_shown_output_fails_the_readme_test():
+    line = next(line for line in README.splitlines() if line.startswith("spec.position.base"))
+    changed = README.replace(line, line.replace("500000.0", "400000.0"), 1)
+    block = next(code for code in blocks(changed, "python") if line.split("#")[0] in code)
+    assert run_python(["import zoo", block]) == [
+        {"block": 2, "code": "spec.position.base", "shown": "400000.0", "gives": "500000.0"}]
+    assert run_python(["import zoo", next(code for code in blocks(README, "python") if line in code)]) == []
+
+
+def test_a_failing_snippet_and_a_prose_comment_are_told_apart():
+    problems = run_python(["x = 2\nx + 1  # 3\nx * 2  # four, in prose\nx - 1  # 2", "y = undefined_name"])
+    assert problems == [{"block": 1, "code": "x - 1", "shown": "2", "gives": "1"},
+                        {"block": 2, "code": "y = undefined_name", "error": "NameError: name 'undefined_name' is not defined"}]
+
+
+ZOO_COMMANDS = commands(README, "zoo")
+
+
+def test_the_readme_shows_the_main_commands():
+    verbs = {words[1] for words in ZOO_COMMANDS}
+    assert {"train", "sweep", "compare", "eval"} <= verbs and len(ZOO_COMMANDS) > 15
+
+
+@pytest.mark.parametrize("words", ZOO_COMMANDS, ids=[" ".join(w)[:80] for w in ZOO_COMMANDS])
+def test_every_zoo_command_of_the_readme_parses_and_its_files_load(words, capsys):
+    args = build_parser().parse_args(words[1:])
+    if args.command == "train":
+        load_experiment(args.file, args.set)
+    elif args.command == "sweep":
+        sweep, _ = load_sweep(args.file, args.set)
+        index, count = map(int, args.shard.split("/"))
+        assert shard(expand(sweep), index, count)
+    elif args.command in ("show", "list"):
+        main(words[1:])
+        assert capsys.readouterr().out
+
+
+def test_every_experiment_file_the_readme_runs_inline_loads():
+    """Inline commands in the prose (`zoo sweep experiments/ffn.yaml --workers 2`) name real files."""
+    named = set(re.findall(r"`zoo (sweep|train) (experiments/[\w./-]+\.yaml)", README))
+    assert len(named) >= 5
+    for verb, file in named:
+        (load_sweep if verb == "sweep" else load_experiment)(ROOT / file)
+
+
+def test_benchmark_commands_name_real_scripts_and_flags():
+    for script, flags in re.findall(r"`python (experiments/benchmarks/\w+\.py)((?: --[\w-]+(?: [^`\s-][^`\s]*)?)*)`", README):
+        source = (ROOT / script).read_text()
+        for flag in re.findall(r"--[\w-]+", flags):
+            assert f'"{flag}"' in source, f"{script} has no {flag}"
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    (setup, tests) = blocks(README, "bash")[:2]
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci == tests.strip() and tests.strip().endswith("ruff check . && python -m pytest -q")
+    assert setup.strip().endswith("zoo sweep experiments/seed_axes.yaml --workers 2 && zoo compare sweeps/seed-axes")
+
+
+@pytest.mark.parametrize("words", commands(README, "wandb"), ids=lambda w: " ".join(w))
+def test_the_wandb_commands_exist(words):
+    done = subprocess.run([str(Path(sys.executable).with_name("wandb")), words[1], "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
