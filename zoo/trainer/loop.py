@@ -17,6 +17,7 @@ from zoo.memory import check_fits
 from zoo.metrics import better, curve_means
 from zoo.model import EncoderDecoder
 from zoo.model_spec import ModelSpec
+from zoo.provenance import environment
 from zoo.records import CheckpointProgress, RunRecord
 from zoo.tasks import build_task, data_digests
 from zoo.trainer.checkpoint import restore_training, save_checkpoint, training_state
@@ -246,7 +247,7 @@ class Trainer:
         record = RunRecord(status=status, name=self.name, metrics=final, best=self.best, steps=self.step,
                            wall_time_s=time.perf_counter() - self.start, parameters=self.model.num_parameters(),
                            model_name=self.spec.name, threads=torch.get_num_threads(), data=self.data or None,
-                           history=self.history, **extra)
+                           environment=environment(self.device), history=self.history, **extra)
         if self.dist.is_main and not self.folder.write_result(record):
             return f"; the finished result of the earlier run stays in {self.run_dir / 'result.json'}"
         return ""
