@@ -152,6 +152,14 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         raise SystemExit(1)
 
 
+def cmd_reproduce(args: argparse.Namespace) -> None:
+    from zoo.sweep.reproduce import reproduce
+
+    results = reproduce(args.ledger, args.cells, args.set)
+    if not all(result.matches for result in results):
+        raise SystemExit(1)
+
+
 def cmd_compare(args: argparse.Namespace) -> None:
     from zoo.compare import compare, transfer
 
@@ -244,6 +252,15 @@ def build_parser() -> argparse.ArgumentParser:
     comparing.add_argument("--wandb-mode", choices=["offline", "online", "disabled"],
                            help="default: the sweep's own mode (WANDB_MODE wins)")
     comparing.set_defaults(run=cmd_compare)
+
+    reproducing = commands.add_parser("reproduce", help="train recorded cells of a sweep's ledger again and check that "
+                                      "every final metric matches bit for bit (exit 1 if not)")
+    reproducing.add_argument("ledger", help="a sweep's ledger.jsonl (its sweep.yaml beside it)")
+    reproducing.add_argument("cells", nargs="*", help="cell names, e.g. 'norm=pre,ffn=gelu,seed=0' (default: every "
+                             "finished cell)")
+    reproducing.add_argument("--set", action="extend", nargs="+", default=[], metavar="task.KEY=VALUE",
+                             help="where the data is now, e.g. task.data_dir=/path/to/multi30k")
+    reproducing.set_defaults(run=cmd_reproduce)
 
     return parser
 
