@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from zoo.catalog import list_variants, name_fields, preset_chain, preset_description, resolve
 from zoo.choices import part_text, settings_text
+from zoo.cli_sweeps import cmd_compare, cmd_reproduce, cmd_sweep
 from zoo.errors import ConfigError, Interrupted, ZooError, describe_validation
 from zoo.experiment import assign, parse_sets
 from zoo.memory import exact_parameters
@@ -126,58 +127,6 @@ def cmd_eval(args: argparse.Namespace) -> None:
                       "seconds": round(time.perf_counter() - start, 1), **metrics}, indent=1))
 
 
-def cmd_sweep(args: argparse.Namespace) -> None:
-    from zoo.sweep import expand, export_wandb, load_sweep, run_sweep, shard
-    from zoo.sweep.runner import check_folder
-
-    sweep, base = load_sweep(args.file, args.set)
-    index, _, count = args.shard.partition("/")
-    if not (index.isdigit() and count.isdigit()):
-        raise ZooError(f"--shard {args.shard}: expected i/n, e.g. 0/4")
-    if args.export:
-        print(f"W&B sweep file: {export_wandb(sweep, base)}  (then: wandb sweep FILE; wandb agent SWEEP_ID)")
-        return
-    if args.dry_run:
-        check_folder(sweep.directory(), sweep, base)
-        cells = shard(expand(sweep), int(index), int(count))
-        for cell in cells:
-            print(cell.name)
-        print(f"{len(cells)} cells of {len(expand(sweep))} in shard {args.shard}; folder {sweep.directory()}")
-        return
-    statuses = run_sweep(sweep, base, args.workers, (int(index), int(count)))
-    counts = {s: list(statuses.values()).count(s) for s in sorted(set(statuses.values()))}
-    print(f"sweep {sweep.name}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
-    print(f"compare: zoo compare {sweep.directory()}")
-    if counts.get("failed"):
-        raise SystemExit(1)
-
-
-def cmd_reproduce(args: argparse.Namespace) -> None:
-    from zoo.sweep.reproduce import reproduce
-
-    results = reproduce(args.ledger, args.cells, args.set)
-    if not all(result.matches for result in results):
-        raise SystemExit(1)
-
-
-def cmd_compare(args: argparse.Namespace) -> None:
-    from zoo.compare import compare, transfer
-
-    if len(args.sweep_dirs) > 2:
-        raise ConfigError(f"zoo compare takes one sweep folder, or two to compare across tasks; got {len(args.sweep_dirs)}")
-    if len(args.sweep_dirs) == 2:
-        report = transfer(*args.sweep_dirs, out=args.out, wandb_mode=args.wandb_mode, metric=args.metric)
-        print(report.table_text)
-    elif args.out:
-        raise ConfigError("--out names the folder of a comparison of two sweeps; one sweep's report goes in its folder")
-    else:
-        report = compare(Path(args.sweep_dirs[0]), wandb_mode=args.wandb_mode, metric=args.metric)
-        print(f"{report.table_text}\n\n{report.effects_text}")
-    print(f"report: {report.markdown}")
-    for plot in report.plots:
-        print(f"plot:   {plot}")
-
-
 def finite_float(text: str) -> float:
     try:
         value = float(text)
@@ -242,6 +191,19 @@ def build_parser() -> argparse.ArgumentParser:
     sweeping.add_argument("--export", choices=["wandb"], help="write a W&B sweep configuration instead of running")
     sweeping.add_argument("--set", action="extend", nargs="+", default=[], metavar="DOTTED.KEY=VALUE",
                           help="experiment fields (train.steps=100) or sweep fields (seeds=[0,1,2])")
+    slurm = sweeping.add_argument_group("a job array through submitit (--launcher submitit)")
+    slurm.add_argument("--launcher", choices=["local", "submitit"], default="local",
+                       help="local: this process runs the cells; submitit: one array task per cell on Slurm, or "
+                       "submitit's local executor where there is no Slurm")
+    slurm.add_argument("--cluster", choices=["auto", "slurm", "local", "debug"], default="auto",
+                       help="submitit's executor (auto: Slurm where sbatch exists, else local)")
+    slurm.add_argument("--tasks", type=positive_int, help="array tasks, each a shard of the sweep (default: one per cell)")
+    slurm.add_argument("--partition", help="Slurm partition")
+    slurm.add_argument("--gpus-per-cell", type=int, default=0, help="GPUs of each task")
+    slurm.add_argument("--cpus-per-cell", type=positive_int, help="CPU cores of each task")
+    slurm.add_argument("--time-limit", type=positive_int, default=24 * 60, metavar="MINUTES",
+                       help="each task's time limit; a task stopped by it is requeued and resumes (default 1440)")
+    slurm.add_argument("--array-parallelism", type=positive_int, help="array tasks running at once (Slurm's %%N)")
     sweeping.set_defaults(run=cmd_sweep)
 
     comparing = commands.add_parser("compare", help="table, effects with 95%% intervals, plots and report of a sweep; "

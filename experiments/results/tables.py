@@ -1,0 +1,124 @@
+"""The README's results tables, written from the committed results folders, so none is typed by hand.
+
+    python experiments/results/tables.py --publish sweeps/seed-axes   # copy a finished sweep here
+    python experiments/results/tables.py                              # rewrite README.md's tables
+    python experiments/results/tables.py --check                      # exit 1 if any table is stale
+
+A table stands between two markers in README.md:
+
+    <!-- results seed-axes effects eval_auc/token_acc eval/token_acc -->
+    ...generated...
+    <!-- end results -->
+
+`effects`: each axis's paired differences on each metric, bold where the 95% interval excludes
+zero, then which axes separate. `ranking`: every variant's mean and interval on the first metric.
+A results folder holds what `zoo sweep` and `zoo compare` left: sweep.yaml, ledger.jsonl,
+report.md and the plots; `zoo reproduce experiments/results/NAME/ledger.jsonl` trains its cells again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from zoo.compare.load import read_sweep
+from zoo.compare.stats import Estimate, axis_effects, variant_rows
+from zoo.sweep.spec import value_text
+
+RESULTS = Path(__file__).resolve().parent
+README = RESULTS.parents[1] / "README.md"
+MARKER = re.compile(r"(<!-- results (\S+) (\w+) ([^>]*?) -->\n)(.*?)(<!-- end results -->)", re.S)
+PUBLISHED = ("sweep.yaml", "ledger.jsonl", "report.md", "*.png")
+
+
+def signed(x: float) -> str:
+    return "0" if x == 0 else f"{x:+.3f}".replace("-", "−")
+
+
+def shown(e: Estimate, signs: bool = True) -> str:
+    """`+0.051 [0.035, 0.067]`, bold where the interval excludes zero."""
+    fmt = signed if signs else (lambda x: f"{x:.3f}")
+    if e.n < 2:
+        return f"{fmt(e.mean)} (n={e.n})"
+    text = f"{fmt(e.mean)} [{e.low:.3f}, {e.high:.3f}]".replace("-", "−")
+    return f"**{text}**" if e.low > 0 or e.high < 0 else text
+
+
+def effects(folder: Path, metrics: list[str]) -> str:
+    per_metric = {m: axis_effects(read.sweep, read.records) for m in metrics for read in [read_sweep(folder, m)]}
+    first = per_metric[metrics[0]]
+    lines = ["| axis: paired difference | " + " | ".join(f"`{m}` [95% CI]" for m in metrics) + " |",
+             "|---" * (len(metrics) + 1) + "|"]
+    separates: dict[str, list[str]] = {m: [] for m in metrics}
+    for index, effect in enumerate(first):
+        for position, (value, _) in enumerate(effect.differences):
+            cells = []
+            for m in metrics:
+                estimate = per_metric[m][index].differences[position][1]
+                cells.append(shown(estimate))
+                if estimate.n > 1 and (estimate.low > 0 or estimate.high < 0):
+                    separates[m].append(effect.label)
+            lines.append(f"| {value_text(value)} − {value_text(effect.values[0])} | " + " | ".join(cells) + " |")
+    pairs = sorted({e.n for effect in first for _, e in effect.differences})
+    lines += ["", f"Pairs per difference: {', '.join(map(str, pairs))}; bold: the interval excludes zero. Axes that "
+              "separate (some difference excludes zero): " + "; ".join(
+                  f"`{m}`: {', '.join(dict.fromkeys(separates[m])) or 'none'}" for m in metrics) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def ranking(folder: Path, metrics: list[str]) -> str:
+    read = read_sweep(folder, metrics[0])
+    rows = variant_rows(read.sweep, read.records)
+    lines = [f"| rank | variant | `{metrics[0]}` mean [95% CI] | seeds |", "|---|---|---|---|"]
+    lines += [f"| {rank} | {row.variant} | {shown(row.metric, signs=False)} | {row.metric.n} |"
+              for rank, row in enumerate(rows, 1)]
+    return "\n".join(lines) + "\n"
+
+
+KINDS = {"effects": effects, "ranking": ranking}
+
+
+def render(text: str) -> str:
+    def table(match: re.Match) -> str:
+        name, kind, metrics = match.group(2), match.group(3), match.group(4).split()
+        if kind not in KINDS:
+            raise SystemExit(f"README.md: results table kind {kind!r}; choices: {', '.join(KINDS)}")
+        return match.group(1) + KINDS[kind](RESULTS / name, metrics) + match.group(6)
+
+    return MARKER.sub(table, text)
+
+
+def publish(sweep_dir: Path) -> Path:
+    """Copy what a finished sweep and its comparison wrote into experiments/results/NAME."""
+    target = RESULTS / sweep_dir.name
+    target.mkdir(exist_ok=True)
+    for pattern in PUBLISHED:
+        for file in sweep_dir.glob(pattern):
+            shutil.copy2(file, target / file.name)
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if README.md's tables differ from the ledgers")
+    parser.add_argument("--publish", type=Path, metavar="SWEEP_DIR", help="copy a finished, compared sweep here")
+    args = parser.parse_args(argv)
+    if args.publish:
+        print(f"published: {publish(args.publish)}")
+        return 0
+    text = README.read_text(encoding="utf-8")
+    rendered = render(text)
+    if args.check:
+        if rendered != text:
+            print("README.md: a results table differs from its committed ledger; run python experiments/results/tables.py")
+            return 1
+        return 0
+    README.write_text(rendered, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

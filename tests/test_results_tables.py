@@ -1,0 +1,58 @@
+"""The README's results tables are generated from committed ledgers: known answers for the
+generator, a stale table caught, and the committed tables as the ledgers give them."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from sweepkit import write_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def tables():
+    spec = importlib.util.spec_from_file_location("tables", ROOT / "experiments" / "results" / "tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def known(tmp_path):
+    """pre adds exactly 0.2 to the metric in every pair; gelu adds 0.01 plus noise that cancels in the mean."""
+    noise = {0: 0.02, 1: -0.02}
+    return write_sweep(tmp_path, "known", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]}, [0, 1],
+                       lambda a, seed: 0.4 + 0.2 * (a["model.norm"] == "pre") + (0.01 + noise[seed]) * (a["model.ffn"] == "gelu"))
+
+
+def test_effects_table_of_known_differences(tables, tmp_path):
+    folder = known(tmp_path).directory()
+    text = tables.effects(folder, ["eval/exact_match", "eval/loss"])
+    lines = text.splitlines()
+    assert lines[0] == "| axis: paired difference | `eval/exact_match` [95% CI] | `eval/loss` [95% CI] |"
+    assert lines[2] == "| pre − post | **+0.200 [0.200, 0.200]** | **−0.200 [−0.200, −0.200]** |"
+    assert lines[3].startswith("| gelu − relu | +0.010 [") and "**" not in lines[3], "the interval spans zero"
+    assert lines[-1].endswith("Axes that separate (some difference excludes zero): `eval/exact_match`: norm; "
+                              "`eval/loss`: norm.")
+
+
+def test_ranking_table_lists_every_variant_best_first(tables, tmp_path):
+    text = tables.ranking(known(tmp_path).directory(), ["eval/exact_match"])
+    variants = [line.split(" | ")[1] for line in text.splitlines()[2:]]
+    assert variants == ["norm=pre,ffn=gelu", "norm=pre,ffn=relu", "norm=post,ffn=gelu", "norm=post,ffn=relu"]
+
+
+def test_a_stale_table_is_rewritten_and_caught(tables, tmp_path, monkeypatch):
+    known(tmp_path)
+    monkeypatch.setattr(tables, "RESULTS", tmp_path)
+    readme = tmp_path / "README.md"
+    monkeypatch.setattr(tables, "README", readme)
+    readme.write_text("# r\n\n<!-- results known effects eval/exact_match -->\n| typed by hand |\n<!-- end results -->\nafter\n")
+    assert tables.main(["--check"]) == 1
+    assert tables.main([]) == 0 and "| pre − post | **+0.200" in readme.read_text() and "typed by hand" not in readme.read_text()
+    assert tables.main(["--check"]) == 0 and readme.read_text().endswith("<!-- end results -->\nafter\n")
+
+
+def test_the_readmes_tables_are_the_committed_ledgers(tables):
+    assert tables.MARKER.findall((ROOT / "README.md").read_text()), "the README publishes generated tables"
+    assert tables.main(["--check"]) == 0

@@ -1,0 +1,81 @@
+"""The commands of sweeps: `zoo sweep` (here or as a submitit job array), `zoo compare` and
+`zoo reproduce`; the parser that reads their arguments is zoo.cli's."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from zoo.errors import ConfigError, ZooError
+
+
+def cmd_sweep(args: argparse.Namespace) -> None:
+    from zoo.sweep import expand, export_wandb, load_sweep, run_sweep, shard
+    from zoo.sweep.runner import check_folder
+
+    sweep, base = load_sweep(args.file, args.set)
+    index, _, count = args.shard.partition("/")
+    if not (index.isdigit() and count.isdigit()):
+        raise ZooError(f"--shard {args.shard}: expected i/n, e.g. 0/4")
+    if args.export:
+        print(f"W&B sweep file: {export_wandb(sweep, base)}  (then: wandb sweep FILE; wandb agent SWEEP_ID)")
+        return
+    if args.dry_run:
+        check_folder(sweep.directory(), sweep, base)
+        cells = shard(expand(sweep), int(index), int(count))
+        for cell in cells:
+            print(cell.name)
+        print(f"{len(cells)} cells of {len(expand(sweep))} in shard {args.shard}; folder {sweep.directory()}")
+        return
+    if args.launcher == "submitit":
+        statuses = submit(args, sweep, base)
+        if statuses is None:
+            return
+    else:
+        statuses = run_sweep(sweep, base, args.workers, (int(index), int(count)))
+    counts = {s: list(statuses.values()).count(s) for s in sorted(set(statuses.values()))}
+    print(f"sweep {sweep.name}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    print(f"compare: zoo compare {sweep.directory()}")
+    if counts.get("failed"):
+        raise SystemExit(1)
+
+
+def cmd_reproduce(args: argparse.Namespace) -> None:
+    from zoo.sweep.reproduce import reproduce
+
+    results = reproduce(args.ledger, args.cells, args.set)
+    if not all(result.matches for result in results):
+        raise SystemExit(1)
+
+
+def submit(args: argparse.Namespace, sweep, base) -> dict[str, str] | None:
+    """The sweep as a submitit job array; on Slurm, returns once submitted (None), elsewhere waits for
+    the local tasks and returns every cell's status."""
+    from zoo.sweep.launch import Resources, launch
+
+    if args.shard != "0/1":
+        raise ConfigError("--shard goes with the local launcher; with --launcher submitit, --tasks N splits the sweep")
+    resources = Resources(args.partition, args.gpus_per_cell, args.cpus_per_cell, args.time_limit, args.array_parallelism)
+    jobs = launch(sweep, base, resources, None if args.cluster == "auto" else args.cluster, args.tasks, args.workers)
+    if jobs[0].__class__.__name__ not in ("LocalJob", "DebugJob"):
+        print(f"watch: squeue -j {jobs[0].job_id.split('_')[0]}; when done: zoo compare {sweep.directory()}")
+        return None
+    return {name: status for job in jobs for name, status in job.result().items()}
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    from zoo.compare import compare, transfer
+
+    if len(args.sweep_dirs) > 2:
+        raise ConfigError(f"zoo compare takes one sweep folder, or two to compare across tasks; got {len(args.sweep_dirs)}")
+    if len(args.sweep_dirs) == 2:
+        report = transfer(*args.sweep_dirs, out=args.out, wandb_mode=args.wandb_mode, metric=args.metric)
+        print(report.table_text)
+    elif args.out:
+        raise ConfigError("--out names the folder of a comparison of two sweeps; one sweep's report goes in its folder")
+    else:
+        report = compare(Path(args.sweep_dirs[0]), wandb_mode=args.wandb_mode, metric=args.metric)
+        print(f"{report.table_text}\n\n{report.effects_text}")
+    print(f"report: {report.markdown}")
+    for plot in report.plots:
+        print(f"plot:   {plot}")
