@@ -90,5 +90,6 @@ def test_coinciding_curves_stay_apart_and_every_panel_has_numbers(tmp_path):
         assert len(twins) == 2 and all(label.startswith("attention=fused") for label in twins), labels
         dashed = [line for line in ax.lines if "coincides" in line.get_label()]
         assert all(line.get_linestyle() != "-" for line in dashed)
+        assert len(ax.collections) == len(ax.lines) - len(dashed) == 2, "one band per distinct curve, no blended twin"
         assert all(label.get_visible() for label in ax.get_xticklabels() + ax.get_yticklabels())
         assert ax.xaxis.get_tick_params()["labelbottom"] and ax.yaxis.get_tick_params()["labelleft"]

@@ -3,6 +3,7 @@ that was changed is caught, and results carry what reproduction needs."""
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ from test_sweep import tiny_sweep
 import zoo
 from zoo.cli import main
 from zoo.sweep import Ledger, run_sweep
-from zoo.sweep.reproduce import reproduce
+from zoo.sweep.reproduce import describe, reproduce
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +66,10 @@ def test_reproduce_says_what_it_cannot_do(finished_sweep, tmp_path, capsys):
     (tmp_path / "lonely" / "ledger.jsonl").write_text("")
     with pytest.raises(zoo.ConfigError, match=r"no sweep\.yaml beside the ledger"):
         reproduce(tmp_path / "lonely" / "ledger.jsonl")
+
+
+def test_a_cell_of_the_committed_main_job_reproduces_bit_for_bit():
+    """The README's main-job tables come from this ledger; one of its cells, trained again here."""
+    ledger = Path(__file__).resolve().parents[1] / "experiments" / "results" / "seed-axes" / "ledger.jsonl"
+    (result,) = reproduce(ledger, ["norm=pre,position=sinusoidal,attention=fused,ffn=gelu,seed=0"], echo=lambda _: None)
+    assert result.matches, describe(result)

@@ -12,6 +12,7 @@ A table stands between two markers in README.md:
 
 `effects`: each axis's paired differences on each metric, bold where the 95% interval excludes
 zero, then which axes separate. `ranking`: every variant's mean and interval on the first metric.
+`falls`: the runs whose first metric fell most between two evaluations.
 A results folder holds what `zoo sweep` and `zoo compare` left: sweep.yaml, ledger.jsonl,
 report.md and the plots; `zoo reproduce experiments/results/NAME/ledger.jsonl` trains its cells again.
 """
@@ -39,12 +40,12 @@ def signed(x: float) -> str:
 
 
 def shown(e: Estimate, signs: bool = True) -> str:
-    """`+0.051 [0.035, 0.067]`, bold where the interval excludes zero."""
+    """`+0.051 [0.035, 0.067]`; a difference (`signs`) is bold where its interval excludes zero."""
     fmt = signed if signs else (lambda x: f"{x:.3f}")
     if e.n < 2:
         return f"{fmt(e.mean)} (n={e.n})"
     text = f"{fmt(e.mean)} [{e.low:.3f}, {e.high:.3f}]".replace("-", "−")
-    return f"**{text}**" if e.low > 0 or e.high < 0 else text
+    return f"**{text}**" if signs and (e.low > 0 or e.high < 0) else text
 
 
 def effects(folder: Path, metrics: list[str]) -> str:
@@ -78,7 +79,22 @@ def ranking(folder: Path, metrics: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-KINDS = {"effects": effects, "ranking": ranking}
+def falls(folder: Path, metrics: list[str], shown_runs: int = 4) -> str:
+    """The runs whose first metric fell most between two consecutive evaluations: instability."""
+    read = read_sweep(folder, metrics[0])
+    found = []
+    for record in read.records:
+        values = [row[metrics[0]] for row in record.get("history") or [] if metrics[0] in row]
+        steps = [int(row["train/step"]) for row in record.get("history") or [] if metrics[0] in row]
+        if len(values) > 1:
+            fall, at = max((values[i] - values[i + 1], steps[i + 1]) for i in range(len(values) - 1))
+            found.append((fall, at, record["cell"]))
+    lines = [f"| run | largest fall of `{metrics[0]}` | at step |", "|---|---|---|"]
+    lines += [f"| {cell} | {fall:.3f} | {at} |" for fall, at, cell in sorted(found, reverse=True)[:shown_runs]]
+    return "\n".join(lines) + "\n"
+
+
+KINDS = {"effects": effects, "ranking": ranking, "falls": falls}
 
 
 def render(text: str) -> str:

@@ -37,6 +37,11 @@ def panel_keys(sweep: SweepSpec, count: int) -> list[str]:
     return keys
 
 
+def grid_order(sweep: SweepSpec, row: VariantRow) -> tuple[int, ...]:
+    """The row's place in the grid (each key's value index), as the sweep expands its cells."""
+    return tuple(sweep.grid[key].index(row.assignment[key]) for key in sweep.grid)
+
+
 def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
     """Each variant's evaluation curve, its mean over seeds with the band of `Band` (the 95%
     interval, or min-max under 3 seeds), one panel per value of the splitting axes; a variant
@@ -55,18 +60,21 @@ def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
     colours: dict[str, Any] = {}
     for ax, (panel, members) in zip(axes.flat, panels.items()):
         drawn: dict[tuple, str] = {}
-        for row in members:
+        for row in sorted(members, key=lambda r: grid_order(sweep, r)):  # twins meet in the same order in every panel
             label = ",".join(f"{labels[k]}={value_text(v)}" for k, v in row.assignment.items() if k not in keys)
+            label = label or row.variant
             colour = colours.setdefault(label, f"C{len(colours) % 10}")
-            if row.curve:
-                steps = [b.step for b in row.curve]
-                same = drawn.setdefault(tuple((b.step, b.mean) for b in row.curve), label or row.variant)
-                style = ("-", "o") if same == (label or row.variant) else ((0, (4, 3)), "x")  # dashed over its twin
-                shown = label or row.variant if style[1] == "o" else f"{label or row.variant} (coincides with {same})"
-                ax.plot(steps, [b.mean for b in row.curve], marker=style[1], markersize=3, linewidth=1.2,
-                        linestyle=style[0], color=colour, label=shown)
-                ax.fill_between(steps, [b.low for b in row.curve], [b.high for b in row.curve], color=colour,
-                                alpha=0.18, linewidth=0)
+            if not row.curve:
+                continue
+            steps = [b.step for b in row.curve]
+            same = drawn.setdefault(tuple((b.step, b.mean) for b in row.curve), label)
+            if same != label:  # the same curve as one drawn: dashed over it, its band already there
+                ax.plot(steps, [b.mean for b in row.curve], marker="x", markersize=3, linewidth=1.2,
+                        linestyle=(0, (4, 3)), color=colour, label=f"{label} (coincides with {same})")
+                continue
+            ax.plot(steps, [b.mean for b in row.curve], marker="o", markersize=3, linewidth=1.2, color=colour, label=label)
+            ax.fill_between(steps, [b.low for b in row.curve], [b.high for b in row.curve], color=colour, alpha=0.18,
+                            linewidth=0)
         if sweep.target is not None:
             ax.axhline(sweep.target, color="grey", linestyle="--", linewidth=0.8)
         ax.set_title(", ".join(f"{labels[k]}={v}" for k, v in zip(keys, panel)) or sweep.name, fontsize=9)
