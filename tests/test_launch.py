@@ -1,6 +1,8 @@
 """`zoo sweep --launcher submitit`: a job array of one task per cell (or per shard) through
 submitit; without Slurm its local executor runs the same code path, which is what runs here."""
 
+import shutil
+
 import pytest
 import submitit
 import yaml
@@ -52,7 +54,15 @@ def test_a_requeued_task_runs_its_shard_again_and_skips_what_is_done(tmp_path):
     (["--partition", "gpu"], "--partition and --array-parallelism are Slurm's; submitit found no Slurm here"),
     (["--shard", "1/2"], "--shard goes with the local launcher"),
     (["--tasks", "9"], "--tasks 9: give 1 to 2"),
+    (["--gpus-per-cell", "-1"], "--gpus-per-cell -1: give 0 or more"),
 ])
 def test_launcher_options_that_cannot_apply_are_one_line(tmp_path, capsys, extra, text):
     _, _, file = sweep_file(tmp_path, {"model.norm": ["post", "pre"]})
     assert text in cli_error(["sweep", str(file), "--launcher", "submitit", "--cluster", "local", *extra], capsys)
+
+
+@pytest.mark.skipif(shutil.which("srun") is not None, reason="this machine has Slurm")
+def test_asking_for_slurm_where_there_is_none_is_one_line(tmp_path, capsys):
+    _, _, file = sweep_file(tmp_path, {"model.norm": ["post", "pre"]})
+    assert "--cluster slurm: Could not detect \"srun\"" in cli_error(
+        ["sweep", str(file), "--launcher", "submitit", "--cluster", "slurm"], capsys)

@@ -52,7 +52,12 @@ def launch(sweep: SweepSpec, base: dict[str, Any], resources: Resources, cluster
     shards = len(cells) if tasks is None else tasks
     if not 1 <= shards <= len(cells):
         raise ConfigError(f"--tasks {shards}: give 1 to {len(cells)} (the sweep's cells)")
-    executor = submitit.AutoExecutor(folder=sweep.directory() / "submitit" / "%j", cluster=cluster)
+    if resources.gpus_per_cell < 0:
+        raise ConfigError(f"--gpus-per-cell {resources.gpus_per_cell}: give 0 or more")
+    try:
+        executor = submitit.AutoExecutor(folder=sweep.directory() / "submitit" / "%j", cluster=cluster)
+    except RuntimeError as err:  # submitit's word for "no Slurm here"
+        raise ConfigError(f"--cluster {cluster}: {err}") from None
     params: dict[str, Any] = {"name": f"zoo-{sweep.name}", "timeout_min": resources.time_limit_min,
                               "gpus_per_node": resources.gpus_per_cell}
     if resources.cpus_per_cell is not None:
