@@ -40,6 +40,15 @@ def test_ranking_table_lists_every_variant_best_first(tables, tmp_path):
     text = tables.ranking(known(tmp_path).directory(), ["eval/exact_match"])
     variants = [line.split(" | ")[1] for line in text.splitlines()[2:]]
     assert variants == ["norm=pre,ffn=gelu", "norm=pre,ffn=relu", "norm=post,ffn=gelu", "norm=post,ffn=relu"]
+    assert text.splitlines()[0].endswith("| seed 0 / seed 1 |")
+    assert text.splitlines()[2].endswith("| 0.630 / 0.590 |"), "0.6 + 0.01 ± 0.02 in the two seeds"
+
+
+def test_interactions_table_pairs_within_each_value_of_another_axis(tables, tmp_path):
+    lines = tables.interactions(known(tmp_path).directory(), ["eval/exact_match"]).splitlines()
+    assert "| norm: pre − post | ffn=relu | **+0.200 [0.200, 0.200]** | 2 |" in lines
+    assert "| norm: pre − post | ffn=gelu | **+0.200 [0.200, 0.200]** | 2 |" in lines
+    assert any(line.startswith("| ffn: gelu − relu | norm=post | +0.010 [") for line in lines)
 
 
 def test_a_stale_table_is_rewritten_and_caught(tables, tmp_path, monkeypatch):

@@ -11,7 +11,8 @@ A table stands between two markers in README.md:
     <!-- end results -->
 
 `effects`: each axis's paired differences on each metric, bold where the 95% interval excludes
-zero, then which axes separate. `ranking`: every variant's mean and interval on the first metric.
+zero, then which axes separate. `ranking`: every variant's mean, interval and value in each seed
+on the first metric. `interactions`: each axis's paired differences within each value of another.
 `falls`: the runs whose first metric fell most between two evaluations.
 A results folder holds what `zoo sweep` and `zoo compare` left: sweep.yaml, ledger.jsonl,
 report.md and the plots; `zoo reproduce experiments/results/NAME/ledger.jsonl` trains its cells again.
@@ -26,7 +27,7 @@ import sys
 from pathlib import Path
 
 from zoo.compare.load import read_sweep
-from zoo.compare.stats import Estimate, axis_effects, variant_rows
+from zoo.compare.stats import Estimate, axis_effects, simple_effects, variant_rows
 from zoo.sweep.spec import value_text
 
 RESULTS = Path(__file__).resolve().parent
@@ -71,11 +72,31 @@ def effects(folder: Path, metrics: list[str]) -> str:
 
 
 def ranking(folder: Path, metrics: list[str]) -> str:
+    """Every variant, best first, with its value in each seed."""
     read = read_sweep(folder, metrics[0])
     rows = variant_rows(read.sweep, read.records)
-    lines = [f"| rank | variant | `{metrics[0]}` mean [95% CI] | seeds |", "|---|---|---|---|"]
-    lines += [f"| {rank} | {row.variant} | {shown(row.metric, signs=False)} | {row.metric.n} |"
-              for rank, row in enumerate(rows, 1)]
+    by_seed = {(r["variant"], r["seed"]): (r.get("metrics") or {}).get(metrics[0]) for r in read.records}
+    seeds = read.sweep.seeds
+
+    def value(variant: str, seed: int) -> str:
+        found = by_seed.get((variant, seed))
+        return "—" if found is None else f"{found:.3f}"
+
+    lines = [f"| rank | variant | `{metrics[0]}` mean [95% CI] | " + " / ".join(f"seed {s}" for s in seeds) + " |",
+             "|---|---|---|---|"]
+    lines += [f"| {rank} | {row.variant} | {shown(row.metric, signs=False)} | "
+              + " / ".join(value(row.variant, s) for s in seeds) + " |" for rank, row in enumerate(rows, 1)]
+    return "\n".join(lines) + "\n"
+
+
+def interactions(folder: Path, metrics: list[str]) -> str:
+    """Each axis's paired differences within each value of every other axis."""
+    read = read_sweep(folder, metrics[0])
+    lines = [f"| difference (paired) | at | `{metrics[0]}` [95% CI] | pairs |", "|---|---|---|---|"]
+    for effect in simple_effects(read.sweep, read.records):
+        for value, estimate in effect.differences:
+            lines.append(f"| {effect.label}: {value_text(value)} − {value_text(effect.reference)} | "
+                         f"{effect.given_label}={value_text(effect.given_value)} | {shown(estimate)} | {estimate.n} |")
     return "\n".join(lines) + "\n"
 
 
@@ -94,7 +115,7 @@ def falls(folder: Path, metrics: list[str], shown_runs: int = 4) -> str:
     return "\n".join(lines) + "\n"
 
 
-KINDS = {"effects": effects, "ranking": ranking, "falls": falls}
+KINDS = {"effects": effects, "ranking": ranking, "interactions": interactions, "falls": falls}
 
 
 def render(text: str) -> str:
