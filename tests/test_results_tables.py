@@ -30,8 +30,8 @@ def test_effects_table_of_known_differences(tables, tmp_path):
     text = tables.effects(folder, ["eval/exact_match", "eval/loss"])
     lines = text.splitlines()
     assert lines[0] == "| axis: paired difference | `eval/exact_match` [95% CI] | `eval/loss` [95% CI] |"
-    assert lines[2] == "| pre − post | **+0.200 [0.200, 0.200]** | **−0.200 [−0.200, −0.200]** |"
-    assert lines[3].startswith("| gelu − relu | +0.010 [") and "**" not in lines[3], "the interval spans zero"
+    assert lines[2] == "| norm: pre − post | **+0.200 [0.200, 0.200]** | **−0.200 [−0.200, −0.200]** |"
+    assert lines[3].startswith("| ffn: gelu − relu | +0.010 [") and "**" not in lines[3], "the interval spans zero"
     assert lines[-1].endswith("Axes that separate (some difference excludes zero): `eval/exact_match`: norm; "
                               "`eval/loss`: norm.")
 
@@ -51,6 +51,18 @@ def test_interactions_table_pairs_within_each_value_of_another_axis(tables, tmp_
     assert any(line.startswith("| ffn: gelu − relu | norm=post | +0.010 [") for line in lines)
 
 
+def test_falls_lists_only_runs_that_fell_most_first(tables, tmp_path):
+    def history(a, seed, final):  # post falls by 0.3 at step 100 in seed 1; every other run rises
+        dip = 0.3 if (a["model.norm"], seed) == ("post", 1) else -0.1
+        return [{"train/step": 50, "eval/exact_match": final}, {"train/step": 100, "eval/exact_match": final - dip}]
+
+    sweep = write_sweep(tmp_path, "dips", {"model.norm": ["post", "pre"]}, [0, 1], lambda a, s: 0.5, history=history)
+    lines = tables.falls(sweep.directory(), ["eval/exact_match"]).splitlines()
+    assert lines[2:] == ["| norm=post,seed=1 | 0.300 | 100 |"]
+    flat = write_sweep(tmp_path, "rises", {"model.norm": ["post"]}, [0], lambda a, s: 0.5)
+    assert tables.falls(flat.directory(), ["eval/exact_match"]) == "No run's `eval/exact_match` fell between two evaluations.\n"
+
+
 def test_a_stale_table_is_rewritten_and_caught(tables, tmp_path, monkeypatch):
     known(tmp_path)
     monkeypatch.setattr(tables, "RESULTS", tmp_path)
@@ -58,7 +70,8 @@ def test_a_stale_table_is_rewritten_and_caught(tables, tmp_path, monkeypatch):
     monkeypatch.setattr(tables, "README", readme)
     readme.write_text("# r\n\n<!-- results known effects eval/exact_match -->\n| typed by hand |\n<!-- end results -->\nafter\n")
     assert tables.main(["--check"]) == 1
-    assert tables.main([]) == 0 and "| pre − post | **+0.200" in readme.read_text() and "typed by hand" not in readme.read_text()
+    assert tables.main([]) == 0
+    assert "| norm: pre − post | **+0.200" in readme.read_text() and "typed by hand" not in readme.read_text()
     assert tables.main(["--check"]) == 0 and readme.read_text().endswith("<!-- end results -->\nafter\n")
 
 

@@ -63,7 +63,8 @@ def effects(folder: Path, metrics: list[str]) -> str:
                 cells.append(shown(estimate))
                 if estimate.n > 1 and (estimate.low > 0 or estimate.high < 0):
                     separates[m].append(effect.label)
-            lines.append(f"| {value_text(value)} − {value_text(effect.values[0])} | " + " | ".join(cells) + " |")
+            lines.append(f"| {effect.label}: {value_text(value)} − {value_text(effect.values[0])} | "
+                         + " | ".join(cells) + " |")
     pairs = sorted({e.n for effect in first for _, e in effect.differences})
     lines += ["", f"Pairs per difference: {', '.join(map(str, pairs))}; bold: the interval excludes zero. Axes that "
               "separate (some difference excludes zero): " + "; ".join(
@@ -101,7 +102,8 @@ def interactions(folder: Path, metrics: list[str]) -> str:
 
 
 def falls(folder: Path, metrics: list[str], shown_runs: int = 4) -> str:
-    """The runs whose first metric fell most between two consecutive evaluations: instability."""
+    """The runs whose first metric fell most between two consecutive evaluations (instability);
+    runs that only rose are not listed."""
     read = read_sweep(folder, metrics[0])
     found = []
     for record in read.records:
@@ -110,8 +112,11 @@ def falls(folder: Path, metrics: list[str], shown_runs: int = 4) -> str:
         if len(values) > 1:
             fall, at = max((values[i] - values[i + 1], steps[i + 1]) for i in range(len(values) - 1))
             found.append((fall, at, record["cell"]))
+    fell = [run for run in sorted(found, reverse=True) if run[0] > 0][:shown_runs]
+    if not fell:
+        return f"No run's `{metrics[0]}` fell between two evaluations.\n"
     lines = [f"| run | largest fall of `{metrics[0]}` | at step |", "|---|---|---|"]
-    lines += [f"| {cell} | {fall:.3f} | {at} |" for fall, at, cell in sorted(found, reverse=True)[:shown_runs]]
+    lines += [f"| {cell} | {fall:.3f} | {at} |" for fall, at, cell in fell]
     return "\n".join(lines) + "\n"
 
 
