@@ -31,7 +31,7 @@ def test_effects_table_of_known_differences(tables, tmp_path):
     lines = text.splitlines()
     assert lines[0] == "| axis: paired difference | `eval/exact_match` [95% CI] | `eval/loss` [95% CI] |"
     assert lines[2] == "| norm: pre − post | **+0.200 [0.200, 0.200]** | **−0.200 [−0.200, −0.200]** |"
-    assert lines[3].startswith("| ffn: gelu − relu | +0.010 [") and "**" not in lines[3], "the interval spans zero"
+    assert lines[3].startswith("| ffn: gelu − relu | +0.0100 [") and "**" not in lines[3], "the interval spans zero"
     assert lines[-1].endswith("Axes that separate (some difference excludes zero): `eval/exact_match`: norm; "
                               "`eval/loss`: norm.")
 
@@ -48,7 +48,7 @@ def test_interactions_table_pairs_within_each_value_of_another_axis(tables, tmp_
     lines = tables.interactions(known(tmp_path).directory(), ["eval/exact_match"]).splitlines()
     assert "| norm: pre − post | ffn=relu | **+0.200 [0.200, 0.200]** | 2 |" in lines
     assert "| norm: pre − post | ffn=gelu | **+0.200 [0.200, 0.200]** | 2 |" in lines
-    assert any(line.startswith("| ffn: gelu − relu | norm=post | +0.010 [") for line in lines)
+    assert any(line.startswith("| ffn: gelu − relu | norm=post | +0.0100 [") for line in lines)
 
 
 def test_falls_lists_only_runs_that_fell_most_first(tables, tmp_path):

@@ -36,16 +36,21 @@ MARKER = re.compile(r"(<!-- results (\S+) (\w+) ([^>]*?) -->\n)(.*?)(<!-- end re
 PUBLISHED = ("sweep.yaml", "ledger.jsonl", "report.md", "*.png")
 
 
+def figure(x: float) -> str:
+    """Three significant figures, trailing zeros kept: 0.610, 0.0489, 0.00667."""
+    return f"{x:#.3g}".rstrip(".").replace("-", "−")
+
+
 def signed(x: float) -> str:
-    return "0" if x == 0 else f"{x:+.3f}".replace("-", "−")
+    return "0" if x == 0 else ("+" if x > 0 else "") + figure(x)
 
 
 def shown(e: Estimate, signs: bool = True) -> str:
-    """`+0.051 [0.035, 0.067]`; a difference (`signs`) is bold where its interval excludes zero."""
-    fmt = signed if signs else (lambda x: f"{x:.3f}")
+    """`+0.0510 [0.0350, 0.0670]`; a difference (`signs`) is bold where its interval excludes zero."""
+    fmt = signed if signs else figure
     if e.n < 2:
         return f"{fmt(e.mean)} (n={e.n})"
-    text = f"{fmt(e.mean)} [{e.low:.3f}, {e.high:.3f}]".replace("-", "−")
+    text = f"{fmt(e.mean)} [{figure(e.low)}, {figure(e.high)}]"
     return f"**{text}**" if signs and (e.low > 0 or e.high < 0) else text
 
 
@@ -81,7 +86,7 @@ def ranking(folder: Path, metrics: list[str]) -> str:
 
     def value(variant: str, seed: int) -> str:
         found = by_seed.get((variant, seed))
-        return "—" if found is None else f"{found:.3f}"
+        return "—" if found is None else figure(found)
 
     lines = [f"| rank | variant | `{metrics[0]}` mean [95% CI] | " + " / ".join(f"seed {s}" for s in seeds) + " |",
              "|---|---|---|---|"]
@@ -116,7 +121,7 @@ def falls(folder: Path, metrics: list[str], shown_runs: int = 4) -> str:
     if not fell:
         return f"No run's `{metrics[0]}` fell between two evaluations.\n"
     lines = [f"| run | largest fall of `{metrics[0]}` | at step |", "|---|---|---|"]
-    lines += [f"| {cell} | {fall:.3f} | {at} |" for fall, at, cell in fell]
+    lines += [f"| {cell} | {figure(fall)} | {at} |" for fall, at, cell in fell]
     return "\n".join(lines) + "\n"
 
 
