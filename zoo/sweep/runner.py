@@ -67,11 +67,11 @@ def identity_record(cell: Cell) -> dict[str, Any]:
             "assignment": {key: value for key, value in cell.assignment}}
 
 
-def run_cell(sweep: SweepSpec, base: dict[str, Any], cell: Cell, ledger: Ledger, threads: int,
+def run_cell(experiment: ExperimentSpec, cell: Cell, ledger: Ledger, threads: int,
              children: Children) -> RunRecord | None:
-    """Train one cell in a child process (resuming its checkpoint if a killed sweep left one);
-    None when the sweep is stopping or another process (another shard) holds the cell."""
-    experiment = cell_experiment(sweep, base, cell)
+    """Train one cell (its experiment given) in a child process, resuming its checkpoint if a
+    killed sweep left one; None when the sweep is stopping or another process (another shard)
+    holds the cell."""
     run_dir = Path(experiment.train.out_dir) / cell.name
     if lock_holder(run_dir) is not None or children.stopping is not None:
         return None
@@ -159,12 +159,13 @@ def check_folder(folder: Path, sweep: SweepSpec, base: dict[str, Any]) -> None:
                           f"another experiment; {way_out}")
 
 
-def check_data_unchanged(sweep: SweepSpec, base: dict[str, Any], done: list[tuple[Cell, RunRecord]]) -> None:
+def check_data_unchanged(sweep: SweepSpec, experiments: dict[str, ExperimentSpec],
+                         done: list[tuple[Cell, RunRecord]]) -> None:
     """Refuse to add cells trained on changed data to cells trained on the data as it was."""
     for cell, record in done:
         if record.data is None:
             continue
-        changed = data_changes(record.data, data_digests(cell_experiment(sweep, base, cell).task))
+        changed = data_changes(record.data, data_digests(experiments[cell.name].task))
         if changed:
             raise ConfigError(f"{sweep.directory()}: the task's data changed since cell {cell.name} was trained "
                               f"({'; '.join(changed)}); a comparison would mix runs on two data sets: restore the "
@@ -178,8 +179,7 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
     if workers < 1:
         raise ConfigError(f"--workers {workers}: give at least 1")
     cells = shard(expand(sweep), *shard_of)
-    for cell in cells:
-        cell_experiment(sweep, base, cell)  # every cell validates before any trains
+    experiments = {cell.name: cell_experiment(sweep, base, cell) for cell in cells}  # all valid before any trains
     folder = sweep.directory()
     check_folder(folder, sweep, base)
     with FolderLock(folder, f".sweep-{shard_of[0]}of{shard_of[1]}.lock", f"shard {shard_of[0]}/{shard_of[1]} of this sweep"):
@@ -190,7 +190,7 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
             echo(warning)
         latest, _ = read.of_cells(cells)
         done = [(c, latest[c.name]) for c in cells if c.name in latest and latest[c.name].status in DONE]
-        check_data_unchanged(sweep, base, done)
+        check_data_unchanged(sweep, experiments, done)
         statuses = {c.name: record.status for c, record in done}
         todo = [cell for cell in cells if cell.name not in statuses]
         echo(f"sweep {sweep.name}: {len(cells)} cells in this shard, {len(statuses)} already done, "
@@ -198,7 +198,7 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
         threads, children = threads_per_worker(workers), Children()
 
         def one(cell: Cell) -> None:
-            record = run_cell(sweep, base, cell, ledger, threads, children)
+            record = run_cell(experiments[cell.name], cell, ledger, threads, children)
             if record is None:
                 statuses[cell.name] = "stopped" if children.stopping is not None else "skipped"
                 if children.stopping is None:
