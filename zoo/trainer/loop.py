@@ -244,11 +244,13 @@ class Trainer:
     def _write_result(self, status: str, final: dict[str, float], **extra: Any) -> str:
         """result.json in the run directory: what a sweep's ledger and `zoo compare` read. Returns a
         note for the user where a finished result of an earlier run was kept instead."""
+        if not self.dist.is_main:
+            return ""
         record = RunRecord(status=status, name=self.name, metrics=final, best=self.best, steps=self.step,
                            wall_time_s=time.perf_counter() - self.start, parameters=self.model.num_parameters(),
                            model_name=self.spec.name, threads=torch.get_num_threads(), data=self.data or None,
                            environment=environment(self.device), history=self.history, **extra)
-        if self.dist.is_main and not self.folder.write_result(record):
+        if not self.folder.write_result(record):
             return f"; the finished result of the earlier run stays in {self.run_dir / 'result.json'}"
         return ""
 
