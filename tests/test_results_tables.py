@@ -63,6 +63,24 @@ def test_falls_lists_only_runs_that_fell_most_first(tables, tmp_path):
     assert tables.falls(flat.directory(), ["eval/exact_match"]) == "No run's `eval/exact_match` fell between two evaluations.\n"
 
 
+def test_transfer_table_gives_each_axis_a_verdict_and_the_rank_correlation(tables, tmp_path):
+    """On A, pre and gelu both help; on B (a loss) pre helps and gelu does nothing: pre transfers,
+    gelu is only on A. The four variants rank identically by norm and differently within it."""
+    grid = {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]}
+    noise = {0: 0.001, 1: -0.001}
+    write_sweep(tmp_path, "a", grid, [0, 1], lambda a, s: 0.4 + 0.2 * (a["model.norm"] == "pre")
+                + 0.05 * (a["model.ffn"] == "gelu") + noise[s])
+    write_sweep(tmp_path, "b", grid, [0, 1], lambda a, s: 2.0 - 0.5 * (a["model.norm"] == "pre")
+                + (0.01 if s else -0.01) * (a["model.ffn"] == "gelu"), metric="eval/loss")
+    lines = tables.transfer([tmp_path / "a", tmp_path / "b"], ["eval/exact_match", "eval/loss"]).splitlines()
+    assert lines[0] == "| paired difference | a, `eval/exact_match` [95% CI] | b, `eval/loss` [95% CI] | verdict |"
+    assert lines[2] == "| norm: pre − post | **+0.200 [0.200, 0.200]** | **−0.500 [−0.500, −0.500]** | transfers |"
+    assert lines[3].startswith("| ffn: gelu − relu | **+0.0500 [") and lines[3].endswith("| only on a |")
+    assert lines[-1].startswith("Ranking of the 4 variants on both: Kendall's tau-b ")
+    with pytest.raises(SystemExit, match="two sweeps"):
+        tables.transfer([tmp_path / "a"], ["eval/exact_match"])
+
+
 def test_a_stale_table_is_rewritten_and_caught(tables, tmp_path, monkeypatch):
     known(tmp_path)
     monkeypatch.setattr(tables, "RESULTS", tmp_path)

@@ -13,7 +13,9 @@ A table stands between two markers in README.md:
 `effects`: each axis's paired differences on each metric, bold where the 95% interval excludes
 zero, then which axes separate. `ranking`: every variant's mean, interval and value in each seed
 on the first metric. `interactions`: each axis's paired differences within each value of another.
-`falls`: the runs whose first metric fell most between two evaluations.
+`falls`: the runs whose first metric fell most between two evaluations. `transfer` (NAME is
+`A+B`, metrics one for each side): each axis's effect on both sweeps with its verdict, and the rank
+correlation of the variants.
 A results folder holds what `zoo sweep` and `zoo compare` left: sweep.yaml, ledger.jsonl,
 report.md and the plots; `zoo reproduce experiments/results/NAME/ledger.jsonl` trains its cells again.
 """
@@ -26,8 +28,10 @@ import shutil
 import sys
 from pathlib import Path
 
+from zoo.compare.agreement import oriented, verdict
 from zoo.compare.load import read_sweep
 from zoo.compare.stats import Estimate, axis_effects, simple_effects, variant_rows
+from zoo.compare.transfer import measure
 from zoo.sweep.spec import value_text
 
 RESULTS = Path(__file__).resolve().parent
@@ -125,7 +129,28 @@ def falls(folder: Path, metrics: list[str], shown_runs: int = 4) -> str:
     return "\n".join(lines) + "\n"
 
 
-KINDS = {"effects": effects, "ranking": ranking, "interactions": interactions, "falls": falls}
+def transfer(folders: list[Path], metrics: list[str]) -> str:
+    """Each axis's paired effect on sweep A and on sweep B, the verdict, then Kendall's tau."""
+    if len(folders) != 2 or len(metrics) != 2:
+        raise SystemExit(f"README.md: a transfer table names two sweeps (A+B) and two metrics, got "
+                         f"{'+'.join(f.name for f in folders)} and {' '.join(metrics)}")
+    a, b = (read_sweep(folder, metric) for folder, metric in zip(folders, metrics))
+    measured = measure(a, b, "README.md transfer table")
+    lines = [f"| paired difference | {a.sweep.name}, `{metrics[0]}` [95% CI] | {b.sweep.name}, `{metrics[1]}` [95% CI] "
+             "| verdict |", "|---|---|---|---|"]
+    sides = {"only on A": f"only on {a.sweep.name}", "only on B": f"only on {b.sweep.name}"}
+    for ea, eb in measured.effects:
+        for (value, da), (_, db) in zip(ea.differences, eb.differences):
+            said = verdict(oriented(da, a.sweep.goal), oriented(db, b.sweep.goal))
+            lines.append(f"| {ea.label}: {value_text(value)} − {value_text(ea.values[0])} | {shown(da)} | {shown(db)} "
+                         f"| {sides.get(said, said)} |")
+    agree = measured.agreement
+    lines += ["", f"Ranking of the {agree.n} variants on both: Kendall's tau-b {agree.tau:.2f}, 95% bootstrap interval "
+              f"[{agree.low:.2f}, {agree.high:.2f}], permutation p = {agree.p_value:.2g}."]
+    return "\n".join(lines) + "\n"
+
+
+KINDS = {"effects": effects, "ranking": ranking, "interactions": interactions, "falls": falls, "transfer": transfer}
 
 
 def render(text: str) -> str:
@@ -133,7 +158,8 @@ def render(text: str) -> str:
         name, kind, metrics = match.group(2), match.group(3), match.group(4).split()
         if kind not in KINDS:
             raise SystemExit(f"README.md: results table kind {kind!r}; choices: {', '.join(KINDS)}")
-        return match.group(1) + KINDS[kind](RESULTS / name, metrics) + match.group(6)
+        folders = [RESULTS / part for part in name.split("+")]
+        return match.group(1) + KINDS[kind](folders if kind == "transfer" else folders[0], metrics) + match.group(6)
 
     return MARKER.sub(table, text)
 

@@ -80,6 +80,31 @@ def shown(rows: list[list]) -> list[list[str]]:
     return [[number(v) if isinstance(v, float) else str(v) for v in row] for row in rows]
 
 
+@dataclass
+class Transfer:
+    rows_a: list[VariantRow]
+    rows_b: list[VariantRow]
+    variants: list[tuple[str, VariantRow, VariantRow]]
+    agreement: RankAgreement
+    effects: list[tuple[AxisEffect, AxisEffect]]
+
+
+def measure(a: SweepRecords, b: SweepRecords, label: str) -> Transfer:
+    """The figures of a transfer report, written nowhere (the README's tables use them too)."""
+    differences = grid_differences(a.sweep, b.sweep)
+    if differences:
+        raise ConfigError(f"{label}: the two sweeps' grids differ, so their variants do not pair up: "
+                          f"{'; '.join(differences)}")
+    rows_a, rows_b = variant_rows(a.sweep, a.records), variant_rows(b.sweep, b.records)
+    pairs = paired_variants(rows_a, rows_b)
+    if len(pairs) < 3:
+        raise ConfigError(f"{label}: {len(pairs)} variant(s) have a score on both sides; "
+                          "a rank correlation needs at least 3")
+    agreement = rank_agreement([score(ra, a.sweep) for _, ra, _ in pairs], [score(rb, b.sweep) for _, _, rb in pairs])
+    effects = list(zip(axis_effects(a.sweep, a.records), axis_effects(b.sweep, b.records)))
+    return Transfer(rows_a, rows_b, pairs, agreement, effects)
+
+
 def transfer(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None, wandb_mode: str | None = None,
              metric: str | None = None, echo=print) -> TransferReport:
     """Both sweeps must have the same grid (keys and values, in order); seeds and tasks may differ.
@@ -90,17 +115,9 @@ def transfer(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None
         echo(f"zoo compare ({side}): {read.progress}")
         for note in read.notes:
             echo(f"zoo compare ({side}): {note}")
-    differences = grid_differences(a.sweep, b.sweep)
-    if differences:
-        raise ConfigError(f"zoo compare {dir_a} {dir_b}: the two sweeps' grids differ, so their variants do not "
-                          f"pair up: {'; '.join(differences)}")
-    rows_a, rows_b = variant_rows(a.sweep, a.records), variant_rows(b.sweep, b.records)
-    pairs = paired_variants(rows_a, rows_b)
-    if len(pairs) < 3:
-        raise ConfigError(f"zoo compare {dir_a} {dir_b}: {len(pairs)} variant(s) have a score on both sides; "
-                          "a rank correlation needs at least 3")
-    agreement = rank_agreement([score(ra, a.sweep) for _, ra, _ in pairs], [score(rb, b.sweep) for _, _, rb in pairs])
-    effects = list(zip(axis_effects(a.sweep, a.records), axis_effects(b.sweep, b.records)))
+    measured = measure(a, b, f"zoo compare {dir_a} {dir_b}")
+    rows_a, rows_b, pairs, agreement, effects = (measured.rows_a, measured.rows_b, measured.variants,
+                                                 measured.agreement, measured.effects)
     folder = Path(out) if out else dir_a.parent / safe_text(f"{a.sweep.name}-vs-{b.sweep.name}{a.suffix}")
     folder.mkdir(parents=True, exist_ok=True)
     variants, effect_table = variant_table(a, b, pairs, rows_a, rows_b), effect_rows(a, b, effects)
