@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import zoo
+from zoo.generate import never_emitted
 
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # each worker its share of the cores, not all of them
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
@@ -49,7 +50,7 @@ def reference_greedy(model: zoo.EncoderDecoder, src: torch.Tensor, steps: int) -
     done = torch.zeros(src.size(0), dtype=torch.bool)
     for _ in range(steps):
         logits = model(src, tokens)[:, -1]
-        logits[:, [spec.pad_id, spec.bos_id]] = float("-inf")
+        logits[:, never_emitted(spec)] = float("-inf")
         nxt = torch.where(done, spec.pad_id, logits.argmax(-1))
         tokens = torch.cat([tokens, nxt[:, None]], dim=1)
         done |= nxt == spec.eos_id

@@ -8,7 +8,17 @@ from conftest import TINY
 import zoo
 from zoo.cli import main
 
-GATED = {"swiglu": F.silu, "geglu": F.gelu, "reglu": F.relu}
+
+def tanh_gelu(x):
+    return F.gelu(x, approximate="tanh")
+
+
+GATED = {"swiglu": F.silu, "geglu": F.gelu, "reglu": F.relu, "geglu_tanh": tanh_gelu}
+DENSE = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": tanh_gelu, "swish": F.silu, "relu2": lambda x: F.relu(x) ** 2}
+
+
+def test_every_feed_forward_part_has_its_formula_here():
+    assert set(zoo.registry("ffn").names()) == GATED.keys() | DENSE.keys()
 
 
 def ffn_of(name: str, **overrides):
@@ -22,9 +32,15 @@ def test_gated_units_multiply_an_activated_and_a_linear_branch(name):
     torch.testing.assert_close(ffn(x), expected)
 
 
-def test_squared_relu():
-    ffn, x = ffn_of("relu2"), torch.randn(2, 3, 16)
-    torch.testing.assert_close(ffn(x), ffn.linear2(F.relu(ffn.linear1(x)) ** 2))
+@pytest.mark.parametrize("name", DENSE)
+def test_dense_units_activate_between_two_linear_maps(name):
+    ffn, x = ffn_of(name), torch.randn(2, 3, 16)
+    torch.testing.assert_close(ffn(x), ffn.linear2(DENSE[name](ffn.linear1(x))))
+
+
+def test_the_tanh_gelu_is_the_approximation_not_the_exact_gelu():
+    x = torch.linspace(-4, 4, 101)
+    assert not torch.allclose(ffn_of("gelu_tanh").act(x), F.gelu(x), atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("d_model, dense, gated", [(512, 2048, 1368), (16, 64, 48), (768, 3072, 2048)])

@@ -2,6 +2,7 @@
 part's own model, in canonical names, the JSON schema, `--set`, sweep grids and run folders."""
 
 import json
+from typing import get_args
 
 import pytest
 import torch
@@ -22,8 +23,15 @@ WITH_SETTINGS = [(axis, name) for axis, name in PARTS if settings_model(zoo.regi
 def other_value(model, key):
     """A valid value of one setting that is not its default (tried in a fixed order)."""
     default = model.model_fields[key].default
-    candidates = [not default] if isinstance(default, bool) else [default * 2, default / 2, default + 1, default - 1]
+    if isinstance(default, bool):
+        candidates = [not default]
+    elif isinstance(default, str):  # a choice among names (a Literal)
+        candidates = list(get_args(model.model_fields[key].annotation))
+    else:
+        candidates = [default * 2, default / 2, default + 1, default - 1]
     for value in candidates:
+        if value == default:
+            continue
         try:
             model.model_validate({key: value})
             return value

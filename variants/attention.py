@@ -32,13 +32,13 @@ class PackedHeads(Attention):
     def forward(self, x, memory=None, *, mask, causal=False, position=None, offset=0, cache=None, need_weights=False):
         weight, bias, kv_width = *self.packed(), self.kv_width
         if memory is None:
-            q, k, v = map(self._heads, F.linear(x, weight, bias).split((self.d_model, kv_width, kv_width), dim=-1))
+            q, k, v = map(self._heads, F.linear(x, weight, bias).split((self.q_width, kv_width, kv_width), dim=-1))
             q = self.rotate_queries(q, position, offset)
             k, v = self.self_keys(0, k, v, position, offset, cache)
         else:
-            rows = slice(0, self.d_model)
+            rows = slice(0, self.q_width)
             q = self._heads(F.linear(x, weight[rows], None if bias is None else bias[rows]))
-            rows = slice(self.d_model, None)
+            rows = slice(self.q_width, None)
 
             def keys_values(m: Tensor) -> tuple[Tensor, Tensor]:
                 k, v = F.linear(m, weight[rows], None if bias is None else bias[rows]).split(kv_width, dim=-1)
@@ -53,7 +53,7 @@ class PackedHeads(Attention):
         """n_heads query heads over kv_heads key/value heads, by the zoo's reference `attend`."""
         if self.group > 1:
             k, v = (repeat(t, "b g t d -> b (g r) t d", r=self.group) for t in (k, v))
-        return attend(q, k, v, mask, bias, self.attention_dropout(), need_weights, causal)
+        return attend(q, k, v, mask, bias, self.attention_dropout(), need_weights, causal, self.scale)
 
 
 @register("fused")
@@ -67,14 +67,14 @@ class FusedAttention(PackedHeads):
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
-        self.in_proj = nn.Linear(spec.d_model, spec.d_model + 2 * self.kv_width, bias=spec.bias)
-        self.out_proj = nn.Linear(spec.d_model, spec.d_model, bias=spec.bias)
+        self.in_proj = nn.Linear(spec.d_model, self.q_width + 2 * self.kv_width, bias=spec.bias)
+        self.out_proj = nn.Linear(self.q_width, spec.d_model, bias=spec.bias)
 
     def packed(self) -> tuple[Tensor, Tensor | None]:
         return self.in_proj.weight, self.in_proj.bias
 
     def canonical_state(self) -> dict[str, Tensor]:
-        sizes = (self.d_model, self.kv_width, self.kv_width)
+        sizes = (self.q_width, self.kv_width, self.kv_width)
         packed = {"weight": self.in_proj.weight, "bias": self.in_proj.bias}
         state = {}
         for kind in self.param_kinds:
@@ -108,7 +108,8 @@ class SDPAttention(FusedAttention):
         if need_weights:
             return super().kernel(q, k, v, mask, bias, need_weights, causal)
         q_len, k_len = q.size(-2), k.size(-2)
-        options = {"dropout_p": self.attention_dropout(), "enable_gqa": self.group > 1}
+        options = {"dropout_p": self.attention_dropout(), "enable_gqa": self.group > 1,
+                   "scale": None if self.scale == self.d_head**-0.5 else self.scale}
         if mask is None and bias is None and (q_len == k_len or q_len == 1 or not causal):
             # no padding and no bias: no mask at all, causality by is_causal, so any kernel may run
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal and q_len > 1, **options), None
@@ -141,7 +142,7 @@ class PerHeadAttention(PackedHeads):
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
         self.heads = nn.ModuleList(Head(spec, holds_keys=i % self.group == 0) for i in range(spec.n_heads))
-        self.out_proj = nn.Linear(spec.d_model, spec.d_model, bias=spec.bias)
+        self.out_proj = nn.Linear(self.q_width, spec.d_model, bias=spec.bias)
 
     def _key_holders(self) -> list[Head]:
         return list(self.heads)[:: self.group]

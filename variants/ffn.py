@@ -50,6 +50,25 @@ class GELUFeedForward(TwoLayerFeedForward):
     activation = nn.GELU
 
 
+class TanhGELU(nn.GELU):
+    def __init__(self):
+        super().__init__(approximate="tanh")
+
+
+@register("gelu_tanh")
+class TanhGELUFeedForward(TwoLayerFeedForward):
+    """GELU by its tanh approximation (Hendrycks and Gimpel 2016), as GPT-2 computes it."""
+
+    activation = TanhGELU
+
+
+@register("swish")
+class SwishFeedForward(TwoLayerFeedForward):
+    """Swish with beta 1, x sigmoid(x), also called SiLU (Ramachandran et al. 2017); Marian's "swish"."""
+
+    activation = nn.SiLU
+
+
 class SquaredReLU(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return torch.relu(x).square()
@@ -95,6 +114,13 @@ class GEGLUFeedForward(GatedFeedForward):
     """GELU gate, Shazeer 2020."""
 
     activation = nn.GELU
+
+
+@register("geglu_tanh")
+class TanhGEGLUFeedForward(GatedFeedForward):
+    """GELU gate by the tanh approximation: T5 1.1's and Flan-T5's "gated-gelu"."""
+
+    activation = TanhGELU
 
 
 @register("reglu")

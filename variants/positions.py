@@ -1,6 +1,7 @@
 """Axis `position`: how token order enters the model."""
 
 import math
+from typing import Literal
 
 import torch
 from einops import rearrange
@@ -15,51 +16,67 @@ from zoo.registries import registry
 register = registry("position").register
 
 
-def sinusoid_table(length: int, d_model: int, base: float = 10000.0) -> Tensor:
-    """PE(pos, 2i) = sin(pos / base^(2i/d)), PE(pos, 2i+1) = cos(same); computed in float64."""
+def sinusoid_table(length: int, d_model: int, base: float = 10000.0, layout: str = "interleaved") -> Tensor:
+    """PE(pos, 2i) = sin(pos / base^(2i/d)), PE(pos, 2i+1) = cos(same), computed in float64;
+    `halves` puts every sine first and every cosine after them (Marian, fairseq)."""
     position = torch.arange(length, dtype=torch.float64)[:, None]
     frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(base) / d_model))
+    sines, cosines = torch.sin(position * frequency), torch.cos(position * frequency[: d_model // 2])
     table = torch.zeros(length, d_model, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(position * frequency)
-    table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
+    if layout == "halves":
+        table[:, : sines.size(1)], table[:, sines.size(1) :] = sines, cosines
+    else:
+        table[:, 0::2], table[:, 1::2] = sines, cosines
     return table.float()
 
 
 @register("sinusoidal")
 class Sinusoidal(PositionScheme):
-    """Fixed sinusoids of Vaswani et al. 2017; the table grows on demand, so any length works."""
+    """Fixed sinusoids of Vaswani et al. 2017; the table grows on demand, so any length works.
+    `layout: halves` holds the same sinusoids with all sines first (Marian's tables)."""
 
     class Settings(PartSettings):
         base: float = Field(10000.0, gt=1.0, description="the longest wavelength is 2 pi base")
+        layout: Literal["interleaved", "halves"] = Field(
+            "interleaved", description="sine and cosine of each frequency side by side, or all sines then all cosines"
+        )
 
     def __init__(self, spec: ModelSpec, stack: Stack):
         super().__init__(spec, stack)
-        self.d_model, self.base = spec.d_model, spec.position.base
-        self.register_buffer("table", sinusoid_table(spec.max_len, spec.d_model, self.base), persistent=False)
+        self.d_model, self.base, self.layout = spec.d_model, spec.position.base, spec.position.layout
+        self.register_buffer("table", self.sinusoids(spec.max_len), persistent=False)
+
+    def sinusoids(self, length: int) -> Tensor:
+        return sinusoid_table(length, self.d_model, self.base, self.layout)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         end = offset + x.size(1)
         if end > self.table.size(0):
-            self.table = sinusoid_table(max(end, 2 * self.table.size(0)), self.d_model, self.base).to(self.table.device)
+            self.table = self.sinusoids(max(end, 2 * self.table.size(0))).to(self.table.device)
         return x + self.table[offset:end].to(x.dtype)
 
 
 @register("learned")
 class Learned(PositionScheme):
-    """A trained table of max_len position embeddings (BERT, GPT-2).
+    """A trained table of max_len position embeddings (BERT, GPT-2); with `offset`, position p
+    reads row p + offset of a table that many rows longer (BART's offset of 2).
 
     Initialized with the RMS of the sinusoidal table (1/sqrt(2)), so both schemes start at one scale.
     """
 
+    class Settings(PartSettings):
+        offset: int = Field(0, ge=0, description="rows before position 0's (BART: 2)")
+
     def __init__(self, spec: ModelSpec, stack: Stack):
         super().__init__(spec, stack)
-        self.max_length = spec.max_len
-        self.table = nn.Embedding(spec.max_len, spec.d_model)
+        self.max_length, self.offset = spec.max_len, spec.position.offset
+        self.table = nn.Embedding(spec.max_len + self.offset, spec.d_model)
         self.table.init_std = 2**-0.5
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         self.check_length(offset + x.size(1))
-        return x + self.table.weight[offset : offset + x.size(1)]
+        start = self.offset + offset
+        return x + self.table.weight[start : start + x.size(1)]
 
 
 @register("none")

@@ -37,9 +37,12 @@ def attend(
     dropout: float = 0.0,
     need_weights: bool = False,
     causal: bool = False,
+    scale: float | None = None,
 ) -> tuple[Tensor, Tensor | None]:
-    """softmax(q k^T / sqrt(d_head) + bias) v for q (B, H, Tq, d), k and v (B, H, Tk, d)."""
-    scores = torch.einsum("bhqd,bhkd->bhqk", q * q.size(-1) ** -0.5, k)
+    """softmax(scale q k^T + bias) v for q (B, H, Tq, d), k and v (B, H, Tk, d); `scale` is
+    1 / sqrt(d) unless given (T5: 1)."""
+    scale = q.size(-1) ** -0.5 if scale is None else scale
+    scores = torch.einsum("bhqd,bhkd->bhqk", q * scale if scale != 1.0 else q, k)
     if bias is not None:
         scores = scores + bias
     mask = visible_keys(mask, causal, q.size(-2), k.size(-2), q.device)

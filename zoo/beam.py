@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from zoo.errors import ConfigError
-from zoo.generate import empty_result, eval_mode, prepare
+from zoo.generate import empty_result, eval_mode, never_emitted, prepare
 from zoo.masks import padding_mask
 
 Hypothesis = tuple[float, list[int]]
@@ -63,7 +63,7 @@ def _search(model, src: Tensor, k: int, max_new_tokens: int, length_penalty: flo
         fed = tokens[:, -1:] if use_cache else tokens
         hidden, _ = model.decoder(fed, memory, None, cross_mask, cache)  # live beams hold no padding
         logp = model.generator(hidden[:, -1]).float().log_softmax(dim=-1)
-        logp[:, [spec.pad_id, spec.bos_id]] = float("-inf")
+        logp[:, never_emitted(spec)] = float("-inf")
         vocab = logp.size(-1)
         scores, flat = (sums.reshape(-1, 1) + logp).reshape(sources, k * vocab).topk(2 * k, dim=1)
         beam, token = flat // vocab, flat % vocab

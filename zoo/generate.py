@@ -15,7 +15,7 @@ from torch import Tensor
 
 from zoo.errors import ConfigError
 from zoo.inputs import check_ids
-from zoo.masks import padding_mask
+from zoo.masks import padding_mask, target_mask
 from zoo.memory import check_decoding_fits
 
 
@@ -52,6 +52,11 @@ def whole_number(name: str, value, least: int) -> int:
     return number
 
 
+def never_emitted(spec) -> list[int]:
+    """Ids decoding never emits: pad, and the start token unless it is eos (BART starts from eos)."""
+    return sorted({spec.pad_id, spec.bos_id} - {spec.eos_id})
+
+
 def empty_result(model, src: Tensor) -> Tensor:
     """What decoding an empty batch gives: no rows, the bos column alone."""
     return torch.full((0, 1), model.spec.bos_id, dtype=torch.long, device=src.device)
@@ -71,7 +76,7 @@ def eval_mode(model):
 @torch.no_grad()
 def greedy(model, src: Tensor, max_new_tokens: int | None = None, use_cache: bool = True) -> Tensor:
     """int64 ids (B, 1 + steps) starting with bos; each row stops at its eos and is padded after.
-    Never emits pad or bos."""
+    Never emits pad or bos (see never_emitted)."""
     max_new_tokens = prepare(model, src, max_new_tokens)
     if src.size(0) == 0:
         return empty_result(model, src)
@@ -88,10 +93,10 @@ def _greedy(model, src: Tensor, max_new_tokens: int, use_cache: bool) -> Tensor:
     cache = model.decoder.new_cache() if use_cache else None
     for _ in range(max_new_tokens):
         step = tokens[:, -1:] if use_cache else tokens
-        self_mask = padding_mask(tokens, spec.pad_id)  # the decoder's self-attention adds causality
+        self_mask = target_mask(tokens, spec)  # the decoder's self-attention adds causality
         hidden, _ = model.decoder(step, memory, self_mask, cross_mask, cache)
         logits = model.generator(hidden[:, -1])
-        logits[:, [spec.pad_id, spec.bos_id]] = float("-inf")
+        logits[:, never_emitted(spec)] = float("-inf")
         next_token = logits.argmax(dim=-1).masked_fill(done, spec.pad_id)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)
         done |= next_token == spec.eos_id

@@ -7,14 +7,23 @@ import torch
 from torch import Tensor
 
 
-def padding_mask(ids: Tensor, pad_id: int) -> Tensor | None:
+def padding_mask(ids: Tensor, pad_id: int, start_is_pad: bool = False) -> Tensor | None:
     """(B, 1, 1, S): every query may see the keys that are not padding. None when no key is
     padding, so attention kernels that take no mask can run; checked for ids on the host only,
-    where it costs no device synchronization."""
-    visible = (ids != pad_id)[:, None, None, :]
+    where it costs no device synchronization. `start_is_pad`: the ids are a decoder input whose
+    first token, the start, is the pad id (T5, Marian), and is not padding."""
+    visible = ids != pad_id
+    if start_is_pad:
+        visible[:, 0] = True
+    visible = visible[:, None, None, :]
     if ids.device.type == "cpu" and bool(visible.all()):
         return None
     return visible
+
+
+def target_mask(tgt: Tensor, spec) -> Tensor | None:
+    """The padding mask of a decoder input (starting with the spec's bos_id)."""
+    return padding_mask(tgt, spec.pad_id, spec.start_is_pad)
 
 
 def causal_mask(q_len: int, k_len: int, device: torch.device) -> Tensor:

@@ -38,9 +38,10 @@ def check_countable(spec: ModelSpec) -> None:
 
 
 def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
-    """Parameters (and buffers) of the real model, counted on the meta device (no memory used) from
-    stacks of one and two layers: every layer after the first is the same as the second, so a
-    stack of N holds one + (N - 1) x (two - one), and a depth of 10^6 counts as fast as 2."""
+    """Parameters and buffers of the real model (without buffers: its trained parameters), counted
+    on the meta device (no memory used) from stacks of one and two layers: every layer after the
+    first is the same as the second, so a stack of N holds one + (N - 1) x (two - one), and a
+    depth of 10^6 counts as fast as 2."""
     from zoo.stacks import Decoder, Encoder
 
     check_countable(spec)
@@ -48,14 +49,17 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
     def count(stack, layers_field: str, layers: int) -> int:
         with torch.device("meta"):
             part = stack(spec.model_copy(update={layers_field: layers}))
-        return sum(t.numel() for t in (*part.parameters(), *(part.buffers() if buffers else ())))
+        return sum(t.numel() for t in (*(p for p in part.parameters() if buffers or p.requires_grad),
+                                        *(part.buffers() if buffers else ())))
 
     total = 0
     for stack, field in ((Encoder, "n_encoder_layers"), (Decoder, "n_decoder_layers")):
         one, two = count(stack, field, 1), count(stack, field, 2)
         total += one + (getattr(spec, field) - 1) * (two - one)
-    generator = spec.d_model * spec.tgt_vocab_size * (not spec.tie_embeddings) + spec.tgt_vocab_size * spec.bias
-    return total + generator
+    shared = spec.d_model * spec.tgt_vocab_size * spec.share_embeddings  # the decoder's table is the encoder's
+    counted_bias = spec.logits_bias == "trained" or (buffers and spec.logits_bias == "fixed")
+    generator = spec.d_model * spec.tgt_vocab_size * (not spec.tie_embeddings) + spec.tgt_vocab_size * counted_bias
+    return total - shared + generator
 
 
 def size_text(spec: ModelSpec) -> str:

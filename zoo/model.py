@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from functools import partial
 from typing import Any, NamedTuple
@@ -12,11 +13,22 @@ from torch import Tensor, nn
 from zoo.catalog import resolve
 from zoo.init import draw_seed, initialize
 from zoo.inputs import check_ids, check_memory, check_same_batch
-from zoo.masks import padding_mask
+from zoo.masks import padding_mask, target_mask
 from zoo.memory import check_fits
 from zoo.model_spec import ModelSpec
 from zoo.registries import registry
-from zoo.stacks import Decoder, Encoder
+from zoo.stacks import Decoder, Encoder, Generator
+
+QUERY_WEIGHT = re.compile(r"\.(self|cross)_attn\.q\.weight$")
+
+
+def init_gain(spec: ModelSpec, name: str) -> float:
+    """The norm placement's gain (DeepNorm's beta), times d_head^-1/2 for query weights where the
+    scores are not scaled: T5's way of starting from the same function as scaled attention."""
+    gain = registry("norm").get(spec.norm.name).init_gain(spec, name)
+    if not spec.scale_scores and QUERY_WEIGHT.search(name):
+        gain *= spec.d_head**-0.5
+    return gain
 
 
 class AttentionMaps(NamedTuple):
@@ -41,11 +53,12 @@ class EncoderDecoder(nn.Module):
         with torch.random.fork_rng(devices=[]):  # construction's own draws are replaced by initialize
             self.encoder = Encoder(spec)
             self.decoder = Decoder(spec)
-            self.generator = nn.Linear(spec.d_model, spec.tgt_vocab_size, bias=spec.bias)
+            self.generator = Generator(spec)
+        if spec.share_embeddings:
+            self.decoder.embed.tokens.weight = self.encoder.embed.tokens.weight
         if spec.tie_embeddings:
             self.generator.weight = self.decoder.embed.tokens.weight
-        placement = registry("norm").get(spec.norm.name)
-        initialize(self, draw_seed() if seed is None else seed, gain=partial(placement.init_gain, spec))
+        initialize(self, draw_seed() if seed is None else seed, gain=partial(init_gain, spec))
 
     def forward(self, src: Tensor, tgt: Tensor, padding: tuple[Tensor | None, Tensor | None] | None = None) -> Tensor:
         """Logits (B, T, tgt_vocab_size) for int64 src (B, S) and tgt (B, T).
@@ -55,7 +68,7 @@ class EncoderDecoder(nn.Module):
         value back from the device, so a CUDA step never waits."""
         if padding is None:
             self._check_pair(src, tgt)
-            padding = (padding_mask(src, self.spec.pad_id), padding_mask(tgt, self.spec.pad_id))
+            padding = (padding_mask(src, self.spec.pad_id), target_mask(tgt, self.spec))
         memory = self.encoder(src, padding[0])[0]
         return self.generator(self.decoder(tgt, memory, padding[1], padding[0])[0])
 
@@ -95,7 +108,8 @@ class EncoderDecoder(nn.Module):
         return beam_search(self, src, num_beams, max_new_tokens, length_penalty, use_cache)
 
     def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+        """Trained parameters, each shared one once (a fixed logits bias is not trained)."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
 
     def _check_pair(self, src: Tensor, tgt: Tensor) -> None:
         check_ids("src", src, self.spec.src_vocab_size)
@@ -106,7 +120,7 @@ class EncoderDecoder(nn.Module):
         return self.encoder(src, padding_mask(src, self.spec.pad_id), need_weights)
 
     def _decode(self, tgt: Tensor, memory: Tensor, src: Tensor, need_weights: bool = False):
-        self_mask, cross_mask = padding_mask(tgt, self.spec.pad_id), padding_mask(src, self.spec.pad_id)
+        self_mask, cross_mask = target_mask(tgt, self.spec), padding_mask(src, self.spec.pad_id)
         hidden, maps = self.decoder(tgt, memory, self_mask, cross_mask, None, need_weights)
         return self.generator(hidden), maps
 

@@ -34,6 +34,9 @@ class ModelSpec(BaseModel):
     n_kv_heads: PositiveInt | None = Field(
         None, description="key/value heads (grouped-query attention); null: n_heads, 1: multi-query"
     )
+    head_width: PositiveInt | None = Field(
+        None, description="the width of each attention head; null: d_model / n_heads (T5's d_kv may differ)"
+    )
     d_ff: PositiveInt | Literal["auto"] = Field(
         2048, description="feed-forward width; auto: 4 d_model, or 2/3 of it (to a multiple of 8) for a gated ffn"
     )
@@ -42,7 +45,10 @@ class ModelSpec(BaseModel):
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
     max_len: PositiveInt = 512
     pad_id: NonNegativeInt = 0
-    bos_id: NonNegativeInt = 1
+    bos_id: NonNegativeInt = Field(
+        1, description="the decoder's start token; may equal pad_id (T5, Marian: the first position is then never "
+                       "padding) or eos_id (BART)"
+    )
     eos_id: NonNegativeInt = 2
     norm: Annotated[Choice, AxisChoice("norm")] = Field("post", validate_default=True)
     position: Annotated[Choice, AxisChoice("position")] = Field("sinusoidal", validate_default=True)
@@ -57,6 +63,19 @@ class ModelSpec(BaseModel):
     scale_embeddings: bool = Field(True, description="multiply token embeddings by sqrt(d_model)")
     embedding_norm: bool = Field(False, description="a norm after adding positions (BERT-style)")
     tie_embeddings: bool = Field(False, description="output projection shares the target embedding")
+    share_embeddings: bool = Field(False, description="source and target share one embedding table (T5, BART, Marian)")
+    scale_scores: bool = Field(
+        True, description="divide attention scores by sqrt(d_head); T5 does not, and folds the factor into the "
+                          "initial query weights, as the zoo does then"
+    )
+    scale_output: bool = Field(
+        False, description="multiply the decoder's output by d_model^-1/2 before the output projection (T5 1.0, "
+                           "whose projection is the tied embedding)"
+    )
+    output_bias: Literal["auto", "trained", "fixed", "none"] = Field(
+        "auto", description="a bias on the logits: trained, fixed (kept with the weights, never trained: BART's and "
+                            "Marian's final_logits_bias), none; auto: trained when `bias`, else none"
+    )
     bias: bool = Field(True, description="biases in the linear layers")
 
     @model_validator(mode="before")
@@ -79,10 +98,11 @@ class ModelSpec(BaseModel):
     @model_validator(mode="after")
     def _fits_together(self) -> ModelSpec:
         """Rules between fields, checked on the assembled spec so that defaults count too."""
-        if self.d_model % self.n_heads:
+        if self.head_width is None and self.d_model % self.n_heads:
             raise PydanticCustomError(
                 "heads_divide_width",
-                "d_model {d_model} is not divisible by n_heads {n_heads}; choose n_heads among {choices}",
+                "d_model {d_model} is not divisible by n_heads {n_heads}; choose n_heads among {choices}, or set "
+                "head_width",
                 {"d_model": self.d_model, "n_heads": self.n_heads,
                  "choices": ", ".join(str(h) for h in range(1, min(self.d_model, 64) + 1) if self.d_model % h == 0)},
             )
@@ -103,10 +123,15 @@ class ModelSpec(BaseModel):
                         "{field} {value} is outside {side} {size} (valid ids 0..{last})",
                         {"field": field, "value": value, "side": side, "size": size, "last": size - 1},
                     )
-        if len(set(specials.values())) < 3:
+        if self.pad_id == self.eos_id:
             raise PydanticCustomError(
-                "special_id_distinct", "pad_id, bos_id and eos_id must be distinct, got {ids}",
+                "special_id_distinct", "pad_id and eos_id must differ (bos_id may equal either), got {ids}",
                 {"ids": ", ".join(f"{k} {v}" for k, v in specials.items())},
+            )
+        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise PydanticCustomError(
+                "shared_vocab", "share_embeddings needs one vocabulary: src_vocab_size {src} and tgt_vocab_size {tgt} "
+                "differ", {"src": self.src_vocab_size, "tgt": self.tgt_vocab_size},
             )
         for axis in AXES:  # a part may say what it cannot do with the rest of the spec
             check = getattr(registry(axis).get(getattr(self, axis).name), "spec_problem", None)
@@ -125,7 +150,24 @@ class ModelSpec(BaseModel):
 
     @property
     def d_head(self) -> int:
-        return self.d_model // self.n_heads
+        return self.d_model // self.n_heads if self.head_width is None else self.head_width
+
+    @property
+    def attention_width(self) -> int:
+        """The width of all query heads together: d_model unless head_width sets it apart."""
+        return self.n_heads * self.d_head
+
+    @property
+    def logits_bias(self) -> str:
+        """`trained`, `fixed` or `none`: output_bias with `auto` resolved by `bias`."""
+        if self.output_bias == "auto":
+            return "trained" if self.bias else "none"
+        return self.output_bias
+
+    @property
+    def start_is_pad(self) -> bool:
+        """The decoder starts from the pad id (T5, Marian), so its first position is never padding."""
+        return self.bos_id == self.pad_id
 
     @property
     def ffn_width(self) -> int:

@@ -92,10 +92,12 @@ class PositionScheme(nn.Module):
 
 class Attention(nn.Module):
     """How heads are held. Subclasses implement forward with the signature below and expose their
-    weights in one canonical form: `q` and `out` projections d_model x d_model, `k` and `v`
-    projections (kv_heads * d_head) x d_model, rows grouped by head, which initialization,
-    `zoo.convert` and interop share. With grouped-query attention (n_kv_heads < n_heads) query head
-    h uses key/value head h // (n_heads / n_kv_heads), and the cache holds key/value heads only.
+    weights in one canonical form: a `q` projection (n_heads * d_head) x d_model, `k` and `v`
+    projections (kv_heads * d_head) x d_model, rows grouped by head, and an `out` projection
+    d_model x (n_heads * d_head), which initialization, `zoo.convert` and interop share. With
+    grouped-query attention (n_kv_heads < n_heads) query head h uses key/value head
+    h // (n_heads / n_kv_heads), and the cache holds key/value heads only. Scores are scaled by
+    `scale`: 1 / sqrt(d_head), or 1 where the spec does not scale them (T5).
 
     forward(x, memory=None, *, mask, causal=False, position=None, offset=0, cache=None,
     need_weights=False) returns (out (B, T, d_model), weights (B, H, Tq, Tk) or None). Self-attention
@@ -109,6 +111,8 @@ class Attention(nn.Module):
         self.d_model, self.n_heads, self.d_head = spec.d_model, spec.n_heads, spec.d_head
         self.kv_heads, self.group = spec.kv_heads, spec.n_heads // spec.kv_heads
         self.kv_width = self.kv_heads * self.d_head
+        self.q_width = spec.attention_width
+        self.scale = self.d_head**-0.5 if spec.scale_scores else 1.0
         self.param_kinds = ("weight", "bias") if spec.bias else ("weight",)
         self.dropout = spec.dropout
 

@@ -38,6 +38,21 @@ class Embedder(nn.Module):
         return self.dropout(self.norm(self.position(x, offset)))
 
 
+class Generator(nn.Linear):
+    """The output projection to the target vocabulary, of d_model^-1/2 times the decoder's output
+    where the spec scales it (T5 1.0), with the spec's logits bias: trained, fixed (a parameter the
+    optimizer never changes, BART's final_logits_bias) or none."""
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__(spec.d_model, spec.tgt_vocab_size, bias=spec.logits_bias != "none")
+        if spec.logits_bias == "fixed":
+            self.bias.requires_grad_(False)
+        self.scale = spec.d_model**-0.5 if spec.scale_output else 1.0
+
+    def forward(self, x: Tensor) -> Tensor:
+        return super().forward(x * self.scale if self.scale != 1.0 else x)
+
+
 class Encoder(nn.Module):
     def __init__(self, spec: ModelSpec):
         super().__init__()

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from zoo.inputs import check_ids
-from zoo.masks import padding_mask
+from zoo.masks import padding_mask, target_mask
 from zoo.model_spec import ModelSpec
 from zoo.tasks.base import Task
 from zoo.trainer.distributed import Distributed
@@ -54,7 +54,7 @@ class BatchFeed:
         tokens = int((tgt[:, 1:] != spec.pad_id).sum())
         src, tgt = self.dist.shard(src), self.dist.shard(tgt)
         tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
-        host = [src, tgt_in, tgt_out, padding_mask(src, spec.pad_id), padding_mask(tgt_in, spec.pad_id)]
+        host = [src, tgt_in, tgt_out, padding_mask(src, spec.pad_id), target_mask(tgt_in, spec)]
         self._ready = (step, Batch(*(self._to_device(t) for t in host), tokens))
 
     def take(self, step: int) -> Batch:

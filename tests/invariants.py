@@ -1,0 +1,74 @@
+"""The invariants every model must keep, whatever its parts and settings: checked over the grid of
+variants (test_variants.py) and over the spec's other fields (test_spec_fields.py)."""
+
+import torch
+from conftest import padded_batch, reference_greedy
+
+from zoo.generate import never_emitted
+
+ROUNDING = 3e-5
+"""float32 rounding of two computations that differ in shape (batch or length) only; a real leak
+of padding or of later tokens moves logits by orders of magnitude more."""
+
+
+def with_bos(tgt: torch.Tensor, bos: int = 1) -> torch.Tensor:
+    return torch.cat([torch.full((tgt.size(0), 1), bos), tgt[:, :-1]], dim=1)
+
+
+def check_padding_invariance(model):
+    """Each row alone gives its logits in a padded batch; decoder inputs start with the spec's
+    start token, which may be the pad id (then it is not padding)."""
+    src, tgt = padded_batch([9, 4, 6], 19, seed=4), with_bos(padded_batch([7, 3, 5], 19, seed=5), model.spec.bos_id)
+    batched = model(src, tgt)
+    for row, (s_len, t_len) in enumerate([(9, 7), (4, 3), (6, 5)]):
+        alone = model(src[row : row + 1, :s_len], tgt[row : row + 1, :t_len])
+        assert (batched[row, :t_len] - alone[0]).abs().max() <= ROUNDING, f"row {row} depends on padding"
+
+
+def check_causality(model):
+    """Changing target token j changes no logit before j and changes the logit at j: all changes in
+    one batch, row j of which has token j replaced."""
+    src, tgt = padded_batch([6], 19, seed=6), padded_batch([8], 19, seed=7)
+    length = tgt.size(1)
+    changed = tgt.repeat(length, 1)
+    steps = torch.arange(length)
+    changed[steps, steps] = 3 + (changed[steps, steps] - 2) % 16  # another ordinary token
+    before, after = model(src, tgt), model(src.repeat(length, 1), changed)
+    moved = (after - before).abs().amax(dim=-1)  # (changed token j, position)
+    earlier = torch.ones(length, length, dtype=torch.bool).tril(-1)  # row j, positions before j
+    assert moved[earlier].max() <= ROUNDING, "a position sees a later token"
+    assert (moved.diagonal() > ROUNDING).all(), "a position does not see its own token"
+
+
+def check_all_padding_rows(model):
+    src, tgt = padded_batch([5, 5], 19, seed=8), padded_batch([4, 4], 19, seed=9)
+    src[1], tgt[1] = 0, 0
+    model.train()
+    logits = model(src, tgt)
+    assert torch.isfinite(logits).all()
+    logits.sum().backward()
+    for name, param in model.named_parameters():
+        if param.requires_grad:  # a fixed logits bias is never trained
+            assert param.grad is not None and torch.isfinite(param.grad).all(), name
+    model.eval()
+    assert torch.isfinite(model.generate(src, max_new_tokens=3)).all()
+
+
+def check_cached_decoding_equals_recompute(model):
+    """Greedy and beam search. On a vocabulary of 3 ordinary tokens, so that rows stop at eos early
+    and feed padding on, and beams finish at different steps."""
+    src = padded_batch([6, 3, 5, 4, 6, 2], 6, seed=10)
+    with torch.no_grad():
+        expected = reference_greedy(model, src, steps=7)
+    generated = model.generate(src, max_new_tokens=7)
+    spec = model.spec
+    assert torch.equal(generated, expected)
+    assert (generated[:, 0] == spec.bos_id).all()
+    for row in generated[:, 1:]:
+        eos = (row == spec.eos_id).nonzero()
+        end = int(eos[0, 0]) if len(eos) else len(row)
+        assert not torch.isin(row[:end], torch.tensor(never_emitted(spec))).any(), "emitted pad or the start token"
+        assert (row[end + 1 :] == spec.pad_id).all(), "a row goes on after its eos"
+    some = src[:3]
+    beams = model.generate(some, max_new_tokens=5, num_beams=2, length_penalty=0.6)
+    assert torch.equal(beams, model.generate(some, max_new_tokens=5, num_beams=2, length_penalty=0.6, use_cache=False))

@@ -1,0 +1,129 @@
+"""The spec's settings beyond the axes (head width, score scaling, shared embeddings, the output's
+scale and bias, the decoder's start token, position layouts): every invariant of the grid holds with
+each of them, in every attention layout, and each does what its description says."""
+
+import pytest
+import torch
+from conftest import TINY, padded_batch
+from invariants import (
+    check_all_padding_rows,
+    check_cached_decoding_equals_recompute,
+    check_causality,
+    check_padding_invariance,
+)
+
+import zoo
+from zoo.canonical import canonical_state
+from zoo.masks import target_mask
+from zoo.memory import exact_parameters
+
+FIELD_CASES = {
+    "head_width": {"head_width": 6},
+    "unscaled_scores": {"scale_scores": False},
+    "shared_embeddings": {"share_embeddings": True},
+    "shared_and_tied": {"share_embeddings": True, "tie_embeddings": True},
+    "scaled_output": {"scale_output": True, "tie_embeddings": True},
+    "fixed_logits_bias": {"output_bias": "fixed"},
+    "no_logits_bias": {"output_bias": "none"},
+    "start_is_pad": {"bos_id": 0},
+    "start_is_eos": {"bos_id": 2},
+    "sinusoid_halves": {"position": {"name": "sinusoidal", "layout": "halves"}},
+    "learned_offset": {"position": {"name": "learned", "offset": 2}},
+}
+ATTENTION = zoo.registry("attention").names()
+CASES = [(case, attention) for case in FIELD_CASES for attention in ATTENTION]
+
+
+def built(case: str, attention: str = "fused", **overrides) -> zoo.EncoderDecoder:
+    torch.manual_seed(0)
+    return zoo.build("pre.sinusoidal.fused.relu", **{**TINY, **FIELD_CASES[case], "attention": attention, **overrides})
+
+
+@pytest.mark.parametrize("case, attention", CASES, ids=[f"{c}-{a}" for c, a in CASES])
+def test_every_invariant_holds_with_each_setting(case, attention):
+    model = built(case, attention).eval()
+    with torch.no_grad():
+        check_padding_invariance(model)
+        check_causality(model)
+    check_all_padding_rows(model)
+    check_cached_decoding_equals_recompute(built(case, attention, vocab_size=6).eval())
+    assert exact_parameters(model.spec, buffers=False) == model.num_parameters()
+    assert exact_parameters(model.spec) == sum(t.numel() for t in (*model.parameters(), *model.buffers()))
+
+
+@pytest.mark.parametrize("case", FIELD_CASES)
+def test_each_setting_converts_exactly_between_attention_layouts(case):
+    model = built(case).eval()
+    src, tgt = padded_batch([7, 4], 19, seed=1), padded_batch([5, 6], 19, seed=2)
+    for attention in ATTENTION:
+        other = zoo.convert(model, attention=attention).eval()
+        torch.testing.assert_close(other(src, tgt), model(src, tgt), rtol=0, atol=2e-6)
+
+
+def test_head_width_sets_the_attention_width_apart_from_d_model():
+    state = canonical_state(built("head_width"))
+    assert state["encoder.layers.0.self_attn.q.weight"].shape == (4 * 6, 16)
+    assert state["encoder.layers.0.self_attn.k.weight"].shape == (2 * 6, 16)
+    assert state["decoder.layers.0.cross_attn.out.weight"].shape == (16, 4 * 6)
+    assert zoo.spec("pre.sinusoidal.fused.relu", vocab_size=9, d_model=10, n_heads=4, head_width=3).d_head == 3
+
+
+def test_unscaled_scores_start_from_the_function_of_scaled_ones():
+    """T5 leaves out 1/sqrt(d_head) and folds it into the initial query weights, as the zoo does."""
+    src, tgt = padded_batch([7, 4], 19, seed=1), padded_batch([5, 6], 19, seed=2)
+    scaled = zoo.build("pre.sinusoidal.fused.relu", seed=3, **TINY).eval()
+    unscaled = zoo.build("pre.sinusoidal.fused.relu", seed=3, **TINY, scale_scores=False).eval()
+    torch.testing.assert_close(unscaled(src, tgt), scaled(src, tgt), rtol=0, atol=1e-5)
+    q = "decoder.layers.0.self_attn.q.weight"
+    ratio = canonical_state(unscaled)[q] / canonical_state(scaled)[q]
+    torch.testing.assert_close(ratio, torch.full_like(ratio, 4**-0.5))
+
+
+def test_shared_embeddings_are_one_table_counted_once():
+    shared, apart = built("shared_embeddings"), built("shared_embeddings", share_embeddings=False)
+    assert shared.encoder.embed.tokens.weight is shared.decoder.embed.tokens.weight
+    assert apart.num_parameters() - shared.num_parameters() == 19 * 16
+    tied = built("shared_and_tied")
+    assert tied.generator.weight is tied.encoder.embed.tokens.weight
+
+
+def test_the_scaled_output_multiplies_the_decoder_output_by_the_root_of_d_model():
+    model = built("scaled_output").eval()
+    hidden = torch.randn(2, 3, 16)
+    torch.testing.assert_close(model.generator(hidden), hidden * 16**-0.5 @ model.generator.weight.T + model.generator.bias)
+
+
+def test_a_fixed_logits_bias_is_kept_but_never_trained():
+    model = built("fixed_logits_bias")
+    with torch.no_grad():
+        model.generator.bias.copy_(torch.linspace(-1, 1, 19))
+    before = model.generator.bias.clone()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    src, tgt = padded_batch([7, 4], 19, seed=1), padded_batch([5, 6], 19, seed=2)
+    model(src, tgt).sum().backward()
+    optimizer.step()
+    assert torch.equal(model.generator.bias, before) and "generator.bias" in model.state_dict()
+    assert model.num_parameters() == built("no_logits_bias").num_parameters()
+    assert not built("no_logits_bias").generator.bias
+
+
+def test_a_start_token_that_is_the_pad_id_is_not_padding():
+    spec = built("start_is_pad").spec
+    tgt = torch.tensor([[0, 5, 6, 0], [0, 7, 0, 0]])
+    assert target_mask(tgt, spec)[:, 0, 0].tolist() == [[True, True, True, False], [True, True, False, False]]
+    assert built("start_is_pad").generate(padded_batch([5], 19), max_new_tokens=4)[0, 0] == 0
+
+
+def test_sinusoid_halves_hold_the_interleaved_sinusoids_sines_first():
+    halves = built("sinusoid_halves").encoder.embed.position.table
+    interleaved = zoo.build("pre.sinusoidal.fused.relu", **TINY).encoder.embed.position.table
+    assert torch.equal(halves[:, :8], interleaved[:, 0::2]) and torch.equal(halves[:, 8:], interleaved[:, 1::2])
+
+
+def test_learned_positions_with_an_offset_read_their_rows_past_it():
+    position = built("learned_offset").encoder.embed.position
+    assert position.table.num_embeddings == TINY["max_len"] + 2
+    x = torch.zeros(1, 3, 16)
+    torch.testing.assert_close(position(x, offset=1), position.table.weight[3:6][None])
+    with pytest.raises(ValueError, match="longer than max_len 40"):
+        position(torch.zeros(1, 41, 16))
