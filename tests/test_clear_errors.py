@@ -98,8 +98,8 @@ def test_a_key_written_twice_in_a_mapping_is_refused_with_both_lines(tmp_path, c
 
 
 def test_zoo_show_takes_one_variant(capsys):
-    err = cli_error(["show", "pre-ln", "--set", "vocab_size=10", "preset=t5-style"], capsys)
-    assert "the variant is the name already; show the other one as zoo show t5-style" in err
+    err = cli_error(["show", "pre-ln", "--set", "vocab_size=10", "preset=t5"], capsys)
+    assert "the variant is the name already; show the other one as zoo show t5" in err
 
 
 def test_zoo_eval_refuses_a_set_it_would_ignore(tmp_path, capsys):

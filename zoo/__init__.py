@@ -9,6 +9,7 @@ from zoo.choices import Choice, PartSettings
 from zoo.convert import convert
 from zoo.errors import CheckpointError, ConfigError, DataError, Diverged, Interrupted, RunConflict, ZooError
 from zoo.experiment import ExperimentSpec, load_experiment
+from zoo.interop import from_hf, to_hf
 from zoo.model import AttentionMaps, EncoderDecoder, build
 from zoo.model_spec import ModelSpec
 from zoo.registries import AXES, Registry, UnknownChoiceError, registry
@@ -34,6 +35,7 @@ __all__ = [
     "ZooError",
     "build",
     "convert",
+    "from_hf",
     "interop",
     "list_variants",
     "load",
@@ -43,5 +45,6 @@ __all__ = [
     "registry",
     "resolve",
     "spec",
+    "to_hf",
     "train",
 ]

@@ -5,7 +5,8 @@ beam and takes the 2k best candidates of each source. An eos among the first k o
 a hypothesis, scored as its summed log-probability over its length (generated tokens, eos
 included) to the power `length_penalty`; the first k candidates that are not eos are the next
 beams, and the cache follows them. A source is done once it holds k finished hypotheses; the
-finished ones are kept until then. At the length limit the live beams are scored as they stand.
+finished ones are kept until then. At the length limit every one of the first k candidates of the
+last step counts, ending in eos or not (transformers' rule: they all meet a stopping criterion).
 The output is each source's best hypothesis. With k = 1 this is greedy decoding exactly.
 """
 
@@ -68,7 +69,8 @@ def _search(model, src: Tensor, k: int, max_new_tokens: int, length_penalty: flo
         scores, flat = (sums.reshape(-1, 1) + logp).reshape(sources, k * vocab).topk(2 * k, dim=1)
         beam, token = flat // vocab, flat % vocab
         ends = token == spec.eos_id
-        _finish(finished, k, ends, scores, beam, tokens, step + 1, length_penalty, spec.eos_id)
+        last = step == max_new_tokens - 1
+        _finish(finished, k, ends, scores, beam, token, tokens, step + 1, length_penalty, last)
         rank = torch.arange(2 * k, device=device).expand(sources, -1)
         keep = torch.where(ends, rank + 2 * k, rank).argsort(dim=1)[:, :k]  # the first k that go on
         rows = (block + beam.gather(1, keep)).reshape(-1)
@@ -78,22 +80,19 @@ def _search(model, src: Tensor, k: int, max_new_tokens: int, length_penalty: flo
             cache.reorder(rows)
         if all(len(hypotheses) >= k for hypotheses in finished):
             break
-    length = tokens.size(1) - 1
-    for source, hypotheses in enumerate(finished):
-        if len(hypotheses) < k:  # the length limit came first: the live beams count as they stand
-            for b in range(k):
-                if torch.isfinite(sums[source, b]):
-                    hypotheses.append((normalized(float(sums[source, b]), length, length_penalty),
-                                       tokens[source * k + b, 1:].tolist()))
+    for hypotheses in finished:
+        if not hypotheses:  # no step at all (max_new_tokens 0): the start token alone
+            hypotheses.append((0.0, []))
     return [max(hypotheses, key=lambda h: h[0])[1] for hypotheses in finished]
 
 
-def _finish(finished: list[list[Hypothesis]], k: int, ends: Tensor, scores: Tensor, beam: Tensor,
-            tokens: Tensor, length: int, length_penalty: float, eos_id: int) -> None:
-    """Hypotheses that end in eos among each source's first k candidates, best first, while the
-    source has room."""
-    hits = (ends[:, :k] & torch.isfinite(scores[:, :k])).nonzero().tolist()
+def _finish(finished: list[list[Hypothesis]], k: int, ends: Tensor, scores: Tensor, beam: Tensor, token: Tensor,
+            tokens: Tensor, length: int, length_penalty: float, last: bool) -> None:
+    """Hypotheses among each source's first k candidates: those that end in eos, best first, while
+    the source has room; at the last step, every one of them for each source that had room before it."""
+    open_before = [len(hypotheses) < k for hypotheses in finished]
+    hits = ((ends[:, :k] | last) & torch.isfinite(scores[:, :k])).nonzero().tolist()
     for source, rank in hits:
-        if len(finished[source]) < k:
-            ids = [*tokens[source * k + int(beam[source, rank]), 1:].tolist(), eos_id]
+        if (last and open_before[source]) or len(finished[source]) < k:
+            ids = [*tokens[source * k + int(beam[source, rank]), 1:].tolist(), int(token[source, rank])]
             finished[source].append((normalized(float(scores[source, rank]), length, length_penalty), ids))

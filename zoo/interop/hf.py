@@ -1,0 +1,169 @@
+"""`from_hf` and `to_hf`: the encoder-decoders of `transformers` in the zoo and back, computing the
+same function.
+
+A family (zoo.interop.t5, .bart, .marian) says three things: the spec a reference model's
+configuration means, the reference configuration a spec means, and a table from the zoo's
+canonical weight names to the reference's parameter names. Both key sets are checked: a reference
+weight that no entry covers (and that is not one the zoo computes itself, such as Marian's sinusoid
+tables, which are compared instead) is an error, never silently dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import chain
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from zoo.canonical import canonical_state, load_canonical_state
+from zoo.catalog import validated
+from zoo.errors import ConfigError
+from zoo.model import EncoderDecoder
+from zoo.model_spec import ModelSpec
+
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh",
+               "gelu_pytorch_tanh": "gelu_tanh", "silu": "swish", "swish": "swish", "relu2": "relu2"}
+"""transformers' activation names (ACT2FN) and the zoo's feed-forward parts that compute them."""
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    reference: Callable[[], type]
+    """The reference class (imported only when asked, so transformers stays optional)."""
+    spec_fields: Callable[[nn.Module], dict[str, Any]]
+    """The spec of a reference model (its configuration, and which of its weights are one tensor)."""
+    config: Callable[[ModelSpec], Any]
+    """The reference configuration of a spec, taking what the family can express."""
+    names: Callable[[ModelSpec], dict[str, str]]
+    """Zoo canonical name -> reference parameter or buffer name."""
+    computed: Callable[[ModelSpec], dict[str, Tensor]] = lambda spec: {}
+    """Reference tensors that are not trained but computed, with the values the zoo computes."""
+    free: tuple[str, ...] = field(default=("attention",))
+    """Spec fields the family leaves open (any attention layout computes the same function)."""
+
+
+FAMILIES: dict[str, Family] = {}
+
+
+def register(family: Family) -> Family:
+    FAMILIES[family.name] = family
+    return family
+
+
+def reference_tensors(model: nn.Module) -> dict[str, Tensor]:
+    """Every parameter and buffer under every name, a shared one under each of its names."""
+    return dict(chain(model.named_parameters(remove_duplicate=False), model.named_buffers(remove_duplicate=False)))
+
+
+def family_of(model: nn.Module) -> Family:
+    from zoo.interop import bart, marian, t5  # noqa: F401  (register the families)
+
+    classes = {type(model).__name__: None, **{cls.__name__: None for cls in type(model).__mro__}}
+    for family in FAMILIES.values():
+        if family.reference().__name__ in classes:
+            return family
+    supported = ", ".join(f.reference().__name__ for f in FAMILIES.values())
+    raise ConfigError(f"from_hf takes {supported}; got {type(model).__name__}")
+
+
+def mapped_state(family: Family, spec: ModelSpec, zoo_names: set[str], reference: dict[str, Tensor],
+                 direction: str) -> dict[str, str]:
+    """The family's table for this spec, checked both ways against the zoo's and the reference's names."""
+    table = family.names(spec)
+    problems = [f"the zoo's {name} has no reference weight" for name in sorted(zoo_names - table.keys())]
+    problems += [f"{ref} is not a weight of the reference" for ref in sorted(set(table.values()) - reference.keys())]
+    covered = {id(reference[ref]) for ref in table.values() if ref in reference}
+    computed = family.computed(spec)
+    problems += [f"{name} has no place in the zoo" for name, tensor in reference.items()
+                 if name not in table.values() and id(tensor) not in covered and name not in computed]
+    for name, values in computed.items():
+        if name in reference and not torch.allclose(reference[name].float().cpu(), values, atol=1e-6, rtol=0):
+            problems.append(f"{name} differs from the table the zoo computes ({family.name} computes it, "
+                            "never trains it)")
+    if problems:
+        raise ConfigError(f"{direction} ({family.name}): {'; '.join(problems[:4])}"
+                          + (f"; and {len(problems) - 4} more" if len(problems) > 4 else ""))
+    return table
+
+
+def from_hf(model: nn.Module) -> EncoderDecoder:
+    """A zoo model computing the function of a T5ForConditionalGeneration (T5 1.0 and 1.1),
+    BartForConditionalGeneration or MarianMTModel, with its weights (copied), device and mode."""
+    family = family_of(model)
+    spec = validated(family.spec_fields(model))
+    zoo_model = EncoderDecoder(spec, seed=0)
+    reference = reference_tensors(model)
+    table = mapped_state(family, spec, set(canonical_state(zoo_model)), reference, "from_hf")
+    own = canonical_state(zoo_model)
+    load_canonical_state(zoo_model, {name: reference[ref].detach().reshape(own[name].shape).float().cpu()
+                                     for name, ref in table.items()})
+    weight = next(model.parameters())
+    return zoo_model.to(device=weight.device, dtype=weight.dtype).train(model.training)
+
+
+def expressible(spec: ModelSpec) -> dict[str, Any]:
+    """The fields a reference must reproduce, `auto` resolved and each axis as in canonical names."""
+    return {**spec.model_dump(), **{axis: str(choice) for axis, choice in spec.axes().items()},
+            "d_ff": spec.ffn_width, "final_norm": spec.uses_final_norm, "output_bias": spec.logits_bias}
+
+
+def problems(family: Family, spec: ModelSpec) -> list[str]:
+    """The fields of `spec` that the family's configuration cannot express, with what it would give."""
+    try:
+        with torch.device("meta"):
+            reference = family.reference()(family.config(spec))
+        expected = validated(family.spec_fields(reference))
+    except (ValueError, TypeError, KeyError) as err:
+        return [f"its configuration cannot be built ({err})"]
+    have, want = expressible(spec), expressible(expected)
+    untie = not spec.tie_embeddings and expected.tie_embeddings  # to_hf unties the built reference
+    return [f"{key} {have[key]!r} ({family.name}: {want[key]!r})" for key in have
+            if have[key] != want[key] and key not in family.free and not (key == "tie_embeddings" and untie)]
+
+
+def untie(reference: nn.Module, table: dict[str, str], state: dict[str, Tensor]) -> None:
+    """Give reference names that share one tensor but stand for different zoo tensors a tensor of
+    their own (T5 1.1's output projection, which transformers 5 ties to the embedding)."""
+    tensors = reference_tensors(reference)
+    groups: dict[int, dict[int, list[str]]] = {}
+    for zoo_name, ref in table.items():
+        groups.setdefault(id(tensors[ref]), {}).setdefault(id(state[zoo_name]), []).append(ref)
+    for classes in groups.values():
+        for refs in sorted(classes.values(), key=len)[:-1]:  # the largest class keeps the tensor
+            fresh = nn.Parameter(tensors[refs[0]].detach().clone())
+            for ref in refs:
+                owner, _, leaf = ref.rpartition(".")
+                setattr(reference.get_submodule(owner), leaf, fresh)
+
+
+def to_hf(model: EncoderDecoder, family: str | None = None) -> nn.Module:
+    """The reference model (T5, BART or Marian; by default the family the spec matches) computing the
+    zoo model's function, with its weights (copied), device and mode. A spec that no family can
+    express is an error naming the fields and what the nearest family has instead."""
+    from zoo.interop import bart, marian, t5  # noqa: F401  (register the families)
+
+    if family is not None and family not in FAMILIES:
+        raise ConfigError(f"to_hf family {family!r}; choices: {', '.join(FAMILIES)}")
+    spec = model.spec
+    found = {name: problems(FAMILIES[name], spec) for name in ([family] if family else FAMILIES)}
+    name = min(found, key=lambda n: len(found[n]))
+    if found[name]:
+        raise ConfigError(f"to_hf: {spec.name} is not a {name} model (the nearest family); it cannot express "
+                          + "; ".join(found[name]))
+    chosen = FAMILIES[name]
+    reference = chosen.reference()(chosen.config(spec))
+    tensors = reference_tensors(reference)
+    state = canonical_state(model)
+    table = chosen.names(spec)
+    untie(reference, table, state)
+    tensors = reference_tensors(reference)
+    mapped_state(chosen, spec, set(state), tensors, "to_hf")
+    with torch.no_grad():
+        for zoo_name, ref in table.items():
+            tensors[ref].copy_(state[zoo_name].reshape(tensors[ref].shape))
+    weight = next(model.parameters())
+    return reference.to(device=weight.device, dtype=weight.dtype).train(model.training)

@@ -1,0 +1,44 @@
+"""Marian (Junczys-Dowmunt et al. 2018) as transformers' MarianMTModel holds it (the OPUS-MT
+models): BART's post-norm layers, fixed sinusoids laid out as halves (all sines, then all
+cosines), no embedding norm, a fixed final_logits_bias; decoding starts from the pad id. The
+sinusoid tables are computed, not trained: from_hf checks them against the zoo's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+
+from zoo.interop.bart import layers, shared_config, shared_fields
+from zoo.interop.hf import Family, register
+from zoo.model_spec import ModelSpec
+
+
+def reference() -> type:
+    from transformers import MarianMTModel
+
+    return MarianMTModel
+
+
+def spec_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    return {**shared_fields(model, "Marian"), "src_vocab_size": c.vocab_size,
+            "tgt_vocab_size": c.decoder_vocab_size or c.vocab_size,
+            "position": {"name": "sinusoidal", "layout": "halves"}, "embedding_norm": False}
+
+
+def config(spec: ModelSpec):
+    from transformers import MarianConfig
+
+    return MarianConfig(vocab_size=spec.src_vocab_size, decoder_vocab_size=spec.tgt_vocab_size,
+                        share_encoder_decoder_embeddings=spec.share_embeddings, **shared_config(spec))
+
+
+def computed(spec: ModelSpec) -> dict[str, Tensor]:
+    from zoo.variants.positions import sinusoid_table
+
+    table = sinusoid_table(spec.max_len, spec.d_model, layout="halves")
+    return {f"model.{stack}.embed_positions.weight": table for stack in ("encoder", "decoder")}
+
+
+MARIAN = register(Family("marian", reference, spec_fields, config, layers, computed))

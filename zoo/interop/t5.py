@@ -1,0 +1,100 @@
+"""T5 (Raffel et al. 2020) as transformers' T5ForConditionalGeneration holds it: T5 1.0 (ReLU, the
+output projection tied to the shared embedding and fed d_model^-1/2 times the decoder's output) and
+T5 1.1 / Flan-T5 (gated GELU by the tanh approximation, no output rescale).
+
+In the zoo: pre-norm with RMSNorm, T5's relative bias (one table per stack, in its first layer
+there), scores not scaled, head width d_kv, no biases, one embedding for both stacks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from zoo.interop.hf import ACTIVATIONS, Family, register
+from zoo.model_spec import ModelSpec
+
+GATED = {"gelu": "geglu", "gelu_python": "geglu", "gelu_new": "geglu_tanh", "gelu_pytorch_tanh": "geglu_tanh",
+         "relu": "reglu", "silu": "swiglu", "swish": "swiglu"}
+"""T5's gated activations (`feed_forward_proj: gated-ACT`) and the zoo's gated feed-forward parts."""
+PROJECTIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "swish": "silu", "relu2": "relu2",
+               "reglu": "gated-relu", "geglu": "gated-gelu_python", "geglu_tanh": "gated-gelu", "swiglu": "gated-silu"}
+"""The zoo's feed-forward parts as T5's feed_forward_proj (its `gated-gelu` is the tanh GELU)."""
+
+
+def reference() -> type:
+    from transformers import T5ForConditionalGeneration
+
+    return T5ForConditionalGeneration
+
+
+def spec_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    ffn = (GATED if c.is_gated_act else ACTIVATIONS).get(c.dense_act_fn)
+    if ffn is None:
+        raise ValueError(f"T5 feed_forward_proj {c.feed_forward_proj!r} has no zoo feed-forward part")
+    start = c.decoder_start_token_id if c.decoder_start_token_id is not None else c.pad_token_id
+    position = {"name": "t5", "num_buckets": c.relative_attention_num_buckets,
+                "max_distance": c.relative_attention_max_distance}
+    return {
+        "src_vocab_size": c.vocab_size, "tgt_vocab_size": c.vocab_size, "d_model": c.d_model, "n_heads": c.num_heads,
+        "head_width": c.d_kv, "d_ff": c.d_ff, "n_encoder_layers": c.num_layers, "n_decoder_layers": c.num_decoder_layers,
+        "dropout": float(c.dropout_rate), "pad_id": c.pad_token_id, "bos_id": start, "eos_id": c.eos_token_id,
+        "norm": "pre", "position": position, "attention": "fused", "ffn": ffn,
+        "norm_type": {"name": "rmsnorm", "eps": float(c.layer_norm_epsilon)}, "final_norm": True,
+        "scale_embeddings": False, "embedding_norm": False, "share_embeddings": True,
+        "tie_embeddings": model.lm_head.weight is model.shared.weight, "scale_scores": False,
+        "scale_output": bool(getattr(c, "scale_decoder_outputs", c.tie_word_embeddings)),
+        "output_bias": "none", "bias": False,
+    }
+
+
+def config(spec: ModelSpec):
+    from transformers import T5Config
+
+    t5 = spec.position.name == "t5"
+    return T5Config(
+        vocab_size=spec.tgt_vocab_size, d_model=spec.d_model, d_kv=spec.d_head, d_ff=spec.ffn_width,
+        num_layers=spec.n_encoder_layers, num_decoder_layers=spec.n_decoder_layers, num_heads=spec.n_heads,
+        relative_attention_num_buckets=spec.position.num_buckets if t5 else 32,
+        relative_attention_max_distance=spec.position.max_distance if t5 else 128,
+        dropout_rate=spec.dropout, layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "rmsnorm" else 1e-6,
+        feed_forward_proj=PROJECTIONS.get(spec.ffn.name, "relu"), tie_word_embeddings=spec.scale_output,
+        pad_token_id=spec.pad_id, eos_token_id=spec.eos_id, decoder_start_token_id=spec.bos_id,
+    )
+
+
+def attention(zoo: str, ref: str) -> dict[str, str]:
+    return {f"{zoo}.{a}.weight": f"{ref}.{b}.weight" for a, b in zip("qkv", "qkv")} | {f"{zoo}.out.weight": f"{ref}.o.weight"}
+
+
+def ffn(zoo: str, ref: str, spec: ModelSpec) -> dict[str, str]:
+    if spec.ffn.name in GATED.values():
+        return {f"{zoo}.gate.weight": f"{ref}.wi_0.weight", f"{zoo}.linear1.weight": f"{ref}.wi_1.weight",
+                f"{zoo}.linear2.weight": f"{ref}.wo.weight"}
+    return {f"{zoo}.linear1.weight": f"{ref}.wi.weight", f"{zoo}.linear2.weight": f"{ref}.wo.weight"}
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    table = {"encoder.embed.tokens.weight": "shared.weight", "decoder.embed.tokens.weight": "decoder.embed_tokens.weight",
+             "generator.weight": "lm_head.weight", "encoder.norm.weight": "encoder.final_layer_norm.weight",
+             "decoder.norm.weight": "decoder.final_layer_norm.weight"}
+    for stack, count in (("encoder", spec.n_encoder_layers), ("decoder", spec.n_decoder_layers)):
+        bias = f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
+        table[f"{stack}.embed.position.bias.weight"] = bias
+        for i in range(count):
+            zoo, ref = f"{stack}.layers.{i}", f"{stack}.block.{i}.layer"
+            table |= attention(f"{zoo}.self_attn", f"{ref}.0.SelfAttention")
+            table[f"{zoo}.self_attn_residual.norm.weight"] = f"{ref}.0.layer_norm.weight"
+            last = 1
+            if stack == "decoder":
+                table |= attention(f"{zoo}.cross_attn", f"{ref}.1.EncDecAttention")
+                table[f"{zoo}.cross_attn_residual.norm.weight"] = f"{ref}.1.layer_norm.weight"
+                last = 2
+            dense = "DenseReluDense"
+            table |= ffn(f"{zoo}.ffn", f"{ref}.{last}.{dense}", spec)
+            table[f"{zoo}.ffn_residual.norm.weight"] = f"{ref}.{last}.layer_norm.weight"
+    return table
+
+
+T5 = register(Family("t5", reference, spec_fields, config, names, free=("attention", "max_len")))
