@@ -32,6 +32,15 @@ def test_core(benchmark, capsys):
     assert result["per_head"]["ratio_per_head_to_fused"] > 0 and result["decoding"]["ratio_cache_to_recompute"] > 0
 
 
+def test_reference(benchmark, capsys):
+    result = benchmark("reference").main(["--smoke"])
+    assert printed(capsys) == json.loads(json.dumps(result))
+    assert [f["preset"] for f in result["families"]] == ["t5", "bart"]
+    for measured in result["families"]:
+        assert set(measured["ratio_to_transformers"]) == {"zoo fused", "zoo sdpa"}
+        assert all(ratio > 0 for ratio in measured["ratio_to_transformers"].values())
+
+
 def test_trainer(benchmark, capsys):
     result = benchmark("trainer").main(["--smoke"])
     assert printed(capsys)["ratio_trainer_to_bare"] == result["ratio_trainer_to_bare"] > 0

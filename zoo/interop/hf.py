@@ -108,7 +108,8 @@ def from_hf(model: nn.Module) -> EncoderDecoder:
 def expressible(spec: ModelSpec) -> dict[str, Any]:
     """The fields a reference must reproduce, `auto` resolved and each axis as in canonical names."""
     return {**spec.model_dump(), **{axis: str(choice) for axis, choice in spec.axes().items()},
-            "d_ff": spec.ffn_width, "final_norm": spec.uses_final_norm, "output_bias": spec.logits_bias}
+            "d_ff": spec.ffn_width, "final_norm": spec.uses_final_norm, "output_bias": spec.logits_bias,
+            "head_width": spec.d_head, "n_kv_heads": spec.kv_heads}
 
 
 def problems(family: Family, spec: ModelSpec) -> list[str]:
