@@ -5,6 +5,7 @@
   module per family), needing `pip install zoo[hf]`.
 """
 
+from zoo.interop import bart, marian, t5  # noqa: F401  (each registers its family; transformers loads when used)
 from zoo.interop.hf import FAMILIES, from_hf, to_hf
 from zoo.interop.torch_nn import from_torch
 

@@ -60,8 +60,6 @@ def reference_tensors(model: nn.Module) -> dict[str, Tensor]:
 
 
 def family_of(model: nn.Module) -> Family:
-    from zoo.interop import bart, marian, t5  # noqa: F401  (register the families)
-
     classes = {type(model).__name__: None, **{cls.__name__: None for cls in type(model).__mro__}}
     for family in FAMILIES.values():
         if family.reference().__name__ in classes:
@@ -145,8 +143,6 @@ def to_hf(model: EncoderDecoder, family: str | None = None) -> nn.Module:
     """The reference model (T5, BART or Marian; by default the family the spec matches) computing the
     zoo model's function, with its weights (copied), device and mode. A spec that no family can
     express is an error naming the fields and what the nearest family has instead."""
-    from zoo.interop import bart, marian, t5  # noqa: F401  (register the families)
-
     if family is not None and family not in FAMILIES:
         raise ConfigError(f"to_hf family {family!r}; choices: {', '.join(FAMILIES)}")
     spec = model.spec
