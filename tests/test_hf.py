@@ -4,6 +4,7 @@ exact round trip, and presets that are their architectures. The references are b
 random configurations, offline, with every weight moved away from its initial value."""
 
 import copy
+import dataclasses
 import functools
 
 import pytest
@@ -260,3 +261,21 @@ def test_a_zoo_trained_t5_goes_to_transformers_and_back():
     assert again.spec == model.spec
     before, after = canonical_state(model), canonical_state(again)
     assert all(torch.equal(before[key], after[key]) for key in before)
+
+
+def test_a_reference_the_spec_cannot_hold_says_why():
+    ref = hf.BartForConditionalGeneration(hf.BartConfig(vocab_size=VOCAB, **{**SMALL, "decoder_ffn_dim": 48}))
+    with pytest.raises(zoo.ConfigError, match=r"from_hf \(bart\): BART with stacks of different widths \(attention heads 2 "
+                                              r"and 2, ffn 32 and 48\) has no zoo spec"):
+        zoo.from_hf(ref)
+
+
+def test_without_transformers_the_error_says_what_to_install(monkeypatch):
+    def missing():
+        raise ImportError("No module named 'transformers'")
+
+    monkeypatch.setitem(FAMILIES, "t5", dataclasses.replace(FAMILIES["t5"], reference=missing))
+    with pytest.raises(zoo.ConfigError, match=r"t5 needs transformers \(No module named 'transformers'\): "
+                                              r"pip install 'zoo\[hf\]'"):
+        zoo.to_hf(zoo.build("t5", vocab_size=VOCAB, d_model=16, n_heads=2, head_width=8, d_ff=32, n_encoder_layers=1,
+                            n_decoder_layers=1), family="t5")

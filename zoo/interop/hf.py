@@ -59,12 +59,19 @@ def reference_tensors(model: nn.Module) -> dict[str, Tensor]:
     return dict(chain(model.named_parameters(remove_duplicate=False), model.named_buffers(remove_duplicate=False)))
 
 
+def reference_class(family: Family) -> type:
+    try:
+        return family.reference()
+    except ImportError as err:
+        raise ConfigError(f"{family.name} needs transformers ({err}): pip install 'zoo[hf]'") from err
+
+
 def family_of(model: nn.Module) -> Family:
-    classes = {type(model).__name__: None, **{cls.__name__: None for cls in type(model).__mro__}}
+    classes = {cls.__name__ for cls in type(model).__mro__}
     for family in FAMILIES.values():
-        if family.reference().__name__ in classes:
+        if reference_class(family).__name__ in classes:
             return family
-    supported = ", ".join(f.reference().__name__ for f in FAMILIES.values())
+    supported = ", ".join(reference_class(f).__name__ for f in FAMILIES.values())
     raise ConfigError(f"from_hf takes {supported}; got {type(model).__name__}")
 
 
@@ -92,7 +99,10 @@ def from_hf(model: nn.Module) -> EncoderDecoder:
     """A zoo model computing the function of a T5ForConditionalGeneration (T5 1.0 and 1.1),
     BartForConditionalGeneration or MarianMTModel, with its weights (copied), device and mode."""
     family = family_of(model)
-    spec = validated(family.spec_fields(model))
+    try:
+        spec = validated(family.spec_fields(model))
+    except ValueError as err:
+        raise ConfigError(f"from_hf ({family.name}): {err}") from err
     zoo_model = EncoderDecoder(spec, seed=0)
     reference = reference_tensors(model)
     table = mapped_state(family, spec, set(canonical_state(zoo_model)), reference, "from_hf")
@@ -114,7 +124,7 @@ def problems(family: Family, spec: ModelSpec) -> list[str]:
     """The fields of `spec` that the family's configuration cannot express, with what it would give."""
     try:
         with torch.device("meta"):
-            reference = family.reference()(family.config(spec))
+            reference = reference_class(family)(family.config(spec))
         expected = validated(family.spec_fields(reference))
     except (ValueError, TypeError, KeyError) as err:
         return [f"its configuration cannot be built ({err})"]
@@ -152,13 +162,11 @@ def to_hf(model: EncoderDecoder, family: str | None = None) -> nn.Module:
         raise ConfigError(f"to_hf: {spec.name} is not a {name} model (the nearest family); it cannot express "
                           + "; ".join(found[name]))
     chosen = FAMILIES[name]
-    reference = chosen.reference()(chosen.config(spec))
-    tensors = reference_tensors(reference)
+    reference = reference_class(chosen)(chosen.config(spec))
     state = canonical_state(model)
-    table = chosen.names(spec)
-    untie(reference, table, state)
+    untie(reference, chosen.names(spec), state)
     tensors = reference_tensors(reference)
-    mapped_state(chosen, spec, set(state), tensors, "to_hf")
+    table = mapped_state(chosen, spec, set(state), tensors, "to_hf")
     with torch.no_grad():
         for zoo_name, ref in table.items():
             tensors[ref].copy_(state[zoo_name].reshape(tensors[ref].shape))
