@@ -145,8 +145,9 @@ def transfer(folders: list[Path], metrics: list[str]) -> str:
             lines.append(f"| {ea.label}: {value_text(value)} − {value_text(ea.values[0])} | {shown(da)} | {shown(db)} "
                          f"| {sides.get(said, said)} |")
     agree = measured.agreement
-    lines += ["", f"Ranking of the {agree.n} variants on both: Kendall's tau-b {agree.tau:.2f}, 95% bootstrap interval "
-              f"[{agree.low:.2f}, {agree.high:.2f}], permutation p = {agree.p_value:.2g}."]
+    two = lambda x: f"{x:.2f}".replace("-", "−")
+    lines += ["", f"Ranking of the {agree.n} variants on both: Kendall's tau-b {two(agree.tau)}, 95% bootstrap interval "
+              f"[{two(agree.low)}, {two(agree.high)}], permutation p = {agree.p_value:.2g}."]
     return "\n".join(lines) + "\n"
 
 
