@@ -51,8 +51,8 @@ def _presets() -> dict[str, dict[str, Any]]:
     global _builtin_loaded
     if not _builtin_loaded:
         _builtin_loaded = True
-        text = resources.files("zoo.variants").joinpath("presets.yaml").read_text(encoding="utf-8")
-        for name, entry in load_yaml(text, "zoo/variants/presets.yaml").items():
+        path = resources.files("zoo.variants").joinpath("presets.yaml")  # variants/presets.yaml of the project
+        for name, entry in load_yaml(path.read_text(encoding="utf-8"), str(path)).items():
             register_preset(name, entry.get("spec", {}), base=entry.get("base"), description=entry.get("description", ""))
         load_plugins()
     return _PRESETS
