@@ -22,8 +22,9 @@ def convert(model: EncoderDecoder, **changes: Any) -> EncoderDecoder:
     old_fields, new_fields = old_spec.model_dump(), new_spec.model_dump()
     changed = {field: (old, new_fields[field]) for field, old in old_fields.items() if old != new_fields[field]}
     described = ", ".join(f"{field} {old!r} -> {new!r}" for field, (old, new) in changed.items()) or "nothing"
-    if "tie_embeddings" in changed:
-        raise ValueError(f"cannot convert ({described}): tying or untying embeddings drops or invents weights")
+    for tying in ("tie_embeddings", "share_embeddings"):
+        if tying in changed:
+            raise ValueError(f"cannot convert ({described}): tying or untying embeddings ({tying}) drops or invents weights")
     new = EncoderDecoder(new_spec, seed=0)
     old_state, new_state = canonical_state(model), canonical_state(new)
     problems = [f"{name} is missing from the new model" for name in old_state.keys() - new_state.keys()]
