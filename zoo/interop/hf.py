@@ -104,9 +104,8 @@ def from_hf(model: nn.Module) -> EncoderDecoder:
     except ValueError as err:
         raise ConfigError(f"from_hf ({family.name}): {err}") from err
     zoo_model = EncoderDecoder(spec, seed=0)
-    reference = reference_tensors(model)
-    table = mapped_state(family, spec, set(canonical_state(zoo_model)), reference, "from_hf")
-    own = canonical_state(zoo_model)
+    reference, own = reference_tensors(model), canonical_state(zoo_model)
+    table = mapped_state(family, spec, set(own), reference, "from_hf")
     load_canonical_state(zoo_model, {name: reference[ref].detach().reshape(own[name].shape).float().cpu()
                                      for name, ref in table.items()})
     weight = next(model.parameters())

@@ -65,7 +65,7 @@ def config(spec: ModelSpec):
 
 
 def attention(zoo: str, ref: str) -> dict[str, str]:
-    return {f"{zoo}.{a}.weight": f"{ref}.{b}.weight" for a, b in zip("qkv", "qkv")} | {f"{zoo}.out.weight": f"{ref}.o.weight"}
+    return {f"{zoo}.{p}.weight": f"{ref}.{p}.weight" for p in "qkv"} | {f"{zoo}.out.weight": f"{ref}.o.weight"}
 
 
 def ffn(zoo: str, ref: str, spec: ModelSpec) -> dict[str, str]:
@@ -91,8 +91,7 @@ def names(spec: ModelSpec) -> dict[str, str]:
                 table |= attention(f"{zoo}.cross_attn", f"{ref}.1.EncDecAttention")
                 table[f"{zoo}.cross_attn_residual.norm.weight"] = f"{ref}.1.layer_norm.weight"
                 last = 2
-            dense = "DenseReluDense"
-            table |= ffn(f"{zoo}.ffn", f"{ref}.{last}.{dense}", spec)
+            table |= ffn(f"{zoo}.ffn", f"{ref}.{last}.DenseReluDense", spec)
             table[f"{zoo}.ffn_residual.norm.weight"] = f"{ref}.{last}.layer_norm.weight"
     return table
 
