@@ -1,20 +1,39 @@
-"""Shared fixtures. Every per-variant test parametrizes over COMBOS, the product of all registries,
-so a newly registered part is covered without a new test."""
+"""Shared fixtures. Every per-variant test parametrizes over GRID, built from the registries, so a
+newly registered part is covered without a new test: every pair of values of any two axes (the
+model's kind among them) meets in some variant, and the four seed axes are crossed in full."""
 
 import itertools
 import os
 
 import pytest
 import torch
+from covering import pairwise
 
 import zoo
 from zoo.generate import never_emitted
+from zoo.model_spec import KINDS
 
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # each worker its share of the cores, not all of them
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
-COMBOS = [zoo.spec("post.sinusoidal.fused.relu", vocab_size=19, **dict(zip(zoo.AXES, combo))).name
+
+def name_of(fields: dict) -> str:
+    return zoo.spec("post.sinusoidal.fused.relu", vocab_size=19, **fields).name
+
+
+COMBOS = [name_of(dict(zip(zoo.AXES, combo)))
           for combo in itertools.product(*(zoo.registry(axis).names() for axis in zoo.AXES))]
+"""Every combination of every axis's parts (what `zoo build-all` builds)."""
+
+SEED_AXES = {"norm": ["post", "pre"], "position": ["sinusoidal", "learned"], "attention": ["per_head", "fused"],
+             "ffn": ["relu", "gelu"]}
+"""The four axes the zoo started from, crossed in full (the main job's grid) for every kind."""
+
+AXIS_VALUES = {**{axis: zoo.registry(axis).names() for axis in zoo.AXES}, "kind": list(KINDS)}
+PAIRWISE = pairwise(AXIS_VALUES)
+SEED_PRODUCT = [{**dict(zip(SEED_AXES, combo)), "kind": kind}
+                for kind in KINDS for combo in itertools.product(*SEED_AXES.values())]
+GRID = list(dict.fromkeys(name_of(fields) for fields in [*PAIRWISE, *SEED_PRODUCT]))
 
 TINY = dict(
     vocab_size=19, d_model=16, n_heads=4, n_kv_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=2, dropout=0.0,
@@ -23,7 +42,7 @@ TINY = dict(
 """A model small enough that the whole grid of variants runs in seconds."""
 
 
-@pytest.fixture(params=COMBOS)
+@pytest.fixture(params=GRID)
 def variant(request) -> str:
     return request.param
 
@@ -43,13 +62,25 @@ def padded_batch(lengths, vocab_size: int, seed: int = 0, spec: zoo.ModelSpec | 
     return batch
 
 
-def reference_greedy(model: zoo.EncoderDecoder, src: torch.Tensor, steps: int) -> torch.Tensor:
-    """Greedy decoding the slow, obvious way: re-run the whole model on the prefix every step."""
+def reference_greedy(model: zoo.ZooModel, inputs: torch.Tensor, steps: int) -> torch.Tensor:
+    """Greedy decoding the slow, obvious way: re-run the whole model on the prefix every step; a
+    decoder-only model's rows one at a time, each unpadded, then laid out as generate lays them."""
     spec = model.spec
-    tokens = torch.full((src.size(0), 1), spec.bos_id)
-    done = torch.zeros(src.size(0), dtype=torch.bool)
+    if spec.kind == "decoder":
+        rows = [_reference_row(model, row[: int((row != spec.pad_id).sum())][None], steps) for row in inputs]
+        out = torch.full((len(rows), max(r.size(1) for r in rows)), spec.pad_id)
+        for i, row in enumerate(rows):
+            out[i, : row.size(1)] = row[0]
+        return out
+    return _reference_row(model, inputs, steps)
+
+
+def _reference_row(model: zoo.ZooModel, inputs: torch.Tensor, steps: int) -> torch.Tensor:
+    spec = model.spec
+    tokens = torch.full((inputs.size(0), 1), spec.bos_id) if spec.kind == "encoder_decoder" else inputs
+    done = torch.zeros(inputs.size(0), dtype=torch.bool)
     for _ in range(steps):
-        logits = model(src, tokens)[:, -1]
+        logits = (model(inputs, tokens) if spec.kind == "encoder_decoder" else model(tokens))[:, -1]
         logits[:, never_emitted(spec)] = float("-inf")
         nxt = torch.where(done, spec.pad_id, logits.argmax(-1))
         tokens = torch.cat([tokens, nxt[:, None]], dim=1)

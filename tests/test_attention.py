@@ -79,7 +79,7 @@ def test_the_cache_holds_key_value_heads_only(attention, n_kv_heads):
     memory = model.encode(src)
     tokens = torch.full((2, 1), 1)
     for _ in range(3):
-        model.decoder(tokens[:, -1:], memory, padding_mask(tokens, 0), padding_mask(src, 0), cache)
+        model.decoder(tokens[:, -1:], padding_mask(tokens, 0), memory, padding_mask(src, 0), cache)
         tokens = torch.cat([tokens, torch.full((2, 1), 5)], dim=1)
     stored = [t for layer in cache.layers for part in (layer.self_attn, layer.cross_attn)
               for pair in part._store.values() for t in pair]

@@ -44,7 +44,7 @@ def markov_model(table: dict[int, dict[int, float]]) -> zoo.EncoderDecoder:
             if "attn." in name or "ffn." in name:
                 param.zero_()
         tokens = torch.arange(6)[:, None]
-        hidden = model.decoder(tokens, model.encode(torch.tensor([[A, EOS]])).expand(6, -1, -1), None, None)[0][:, 0]
+        hidden = model.decoder(tokens, None, model.encode(torch.tensor([[A, EOS]])).expand(6, -1, -1))[0][:, 0]
         target = torch.full((6, 6), -30.0)
         for token, row in table.items():
             for nxt, p in row.items():

@@ -5,6 +5,7 @@ import torch
 from conftest import TINY
 
 import zoo
+from zoo.parts import Site
 from zoo.variants.norms import BETA_SCALED, deepnorm_constants
 
 
@@ -13,16 +14,31 @@ from zoo.variants.norms import BETA_SCALED, deepnorm_constants
     ((12, 12), (1.760878, 0.400198), (2.449490, 0.288675)),  # decoder: sqrt(6) and 1 / sqrt(12)
 ])
 def test_deepnorm_alpha_and_beta(layers, encoder, decoder):
-    constants = deepnorm_constants(*layers)
-    assert constants["encoder"] == pytest.approx(encoder, abs=1e-6)
-    assert constants["decoder"] == pytest.approx(decoder, abs=1e-6)
+    assert deepnorm_constants(Site(False, *layers)) == pytest.approx(encoder, abs=1e-6)
+    assert deepnorm_constants(Site(True, *layers)) == pytest.approx(decoder, abs=1e-6)
+
+
+@pytest.mark.parametrize("kind, site", [("decoder", Site(True, 0, 8)), ("encoder", Site(False, 8, 0))])
+def test_deepnorm_of_one_stack_takes_the_papers_single_stack_formula(kind, site):
+    """DeepNet's encoder-only and decoder-only constants: (2L)^(1/4) and (8L)^(-1/4); L = 8 gives
+    alpha 2 and beta 2^(-3/2), and the model builds them from its kind and depth."""
+    assert deepnorm_constants(site) == pytest.approx((2.0, 2**-1.5), abs=1e-12)
+    model = zoo.build(f"{kind}.deepnorm.sinusoidal.fused.relu", seed=0, **{**TINY, "n_encoder_layers": 8,
+                                                                          "n_decoder_layers": 8})
+    assert getattr(model, kind).layers[5].ffn_residual.alpha == pytest.approx(2.0, abs=1e-12)
+    post = zoo.canonical.canonical_state(zoo.build(f"{kind}.post.sinusoidal.fused.relu", seed=0,
+                                                   **{**TINY, "n_encoder_layers": 8, "n_decoder_layers": 8}))
+    scaled = [name for name in post if BETA_SCALED.match(name)]
+    assert len(scaled) == 8 * 4
+    for name, tensor in zoo.canonical.canonical_state(model).items():
+        torch.testing.assert_close(tensor, (2**-1.5 if name in scaled else 1.0) * post[name], rtol=1e-6, atol=0, msg=name)
 
 
 def test_deepnorm_scales_its_residual_and_the_initialization_of_the_right_weights():
     sizes = {**TINY, "d_model": 64, "d_ff": 128, "n_encoder_layers": 6, "n_decoder_layers": 6}
     deep = zoo.build("deepnorm.sinusoidal.fused.relu", seed=1, **sizes)
     post = zoo.build("post.sinusoidal.fused.relu", seed=1, **sizes)
-    (alpha_e, beta_e), (alpha_d, beta_d) = deepnorm_constants(6, 6).values()
+    (alpha_e, beta_e), (alpha_d, beta_d) = deepnorm_constants(Site(False, 6, 6)), deepnorm_constants(Site(True, 6, 6))
     assert deep.encoder.layers[3].ffn_residual.alpha == alpha_e and deep.decoder.layers[0].cross_attn_residual.alpha == alpha_d
     scaled = {"encoder": beta_e, "decoder": beta_d}
     post_state = zoo.canonical.canonical_state(post)

@@ -135,9 +135,10 @@ def test_a_setting_changes_on_the_part_a_name_or_preset_gives():
 def test_a_setting_changes_what_the_part_computes():
     low, high = (zoo.build("post.sinusoidal.fused.relu", seed=0, **SMALL, position={"base": b}) for b in (100.0, 10000.0))
     x = torch.zeros(1, 5, 16)
-    assert not torch.allclose(low.encoder.embed.position(x), high.encoder.embed.position(x))
-    assert torch.equal(high.encoder.embed.position(x), zoo.build("post.sinusoidal.fused.relu", seed=0, **SMALL)
-                       .encoder.embed.position(x))
+    columns = torch.arange(x.size(1))[None]
+    assert not torch.allclose(low.encoder.embed.position(x, columns), high.encoder.embed.position(x, columns))
+    assert torch.equal(high.encoder.embed.position(x, columns), zoo.build("post.sinusoidal.fused.relu", seed=0, **SMALL)
+                       .encoder.embed.position(x, columns))
 
 
 def test_a_sweep_grid_varies_a_setting_and_each_cell_gets_its_folder(tmp_path):

@@ -21,27 +21,37 @@ def test_alibi_slopes_for_powers_of_two_and_not():
     assert alibi_slopes(6).tolist() == [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]
 
 
-def test_alibi_bias_grows_linearly_with_distance_and_follows_the_offset():
+def at(*positions: int) -> torch.Tensor:
+    return torch.tensor([positions])
+
+
+def test_alibi_bias_grows_linearly_with_distance_and_follows_the_positions():
     alibi = scheme("alibi", n_heads=2)
-    full = alibi.score_bias(5, 5)
-    assert full.shape == (2, 5, 5)
-    torch.testing.assert_close(full[0, 4], -0.0625 * torch.tensor([4.0, 3, 2, 1, 0]))  # 2 heads: slopes 1/16, 1/256
-    torch.testing.assert_close(alibi.score_bias(1, 5, offset=4), full[:, 4:5])
+    full = alibi.score_bias(at(0, 1, 2, 3, 4), at(0, 1, 2, 3, 4))
+    assert full.shape == (1, 2, 5, 5)
+    torch.testing.assert_close(full[0, 0, 4], -0.0625 * torch.tensor([4.0, 3, 2, 1, 0]))  # 2 heads: slopes 1/16, 1/256
+    torch.testing.assert_close(alibi.score_bias(at(4), at(0, 1, 2, 3, 4)), full[:, :, 4:5])
+    rows = alibi.score_bias(torch.tensor([[4], [2]]), torch.tensor([[0, 1, 2, 3, 4], [0, 1, 2, 0, 0]]))
+    assert rows.shape == (2, 2, 1, 5) and torch.equal(rows[1, :, 0, :3], full[0, :, 2, :3]), "each row its own positions"
 
 
 def test_rope_keeps_norms_and_scores_depend_only_on_the_offset():
     rope = scheme("rope", d_model=32, n_heads=2)
     q, k = torch.randn(1, 1, 1, 16, dtype=torch.float64), torch.randn(1, 1, 1, 16, dtype=torch.float64)
     rope = rope.double()
+    rope.prepare(400)  # positions up to 302 below
 
     def score(i: int, j: int) -> float:
-        return (rope.rotate(q, offset=i) * rope.rotate(k, offset=j)).sum().item()
+        return (rope.rotate(q, at(i)) * rope.rotate(k, at(j))).sum().item()
 
     x = torch.randn(2, 2, 7, 16, dtype=torch.float64)
-    torch.testing.assert_close(rope.rotate(x).norm(dim=-1), x.norm(dim=-1))
+    columns = at(*range(7))
+    torch.testing.assert_close(rope.rotate(x, columns).norm(dim=-1), x.norm(dim=-1))
     assert score(3, 1) == pytest.approx(score(12, 10), abs=1e-5) == pytest.approx(score(302, 300), abs=1e-5)
     assert score(3, 1) != pytest.approx(score(3, 2), abs=1e-3)
-    torch.testing.assert_close(rope.rotate(x[:, :, 4:], offset=4), rope.rotate(x)[:, :, 4:])
+    torch.testing.assert_close(rope.rotate(x[:, :, 4:], at(4, 5, 6)), rope.rotate(x, columns)[:, :, 4:])
+    per_row = rope.rotate(x[:, :, :1], torch.tensor([[3], [302]]))
+    torch.testing.assert_close(per_row[1], rope.rotate(x[1:, :, :1], at(302))[0])
 
 
 @pytest.mark.parametrize("relative, bidirectional, bucket", [
@@ -58,10 +68,10 @@ def test_t5_tables_are_one_per_stack_and_shared_by_its_layers():
     model = zoo.build("pre.t5.fused.relu", seed=0, **TINY)
     tables = [m for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.weight.shape[0] == 32]
     assert len(tables) == 2
-    assert model.encoder.embed.position.stack == "encoder" and model.decoder.embed.position.stack == "decoder"
-    bias = model.decoder.embed.position.score_bias(4, 4)
+    assert not model.encoder.embed.position.causal and model.decoder.embed.position.causal
+    bias = model.decoder.embed.position.score_bias(at(0, 1, 2, 3), at(0, 1, 2, 3))[0]
     assert (bias[:, 0, 1:] == bias[:, 0, 1:2]).all(), "the decoder puts every later key in one bucket"
-    encoder = model.encoder.embed.position.score_bias(4, 4)
+    encoder = model.encoder.embed.position.score_bias(at(0, 1, 2, 3), at(0, 1, 2, 3))[0]
     assert not torch.equal(encoder[:, 0, 1], encoder[:, 0, 2]), "the encoder tells later keys apart"
 
 

@@ -124,6 +124,6 @@ def test_learned_positions_with_an_offset_read_their_rows_past_it():
     position = built("learned_offset").encoder.embed.position
     assert position.table.num_embeddings == TINY["max_len"] + 2
     x = torch.zeros(1, 3, 16)
-    torch.testing.assert_close(position(x, offset=1), position.table.weight[3:6][None])
+    torch.testing.assert_close(position(x, torch.tensor([[1, 2, 3]])), position.table.weight[3:6][None])
     with pytest.raises(ValueError, match="longer than max_len 40"):
-        position(torch.zeros(1, 41, 16))
+        position.prepare(41)

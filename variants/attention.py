@@ -29,12 +29,13 @@ class PackedHeads(Attention):
     def _heads(self, x: Tensor) -> Tensor:
         return rearrange(x, "b t (h d) -> b h t d", d=self.d_head)
 
-    def forward(self, x, memory=None, *, mask, causal=False, position=None, offset=0, cache=None, need_weights=False):
+    def forward(self, x, memory=None, *, mask, causal=False, position=None, positions=None, key_positions=None,
+                cache=None, need_weights=False):
         weight, bias, kv_width = *self.packed(), self.kv_width
         if memory is None:
             q, k, v = map(self._heads, F.linear(x, weight, bias).split((self.q_width, kv_width, kv_width), dim=-1))
-            q = self.rotate_queries(q, position, offset)
-            k, v = self.self_keys(0, k, v, position, offset, cache)
+            q = self.rotate_queries(q, position, positions)
+            k, v = self.self_keys(0, k, v, position, positions, cache)
         else:
             rows = slice(0, self.q_width)
             q = self._heads(F.linear(x, weight[rows], None if bias is None else bias[rows]))
@@ -45,7 +46,8 @@ class PackedHeads(Attention):
                 return self._heads(k), self._heads(v)
 
             k, v = self.memory_keys(0, keys_values, memory, cache)
-        out, weights = self.kernel(q, k, v, mask, self.score_bias(position, q, k, offset), need_weights, causal)
+        added = self.score_bias(position, positions, key_positions) if memory is None else None
+        out, weights = self.kernel(q, k, v, mask, added, need_weights, causal)
         return self.out_proj(rearrange(out, "b h t d -> b t (h d)")), weights
 
     def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None,

@@ -6,7 +6,7 @@ import re
 from torch import Tensor
 
 from zoo.model_spec import ModelSpec
-from zoo.parts import NormPlacement, Stack, build_part
+from zoo.parts import NormPlacement, Site, build_part, stack_sites
 from zoo.registries import registry
 
 register = registry("norm").register
@@ -44,21 +44,25 @@ class SandwichNorm(NormPlacement):
 
     wants_final_norm = True
 
-    def __init__(self, spec: ModelSpec, stack: Stack):
-        super().__init__(spec, stack)
+    def __init__(self, spec: ModelSpec, site: Site):
+        super().__init__(spec, site)
         self.out_norm = build_part("norm_type", spec)
 
     def forward(self, x: Tensor, sublayer) -> Tensor:
         return x + self.dropout(self.out_norm(sublayer(self.norm(x))))
 
 
-def deepnorm_constants(n_encoder_layers: int, n_decoder_layers: int) -> dict[str, tuple[float, float]]:
-    """(alpha, beta) per stack of an encoder-decoder with N encoder and M decoder layers (Wang et al.
-    2022, Table 1): encoder 0.81 (N^4 M)^(1/16) and 0.87 (N^4 M)^(-1/16), decoder (3M)^(1/4) and
-    (12M)^(-1/4)."""
-    n, m = n_encoder_layers, n_decoder_layers
-    return {"encoder": (0.81 * (n**4 * m) ** (1 / 16), 0.87 * (n**4 * m) ** (-1 / 16)),
-            "decoder": ((3 * m) ** (1 / 4), (12 * m) ** (-1 / 4))}
+def deepnorm_constants(site: Site) -> tuple[float, float]:
+    """(alpha, beta) of the stack at `site` (Wang et al. 2022, DeepNet, Table 1). In an
+    encoder-decoder of N encoder and M decoder layers: encoder 0.81 (N^4 M)^(1/16) and
+    0.87 (N^4 M)^(-1/16), decoder (3M)^(1/4) and (12M)^(-1/4). A model of one stack of L layers
+    (encoder-only or decoder-only): (2L)^(1/4) and (8L)^(-1/4)."""
+    n, m = site.encoder_layers, site.decoder_layers
+    if not (n and m):
+        return (2 * site.layers) ** (1 / 4), (8 * site.layers) ** (-1 / 4)
+    if site.causal:
+        return (3 * m) ** (1 / 4), (12 * m) ** (-1 / 4)
+    return 0.81 * (n**4 * m) ** (1 / 16), 0.87 * (n**4 * m) ** (-1 / 16)
 
 
 BETA_SCALED = re.compile(r"^(encoder|decoder)\.layers\.\d+\.(ffn\.[\w.]+|(self|cross)_attn\.(v|out))\.weight$")
@@ -68,11 +72,11 @@ BETA_SCALED = re.compile(r"^(encoder|decoder)\.layers\.\d+\.(ffn\.[\w.]+|(self|c
 @register("deepnorm")
 class DeepNorm(NormPlacement):
     """LN(alpha x + F(x)) with the feed-forward, value and output projections initialized with gain
-    beta (Wang et al. 2022, DeepNet); alpha and beta depend on the stack and both depths."""
+    beta (Wang et al. 2022, DeepNet); alpha and beta depend on the model's kind and depths."""
 
-    def __init__(self, spec: ModelSpec, stack: Stack):
-        super().__init__(spec, stack)
-        self.alpha = deepnorm_constants(spec.n_encoder_layers, spec.n_decoder_layers)[stack][0]
+    def __init__(self, spec: ModelSpec, site: Site):
+        super().__init__(spec, site)
+        self.alpha = deepnorm_constants(site)[0]
 
     def forward(self, x: Tensor, sublayer) -> Tensor:
         return self.norm(self.alpha * x + self.dropout(sublayer(x)))
@@ -82,4 +86,4 @@ class DeepNorm(NormPlacement):
         found = BETA_SCALED.match(name)
         if found is None:
             return 1.0
-        return deepnorm_constants(spec.n_encoder_layers, spec.n_decoder_layers)[found.group(1)][1]
+        return deepnorm_constants(stack_sites(spec)[found.group(1)])[1]

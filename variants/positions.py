@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from zoo.choices import PartSettings
 from zoo.model_spec import ModelSpec
-from zoo.parts import PositionScheme, Stack
+from zoo.parts import PositionScheme, Site
 from zoo.registries import registry
 
 register = registry("position").register
@@ -41,19 +41,20 @@ class Sinusoidal(PositionScheme):
             "interleaved", description="sine and cosine of each frequency side by side, or all sines then all cosines"
         )
 
-    def __init__(self, spec: ModelSpec, stack: Stack):
-        super().__init__(spec, stack)
+    def __init__(self, spec: ModelSpec, site: Site):
+        super().__init__(spec, site)
         self.d_model, self.base, self.layout = spec.d_model, spec.position.base, spec.position.layout
         self.register_buffer("table", self.sinusoids(spec.max_len), persistent=False)
 
     def sinusoids(self, length: int) -> Tensor:
         return sinusoid_table(length, self.d_model, self.base, self.layout)
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        end = offset + x.size(1)
-        if end > self.table.size(0):
-            self.table = self.sinusoids(max(end, 2 * self.table.size(0))).to(self.table.device)
-        return x + self.table[offset:end].to(x.dtype)
+    def prepare(self, length: int) -> None:
+        if length > self.table.size(0):
+            self.table = self.sinusoids(max(length, 2 * self.table.size(0))).to(self.table.device)
+
+    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
+        return x + self.table[positions].to(x.dtype)
 
 
 @register("learned")
@@ -67,16 +68,14 @@ class Learned(PositionScheme):
     class Settings(PartSettings):
         offset: int = Field(0, ge=0, description="rows before position 0's (BART: 2)")
 
-    def __init__(self, spec: ModelSpec, stack: Stack):
-        super().__init__(spec, stack)
+    def __init__(self, spec: ModelSpec, site: Site):
+        super().__init__(spec, site)
         self.max_length, self.offset = spec.max_len, spec.position.offset
         self.table = nn.Embedding(spec.max_len + self.offset, spec.d_model)
         self.table.init_std = 2**-0.5
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        self.check_length(offset + x.size(1))
-        start = self.offset + offset
-        return x + self.table.weight[start : start + x.size(1)]
+    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
+        return x + self.table(positions + self.offset if self.offset else positions)
 
 
 @register("none")
@@ -111,8 +110,8 @@ class Rotary(PositionScheme):
                     f"n_heads {spec.n_heads}) must be even")
         return None
 
-    def __init__(self, spec: ModelSpec, stack: Stack):
-        super().__init__(spec, stack)
+    def __init__(self, spec: ModelSpec, site: Site):
+        super().__init__(spec, site)
         self.d_head, self.base = spec.d_head, spec.position.base
         self._table(spec.max_len)
 
@@ -121,11 +120,12 @@ class Rotary(PositionScheme):
         self.register_buffer("cos", angles.cos().float().to(device), persistent=False)
         self.register_buffer("sin", angles.sin().float().to(device), persistent=False)
 
-    def rotate(self, x: Tensor, offset: int = 0) -> Tensor:
-        end = offset + x.size(-2)
-        if end > self.cos.size(0):
-            self._table(max(end, 2 * self.cos.size(0)), self.cos.device)
-        cos, sin = self.cos[offset:end].to(x.dtype), self.sin[offset:end].to(x.dtype)
+    def prepare(self, length: int) -> None:
+        if length > self.cos.size(0):
+            self._table(max(length, 2 * self.cos.size(0)), self.cos.device)
+
+    def rotate(self, x: Tensor, positions: Tensor) -> Tensor:
+        cos, sin = self.cos[positions][:, None].to(x.dtype), self.sin[positions][:, None].to(x.dtype)
         first, second = x.chunk(2, dim=-1)
         return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
 
@@ -145,19 +145,19 @@ class ALiBi(PositionScheme):
     """Attention with Linear Biases (Press et al. 2022): self-attention scores get -slope_h * distance,
     with one fixed slope per head, and no position enters the embeddings. Any length.
 
-    The decoder's self-attention is causal, so its distance is query - key as in the paper; the
-    encoder's is bidirectional and uses |query - key| (the symmetric form of later encoder work,
-    since the paper treats causal models only). Cross-attention gets no bias, as in the paper.
+    Causal self-attention sees keys up to the query only, so its distance is query - key as in the
+    paper; bidirectional self-attention (an encoder's) uses |query - key|, the symmetric form of
+    later encoder work, since the paper treats causal models only. Cross-attention gets no bias.
+    Positions are a row's own, so its padding never shifts its distances.
     """
 
-    def __init__(self, spec: ModelSpec, stack: Stack):
-        super().__init__(spec, stack)
+    def __init__(self, spec: ModelSpec, site: Site):
+        super().__init__(spec, site)
         self.register_buffer("slopes", alibi_slopes(spec.n_heads)[:, None, None], persistent=False)
 
-    def score_bias(self, q_len: int, k_len: int, offset: int = 0) -> Tensor:
-        device = self.slopes.device
-        distance = torch.arange(offset, offset + q_len, device=device)[:, None] - torch.arange(k_len, device=device)
-        return -self.slopes * distance.abs()
+    def score_bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
+        distance = q_positions[:, :, None] - k_positions[:, None, :]
+        return -self.slopes * distance.abs()[:, None]
 
 
 def t5_bucket(relative: Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:
@@ -181,12 +181,13 @@ def t5_bucket(relative: Tensor, bidirectional: bool, num_buckets: int, max_dista
 class T5Bias(PositionScheme):
     """T5's learned relative position bias (Raffel et al. 2020): one scalar per head and bucket of the
     key - query offset, added to self-attention scores; one table per stack, shared by its layers.
-    Buckets are bidirectional in the encoder and causal in the decoder. Cross-attention gets no
-    bias, as in T5. Any length: offsets past max_distance share the last bucket.
+    Buckets are bidirectional where self-attention is (an encoder's) and causal where it is causal.
+    Cross-attention gets no bias, as in T5. Any length: offsets past max_distance share the last bucket.
     """
 
     class Settings(PartSettings):
-        num_buckets: int = Field(32, ge=4, description="buckets per direction: half in the encoder, all in the decoder")
+        num_buckets: int = Field(32, ge=4, description="buckets: half each way where attention is "
+                                 "bidirectional, all before the query where it is causal")
         max_distance: int = Field(128, ge=2, description="offsets at and beyond this share the last bucket")
 
         @model_validator(mode="after")
@@ -196,14 +197,13 @@ class T5Bias(PositionScheme):
                                  f"{self.num_buckets // 2}, where the log-spaced buckets start")
             return self
 
-    def __init__(self, spec: ModelSpec, stack: Stack):
-        super().__init__(spec, stack)
+    def __init__(self, spec: ModelSpec, site: Site):
+        super().__init__(spec, site)
         self.num_buckets, self.max_distance = spec.position.num_buckets, spec.position.max_distance
         self.bias = nn.Embedding(self.num_buckets, spec.n_heads)
         self.bias.init_std = spec.d_model**-0.5
 
-    def score_bias(self, q_len: int, k_len: int, offset: int = 0) -> Tensor:
-        device = self.bias.weight.device
-        relative = torch.arange(k_len, device=device) - torch.arange(offset, offset + q_len, device=device)[:, None]
-        buckets = t5_bucket(relative, self.stack == "encoder", self.num_buckets, self.max_distance)
-        return rearrange(self.bias(buckets), "q k h -> h q k")
+    def score_bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
+        relative = k_positions[:, None, :] - q_positions[:, :, None]
+        buckets = t5_bucket(relative, not self.causal, self.num_buckets, self.max_distance)
+        return rearrange(self.bias(buckets), "b q k h -> b h q k")

@@ -10,7 +10,7 @@ from zoo.convert import convert
 from zoo.errors import CheckpointError, ConfigError, DataError, Diverged, Interrupted, RunConflict, ZooError
 from zoo.experiment import ExperimentSpec, load_experiment
 from zoo.interop import from_hf, to_hf
-from zoo.model import AttentionMaps, EncoderDecoder, build
+from zoo.model import AttentionMaps, DecoderOnly, EncoderDecoder, EncoderOnly, ZooModel, build
 from zoo.model_spec import ModelSpec
 from zoo.registries import AXES, Registry, UnknownChoiceError, registry
 from zoo.trainer import TrainResult, load, train
@@ -22,8 +22,10 @@ __all__ = [
     "Choice",
     "ConfigError",
     "DataError",
+    "DecoderOnly",
     "Diverged",
     "EncoderDecoder",
+    "EncoderOnly",
     "ExperimentSpec",
     "Interrupted",
     "ModelSpec",
@@ -33,6 +35,7 @@ __all__ = [
     "TrainResult",
     "UnknownChoiceError",
     "ZooError",
+    "ZooModel",
     "build",
     "convert",
     "from_hf",

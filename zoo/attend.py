@@ -90,13 +90,28 @@ class LayerCache:
 
 @dataclass
 class DecoderCache:
-    """Everything incremental decoding keeps between steps: the per-layer caches and how many
-    target positions were already decoded (the position offset of the next step)."""
+    """Everything incremental decoding keeps between steps: the per-layer caches and the positions
+    of the cached keys (B or 1, K), each row's own (a batch of prompts of different lengths)."""
 
     layers: list[LayerCache]
-    offset: int = 0
+    positions: Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        """Key columns cached so far."""
+        return 0 if self.positions is None else self.positions.size(1)
+
+    def extend(self, positions: Tensor) -> Tensor:
+        """Add the positions of a step's new keys; returns those of every key."""
+        if self.positions is not None:
+            rows = max(self.positions.size(0), positions.size(0))
+            positions = torch.cat([self.positions.expand(rows, -1), positions.expand(rows, -1)], dim=1)
+        self.positions = positions
+        return positions
 
     def reorder(self, rows: Tensor) -> None:
         for layer in self.layers:
             layer.self_attn.reorder(rows)
             layer.cross_attn.reorder(rows)
+        if self.positions is not None and self.positions.size(0) > 1:
+            self.positions = self.positions[rows]

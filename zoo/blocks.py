@@ -1,7 +1,9 @@
-"""The encoder and decoder blocks of Figure 1 of "Attention Is All You Need".
+"""The block of Figure 1 of "Attention Is All You Need", one for all three kinds of model.
 
-Each sublayer (attention or feed-forward) is wrapped by the spec's norm placement, which owns the
-residual connection, the normalization (the spec's norm_type) and the dropout of that sublayer.
+Self-attention (causal in a decoder, bidirectional in an encoder), cross-attention to a memory
+where the stack has one (the decoder of an encoder-decoder), then the feed-forward. Each sublayer
+is wrapped by the spec's norm placement, which owns the residual connection, the normalization
+(the spec's norm_type) and the dropout of that sublayer.
 """
 
 from __future__ import annotations
@@ -10,51 +12,30 @@ from torch import Tensor, nn
 
 from zoo.attend import LayerCache
 from zoo.model_spec import ModelSpec
-from zoo.parts import PositionScheme, build_part
+from zoo.parts import PositionScheme, Site, build_part
 
 
-class EncoderBlock(nn.Module):
-    """Self-attention over the source, then the feed-forward."""
-
-    def __init__(self, spec: ModelSpec):
+class Block(nn.Module):
+    def __init__(self, spec: ModelSpec, site: Site, cross: bool):
         super().__init__()
+        self.causal, self.cross = site.causal, cross
         self.self_attn = build_part("attention", spec)
-        self.self_attn_residual = build_part("norm", spec, stack="encoder")
+        self.self_attn_residual = build_part("norm", spec, site=site)
+        if cross:
+            self.cross_attn = build_part("attention", spec)
+            self.cross_attn_residual = build_part("norm", spec, site=site)
         self.ffn = build_part("ffn", spec)
-        self.ffn_residual = build_part("norm", spec, stack="encoder")
-
-    def forward(self, x: Tensor, mask: Tensor | None, position: PositionScheme, need_weights: bool = False):
-        weights = {}
-
-        def self_attention(h: Tensor) -> Tensor:
-            out, weights["self"] = self.self_attn(h, mask=mask, position=position, need_weights=need_weights)
-            return out
-
-        x = self.self_attn_residual(x, self_attention)
-        x = self.ffn_residual(x, self.ffn)
-        return x, weights
-
-
-class DecoderBlock(nn.Module):
-    """Causal self-attention, cross-attention to the encoder memory, then the feed-forward."""
-
-    def __init__(self, spec: ModelSpec):
-        super().__init__()
-        self.self_attn = build_part("attention", spec)
-        self.self_attn_residual = build_part("norm", spec, stack="decoder")
-        self.cross_attn = build_part("attention", spec)
-        self.cross_attn_residual = build_part("norm", spec, stack="decoder")
-        self.ffn = build_part("ffn", spec)
-        self.ffn_residual = build_part("norm", spec, stack="decoder")
+        self.ffn_residual = build_part("norm", spec, site=site)
 
     def forward(
         self,
         x: Tensor,
-        memory: Tensor,
-        self_mask: Tensor | None,
-        cross_mask: Tensor | None,
+        mask: Tensor | None,
         position: PositionScheme,
-        offset: int = 0,
+        positions: Tensor,
+        key_positions: Tensor,
+        memory: Tensor | None = None,
+        memory_mask: Tensor | None = None,
         cache: LayerCache | None = None,
         need_weights: bool = False,
     ):
@@ -62,18 +43,18 @@ class DecoderBlock(nn.Module):
 
         def self_attention(h: Tensor) -> Tensor:
             out, weights["self"] = self.self_attn(
-                h, mask=self_mask, causal=True, position=position, offset=offset,
+                h, mask=mask, causal=self.causal, position=position, positions=positions, key_positions=key_positions,
                 cache=None if cache is None else cache.self_attn, need_weights=need_weights,
             )
             return out
 
         def cross_attention(h: Tensor) -> Tensor:
             out, weights["cross"] = self.cross_attn(
-                h, memory, mask=cross_mask, cache=None if cache is None else cache.cross_attn, need_weights=need_weights
+                h, memory, mask=memory_mask, cache=None if cache is None else cache.cross_attn, need_weights=need_weights
             )
             return out
 
         x = self.self_attn_residual(x, self_attention)
-        x = self.cross_attn_residual(x, cross_attention)
-        x = self.ffn_residual(x, self.ffn)
-        return x, weights
+        if self.cross:
+            x = self.cross_attn_residual(x, cross_attention)
+        return self.ffn_residual(x, self.ffn), weights

@@ -2,7 +2,8 @@
 
 A preset is a partial ModelSpec with an optional `base` preset it extends; resolving one walks the
 chain and applies each level's fields on top of its base's. Every combination of registered axis
-values is also reachable by its canonical name (`pre.learned.per_head.gelu`) without being listed.
+values is also reachable by its canonical name (`pre.learned.per_head.gelu`, and with a kind that
+is not the default, `decoder.pre.learned.per_head.gelu`) without being listed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pydantic import ValidationError
 
 from zoo.choices import Choice, parse_choice_text, split_name
 from zoo.errors import ConfigError, describe_validation
-from zoo.model_spec import ModelSpec
+from zoo.model_spec import DEFAULT_KIND, KINDS, ModelSpec
 from zoo.registries import AXES, NAMED_AXES, UnknownChoiceError, load_plugins, registry
 from zoo.yamlio import load_yaml, read_mapping
 
@@ -145,10 +146,12 @@ def name_fields(name: str) -> dict[str, Any]:
     if name in _presets():
         return preset_fields(name)
     parts = split_name(name)
+    kind = {"kind": parts.pop(0)} if parts and parts[0] in KINDS and parts[0] != DEFAULT_KIND else {}
     if len(parts) >= len(NAMED_AXES) and all(parts):
-        return axis_fields(parts)
+        return {**kind, **axis_fields(parts)}
     raise UnknownChoiceError(
-        "variant", name, _presets(), hint=f"; or a canonical name {'.'.join(NAMED_AXES)}, e.g. post.sinusoidal.fused.relu"
+        "variant", name, _presets(), hint=f"; or a canonical name [decoder. or encoder.]{'.'.join(NAMED_AXES)}, "
+        "e.g. post.sinusoidal.fused.relu or decoder.pre.rope.sdpa.swiglu"
     )
 
 

@@ -20,7 +20,7 @@ from zoo.cli_sweeps import cmd_compare, cmd_reproduce, cmd_sweep
 from zoo.errors import ConfigError, Interrupted, ZooError, describe_validation
 from zoo.experiment import assign, parse_sets
 from zoo.memory import exact_parameters
-from zoo.model import EncoderDecoder
+from zoo.model import build
 from zoo.model_spec import ModelSpec
 from zoo.registries import AXES, NAMED_AXES, registry
 
@@ -84,7 +84,7 @@ def cmd_build_all(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     for combo in combos:
         spec = resolve({"preset": args.preset, **dict(zip(AXES, combo))}, **overrides)
-        model = EncoderDecoder(spec, seed=0).eval()
+        model = build(spec, seed=0).eval()
         with torch.no_grad():
             logits = model(src.clamp(max=spec.src_vocab_size - 1), tgt.clamp(max=spec.tgt_vocab_size - 1))
         if not torch.isfinite(logits).all():

@@ -12,10 +12,10 @@ from typing import Any
 
 from zoo.canonical import canonical_state, load_canonical_state
 from zoo.catalog import resolve
-from zoo.model import EncoderDecoder
+from zoo.model import ZooModel, build
 
 
-def convert(model: EncoderDecoder, **changes: Any) -> EncoderDecoder:
+def convert(model: ZooModel, **changes: Any) -> ZooModel:
     """A new model with `changes` applied to the spec and every weight of `model` carried over."""
     old_spec = model.spec
     new_spec = resolve(old_spec, **changes)
@@ -25,7 +25,7 @@ def convert(model: EncoderDecoder, **changes: Any) -> EncoderDecoder:
     for tying in ("tie_embeddings", "share_embeddings"):
         if tying in changed:
             raise ValueError(f"cannot convert ({described}): tying or untying embeddings ({tying}) drops or invents weights")
-    new = EncoderDecoder(new_spec, seed=0)
+    new = build(new_spec, seed=0)
     old_state, new_state = canonical_state(model), canonical_state(new)
     problems = [f"{name} is missing from the new model" for name in old_state.keys() - new_state.keys()]
     problems += [f"{name} has no weight in the original model" for name in new_state.keys() - old_state.keys()]

@@ -1,4 +1,4 @@
-"""Greedy decoding with an incremental key/value cache.
+"""Greedy decoding with an incremental key/value cache, for both kinds that decode.
 
 Each step feeds only the newest token; self-attention keys and values of earlier steps and the
 cross-attention keys of the memory come from the cache, so a step costs work proportional to the
@@ -15,27 +15,32 @@ from torch import Tensor
 
 from zoo.errors import ConfigError
 from zoo.inputs import check_ids
-from zoo.masks import padding_mask, target_mask
+from zoo.masks import real_tokens
 from zoo.memory import check_decoding_fits
 
 
-def default_new_tokens(spec, src: Tensor) -> int:
-    """New tokens decoded when the caller names no number: twice the source's (padded) length plus
+def default_new_tokens(spec, inputs: Tensor) -> int:
+    """New tokens decoded when the caller names no number: twice the input's (padded) length plus
     10, a length that fits a translation of the input, within max_len; decoding up to max_len
     would cost a long step loop for short inputs whose rows never stop."""
-    return min(spec.max_len - 1, 2 * src.size(1) + 10)
+    return min(spec.max_len - 1, 2 * inputs.size(1) + 10)
 
 
-def prepare(model, src: Tensor, max_new_tokens: int | None, num_beams: int = 1) -> int:
+def prepare(model, inputs: Tensor, max_new_tokens: int | None, num_beams: int = 1) -> int:
     """Checks shared by every decoder, all before any allocation; returns the number of new tokens
     to decode at most (by default default_new_tokens)."""
-    check_ids("src", src, model.spec.src_vocab_size)
+    spec = model.spec
+    if spec.kind == "encoder":
+        raise ConfigError("a model of kind encoder does not decode; its forward gives per-token logits")
+    name, vocab = ("src", spec.src_vocab_size) if spec.kind == "encoder_decoder" else ("prompt", spec.tgt_vocab_size)
+    check_ids(name, inputs, vocab)
     if max_new_tokens is None:
-        max_new_tokens = default_new_tokens(model.spec, src)
+        max_new_tokens = default_new_tokens(spec, inputs)
     max_new_tokens = whole_number("max_new_tokens", max_new_tokens, 0)
     num_beams = whole_number("num_beams", num_beams, 1)
-    model.decoder.embed.position.check_length(1 + max_new_tokens)
-    check_decoding_fits(model.spec, src.size(0), src.size(1), num_beams, max_new_tokens, src.device)
+    prompt = inputs.size(1) if spec.kind == "decoder" else 0
+    model.decoder.embed.position.check_length(prompt + 1 + max_new_tokens)
+    check_decoding_fits(spec, inputs.size(0), inputs.size(1), num_beams, max_new_tokens, inputs.device)
     return max_new_tokens
 
 
@@ -57,9 +62,26 @@ def never_emitted(spec) -> list[int]:
     return sorted({spec.pad_id, spec.bos_id} - {spec.eos_id})
 
 
-def empty_result(model, src: Tensor) -> Tensor:
-    """What decoding an empty batch gives: no rows, the bos column alone."""
-    return torch.full((0, 1), model.spec.bos_id, dtype=torch.long, device=src.device)
+def empty_result(model, inputs: Tensor) -> Tensor:
+    """What decoding an empty batch gives: no rows; the bos column alone, or the empty prompts."""
+    if model.spec.kind == "decoder":
+        return inputs.clone()
+    return torch.full((0, 1), model.spec.bos_id, dtype=torch.long, device=inputs.device)
+
+
+def joined(model, inputs: Tensor, generated: Tensor) -> Tensor:
+    """The output of decoding: an encoder-decoder's start column and generated ids; a decoder-only
+    model's prompts each followed by its continuation (as transformers returns them), right-padded."""
+    spec = model.spec
+    if spec.kind != "decoder":
+        return torch.cat([torch.full((generated.size(0), 1), spec.bos_id, dtype=torch.long, device=generated.device),
+                          generated], dim=1)
+    lengths = real_tokens(inputs, spec).sum(1).tolist()
+    rows = [torch.cat([inputs[i, :n], generated[i]]) for i, n in enumerate(lengths)]
+    out = torch.full((len(rows), max(map(len, rows))), spec.pad_id, dtype=torch.long, device=inputs.device)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return out
 
 
 @contextmanager
@@ -74,32 +96,29 @@ def eval_mode(model):
 
 
 @torch.no_grad()
-def greedy(model, src: Tensor, max_new_tokens: int | None = None, use_cache: bool = True) -> Tensor:
-    """int64 ids (B, 1 + steps) starting with bos; each row stops at its eos and is padded after.
-    Never emits pad or bos (see never_emitted)."""
-    max_new_tokens = prepare(model, src, max_new_tokens)
-    if src.size(0) == 0:
-        return empty_result(model, src)
+def greedy(model, inputs: Tensor, max_new_tokens: int | None = None, use_cache: bool = True) -> Tensor:
+    """int64 ids: an encoder-decoder's (B, 1 + steps) starting with bos, a decoder-only model's
+    prompts and their continuations; each row stops at its eos and is padded after. Never emits
+    pad or bos (see never_emitted)."""
+    max_new_tokens = prepare(model, inputs, max_new_tokens)
+    if inputs.size(0) == 0:
+        return empty_result(model, inputs)
     with eval_mode(model):
-        return _greedy(model, src, max_new_tokens, use_cache)
+        return joined(model, inputs, _greedy(model, inputs, max_new_tokens, use_cache))
 
 
-def _greedy(model, src: Tensor, max_new_tokens: int, use_cache: bool) -> Tensor:
+def _greedy(model, inputs: Tensor, max_new_tokens: int, use_cache: bool) -> Tensor:
+    """The generated ids (B, steps), by the model's public decoding step."""
     spec = model.spec
-    memory, _ = model._encode(src)
-    cross_mask = padding_mask(src, spec.pad_id)
-    tokens = torch.full((src.size(0), 1), spec.bos_id, dtype=torch.long, device=src.device)
-    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-    cache = model.decoder.new_cache() if use_cache else None
+    tokens, state = model.start_decoding(inputs, use_cache)
+    start = tokens.size(1)
+    done = torch.zeros(tokens.size(0), dtype=torch.bool, device=tokens.device)
     for _ in range(max_new_tokens):
-        step = tokens[:, -1:] if use_cache else tokens
-        self_mask = target_mask(tokens, spec)  # the decoder's self-attention adds causality
-        hidden, _ = model.decoder(step, memory, self_mask, cross_mask, cache)
-        logits = model.generator(hidden[:, -1])
+        logits = model.decode_step(tokens, state)
         logits[:, never_emitted(spec)] = float("-inf")
         next_token = logits.argmax(dim=-1).masked_fill(done, spec.pad_id)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)
         done |= next_token == spec.eos_id
         if bool(done.all()):
             break
-    return tokens
+    return tokens[:, start:]

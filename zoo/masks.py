@@ -21,6 +21,15 @@ def padding_mask(ids: Tensor, pad_id: int, start_is_pad: bool = False) -> Tensor
     return visible
 
 
+def real_tokens(ids: Tensor, spec) -> Tensor:
+    """(B, T) bool: True at every token that is not padding, in a decoder input whose start token
+    may be the pad id (then the first column is real)."""
+    real = ids != spec.pad_id
+    if spec.start_is_pad:
+        real[:, 0] = True
+    return real
+
+
 def target_mask(tgt: Tensor, spec) -> Tensor | None:
     """The padding mask of a decoder input (starting with the spec's bos_id)."""
     return padding_mask(tgt, spec.pad_id, spec.start_is_pad)

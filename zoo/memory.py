@@ -19,10 +19,11 @@ FLOAT_BYTES = 4
 
 def rough_parameters(spec: ModelSpec) -> int:
     """A quick count of the big matrices (embeddings, position tables, attention, feed-forward)."""
-    d, enc, dec = spec.d_model, spec.n_encoder_layers, spec.n_decoder_layers
+    d, (enc, dec) = spec.d_model, spec.depths
     per_layer = 4 * d * d + 3 * d * spec.ffn_width  # a gated ffn has three matrices
-    return (d * (spec.src_vocab_size + 2 * spec.tgt_vocab_size) + 2 * spec.max_len * d
-            + enc * per_layer + dec * (per_layer + 4 * d * d))
+    cross = 4 * d * d if enc and dec else 0
+    return (d * (spec.src_vocab_size * bool(enc) + spec.tgt_vocab_size * (1 + bool(dec))) + 2 * spec.max_len * d
+            + enc * per_layer + dec * (per_layer + cross))
 
 
 MOST_PARAMETERS = 1 << 48
@@ -42,20 +43,23 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
     on the meta device (no memory used) from stacks of one and two layers: every layer after the
     first is the same as the second, so a stack of N holds one + (N - 1) x (two - one), and a
     depth of 10^6 counts as fast as 2."""
-    from zoo.stacks import Decoder, Encoder
+    from zoo.parts import stack_sites
+    from zoo.stacks import Stack
 
     check_countable(spec)
+    sites = stack_sites(spec)
 
-    def count(stack, layers_field: str, layers: int) -> int:
+    def count(name: str, layers: int) -> int:
+        vocab = spec.src_vocab_size if name == "encoder" else spec.tgt_vocab_size
         with torch.device("meta"):
-            part = stack(spec.model_copy(update={layers_field: layers}))
+            part = Stack(spec, vocab, layers, sites[name], cross=name == "decoder" and "encoder" in sites)
         return sum(t.numel() for t in (*(p for p in part.parameters() if buffers or p.requires_grad),
                                         *(part.buffers() if buffers else ())))
 
     total = 0
-    for stack, field in ((Encoder, "n_encoder_layers"), (Decoder, "n_decoder_layers")):
-        one, two = count(stack, field, 1), count(stack, field, 2)
-        total += one + (getattr(spec, field) - 1) * (two - one)
+    for name, site in sites.items():
+        one, two = count(name, 1), count(name, 2)
+        total += one + (site.layers - 1) * (two - one)
     shared = spec.d_model * spec.tgt_vocab_size * spec.share_embeddings  # the decoder's table is the encoder's
     counted_bias = spec.logits_bias == "trained" or (buffers and spec.logits_bias == "fixed")
     generator = spec.d_model * spec.tgt_vocab_size * (not spec.tie_embeddings) + spec.tgt_vocab_size * counted_bias
@@ -63,7 +67,8 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
 
 
 def size_text(spec: ModelSpec) -> str:
-    return (f"d_model {spec.d_model}, d_ff {spec.ffn_width}, {spec.n_encoder_layers}+{spec.n_decoder_layers} layers, "
+    layers = "+".join(str(n) for n in spec.depths if n)
+    return (f"d_model {spec.d_model}, d_ff {spec.ffn_width}, {layers} layers, "
             f"vocabularies {spec.src_vocab_size}/{spec.tgt_vocab_size}, max_len {spec.max_len}")
 
 
@@ -96,9 +101,10 @@ def available_bytes(device: torch.device | str = "cpu") -> int:
 def activation_floats(spec: ModelSpec, batch: int, src_len: int, tgt_len: int) -> int:
     """Floats kept for the backward pass of one batch: each layer's hidden states, feed-forward
     and attention weights, and the logits with their softmax and gradient."""
-    d, f, h = spec.d_model, spec.ffn_width, spec.n_heads
-    encoder = batch * src_len * spec.n_encoder_layers * (12 * d + 2 * f + 3 * h * src_len)
-    decoder = batch * tgt_len * spec.n_decoder_layers * (18 * d + 2 * f + 3 * h * (tgt_len + src_len))
+    d, f, h, (enc, dec) = spec.d_model, spec.ffn_width, spec.n_heads, spec.depths
+    memory = src_len if enc and dec else 0
+    encoder = batch * src_len * enc * (12 * d + 2 * f + 3 * h * src_len)
+    decoder = batch * tgt_len * dec * (18 * d + 2 * f + 3 * h * (tgt_len + memory))
     return encoder + decoder + 3 * batch * tgt_len * spec.tgt_vocab_size
 
 
@@ -133,6 +139,7 @@ def check_decoding_fits(spec: ModelSpec, sources: int, src_len: int, beams: int,
     of the source, and every step scores the whole vocabulary."""
     rows, d, length = sources * beams, spec.d_model, 1 + new_tokens
     floats = rows * (spec.n_decoder_layers * 2 * d * (length + src_len) + src_len * d + 4 * spec.tgt_vocab_size)
+    # a decoder-only model's prompt (src_len here) is cached as its own keys, as a memory would be
     need, free = floats * FLOAT_BYTES, available_bytes(device)
     if need > free:
         raise ConfigError(f"decoding {sources} source(s) with {beams} beam(s) of up to {length} tokens needs about "

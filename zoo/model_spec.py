@@ -1,4 +1,4 @@
-"""ModelSpec: the single, validated description of one encoder-decoder variant."""
+"""ModelSpec: the single, validated description of one variant, of any of the three kinds."""
 
 from __future__ import annotations
 
@@ -18,15 +18,25 @@ from zoo.choices import AxisChoice, Choice
 from zoo.registries import AXES, NAMED_AXES, registry
 from zoo.yamlio import dump_yaml
 
+Kind = Literal["encoder_decoder", "decoder", "encoder"]
+KINDS: tuple[str, ...] = ("encoder_decoder", "decoder", "encoder")
+DEFAULT_KIND = "encoder_decoder"
+
 
 class ModelSpec(BaseModel):
     """Every choice that defines a model. Immutable; unknown keys are rejected.
 
-    `vocab_size` is accepted as shorthand for equal source and target vocabularies.
+    `vocab_size` is accepted as shorthand for equal source and target vocabularies. A model of one
+    stack (`decoder`, `encoder`) has one vocabulary, so its two sizes must be equal; it ignores the
+    layer count of the stack it lacks, so one spec can be swept across kinds.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
+    kind: Kind = Field(
+        DEFAULT_KIND, description="encoder_decoder; decoder: a causal language model (n_decoder_layers); encoder: "
+                                  "bidirectional, a masked-language-model head (n_encoder_layers)"
+    )
     src_vocab_size: PositiveInt
     tgt_vocab_size: PositiveInt
     d_model: PositiveInt = 512
@@ -128,6 +138,16 @@ class ModelSpec(BaseModel):
                 "special_id_distinct", "pad_id and eos_id must differ (bos_id may equal either), got {ids}",
                 {"ids": ", ".join(f"{k} {v}" for k, v in specials.items())},
             )
+        if self.kind != DEFAULT_KIND and self.src_vocab_size != self.tgt_vocab_size:
+            raise PydanticCustomError(
+                "one_vocab", "a model of kind {kind} has one vocabulary: src_vocab_size {src} and tgt_vocab_size {tgt} "
+                "differ; give vocab_size", {"kind": self.kind, "src": self.src_vocab_size, "tgt": self.tgt_vocab_size},
+            )
+        if self.share_embeddings and self.kind != DEFAULT_KIND:
+            raise PydanticCustomError(
+                "one_table", "share_embeddings shares the encoder's and the decoder's tables; a model of kind {kind} "
+                "has one table", {"kind": self.kind},
+            )
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise PydanticCustomError(
                 "shared_vocab", "share_embeddings needs one vocabulary: src_vocab_size {src} and tgt_vocab_size {tgt} "
@@ -142,11 +162,19 @@ class ModelSpec(BaseModel):
 
     @property
     def name(self) -> str:
-        """Canonical variant name, e.g. `pre.learned.per_head.gelu`: the axes of NAMED_AXES always,
-        then each later axis whose value is not its default; every part with its non-default
-        settings (`pre.rope+base=500000.0.fused.relu`)."""
-        return ".".join(str(getattr(self, axis)) for axis in AXES
-                        if axis in NAMED_AXES or getattr(self, axis) != type(self).model_fields[axis].default)
+        """Canonical variant name, e.g. `pre.learned.per_head.gelu`: the kind unless it is the
+        default (`decoder.pre.rope.sdpa.swiglu`), the axes of NAMED_AXES always, then each later
+        axis whose value is not its default; every part with its non-default settings
+        (`pre.rope+base=500000.0.fused.relu`)."""
+        kind = [] if self.kind == DEFAULT_KIND else [self.kind]
+        return ".".join([*kind, *(str(getattr(self, axis)) for axis in AXES
+                                  if axis in NAMED_AXES or getattr(self, axis) != type(self).model_fields[axis].default)])
+
+    @property
+    def depths(self) -> tuple[int, int]:
+        """(encoder layers, decoder layers) of the model built, 0 for a stack its kind lacks."""
+        return (0 if self.kind == "decoder" else self.n_encoder_layers,
+                0 if self.kind == "encoder" else self.n_decoder_layers)
 
     @property
     def d_head(self) -> int:

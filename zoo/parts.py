@@ -1,20 +1,37 @@
-"""The small fixed interfaces between axes. Every registered part subclasses one of these.
+"""The small fixed interfaces between axes, written down as typing Protocols.
 
-- norm (NormPlacement): forward(x, sublayer) -> x; where normalization sits around a sublayer.
-- norm_type: any nn.Module mapping (..., d_model) -> (..., d_model); the normalization itself.
+- norm (NormPlacement): wraps one sublayer with its residual connection and normalization.
+- norm_type (NormType): any nn.Module mapping (..., d_model) -> (..., d_model).
 - position (PositionScheme): may add to the embeddings, rotate queries and keys, or bias scores.
-- attention (Attention): queries from x, keys/values from x or the encoder memory, one mask
-  convention (see zoo.attend), an optional incremental cache.
-- ffn: any nn.Module mapping (B, T, d_model) -> (B, T, d_model).
+- attention (Attention): queries from x, keys/values from x or a memory, one mask convention (see
+  zoo.attend), an optional incremental cache.
+- ffn (FeedForward): any nn.Module mapping (B, T, d_model) -> (B, T, d_model).
 
-Any part may declare `Settings` (see zoo.choices) and a classmethod `spec_problem(spec) -> str |
-None` that ModelSpec validation calls, so a part's needs (RoPE: an even d_head) fail at the spec.
+The built-in parts subclass the base classes below, which implement the Protocols with defaults;
+a plugin may subclass them too, or implement a Protocol from scratch. Norm placements and position
+schemes are built knowing their `Site` (is the stack's self-attention causal, how deep is the
+model), never the name of a stack, so one part serves encoder-decoders, decoder-only and
+encoder-only models alike.
+
+Optional hooks (Protocols of their own), and what happens when a part omits them:
+- `Settings` (a zoo.choices.PartSettings): without it the part takes no settings.
+- `spec_problem(spec) -> str | None` (classmethod, SpecCheck): ModelSpec validation asks it, so a
+  part's needs (RoPE: an even d_head) fail at the spec; without it nothing is checked.
+- `auto_width(d_model) -> int` (staticmethod of a feed-forward, AutoWidth): the width `d_ff: auto`
+  resolves to; without it, 4 d_model.
+- `init_std` (float attribute of an nn.Embedding a part holds, InitStd): the std of its normal
+  initial draw; without it, 1.
+- `wants_final_norm` (bool class attribute of a placement): whether `final_norm: auto` adds a
+  norm after the last block; without it, no.
+- `init_gain(spec, name) -> float` (classmethod of a placement): the gain of the initial draw of
+  a canonical parameter; without it, 1.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from torch import Tensor, nn
 
@@ -23,23 +40,68 @@ from zoo.dropout import Dropout
 from zoo.model_spec import ModelSpec
 from zoo.registries import registry
 
-Stack = Literal["encoder", "decoder"]
+
+@dataclass(frozen=True)
+class Site:
+    """Where a norm placement or position scheme serves: whether its stack's self-attention is
+    causal, and the model's depths (0 for a stack the model does not have), which DeepNorm's
+    constants depend on."""
+
+    causal: bool
+    encoder_layers: int
+    decoder_layers: int
+
+    @property
+    def layers(self) -> int:
+        """The depth of the stack served."""
+        return self.decoder_layers if self.causal else self.encoder_layers
+
+
+def stack_sites(spec: ModelSpec) -> dict[str, Site]:
+    """The site of each stack of the spec's model, by the stack's name in the model."""
+    encoder, decoder = spec.depths
+    sites = {"encoder": Site(False, encoder, decoder), "decoder": Site(True, encoder, decoder)}
+    return {name: site for name, site in sites.items() if site.layers}
 
 
 def build_part(axis: str, spec: ModelSpec, **context: Any) -> nn.Module:
     """The part the spec names on an axis, built from the spec (and, for norm placements and
-    position schemes, the stack it serves: `stack="encoder"` or `"decoder"`)."""
+    position schemes, the `site` they serve)."""
     return registry(axis).get(getattr(spec, axis).name)(spec, **context)
+
+
+@runtime_checkable
+class NormType(Protocol):
+    def __call__(self, x: Tensor) -> Tensor: ...
+
+
+@runtime_checkable
+class FeedForward(Protocol):
+    def __call__(self, x: Tensor) -> Tensor: ...
+
+
+class SpecCheck(Protocol):
+    @classmethod
+    def spec_problem(cls, spec: ModelSpec) -> str | None: ...
+
+
+class AutoWidth(Protocol):
+    @staticmethod
+    def auto_width(d_model: int) -> int: ...
+
+
+class InitStd(Protocol):
+    init_std: float
 
 
 class NormPlacement(nn.Module):
     """Wraps one sublayer F with its residual connection, its normalization (the spec's
-    norm_type) and its dropout. Built once per sublayer, knowing its stack."""
+    norm_type) and its dropout. Built once per sublayer, knowing its site."""
 
     wants_final_norm: ClassVar[bool] = False
     """Whether `final_norm: auto` puts a norm after the last block (pre-norm needs one)."""
 
-    def __init__(self, spec: ModelSpec, stack: Stack):
+    def __init__(self, spec: ModelSpec, site: Site):
         super().__init__()
         self.norm = build_part("norm_type", spec)
         self.dropout = Dropout(spec.dropout)
@@ -55,7 +117,8 @@ class NormPlacement(nn.Module):
 
 
 class PositionScheme(nn.Module):
-    """Where order enters the model. Positions of a step start at `offset` (earlier decoded steps).
+    """Where order enters the model. Positions are int64 tensors (B or 1, T): each row's own
+    positions, so a batch of right-padded prompts can decode with each row at its own length.
 
     The defaults do nothing, so a scheme overrides only the hooks it uses.
     """
@@ -63,24 +126,27 @@ class PositionScheme(nn.Module):
     max_length: int | None = None
     """The longest sequence the scheme can encode, or None for no limit."""
 
-    def __init__(self, spec: ModelSpec, stack: Stack):
+    def __init__(self, spec: ModelSpec, site: Site):
         super().__init__()
-        self.stack = stack
+        self.causal = site.causal
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
         """Embeddings (B, T, d_model) with absolute positions added."""
         return x
 
-    def rotate(self, x: Tensor, offset: int = 0) -> Tensor:
+    def rotate(self, x: Tensor, positions: Tensor) -> Tensor:
         """Queries or keys (B, H, T, d_head) rotated by their positions (RoPE)."""
         return x
 
-    def score_bias(self, q_len: int, k_len: int, offset: int = 0) -> Tensor | None:
-        """A bias (H or 1, q_len, k_len) added to self-attention scores (ALiBi, T5), or None.
-
-        Queries sit at positions offset .. offset + q_len - 1, keys at 0 .. k_len - 1.
-        """
+    def score_bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor | None:
+        """A bias (B or 1, H or 1, Tq, Tk) added to self-attention scores (ALiBi, T5), or None,
+        for queries at q_positions (B or 1, Tq) and keys at k_positions (B or 1, Tk)."""
         return None
+
+    def prepare(self, length: int) -> None:
+        """Positions 0 .. length - 1 are about to be used: refuse a length past max_length (a
+        scheme with tables that grow grows them here, where the length is known on the host)."""
+        self.check_length(length)
 
     def check_length(self, length: int) -> None:
         if self.max_length is not None and length > self.max_length:
@@ -99,11 +165,12 @@ class Attention(nn.Module):
     h // (n_heads / n_kv_heads), and the cache holds key/value heads only. Scores are scaled by
     `scale`: 1 / sqrt(d_head), or 1 where the spec does not scale them (T5).
 
-    forward(x, memory=None, *, mask, causal=False, position=None, offset=0, cache=None,
-    need_weights=False) returns (out (B, T, d_model), weights (B, H, Tq, Tk) or None). Self-attention
-    when memory is None: the position scheme applies and the cache grows. Cross-attention
-    otherwise: keys come from the memory and are computed once per cache. `mask` is a padding
-    mask or None (see zoo.attend); `causal` hides later keys (the decoder's self-attention).
+    forward(x, memory=None, *, mask, causal=False, position=None, positions=None, key_positions=None,
+    cache=None, need_weights=False) returns (out (B, T, d_model), weights (B, H, Tq, Tk) or None).
+    Self-attention when memory is None: the position scheme applies to queries at `positions` and
+    keys at `key_positions` (the cached keys' and the new ones'; by default `positions`), and the
+    cache grows. Cross-attention otherwise: keys come from the memory and are computed once per
+    cache. `mask` is a padding mask or None (see zoo.attend); `causal` hides later keys.
     """
 
     def __init__(self, spec: ModelSpec):
@@ -126,14 +193,14 @@ class Attention(nn.Module):
         return self.dropout if self.training else 0.0
 
     @staticmethod
-    def rotate_queries(q: Tensor, position, offset: int) -> Tensor:
-        return q if position is None else position.rotate(q, offset)
+    def rotate_queries(q: Tensor, position, positions: Tensor | None) -> Tensor:
+        return q if position is None else position.rotate(q, positions)
 
     @staticmethod
-    def self_keys(slot, k, v, position, offset, cache: KVCache | None):
-        """Self-attention: rotate keys at their positions, then extend the cache."""
+    def self_keys(slot, k, v, position, positions: Tensor | None, cache: KVCache | None):
+        """Self-attention: rotate the new keys at their positions, then extend the cache."""
         if position is not None:
-            k = position.rotate(k, offset)
+            k = position.rotate(k, positions)
         if cache is not None:
             k, v = cache.append(slot, k, v)
         return k, v
@@ -144,5 +211,7 @@ class Attention(nn.Module):
         return cache.memo(slot, lambda: project(memory)) if cache is not None else project(memory)
 
     @staticmethod
-    def score_bias(position, q: Tensor, k: Tensor, offset: int) -> Tensor | None:
-        return None if position is None else position.score_bias(q.size(-2), k.size(-2), offset)
+    def score_bias(position, positions: Tensor | None, key_positions: Tensor | None) -> Tensor | None:
+        if position is None:
+            return None
+        return position.score_bias(positions, positions if key_positions is None else key_positions)

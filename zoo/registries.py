@@ -25,6 +25,9 @@ default, so the names, folders and ledgers written before it existed stay valid.
 
 PLUGIN_GROUP = "zoo.variants"
 
+RESERVED = ("encoder_decoder", "decoder", "encoder")
+"""The model kinds, which may begin a canonical name, so no part may take their names."""
+
 T = TypeVar("T")
 
 
@@ -52,6 +55,9 @@ class Registry(Generic[T]):
         self._parts: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
+        if name in RESERVED:
+            raise ValueError(f"{self.kind} name {name!r} is reserved: a canonical variant name may start with a model "
+                             f"kind ({', '.join(RESERVED)})")
         if not name or "." in name or name != name.strip():
             raise ValueError(
                 f"{self.kind} name {name!r} is not allowed: names are non-empty, without dots "

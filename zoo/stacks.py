@@ -1,16 +1,18 @@
-"""The two stacks: embed -> positions -> blocks -> optional final norm."""
+"""The stack, one for all three kinds: embed -> positions -> blocks -> optional final norm; and the
+output projection."""
 
 from __future__ import annotations
 
 import math
 
+import torch
 from torch import Tensor, nn
 
 from zoo.attend import DecoderCache, LayerCache
-from zoo.blocks import DecoderBlock, EncoderBlock
+from zoo.blocks import Block
 from zoo.dropout import Dropout
 from zoo.model_spec import ModelSpec
-from zoo.parts import Stack, build_part
+from zoo.parts import Site, build_part
 
 
 def final_norm(spec: ModelSpec) -> nn.Module:
@@ -21,27 +23,27 @@ class Embedder(nn.Module):
     """Token embedding (times sqrt(d_model) if the spec scales), positions, optional norm, dropout.
     Its position scheme serves every layer of the stack (so a learned bias is shared by them)."""
 
-    def __init__(self, spec: ModelSpec, vocab_size: int, stack: Stack):
+    def __init__(self, spec: ModelSpec, vocab_size: int, site: Site):
         super().__init__()
         self.tokens = nn.Embedding(vocab_size, spec.d_model)
         # Scaled embeddings start at std d^-1/2 so that, scaled, they have unit variance either way.
         self.tokens.init_std = spec.d_model**-0.5 if spec.scale_embeddings else 1.0
         self.scale = math.sqrt(spec.d_model) if spec.scale_embeddings else 1.0
-        self.position = build_part("position", spec, stack=stack)
+        self.position = build_part("position", spec, site=site)
         self.norm = build_part("norm_type", spec) if spec.embedding_norm else nn.Identity()
         self.dropout = Dropout(spec.dropout)
 
-    def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
+    def forward(self, ids: Tensor, positions: Tensor) -> Tensor:
         x = self.tokens(ids)
         if self.scale != 1.0:
             x = x * self.scale
-        return self.dropout(self.norm(self.position(x, offset)))
+        return self.dropout(self.norm(self.position(x, positions)))
 
 
 class Generator(nn.Linear):
-    """The output projection to the target vocabulary, of d_model^-1/2 times the decoder's output
-    where the spec scales it (T5 1.0), with the spec's logits bias: trained, fixed (a parameter the
-    optimizer never changes, BART's final_logits_bias) or none."""
+    """The output projection to the target vocabulary, of d_model^-1/2 times the last stack's
+    output where the spec scales it (T5 1.0), with the spec's logits bias: trained, fixed (a
+    parameter the optimizer never changes, BART's final_logits_bias) or none."""
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec.d_model, spec.tgt_vocab_size, bias=spec.logits_bias != "none")
@@ -53,26 +55,14 @@ class Generator(nn.Linear):
         return super().forward(x * self.scale if self.scale != 1.0 else x)
 
 
-class Encoder(nn.Module):
-    def __init__(self, spec: ModelSpec):
+class Stack(nn.Module):
+    """N blocks over one embedded sequence: an encoder (bidirectional), a decoder-only model's
+    stack (causal), or an encoder-decoder's decoder (causal, with cross-attention to a memory)."""
+
+    def __init__(self, spec: ModelSpec, vocab_size: int, layers: int, site: Site, cross: bool = False):
         super().__init__()
-        self.embed = Embedder(spec, spec.src_vocab_size, "encoder")
-        self.layers = nn.ModuleList(EncoderBlock(spec) for _ in range(spec.n_encoder_layers))
-        self.norm = final_norm(spec)
-
-    def forward(self, src: Tensor, mask: Tensor | None, need_weights: bool = False):
-        x, maps = self.embed(src), []
-        for layer in self.layers:
-            x, weights = layer(x, mask, self.embed.position, need_weights)
-            maps.append(weights)
-        return self.norm(x), maps
-
-
-class Decoder(nn.Module):
-    def __init__(self, spec: ModelSpec):
-        super().__init__()
-        self.embed = Embedder(spec, spec.tgt_vocab_size, "decoder")
-        self.layers = nn.ModuleList(DecoderBlock(spec) for _ in range(spec.n_decoder_layers))
+        self.embed = Embedder(spec, vocab_size, site)
+        self.layers = nn.ModuleList(Block(spec, site, cross) for _ in range(layers))
         self.norm = final_norm(spec)
 
     def new_cache(self) -> DecoderCache:
@@ -80,24 +70,26 @@ class Decoder(nn.Module):
 
     def forward(
         self,
-        tgt: Tensor,
-        memory: Tensor,
-        self_mask: Tensor | None,
-        cross_mask: Tensor | None,
+        ids: Tensor,
+        mask: Tensor | None,
+        memory: Tensor | None = None,
+        memory_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
+        positions: Tensor | None = None,
         need_weights: bool = False,
     ):
-        """With a cache, `tgt` holds only the new positions; earlier ones are in the cache.
-        `self_mask` is the padding of every target token so far (or None); causality is added by
-        the self-attention itself."""
-        offset = 0 if cache is None else cache.offset
-        x, maps = self.embed(tgt, offset), []
+        """Hidden states (B, T, d_model) and each layer's attention weights. `mask` is the padding
+        of every position so far, cached ones included (or None); causality is added by the
+        self-attention itself. With a cache, `ids` holds only the new positions. `positions`
+        (B or 1, T) default to the columns' own (after the cached ones)."""
+        start = 0 if cache is None else cache.length
+        if positions is None:
+            positions = torch.arange(start, start + ids.size(1), device=ids.device)[None]
+        self.embed.position.prepare(start + ids.size(1))
+        key_positions = positions if cache is None else cache.extend(positions)
+        x, maps = self.embed(ids, positions), []
         for i, layer in enumerate(self.layers):
-            layer_cache = None if cache is None else cache.layers[i]
-            x, weights = layer(
-                x, memory, self_mask, cross_mask, self.embed.position, offset, layer_cache, need_weights
-            )
+            x, weights = layer(x, mask, self.embed.position, positions, key_positions, memory, memory_mask,
+                               None if cache is None else cache.layers[i], need_weights)
             maps.append(weights)
-        if cache is not None:
-            cache.offset += tgt.size(1)
         return self.norm(x), maps

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from zoo.canonical import canonical_state, load_canonical_state
 from zoo.catalog import validated
 from zoo.errors import ConfigError
-from zoo.model import EncoderDecoder
+from zoo.model import ZooModel, build
 from zoo.model_spec import ModelSpec
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh",
@@ -95,7 +95,7 @@ def mapped_state(family: Family, spec: ModelSpec, zoo_names: set[str], reference
     return table
 
 
-def from_hf(model: nn.Module) -> EncoderDecoder:
+def from_hf(model: nn.Module) -> ZooModel:
     """A zoo model computing the function of a T5ForConditionalGeneration (T5 1.0 and 1.1),
     BartForConditionalGeneration or MarianMTModel, with its weights (copied), device and mode."""
     family = family_of(model)
@@ -103,7 +103,7 @@ def from_hf(model: nn.Module) -> EncoderDecoder:
         spec = validated(family.spec_fields(model))
     except ValueError as err:
         raise ConfigError(f"from_hf ({family.name}): {err}") from err
-    zoo_model = EncoderDecoder(spec, seed=0)
+    zoo_model = build(spec, seed=0)
     reference, own = reference_tensors(model), canonical_state(zoo_model)
     table = mapped_state(family, spec, set(own), reference, "from_hf")
     load_canonical_state(zoo_model, {name: reference[ref].detach().reshape(own[name].shape).float().cpu()
@@ -148,7 +148,7 @@ def untie(reference: nn.Module, table: dict[str, str], state: dict[str, Tensor])
                 setattr(reference.get_submodule(owner), leaf, fresh)
 
 
-def to_hf(model: EncoderDecoder, family: str | None = None) -> nn.Module:
+def to_hf(model: ZooModel, family: str | None = None) -> nn.Module:
     """The reference model (T5, BART or Marian; by default the family the spec matches) computing the
     zoo model's function, with its weights (copied), device and mode. A spec that no family can
     express is an error naming the fields and what the nearest family has instead."""

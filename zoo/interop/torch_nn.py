@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from zoo.canonical import canonical_state, load_canonical_state
 from zoo.catalog import merge_fields
-from zoo.model import EncoderDecoder
+from zoo.model import EncoderDecoder, build
 from zoo.model_spec import ModelSpec
 
 
@@ -114,7 +114,7 @@ def from_torch(
         state.update(_module(layer.norm2, f"{p}.cross_attn_residual.norm"))
         state.update(_module(layer.norm3, f"{p}.ffn_residual.norm"))
         state.update(_module(layer.linear1, f"{p}.ffn.linear1") | _module(layer.linear2, f"{p}.ffn.linear2"))
-    model = EncoderDecoder(spec, seed=0)
+    model = build(spec, seed=0)
     expected = canonical_state(model).keys()
     if expected != state.keys():
         missing, extra = sorted(expected - state.keys()), sorted(state.keys() - expected)

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from zoo.errors import CheckpointError, describe_validation
 from zoo.files import atomic_write
-from zoo.model import EncoderDecoder
+from zoo.model import ZooModel, build
 from zoo.model_spec import ModelSpec
 from zoo.records import CHECKPOINT_KEYS, FORMAT, check_format, checkpoint_progress
 
@@ -100,14 +100,14 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
     return state
 
 
-def load(path: str | Path, map_location: str | torch.device = "cpu") -> tuple[EncoderDecoder, ModelSpec]:
+def load(path: str | Path, map_location: str | torch.device = "cpu") -> tuple[ZooModel, ModelSpec]:
     """The trained model (in eval mode) and its spec from a checkpoint written by the trainer."""
     state = read_checkpoint(path, map_location, need=("spec", "model"))
     try:
         spec = ModelSpec.model_validate(state["spec"])
     except ValidationError as err:
         raise CheckpointError(f"{path}: its model spec is not valid here: {describe_validation(err)}") from None
-    model = EncoderDecoder(spec, seed=0)
+    model = build(spec, seed=0)
     try:
         model.load_state_dict(state["model"])
     except (RuntimeError, TypeError, AttributeError) as err:

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from zoo.generate import default_new_tokens
-from zoo.model import EncoderDecoder
+from zoo.model import ZooModel
 from zoo.tasks.base import Task
 
 
@@ -16,7 +16,7 @@ def until_eos(row: list[int], eos_id: int) -> list[int]:
 
 
 @torch.no_grad()
-def evaluate(model: EncoderDecoder, task: Task, batches: list[tuple[Tensor, Tensor]], device,
+def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], device,
              references: list[str] | None = None, prefix: str = "eval", num_beams: int = 1,
              length_penalty: float = 1.0) -> dict[str, float]:
     """Metrics of one held-out split; BLEU scores against `references` (raw text) when given,
@@ -57,7 +57,7 @@ def evaluate(model: EncoderDecoder, task: Task, batches: list[tuple[Tensor, Tens
     return metrics
 
 
-def evaluate_split(model: EncoderDecoder, task: Task, split: str, size: int, rows: int, device,
+def evaluate_split(model: ZooModel, task: Task, split: str, size: int, rows: int, device,
                    num_beams: int = 1, length_penalty: float = 1.0) -> dict[str, float]:
     """Metrics of `size` pairs of one held-out split in batches of `rows`, under its metric prefix."""
     from zoo.tasks.base import metric_prefix

@@ -15,7 +15,7 @@ from zoo.errors import CheckpointError, Diverged, Interrupted
 from zoo.experiment import ExperimentSpec, validate_experiment
 from zoo.memory import check_fits
 from zoo.metrics import better, curve_means
-from zoo.model import EncoderDecoder
+from zoo.model import build
 from zoo.model_spec import ModelSpec
 from zoo.provenance import environment
 from zoo.records import CheckpointProgress, RunRecord
@@ -64,7 +64,7 @@ class Trainer:
         params = check_fits(self.spec, self.device, training=True, batch=(rows, sample_src.size(1), sample_tgt.size(1)))
         self.folder.check_space(3 * 4 * params + (1 << 20))  # weights and Adam's two moments, in float32
         torch.manual_seed(t.seed)
-        self.model = EncoderDecoder(self.spec, seed=t.seed).to(self.device)
+        self.model = build(self.spec, seed=t.seed).to(self.device)
         check_lengths(self.model, self.task, t.eval_size, t.batch_size)
         self.optimizer = make_optimizer(self.model, t)
         self.schedule = make_schedule(self.optimizer, t)
