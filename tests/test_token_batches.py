@@ -64,9 +64,9 @@ def test_ranks_get_equal_rows_within_their_budget(name):
              for r in range(2)]
     for step in range(1, 20):
         shares = [feed.take(step) for feed in feeds]
-        assert shares[0].src.size(0) == shares[1].src.size(0)
+        assert shares[0].inputs[0].size(0) == shares[1].inputs[0].size(0)
         for share in shares:
-            assert share.src.size(0) * max(share.src.size(1), share.tgt_in.size(1) + 1) <= 400
+            assert share.inputs[0].size(0) * max(share.inputs[0].size(1), share.inputs[1].size(1) + 1) <= 400
         assert shares[0].tokens == shares[1].tokens  # the global batch's count, the mean's denominator
 
 

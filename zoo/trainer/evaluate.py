@@ -1,4 +1,5 @@
-"""Held-out metrics: teacher-forced loss and token accuracy, greedy exact match, corpus BLEU."""
+"""Held-out metrics: teacher-forced loss and token accuracy, greedy exact match, corpus BLEU; of the
+target (a decoder-only model's continuation), framed by the model's kind (zoo.trainer.framing)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from torch import Tensor
 from zoo.generate import default_new_tokens
 from zoo.model import ZooModel
 from zoo.tasks.base import Task
+from zoo.trainer.framing import continuations, frame
 
 
 def until_eos(row: list[int], eos_id: int) -> list[int]:
@@ -29,16 +31,16 @@ def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], 
     hypotheses, decoded_refs = [], []
     for src, tgt in batches:
         src, tgt = src.to(device), tgt.to(device)
-        logits = model(src, tgt[:, :-1]).float()
-        labels = tgt[:, 1:]
+        inputs, labels = frame(spec, src, tgt)
+        logits = model(*inputs).float()
         real = labels != spec.pad_id
         loss_sum += F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=spec.pad_id, reduction="sum").item()
         correct += ((logits.argmax(-1) == labels) & real).sum().item()
         tokens += real.sum().item()
         decoded = model.generate(src, max_new_tokens=default_new_tokens(spec, src),
-                                 num_beams=num_beams, length_penalty=length_penalty).tolist()
-        for out, ref in zip(decoded, tgt.tolist()):
-            hyp, ref = until_eos(out[1:], spec.eos_id), until_eos(ref[1:], spec.eos_id)
+                                 num_beams=num_beams, length_penalty=length_penalty)
+        for out, ref in zip(continuations(spec, src, decoded), tgt.tolist(), strict=True):
+            hyp, ref = until_eos(out, spec.eos_id), until_eos(ref[1:], spec.eos_id)
             exact += hyp == ref
             hypotheses.append(task.tgt_vocab.decode(hyp))
             decoded_refs.append(task.tgt_vocab.decode(ref))

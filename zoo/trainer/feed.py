@@ -15,20 +15,18 @@ import torch
 from torch import Tensor
 
 from zoo.inputs import check_ids
-from zoo.masks import padding_mask, target_mask
 from zoo.model_spec import ModelSpec
 from zoo.tasks.base import Task
 from zoo.trainer.distributed import Distributed
+from zoo.trainer.framing import frame, masks
 
 
 class Batch(NamedTuple):
-    src: Tensor
-    tgt_in: Tensor
-    tgt_out: Tensor
-    src_mask: Tensor | None
-    tgt_mask: Tensor | None
+    inputs: tuple[Tensor, ...]
+    padding: tuple[Tensor | None, ...]
+    labels: Tensor
     tokens: int
-    """Target tokens of the whole global batch that the loss counts (not padding)."""
+    """Labels of the whole global batch that the loss counts (not padding, not a prompt)."""
 
 
 class BatchFeed:
@@ -51,11 +49,12 @@ class BatchFeed:
         src, tgt = self.global_batch(step)
         check_ids("src", src, spec.src_vocab_size)
         check_ids("tgt", tgt, spec.tgt_vocab_size)
-        tokens = int((tgt[:, 1:] != spec.pad_id).sum())
-        src, tgt = self.dist.shard(src), self.dist.shard(tgt)
-        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
-        host = [src, tgt_in, tgt_out, padding_mask(src, spec.pad_id), target_mask(tgt_in, spec)]
-        self._ready = (step, Batch(*(self._to_device(t) for t in host), tokens))
+        inputs, labels = frame(spec, src, tgt)
+        tokens = int((labels != spec.pad_id).sum())
+        inputs, labels = tuple(self.dist.shard(t) for t in inputs), self.dist.shard(labels)
+        batch = Batch(inputs, masks(spec, inputs), labels, tokens)
+        self._ready = (step, Batch(tuple(map(self._to_device, batch.inputs)), tuple(map(self._to_device, batch.padding)),
+                                   self._to_device(labels), tokens))
 
     def take(self, step: int) -> Batch:
         """The batch of `step`: the one prepared ahead, or built now (the first step, a resume)."""

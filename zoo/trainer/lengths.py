@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from zoo.errors import ConfigError
 from zoo.tasks import Task
+from zoo.trainer.framing import sequence_lengths
 
 
 def check_lengths(model, task: Task, eval_size: int, batch_size: int) -> None:
-    """Every split's longest source and target against the encoder's and decoder's positions (the
-    decoder reads a target without its last token)."""
+    """Every split's longest source and target against the positions of the stacks that read them
+    (an encoder-decoder's decoder reads a target without its last token; a decoder-only model
+    reads source and target as one sequence)."""
     longest = {"training": task.longest_training()}
     for split in task.eval_splits:
         batches = task.eval_batches(eval_size, batch_size, split)
@@ -18,7 +20,10 @@ def check_lengths(model, task: Task, eval_size: int, batch_size: int) -> None:
     for split, lengths in longest.items():
         if lengths is None:
             continue
-        for side, stack, length in (("source", model.encoder, lengths[0]), ("target", model.decoder, lengths[1] - 1)):
+        encoder, decoder = sequence_lengths(model.spec, *lengths)
+        read = ([("source", model.encoder, encoder)] if encoder else []) + [
+            ("target" if encoder else "source and target", model.decoder, decoder)]
+        for side, stack, length in read:
             table = stack.embed.position.max_length
             if table is not None and length > table:
                 raise ConfigError(f"the task's {split} data holds a {side} of {length} positions, more than the "

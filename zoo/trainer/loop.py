@@ -25,6 +25,7 @@ from zoo.trainer.devices import autocast_dtype, pick_device
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.evaluate import evaluate, evaluate_split
 from zoo.trainer.feed import Batch, BatchFeed
+from zoo.trainer.framing import check_kind_fits_task, sequence_lengths
 from zoo.trainer.guards import LossWatch, StopSignals, finite_weights, signals_to
 from zoo.trainer.lengths import check_lengths
 from zoo.trainer.optim import make_optimizer, make_schedule
@@ -54,14 +55,17 @@ class Trainer:
         experiment, t = self.experiment, self.experiment.train
         self.task = build_task(experiment.task, t.seed, saved and saved["task"])
         self.data = data_digests(experiment.task)
-        self.spec = experiment.model_spec(len(self.task.src_vocab), len(self.task.tgt_vocab))
+        sizes = len(self.task.src_vocab), len(self.task.tgt_vocab)
+        check_kind_fits_task(experiment.model_spec(max(sizes), max(sizes)).kind, self.task)
+        self.spec = experiment.model_spec(*sizes)
         if saved is not None and ModelSpec.model_validate(saved["spec"]) != self.spec:
             raise CheckpointError(f"{self.checkpoint_path}: its model spec differs from the experiment's "
                                   f"({ModelSpec.model_validate(saved['spec']).name} against {self.spec.name})")
         self.feed = BatchFeed(self.task, t.batch_size, self.spec, self.dist, self.device, t.batch_tokens)
         sample_src, sample_tgt = self.feed.global_batch(0) if t.batch_tokens else self.task.train_batch(0, min(t.batch_size, 8))
         rows = max(1, (sample_src.size(0) if t.batch_tokens else t.batch_size) // self.dist.world)
-        params = check_fits(self.spec, self.device, training=True, batch=(rows, sample_src.size(1), sample_tgt.size(1)))
+        lengths = sequence_lengths(self.spec, sample_src.size(1), sample_tgt.size(1))
+        params = check_fits(self.spec, self.device, training=True, batch=(rows, *lengths))
         self.folder.check_space(3 * 4 * params + (1 << 20))  # weights and Adam's two moments, in float32
         torch.manual_seed(t.seed)
         self.model = build(self.spec, seed=t.seed).to(self.device)
@@ -133,8 +137,8 @@ class Trainer:
         t, pad = self.experiment.train, self.spec.pad_id
         autocast = torch.autocast(self.device.type, self.amp_dtype) if self.amp_dtype else nullcontext()
         with autocast:
-            logits = self.forward(batch.src, batch.tgt_in, (batch.src_mask, batch.tgt_mask))
-        loss_sum = F.cross_entropy(logits.float().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=pad,
+            logits = self.forward(*batch.inputs, batch.padding)
+        loss_sum = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten(), ignore_index=pad,
                                    label_smoothing=t.label_smoothing, reduction="sum")
         # DDP averages gradients over ranks, so each rank scales its sum to give the global mean.
         loss = loss_sum * self.dist.world / batch.tokens

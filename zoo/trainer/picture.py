@@ -62,7 +62,10 @@ def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, pa
 
 
 def try_cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, path: Path) -> str | None:
-    """cross_attention_png, where a failure costs the picture (a warning), never the run; its caption or None."""
+    """cross_attention_png, where a failure costs the picture (a warning), never the run; its caption or None.
+    A model without cross-attention (one stack) has no picture to draw."""
+    if model.spec.kind != "encoder_decoder":
+        return None
     try:
         return cross_attention_png(model, task, src, path)
     except Exception as err:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.experiment import ExperimentSpec
-from zoo.model_spec import ModelSpec
+from zoo.model_spec import DEFAULT_KIND, ModelSpec
 
 
 def resolved_mode(configured: str) -> str:
@@ -20,15 +20,17 @@ def resolved_mode(configured: str) -> str:
 
 
 def axis_tags(spec: ModelSpec) -> list[str]:
-    return [f"{axis}={value}" for axis, value in spec.axes().items()]
+    """One tag per axis, and the kind where it is not the default (`kind=decoder`)."""
+    kind = [] if spec.kind == DEFAULT_KIND else [f"kind={spec.kind}"]
+    return [*kind, *(f"{axis}={value}" for axis, value in spec.axes().items())]
 
 
 def top_level(experiment: ExperimentSpec, spec: ModelSpec) -> dict[str, Any]:
     """Config keys beside the experiment's groups, which W&B's parallel-coordinates and parameter
-    importance panels take without setup: each model axis (`norm: pre`), the seed, and the
-    experiment's `wandb.config` (a sweep cell's grid values and variant)."""
-    return {**{axis: str(choice) for axis, choice in spec.axes().items()}, "seed": experiment.train.seed,
-            **experiment.wandb.config}
+    importance panels take without setup: the model's kind, each model axis (`norm: pre`), the
+    seed, and the experiment's `wandb.config` (a sweep cell's grid values and variant)."""
+    return {"kind": spec.kind, **{axis: str(choice) for axis, choice in spec.axes().items()},
+            "seed": experiment.train.seed, **experiment.wandb.config}
 
 
 class Tracker:

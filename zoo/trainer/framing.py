@@ -1,0 +1,79 @@
+"""How a task's (source, target) pairs become a model's inputs and labels, by the model's kind.
+
+- encoder_decoder: the source is encoded; the target, shifted right, is teacher-forced.
+- decoder: each pair is one sequence, the source (bos ... eos) as the prompt, then the target
+  without its bos as the continuation; the loss and the metrics count the continuation only, so a
+  decoder-only model is scored on the same tokens as an encoder-decoder on the same task.
+- encoder: reads one sequence and predicts each of its tokens; it has no continuation, so the
+  sequence tasks refuse it (the masked-language-model task serves it).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from zoo.errors import ConfigError
+from zoo.masks import padding_mask, target_mask
+from zoo.model_spec import ModelSpec
+
+
+def check_kind_fits_task(kind: str, task) -> None:
+    """A decoder-only model reads source and target in one vocabulary; an encoder has no
+    continuation to predict. Checked before the model's spec takes the task's vocabularies."""
+    name = type(task).__name__
+    if kind == "encoder":
+        raise ConfigError(f"model.kind encoder predicts the tokens of one sequence; task {name} maps a source to a "
+                          "target: use kind encoder_decoder or decoder")
+    if kind == "decoder" and task.src_vocab is not task.tgt_vocab:
+        raise ConfigError(f"model.kind decoder reads source and target as one sequence in one vocabulary, but task "
+                          f"{name} has a vocabulary per side; use kind encoder_decoder, or a task with one vocabulary")
+
+
+def prompt_lengths(src: Tensor, pad_id: int) -> Tensor:
+    return (src != pad_id).sum(1)
+
+
+def joined(src: Tensor, tgt: Tensor, pad_id: int) -> Tensor:
+    """Each row's source tokens, then its target's tokens after the bos, right-padded."""
+    src_len, tgt_len = prompt_lengths(src, pad_id), (tgt[:, 1:] != pad_id).sum(1)
+    width = int((src_len + tgt_len).max())
+    out = torch.full((src.size(0), src.size(1) + tgt.size(1)), pad_id, dtype=src.dtype, device=src.device)
+    out[:, : src.size(1)] = src
+    after = src_len[:, None] + torch.arange(tgt.size(1) - 1, device=src.device)
+    body = tgt[:, 1:]
+    out.scatter_(1, after, torch.where(body != pad_id, body, out.gather(1, after)))
+    return out[:, :width]
+
+
+def frame(spec: ModelSpec, src: Tensor, tgt: Tensor) -> tuple[tuple[Tensor, ...], Tensor]:
+    """The model's inputs and the labels of each input position (the pad id where nothing is
+    predicted: padding, and a decoder-only model's prompt)."""
+    if spec.kind == "encoder_decoder":
+        return (src, tgt[:, :-1]), tgt[:, 1:]
+    sequence = joined(src, tgt, spec.pad_id)
+    labels = sequence[:, 1:].clone()
+    prompt = torch.arange(labels.size(1), device=src.device)[None] < (prompt_lengths(src, spec.pad_id) - 1)[:, None]
+    return (sequence[:, :-1],), labels.masked_fill(prompt, spec.pad_id)
+
+
+def masks(spec: ModelSpec, inputs: tuple[Tensor, ...]) -> tuple[Tensor | None, ...]:
+    """The padding masks of the inputs (see zoo.masks), built on the host."""
+    if spec.kind == "encoder_decoder":
+        return padding_mask(inputs[0], spec.pad_id), target_mask(inputs[1], spec)
+    return (target_mask(inputs[0], spec),)
+
+
+def continuations(spec: ModelSpec, src: Tensor, generated: Tensor) -> list[list[int]]:
+    """The generated ids after the start (encoder-decoder) or after each prompt (decoder-only)."""
+    rows = generated.tolist()
+    if spec.kind == "encoder_decoder":
+        return [row[1:] for row in rows]
+    return [row[n:] for row, n in zip(rows, prompt_lengths(src, spec.pad_id).tolist(), strict=True)]
+
+
+def sequence_lengths(spec: ModelSpec, src_len: int, tgt_len: int) -> tuple[int, int]:
+    """(encoder, decoder) input lengths of a pair whose source and target have these lengths."""
+    if spec.kind == "decoder":
+        return 0, src_len + tgt_len - 2
+    return src_len, tgt_len - 1
