@@ -124,3 +124,41 @@ def test_broken_plugin_warns_and_leaves_builtins(tmp_path):
     out = run_with_path(tmp_path)
     assert "'relu'" in out and "silu_plugin" not in out
     assert "zoo plugin 'zoo_broken_plugin'" in out and "boom" in out
+
+
+PROTOCOL_ONLY = """
+import torch, zoo
+from torch import nn
+
+@zoo.registry("ffn").register("bare_ffn")
+class BareFeedForward(nn.Module):  # no base class, no auto_width
+    def __init__(self, spec):
+        super().__init__()
+        self.proj = nn.Linear(spec.d_model, spec.d_model)
+        self.width = spec.ffn_width
+
+    def forward(self, x):
+        return torch.tanh(self.proj(x))
+
+@zoo.registry("norm").register("bare_norm")
+class BareNorm(nn.Module):  # no base class: no wants_final_norm, no init_gain
+    def __init__(self, spec, site):
+        super().__init__()
+        self.norm = nn.LayerNorm(spec.d_model)
+
+    def forward(self, x, sublayer):
+        return self.norm(x + sublayer(x))
+
+spec = zoo.spec("bare_norm.sinusoidal.fused.bare_ffn", vocab_size=11, d_model=8, n_heads=2, d_ff="auto")
+model = zoo.build(spec, seed=0)
+logits = model(torch.tensor([[3, 4, 2]]), torch.tensor([[1, 5]]))
+print(spec.ffn_width, model.decoder.layers[0].ffn.width, spec.uses_final_norm, tuple(logits.shape))
+"""
+
+
+def test_parts_that_implement_only_the_protocols_get_the_documented_defaults():
+    """zoo.parts: without auto_width, d_ff auto is 4 d_model; without wants_final_norm, no final
+    norm; without init_gain, a gain of 1."""
+    done = subprocess.run([sys.executable, "-c", PROTOCOL_ONLY], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["32", "32", "False", "(1,", "2,", "11)"]

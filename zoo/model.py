@@ -36,7 +36,8 @@ QUERY_WEIGHT = re.compile(r"\.(self|cross)_attn\.q\.weight$")
 def init_gain(spec: ModelSpec, name: str) -> float:
     """The norm placement's gain (DeepNorm's beta), times d_head^-1/2 for query weights where the
     scores are not scaled: T5's way of starting from the same function as scaled attention."""
-    gain = registry("norm").get(spec.norm.name).init_gain(spec, name)
+    placement_gain = getattr(registry("norm").get(spec.norm.name), "init_gain", None)  # optional: zoo.parts
+    gain = 1.0 if placement_gain is None else placement_gain(spec, name)
     if not spec.scale_scores and QUERY_WEIGHT.search(name):
         gain *= spec.d_head**-0.5
     return gain

@@ -202,7 +202,8 @@ class ModelSpec(BaseModel):
         """d_ff, with `auto` resolved by the feed-forward part (gated ones keep the parameter count)."""
         if self.d_ff != "auto":
             return self.d_ff
-        return registry("ffn").get(self.ffn.name).auto_width(self.d_model)
+        auto_width = getattr(registry("ffn").get(self.ffn.name), "auto_width", None)  # optional: zoo.parts
+        return 4 * self.d_model if auto_width is None else auto_width(self.d_model)
 
     @property
     def kv_heads(self) -> int:

@@ -7,8 +7,9 @@
   zoo.attend), an optional incremental cache.
 - ffn (FeedForward): any nn.Module mapping (B, T, d_model) -> (B, T, d_model).
 
-The built-in parts subclass the base classes below, which implement the Protocols with defaults;
-a plugin may subclass them too, or implement a Protocol from scratch. Norm placements and position
+The built-in parts subclass the base classes below (NormPlacement, PositionScheme, Attention),
+which implement the Protocols (WrapsSublayer, EncodesPositions, Attends) with defaults; a plugin
+may subclass them too, or implement a Protocol from scratch. Norm placements and position
 schemes are built knowing their `Site` (is the stack's self-attention causal, how deep is the
 model), never the name of a stack, so one part serves encoder-decoders, decoder-only and
 encoder-only models alike.
@@ -70,13 +71,46 @@ def build_part(axis: str, spec: ModelSpec, **context: Any) -> nn.Module:
     return registry(axis).get(getattr(spec, axis).name)(spec, **context)
 
 
+class WrapsSublayer(Protocol):
+    """A norm placement: built as `part(spec, site=site)`, called once per sublayer."""
+
+    def __call__(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor: ...
+
+
+class EncodesPositions(Protocol):
+    """A position scheme: built as `part(spec, site=site)`, one per stack, shared by its layers."""
+
+    max_length: int | None
+
+    def __call__(self, x: Tensor, positions: Tensor) -> Tensor: ...
+    def rotate(self, x: Tensor, positions: Tensor) -> Tensor: ...
+    def score_bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor | None: ...
+    def prepare(self, length: int) -> None: ...
+    def check_length(self, length: int) -> None: ...
+
+
+class Attends(Protocol):
+    """An attention layout: built as `part(spec)`; see Attention for the call and the weights."""
+
+    def __call__(self, x: Tensor, memory: Tensor | None = None, *, mask: Tensor | None, causal: bool = False,
+                 position: EncodesPositions | None = None, positions: Tensor | None = None,
+                 key_positions: Tensor | None = None, cache: KVCache | None = None,
+                 need_weights: bool = False) -> tuple[Tensor, Tensor | None]: ...
+    def canonical_state(self) -> dict[str, Tensor]: ...
+    def load_canonical_state(self, state: dict[str, Tensor]) -> None: ...
+
+
 @runtime_checkable
 class NormType(Protocol):
+    """A normalization: built as `part(spec)`."""
+
     def __call__(self, x: Tensor) -> Tensor: ...
 
 
 @runtime_checkable
 class FeedForward(Protocol):
+    """A feed-forward: built as `part(spec)`, of width `spec.ffn_width`."""
+
     def __call__(self, x: Tensor) -> Tensor: ...
 
 
