@@ -1,4 +1,4 @@
-"""Which way a metric improves, in one place: losses go down, everything else goes up. And the
+"""Which way a metric improves, in one place: losses and perplexities go down, everything else up. And the
 curve metrics: how fast a run learned, not only where it ended."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ Goal = Literal["min", "max"]
 
 
 def goal_of(metric: str) -> Goal:
-    return "min" if metric.rsplit("/", 1)[-1].endswith("loss") else "max"
+    return "min" if metric.rsplit("/", 1)[-1].endswith(("loss", "perplexity")) else "max"
 
 
 def better(metric: str, new: float, old: float | None) -> bool:

@@ -121,8 +121,8 @@ class ZooModel(nn.Module):
             positions = (real_tokens(tokens, self.spec).cumsum(1) - 1).clamp(min=0)[:, fed:]
         hidden = self.decoder(new, mask, state.memory, state.memory_mask, state.cache, positions)[0]
         state.fed = tokens.size(1)
-        if state.first is not None:  # the prompt's step: each row's last prompt token
-            last, state.first = state.first - fed, None
+        if state.first is not None:  # the prompt's step (nothing was fed before): each row's last prompt token
+            last, state.first = state.first, None
             return self.generator(hidden[torch.arange(hidden.size(0), device=hidden.device), last])
         return self.generator(hidden[:, -1])
 

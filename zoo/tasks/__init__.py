@@ -1,6 +1,6 @@
 """Training tasks, registered by name on the `task` registry."""
 
-from zoo.tasks import parallel, synthetic, toy_translation  # noqa: F401  (registers the tasks)
+from zoo.tasks import lines, parallel, synthetic, toy_translation  # noqa: F401  (registers the tasks)
 from zoo.tasks.base import Task, TaskParams, Vocabulary
 
 __all__ = ["Task", "Vocabulary", "build_task", "data_digests", "task_params"]

@@ -115,6 +115,10 @@ class Task:
     text_metric: ClassVar[bool] = False
     """Whether eval/bleu (corpus BLEU of greedy decodes) is meaningful for this task."""
     METRICS: ClassVar[tuple[str, ...]] = ("loss", "token_acc", "exact_match")
+    generates: ClassVar[bool] = True
+    """Whether held-out targets are decoded (exact match, BLEU): not for language modeling."""
+    kinds: ClassVar[tuple[str, ...]] = ("encoder_decoder", "decoder")
+    """The model kinds the task trains (see zoo.trainer.framing)."""
     token_batches: ClassVar[bool] = False
     """Whether the task can batch by a token budget (`token_batch`, train.batch_tokens)."""
 

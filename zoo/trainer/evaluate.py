@@ -3,6 +3,8 @@ target (a decoder-only model's continuation), framed by the model's kind (zoo.tr
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -37,6 +39,9 @@ def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], 
         loss_sum += F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=spec.pad_id, reduction="sum").item()
         correct += ((logits.argmax(-1) == labels) & real).sum().item()
         tokens += real.sum().item()
+        rows += src.size(0)
+        if not task.generates:
+            continue
         decoded = model.generate(src, max_new_tokens=default_new_tokens(spec, src),
                                  num_beams=num_beams, length_penalty=length_penalty)
         for out, ref in zip(continuations(spec, src, decoded), tgt.tolist(), strict=True):
@@ -44,13 +49,13 @@ def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], 
             exact += hyp == ref
             hypotheses.append(task.tgt_vocab.decode(hyp))
             decoded_refs.append(task.tgt_vocab.decode(ref))
-        rows += src.size(0)
     model.train(was_training)
-    metrics = {
-        f"{prefix}/loss": loss_sum / max(tokens, 1),
-        f"{prefix}/token_acc": correct / max(tokens, 1),
-        f"{prefix}/exact_match": exact / max(rows, 1),
-    }
+    loss = loss_sum / max(tokens, 1)
+    metrics = {f"{prefix}/loss": loss, f"{prefix}/token_acc": correct / max(tokens, 1)}
+    if "perplexity" in task.METRICS:
+        metrics[f"{prefix}/perplexity"] = math.exp(min(loss, 700.0))  # past e^700 a float overflows
+    if task.generates:
+        metrics[f"{prefix}/exact_match"] = exact / max(rows, 1)
     if task.text_metric:
         import sacrebleu
 

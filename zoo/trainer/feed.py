@@ -50,7 +50,7 @@ class BatchFeed:
         check_ids("src", src, spec.src_vocab_size)
         check_ids("tgt", tgt, spec.tgt_vocab_size)
         inputs, labels = frame(spec, src, tgt)
-        tokens = int((labels != spec.pad_id).sum())
+        tokens = max(1, int((labels != spec.pad_id).sum()))  # a batch may hold none (masked LM, rarely)
         inputs, labels = tuple(self.dist.shard(t) for t in inputs), self.dist.shard(labels)
         batch = Batch(inputs, masks(spec, inputs), labels, tokens)
         self._ready = (step, Batch(tuple(map(self._to_device, batch.inputs)), tuple(map(self._to_device, batch.padding)),

@@ -4,8 +4,8 @@
 - decoder: each pair is one sequence, the source (bos ... eos) as the prompt, then the target
   without its bos as the continuation; the loss and the metrics count the continuation only, so a
   decoder-only model is scored on the same tokens as an encoder-decoder on the same task.
-- encoder: reads one sequence and predicts each of its tokens; it has no continuation, so the
-  sequence tasks refuse it (the masked-language-model task serves it).
+- encoder: reads the source and predicts the target at the same positions (padding where nothing
+  is predicted): the masked-language-model task's shape; the sequence tasks have no such target.
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from zoo.model_spec import ModelSpec
 
 
 def check_kind_fits_task(kind: str, task) -> None:
-    """A decoder-only model reads source and target in one vocabulary; an encoder has no
-    continuation to predict. Checked before the model's spec takes the task's vocabularies."""
+    """The task trains the kind, and a decoder-only model reads source and target in one
+    vocabulary. Checked before the model's spec takes the task's vocabularies."""
     name = type(task).__name__
-    if kind == "encoder":
-        raise ConfigError(f"model.kind encoder predicts the tokens of one sequence; task {name} maps a source to a "
-                          "target: use kind encoder_decoder or decoder")
+    if kind not in task.kinds:
+        raise ConfigError(f"model.kind {kind}: task {name} trains model.kind {' or '.join(task.kinds)}")
     if kind == "decoder" and task.src_vocab is not task.tgt_vocab:
         raise ConfigError(f"model.kind decoder reads source and target as one sequence in one vocabulary, but task "
                           f"{name} has a vocabulary per side; use kind encoder_decoder, or a task with one vocabulary")
@@ -51,6 +50,8 @@ def frame(spec: ModelSpec, src: Tensor, tgt: Tensor) -> tuple[tuple[Tensor, ...]
     predicted: padding, and a decoder-only model's prompt)."""
     if spec.kind == "encoder_decoder":
         return (src, tgt[:, :-1]), tgt[:, 1:]
+    if spec.kind == "encoder":
+        return (src,), tgt
     sequence = joined(src, tgt, spec.pad_id)
     labels = sequence[:, 1:].clone()
     prompt = torch.arange(labels.size(1), device=src.device)[None] < (prompt_lengths(src, spec.pad_id) - 1)[:, None]
@@ -61,6 +62,8 @@ def masks(spec: ModelSpec, inputs: tuple[Tensor, ...]) -> tuple[Tensor | None, .
     """The padding masks of the inputs (see zoo.masks), built on the host."""
     if spec.kind == "encoder_decoder":
         return padding_mask(inputs[0], spec.pad_id), target_mask(inputs[1], spec)
+    if spec.kind == "encoder":
+        return (padding_mask(inputs[0], spec.pad_id),)
     return (target_mask(inputs[0], spec),)
 
 
@@ -76,4 +79,6 @@ def sequence_lengths(spec: ModelSpec, src_len: int, tgt_len: int) -> tuple[int, 
     """(encoder, decoder) input lengths of a pair whose source and target have these lengths."""
     if spec.kind == "decoder":
         return 0, src_len + tgt_len - 2
+    if spec.kind == "encoder":
+        return src_len, 0
     return src_len, tgt_len - 1

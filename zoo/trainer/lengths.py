@@ -21,8 +21,8 @@ def check_lengths(model, task: Task, eval_size: int, batch_size: int) -> None:
         if lengths is None:
             continue
         encoder, decoder = sequence_lengths(model.spec, *lengths)
-        read = ([("source", model.encoder, encoder)] if encoder else []) + [
-            ("target" if encoder else "source and target", model.decoder, decoder)]
+        read = ([("source", model.encoder, encoder)] if encoder else []) + (
+            [("target" if encoder else "source and target", model.decoder, decoder)] if decoder else [])
         for side, stack, length in read:
             table = stack.embed.position.max_length
             if table is not None and length > table:

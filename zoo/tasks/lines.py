@@ -1,0 +1,179 @@
+"""Plain text, one document or sentence a line: `lm` trains a decoder-only language model on it and
+`mlm` an encoder by masked-token prediction (BERT's 15%, of which 80% become <mask>, 10% a random
+token and 10% stay). The files are `SPLIT.txt[.gz]` in `data_dir`, or `SPLIT.LANG[.gz]`, so that
+one side of a parallel corpus serves; tokenizer, vocabulary and split settings are `parallel`'s."""
+
+from __future__ import annotations
+
+import zlib
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from pydantic import Field, PositiveInt
+from torch import Tensor
+
+from zoo.registries import registry
+from zoo.tasks.base import Task, TaskParams, Vocabulary, pad_rows, step_generator
+from zoo.tasks.corpus import find, read_lines
+from zoo.tasks.text import TokenizerName, codec_from_state, train_codec
+
+
+class LinesParams(TaskParams):
+    data_dir: str = Field(description="the folder of the text files; relative paths start at the working directory")
+    lang: str | None = Field(None, description="read SPLIT.LANG[.gz] (one side of a parallel corpus); null: "
+                                               "SPLIT.txt[.gz]")
+    train_split: str = "train"
+    valid_split: str = "valid"
+    test_split: str | None = Field("test", description="evaluated once at the end; null for none")
+    tokenizer: TokenizerName = "bpe"
+    vocab_size: int = Field(8000, ge=8, description="the most tokens of the vocabulary")
+    min_frequency: PositiveInt = Field(2, description="pieces seen fewer times in training become <unk>")
+    lowercase: bool = False
+    max_tokens: PositiveInt = Field(128, description="longer training lines (bos and eos counted) are left out")
+    train_sentences: PositiveInt | None = Field(None, description="only the first N training lines")
+    test_size: PositiveInt | None = Field(None, description="only the first N test lines; default all")
+
+
+def line_file(data_dir: str, stem: str, lang: str | None) -> Path:
+    name = f"{stem}.{lang or 'txt'}"
+    path = find(Path(data_dir), name)
+    if path is None:
+        raise FileNotFoundError(f"task.data_dir {data_dir!r}: no {name}[.gz] for split {stem!r}")
+    return path
+
+
+@lru_cache(maxsize=8)
+def cached_lines(data_dir: str, stem: str, lang: str | None) -> tuple[str, ...]:
+    """The split's lines with text, each read once per process."""
+    return tuple(line.strip() for line in read_lines(line_file(data_dir, stem, lang)) if line.strip())
+
+
+class TextLines(Task):
+    """Lines of text in one vocabulary; training batches walk the training lines in a new random
+    order each epoch, a pure function of (seed, step); held-out lines keep the files' order."""
+
+    Params = LinesParams
+    METRICS = ("loss", "token_acc")
+    generates = False
+
+    def __init__(self, params: LinesParams, seed: int, state: dict[str, Any] | None = None):
+        super().__init__(params, seed)
+        p = params
+        train = self._split(p.train_split)[: p.train_sentences]
+        codec = (train_codec(p.tokenizer, train, p.vocab_size, p.min_frequency, p.lowercase) if state is None
+                 else codec_from_state(state["vocab"]))
+        self.src_vocab = self.tgt_vocab = self.wrap(codec)
+        self.train_lines = [ids for ids in map(codec.encode, train) if len(ids) <= p.max_tokens]
+        if not self.train_lines:
+            raise ValueError(f"task.max_tokens {p.max_tokens}: no training line is that short")
+        self._epoch: tuple[int, list[int]] | None = None
+
+    def wrap(self, codec):
+        return codec
+
+    def state(self) -> dict[str, Any]:
+        return {"vocab": getattr(self.src_vocab, "codec", self.src_vocab).state()}
+
+    @classmethod
+    def splits(cls, params: LinesParams) -> tuple[str, ...]:
+        return ("valid",) if params.test_split is None else ("valid", "test")
+
+    @classmethod
+    def data_files(cls, params: LinesParams) -> list[Path]:
+        stems = [params.train_split, params.valid_split, *([params.test_split] if params.test_split else [])]
+        return [line_file(params.data_dir, stem, params.lang) for stem in stems]
+
+    def _split(self, stem: str) -> tuple[str, ...]:
+        return cached_lines(self.params.data_dir, stem, self.params.lang)
+
+    def longest_training(self) -> tuple[int, int]:
+        longest = max(map(len, self.train_lines))
+        return self.example_lengths(longest)
+
+    def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
+        rows, n = [], len(self.train_lines)
+        for position in range(step * batch_size, (step + 1) * batch_size):
+            epoch = position // n
+            if self._epoch is None or self._epoch[0] != epoch:
+                self._epoch = (epoch, torch.randperm(n, generator=step_generator(self.seed, epoch, stream=1)).tolist())
+            rows.append(self.train_lines[self._epoch[1][position % n]])
+        return self.examples(pad_rows(rows), step_generator(self.seed, step, stream=2))
+
+    def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
+        """The first lines of the split, shortest first; masked (mlm) by a draw that depends on the
+        split alone, so every run and seed is scored on the same masks."""
+        self.check_split(split)
+        p = self.params
+        stem = p.valid_split if split == "valid" else p.test_split
+        lines = self._split(stem)[: size if split == "valid" else p.test_size]
+        ids = sorted((getattr(self.src_vocab, "codec", self.src_vocab).encode(line) for line in lines), key=len)
+        draws = zlib.crc32(stem.encode()) % 65521  # a seed of the split alone, small enough for step_generator
+        return [self.examples(pad_rows(ids[start : start + batch_size]), step_generator(draws, start, stream=3))
+                for start in range(0, len(ids), batch_size)]
+
+    def examples(self, ids: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """(source, target) rows of a batch of encoded lines (bos ... eos, right-padded)."""
+        raise NotImplementedError
+
+    def example_lengths(self, length: int) -> tuple[int, int]:
+        raise NotImplementedError
+
+
+@registry("task").register("lm")
+class LanguageModeling(TextLines):
+    """Next-token prediction over each line: the source is the start token alone, the target the
+    line, so a decoder-only model reads the line and is scored on every token after the start."""
+
+    METRICS = ("loss", "perplexity", "token_acc")
+    kinds: ClassVar[tuple[str, ...]] = ("decoder",)
+
+    def examples(self, ids: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        return torch.full((ids.size(0), 1), Vocabulary.bos_id), ids
+
+    def example_lengths(self, length: int) -> tuple[int, int]:
+        return 1, length
+
+
+class WithMask:
+    """A codec with one more id, <mask>, after its own."""
+
+    def __init__(self, codec):
+        self.codec, self.mask_id = codec, len(codec)
+
+    def __len__(self) -> int:
+        return len(self.codec) + 1
+
+    def decode(self, ids) -> str:
+        return self.codec.decode([i for i in ids if int(i) != self.mask_id])
+
+    def piece(self, i: int) -> str:
+        return "<mask>" if i == self.mask_id else self.codec.piece(i)
+
+
+@registry("task").register("mlm")
+class MaskedLanguageModeling(TextLines):
+    """BERT's masked-token prediction: 15% of each line's ordinary tokens are chosen; of those 80%
+    become <mask>, 10% a random ordinary token, 10% stay. The source is the line so changed, the
+    target the chosen tokens (padding elsewhere), so loss and token accuracy count exactly them."""
+
+    kinds: ClassVar[tuple[str, ...]] = ("encoder",)
+    CHOSEN, MASKED, RANDOM = 0.15, 0.8, 0.5  # RANDOM: half of what is not masked
+
+    def wrap(self, codec):
+        return WithMask(codec)
+
+    def examples(self, ids: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        ordinary = ids > Vocabulary.eos_id
+        draws = torch.rand(3, *ids.shape, generator=generator)
+        chosen = ordinary & (draws[0] < self.CHOSEN)
+        masked = chosen & (draws[1] < self.MASKED)
+        randomized = chosen & ~masked & (draws[2] < self.RANDOM)
+        first = Vocabulary.eos_id + 1
+        random_ids = torch.randint(first, self.src_vocab.mask_id, ids.shape, generator=generator)
+        src = torch.where(masked, self.src_vocab.mask_id, torch.where(randomized, random_ids, ids))
+        return src, torch.where(chosen, ids, Vocabulary.pad_id)
+
+    def example_lengths(self, length: int) -> tuple[int, int]:
+        return length, length
