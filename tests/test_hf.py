@@ -233,7 +233,8 @@ def test_a_marian_position_table_that_is_not_the_sinusoids_is_an_error():
 
 
 def test_another_reference_class_names_the_ones_taken():
-    with pytest.raises(zoo.ConfigError, match="from_hf takes BartForConditionalGeneration, MarianMTModel, "
+    with pytest.raises(zoo.ConfigError, match="from_hf takes BartForConditionalGeneration, BertForMaskedLM, "
+                                              "GPT2LMHeadModel, LlamaForCausalLM, MarianMTModel, "
                                               "T5ForConditionalGeneration; got Linear"):
         zoo.from_hf(nn.Linear(2, 2))
 
@@ -245,8 +246,8 @@ def test_a_spec_no_family_expresses_names_the_fields_and_the_nearest_family():
         zoo.to_hf(model)
     assert "is not a t5 model (the nearest family); it cannot express" in str(err.value)
     assert "position 'rope' (t5: 't5')" in str(err.value) and "bias True (t5: False)" in str(err.value)
-    with pytest.raises(zoo.ConfigError, match="to_hf family 'gpt2'; choices: bart, marian, t5"):
-        zoo.to_hf(model, family="gpt2")
+    with pytest.raises(zoo.ConfigError, match="to_hf family 'gptj'; choices: bart, bert, gpt2, llama, marian, t5"):
+        zoo.to_hf(model, family="gptj")
     layernorm = zoo.build("t5", vocab_size=VOCAB, d_model=16, n_heads=2, head_width=8, d_ff=32, n_encoder_layers=1,
                           n_decoder_layers=1, norm_type="layernorm")
     with pytest.raises(zoo.ConfigError, match=r"it cannot express norm_type 'layernorm' \(t5: 'rmsnorm'\)$"):

@@ -60,22 +60,30 @@ class Sinusoidal(PositionScheme):
 @register("learned")
 class Learned(PositionScheme):
     """A trained table of max_len position embeddings (BERT, GPT-2); with `offset`, position p
-    reads row p + offset of a table that many rows longer (BART's offset of 2).
+    reads row p + offset of a table that many rows longer (BART's offset of 2); with
+    `token_types`, BERT's table of segment embeddings too, whose first row every token adds (the
+    zoo feeds one segment).
 
     Initialized with the RMS of the sinusoidal table (1/sqrt(2)), so both schemes start at one scale.
     """
 
     class Settings(PartSettings):
         offset: int = Field(0, ge=0, description="rows before position 0's (BART: 2)")
+        token_types: int = Field(0, ge=0, description="rows of a token-type table whose first row every token adds "
+                                                      "(BERT: 2); 0: none")
 
     def __init__(self, spec: ModelSpec, site: Site):
         super().__init__(spec, site)
         self.max_length, self.offset = spec.max_len, spec.position.offset
         self.table = nn.Embedding(spec.max_len + self.offset, spec.d_model)
         self.table.init_std = 2**-0.5
+        if spec.position.token_types:
+            self.types = nn.Embedding(spec.position.token_types, spec.d_model)
+            self.types.init_std = 2**-0.5
 
     def forward(self, x: Tensor, positions: Tensor) -> Tensor:
-        return x + self.table(positions + self.offset if self.offset else positions)
+        x = x + self.table(positions + self.offset if self.offset else positions)
+        return x + self.types.weight[0] if hasattr(self, "types") else x
 
 
 @register("none")

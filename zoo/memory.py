@@ -63,6 +63,11 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
     shared = spec.d_model * spec.tgt_vocab_size * spec.share_embeddings  # the decoder's table is the encoder's
     counted_bias = spec.logits_bias == "trained" or (buffers and spec.logits_bias == "fixed")
     generator = spec.d_model * spec.tgt_vocab_size * (not spec.tie_embeddings) + spec.tgt_vocab_size * counted_bias
+    if spec.output_transform:
+        from zoo.stacks import OutputTransform
+
+        with torch.device("meta"):
+            generator += sum(p.numel() for p in OutputTransform(spec).parameters())
     return total - shared + generator
 
 

@@ -86,6 +86,10 @@ class ModelSpec(BaseModel):
         "auto", description="a bias on the logits: trained, fixed (kept with the weights, never trained: BART's and "
                             "Marian's final_logits_bias), none; auto: trained when `bias`, else none"
     )
+    output_transform: bool = Field(
+        False, description="a dense layer, GELU and a norm (norm_type) before the output projection: BERT's masked-LM "
+                           "head"
+    )
     bias: bool = Field(True, description="biases in the linear layers")
 
     @model_validator(mode="before")

@@ -40,18 +40,34 @@ class Embedder(nn.Module):
         return self.dropout(self.norm(self.position(x, positions)))
 
 
+class OutputTransform(nn.Module):
+    """Dense, GELU, norm: BERT's transform of the last hidden states before its output projection."""
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.dense = nn.Linear(spec.d_model, spec.d_model, bias=spec.bias)
+        self.act = nn.GELU()
+        self.norm = build_part("norm_type", spec)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.norm(self.act(self.dense(x)))
+
+
 class Generator(nn.Linear):
     """The output projection to the target vocabulary, of d_model^-1/2 times the last stack's
-    output where the spec scales it (T5 1.0), with the spec's logits bias: trained, fixed (a
-    parameter the optimizer never changes, BART's final_logits_bias) or none."""
+    output where the spec scales it (T5 1.0), after the spec's output transform (BERT), with the
+    spec's logits bias: trained, fixed (a parameter the optimizer never changes, BART's
+    final_logits_bias) or none."""
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec.d_model, spec.tgt_vocab_size, bias=spec.logits_bias != "none")
         if spec.logits_bias == "fixed":
             self.bias.requires_grad_(False)
         self.scale = spec.d_model**-0.5 if spec.scale_output else 1.0
+        self.transform = OutputTransform(spec) if spec.output_transform else nn.Identity()
 
     def forward(self, x: Tensor) -> Tensor:
+        x = self.transform(x)
         return super().forward(x * self.scale if self.scale != 1.0 else x)
 
 

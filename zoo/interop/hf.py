@@ -1,11 +1,13 @@
-"""`from_hf` and `to_hf`: the encoder-decoders of `transformers` in the zoo and back, computing the
-same function.
+"""`from_hf` and `to_hf`: reference models of `transformers` in the zoo and back, computing the
+same function: the encoder-decoders T5, BART and Marian, the decoder-only GPT-2 and Llama, and the
+encoder-only BERT.
 
-A family (zoo.interop.t5, .bart, .marian) says three things: the spec a reference model's
-configuration means, the reference configuration a spec means, and a table from the zoo's
-canonical weight names to the reference's parameter names. Both key sets are checked: a reference
-weight that no entry covers (and that is not one the zoo computes itself, such as Marian's sinusoid
-tables, which are compared instead) is an error, never silently dropped.
+A family (zoo.interop.t5, .bart, .marian, .gpt2, .llama, .bert) says three things: the spec a
+reference model's configuration means, the reference configuration a spec means, and a table from
+the zoo's canonical weight names to the reference's parameter names, or to views of them (GPT-2's
+packed, transposed Conv1D weights). Both key sets are checked: a reference weight that no entry
+covers (and that is not one the zoo computes itself, such as Marian's sinusoid tables or Llama's
+rotary frequencies, which are compared instead) is an error, never silently dropped.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ class Family:
     """Reference tensors that are not trained but computed, with the values the zoo computes."""
     free: tuple[str, ...] = field(default=("attention",))
     """Spec fields the family leaves open (any attention layout computes the same function)."""
+    views: Callable[[ModelSpec, dict[str, Tensor]], dict[str, tuple[Tensor, str]]] = lambda spec, tensors: {}
+    """Named views of reference tensors (a slice, a transpose) -> (view, the tensor's name), which
+    the table may name: reading and writing them reads and writes the reference's own tensor."""
 
 
 FAMILIES: dict[str, Family] = {}
@@ -76,12 +81,15 @@ def family_of(model: nn.Module) -> Family:
 
 
 def mapped_state(family: Family, spec: ModelSpec, zoo_names: set[str], reference: dict[str, Tensor],
-                 direction: str) -> dict[str, str]:
-    """The family's table for this spec, checked both ways against the zoo's and the reference's names."""
-    table = family.names(spec)
+                 direction: str) -> tuple[dict[str, str], dict[str, Tensor]]:
+    """The family's table for this spec, checked both ways against the zoo's and the reference's
+    names, and every reference tensor or view the table may name."""
+    table, views = family.names(spec), family.views(spec, reference)
+    lookup = {**reference, **{name: view for name, (view, _) in views.items()}}
     problems = [f"the zoo's {name} has no reference weight" for name in sorted(zoo_names - table.keys())]
-    problems += [f"{ref} is not a weight of the reference" for ref in sorted(set(table.values()) - reference.keys())]
-    covered = {id(reference[ref]) for ref in table.values() if ref in reference}
+    problems += [f"{ref} is not a weight of the reference" for ref in sorted(set(table.values()) - lookup.keys())]
+    bases = {ref: views[ref][1] if ref in views else ref for ref in table.values()}
+    covered = {id(reference[base]) for base in bases.values() if base in reference}
     computed = family.computed(spec)
     problems += [f"{name} has no place in the zoo" for name, tensor in reference.items()
                  if name not in table.values() and id(tensor) not in covered and name not in computed]
@@ -92,21 +100,27 @@ def mapped_state(family: Family, spec: ModelSpec, zoo_names: set[str], reference
     if problems:
         raise ConfigError(f"{direction} ({family.name}): {'; '.join(problems[:4])}"
                           + (f"; and {len(problems) - 4} more" if len(problems) > 4 else ""))
-    return table
+    return table, lookup
 
 
-def from_hf(model: nn.Module) -> ZooModel:
+def from_hf(model: nn.Module, **overrides: Any) -> ZooModel:
     """A zoo model computing the function of a T5ForConditionalGeneration (T5 1.0 and 1.1),
-    BartForConditionalGeneration or MarianMTModel, with its weights (copied), device and mode."""
+    BartForConditionalGeneration, MarianMTModel, GPT2LMHeadModel, LlamaForCausalLM or
+    BertForMaskedLM, with its weights (copied), device and mode. `overrides` set spec fields the
+    reference's configuration leaves open (a pad_id where it has no pad token: GPT-2, Llama)."""
     family = family_of(model)
     try:
-        spec = validated(family.spec_fields(model))
+        fields = {**family.spec_fields(model), **overrides}
+        if fields.get("pad_id", 0) is None:
+            raise ValueError("pad_id: the reference's configuration has no pad token, and the zoo's batches need one; "
+                             "give zoo.from_hf(model, pad_id=ID), an id its inputs never hold")
+        spec = validated(fields)
     except ValueError as err:
         raise ConfigError(f"from_hf ({family.name}): {err}") from err
     zoo_model = build(spec, seed=0)
     reference, own = reference_tensors(model), canonical_state(zoo_model)
-    table = mapped_state(family, spec, set(own), reference, "from_hf")
-    load_canonical_state(zoo_model, {name: reference[ref].detach().reshape(own[name].shape).float().cpu()
+    table, lookup = mapped_state(family, spec, set(own), reference, "from_hf")
+    load_canonical_state(zoo_model, {name: lookup[ref].detach().reshape(own[name].shape).float().cpu()
                                      for name, ref in table.items()})
     weight = next(model.parameters())
     return zoo_model.to(device=weight.device, dtype=weight.dtype).train(model.training)
@@ -139,7 +153,8 @@ def untie(reference: nn.Module, table: dict[str, str], state: dict[str, Tensor])
     tensors = reference_tensors(reference)
     groups: dict[int, dict[int, list[str]]] = {}
     for zoo_name, ref in table.items():
-        groups.setdefault(id(tensors[ref]), {}).setdefault(id(state[zoo_name]), []).append(ref)
+        if ref in tensors:  # a view (zoo.interop.gpt2) is never one of several names of a tensor
+            groups.setdefault(id(tensors[ref]), {}).setdefault(id(state[zoo_name]), []).append(ref)
     for classes in groups.values():
         for refs in sorted(classes.values(), key=len)[:-1]:  # the largest class keeps the tensor
             fresh = nn.Parameter(tensors[refs[0]].detach().clone())
@@ -149,11 +164,11 @@ def untie(reference: nn.Module, table: dict[str, str], state: dict[str, Tensor])
 
 
 def to_hf(model: ZooModel, family: str | None = None) -> nn.Module:
-    """The reference model (T5, BART or Marian; by default the family the spec matches) computing the
+    """The reference model (T5, BART, Marian, GPT-2, Llama or BERT; by default the family the spec matches) computing the
     zoo model's function, with its weights (copied), device and mode. A spec that no family can
     express is an error naming the fields and what the nearest family has instead."""
     if family is not None and family not in FAMILIES:
-        raise ConfigError(f"to_hf family {family!r}; choices: {', '.join(FAMILIES)}")
+        raise ConfigError(f"to_hf family {family!r}; choices: {', '.join(sorted(FAMILIES))}")
     spec = model.spec
     found = {name: problems(FAMILIES[name], spec) for name in ([family] if family else FAMILIES)}
     name = min(found, key=lambda n: len(found[n]))
@@ -164,10 +179,9 @@ def to_hf(model: ZooModel, family: str | None = None) -> nn.Module:
     reference = reference_class(chosen)(chosen.config(spec))
     state = canonical_state(model)
     untie(reference, chosen.names(spec), state)
-    tensors = reference_tensors(reference)
-    table = mapped_state(chosen, spec, set(state), tensors, "to_hf")
+    table, lookup = mapped_state(chosen, spec, set(state), reference_tensors(reference), "to_hf")
     with torch.no_grad():
         for zoo_name, ref in table.items():
-            tensors[ref].copy_(state[zoo_name].reshape(tensors[ref].shape))
+            lookup[ref].copy_(state[zoo_name].reshape(lookup[ref].shape))
     weight = next(model.parameters())
     return reference.to(device=weight.device, dtype=weight.dtype).train(model.training)

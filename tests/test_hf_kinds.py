@@ -1,0 +1,147 @@
+"""The decoder-only and encoder-only references of transformers (GPT-2, Llama, BERT) in the zoo:
+the same logits with padding, the same greedy decoding for the two decoders, the same count of
+trained parameters, an exact round trip, and presets that are their architectures. Built from
+small random configurations, offline, with every weight moved away from its initial value."""
+
+import copy
+import functools
+
+import pytest
+import torch
+import transformers as hf
+
+import zoo
+from zoo.generate import never_emitted
+from zoo.memory import exact_parameters
+
+VOCAB = 12
+IDS = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
+REFERENCES = {
+    "gpt2": lambda: hf.GPT2LMHeadModel(hf.GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=2, n_head=2, n_positions=40,
+                                                     **IDS)),
+    "llama": lambda: hf.LlamaForCausalLM(hf.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, rope_parameters={"rope_type": "default", "rope_theta": 500.0},
+        **IDS)),
+    "llama-tied-head-width": lambda: hf.LlamaForCausalLM(hf.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=3, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=6, tie_word_embeddings=True, **IDS)),
+    "bert": lambda: hf.BertForMaskedLM(hf.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2,
+                                                     num_attention_heads=2, intermediate_size=32,
+                                                     max_position_embeddings=40, type_vocab_size=2)),
+}
+DECODERS = [name for name in REFERENCES if name != "bert"]
+
+
+@functools.cache
+@torch.no_grad()
+def prepared(name: str):
+    torch.manual_seed(0)
+    model = REFERENCES[name]()
+    for param in model.parameters():
+        param.add_(torch.randn_like(param) * 0.3)
+    model.eval()
+    if name in DECODERS:  # eos made likely enough that greedy rows end at different steps
+        row = model.get_output_embeddings().weight[2]
+        for _ in range(60):
+            ends = [2 in out[1:] for out in zoo.from_hf(model).generate(batch(seed=3), max_new_tokens=8).tolist()]
+            if any(ends) and not all(ends):
+                break
+            row.mul_(1.15 if not any(ends) else 0.9)
+    return model
+
+
+def reference(name: str):
+    return copy.deepcopy(prepared(name))
+
+
+def batch(seed: int = 1) -> torch.Tensor:
+    """Right-padded rows of different lengths, starting with bos."""
+    gen = torch.Generator().manual_seed(seed)
+    lengths = [7, 3, 5, 1]
+    ids = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
+    for row, n in enumerate(lengths):
+        ids[row, 0] = 1
+        ids[row, 1:n] = torch.randint(3, VOCAB, (n - 1,), generator=gen)
+    return ids
+
+
+@pytest.mark.parametrize("name", REFERENCES)
+def test_the_logits_are_the_references_with_padding(name):
+    ref, ids = reference(name), batch()
+    model = zoo.from_hf(ref)
+    with torch.no_grad():
+        expected = ref(input_ids=ids, attention_mask=(ids != 0).long()).logits
+        got = model(ids)
+    real = ids != 0
+    torch.testing.assert_close(got[real], expected[real], atol=1e-4, rtol=0)
+    for attention in zoo.registry("attention").names():
+        with torch.no_grad():
+            torch.testing.assert_close(zoo.convert(model, attention=attention)(ids)[real], expected[real],
+                                       atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("name", REFERENCES)
+def test_the_trained_parameters_are_the_references(name):
+    ref = reference(name)
+    model = zoo.from_hf(ref)
+    assert model.num_parameters() == sum(p.numel() for p in ref.parameters()) == exact_parameters(model.spec,
+                                                                                                   buffers=False)
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_greedy_decoding_is_the_references_token_for_token(name):
+    """transformers decodes left-padded prompts, the zoo right-padded ones: the same rows."""
+    ref, ids = reference(name), batch(seed=3)
+    model = zoo.from_hf(ref)
+    lengths = (ids != 0).sum(1)
+    left = torch.zeros_like(ids)
+    for row, n in enumerate(lengths.tolist()):
+        left[row, ids.size(1) - n :] = ids[row, :n]
+    expected = ref.generate(input_ids=left, attention_mask=(left != 0).long(), max_new_tokens=8, do_sample=False,
+                            suppress_tokens=never_emitted(model.spec), eos_token_id=2, pad_token_id=0)
+    got = model.generate(ids, max_new_tokens=8)
+    for ours, theirs in zip(got.tolist(), expected.tolist(), strict=True):
+        strip = lambda row: [t for t in row if t != 0]
+        assert strip(ours) == strip(theirs)
+    assert any(2 in row for row in got.tolist()) and any(2 not in row[1:] for row in got.tolist()), \
+        "some rows end at eos and some run to the limit"
+
+
+@pytest.mark.parametrize("name", REFERENCES)
+def test_to_hf_gives_back_the_same_weights_and_function(name):
+    ref = reference(name)
+    back = zoo.to_hf(zoo.from_hf(ref))
+    assert type(back) is type(ref)
+    expected, got = ref.state_dict(), back.state_dict()
+    assert expected.keys() == got.keys()
+    for key, tensor in expected.items():
+        assert torch.equal(got[key], tensor), key
+
+
+@pytest.mark.parametrize("name, config, ids, count", [
+    ("gpt2", lambda: hf.GPT2Config(pad_token_id=0), {"bos_id": 50256, "eos_id": 50256}, 124_439_808),
+    ("llama", lambda: hf.LlamaConfig(vocab_size=32000, hidden_size=4096, intermediate_size=11008,
+                                     num_hidden_layers=32, num_attention_heads=32, max_position_embeddings=4096,
+                                     pad_token_id=0), {}, 6_738_415_616),
+    ("bert", lambda: hf.BertConfig(), {}, 109_514_298),
+])
+def test_each_preset_is_its_reference_architecture(name, config, ids, count):
+    """GPT-2 (124M), Llama 2 7B and BERT-base (uncased) at their published sizes, with their
+    tokenizers' vocabularies and special ids."""
+    cls = {"gpt2": hf.GPT2LMHeadModel, "llama": hf.LlamaForCausalLM, "bert": hf.BertForMaskedLM}[name]
+    with torch.device("meta"):
+        ref = cls(config())
+    assert sum(p.numel() for p in ref.parameters()) == count
+    preset = zoo.spec(name, vocab_size=ref.config.vocab_size, **ids)
+    assert exact_parameters(preset, buffers=False) == count
+    expected = zoo.catalog.validated(zoo.interop.hf.FAMILIES[name].spec_fields(ref))
+    assert zoo.interop.hf.expressible(expected) == zoo.interop.hf.expressible(preset)
+
+
+def test_a_reference_without_a_pad_token_asks_for_one():
+    ref = hf.GPT2LMHeadModel(hf.GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=1, n_head=2, n_positions=40,
+                                           bos_token_id=1, eos_token_id=2))
+    with pytest.raises(zoo.ConfigError, match=r"from_hf \(gpt2\): pad_id"):
+        zoo.from_hf(ref)
+    assert zoo.from_hf(ref, pad_id=0).spec.pad_id == 0

@@ -1,0 +1,86 @@
+"""BERT (Devlin et al. 2019) as transformers' BertForMaskedLM holds it: an encoder-only post-norm
+stack with LayerNorm and exact GELU, learned positions with a token-type table (the zoo feeds
+segment 0), a LayerNorm on the embeddings, and the masked-LM head: a dense layer, GELU and a
+LayerNorm, then the output projection tied to the embedding, with a bias."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from zoo.interop.hf import Family, register
+from zoo.model_spec import ModelSpec
+
+
+def reference() -> type:
+    from transformers import BertForMaskedLM
+
+    return BertForMaskedLM
+
+
+def spec_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    if c.hidden_act != "gelu":
+        raise ValueError(f"BERT hidden_act {c.hidden_act!r}: the zoo's masked-LM head uses the exact GELU")
+    if c.hidden_dropout_prob != c.attention_probs_dropout_prob:
+        raise ValueError("BERT with different hidden and attention dropout has no zoo spec")
+    pad = c.pad_token_id if c.pad_token_id is not None else 0
+    start, end = (i for i in range(3) if i != pad)  # an encoder never decodes: any two other ids
+    return {
+        "kind": "encoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
+        "d_ff": c.intermediate_size, "n_encoder_layers": c.num_hidden_layers, "dropout": float(c.hidden_dropout_prob),
+        "max_len": c.max_position_embeddings, "pad_id": pad, "bos_id": start, "eos_id": end,
+        "norm": "post", "position": {"name": "learned", "token_types": c.type_vocab_size}, "attention": "fused",
+        "ffn": "gelu", "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps)}, "final_norm": False,
+        "scale_embeddings": False, "embedding_norm": True, "output_transform": True,
+        "tie_embeddings": model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight,
+        "output_bias": "trained", "bias": True,
+    }
+
+
+def config(spec: ModelSpec):
+    from transformers import BertConfig
+
+    learned = spec.position.name == "learned"
+    return BertConfig(
+        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_encoder_layers,
+        num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width, hidden_dropout_prob=spec.dropout,
+        attention_probs_dropout_prob=spec.dropout, max_position_embeddings=spec.max_len,
+        type_vocab_size=spec.position.token_types if learned else 2,
+        layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-12,
+        pad_token_id=spec.pad_id, tie_word_embeddings=spec.tie_embeddings,
+    )
+
+
+def computed(spec: ModelSpec) -> dict[str, Tensor]:
+    """Position ids 0.. and token types 0, which BERT keeps as buffers."""
+    return {"bert.embeddings.position_ids": torch.arange(spec.max_len)[None].float(),
+            "bert.embeddings.token_type_ids": torch.zeros(1, spec.max_len)}
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    emb = "bert.embeddings"
+    table = {"encoder.embed.tokens.weight": f"{emb}.word_embeddings.weight",
+             "encoder.embed.position.table.weight": f"{emb}.position_embeddings.weight",
+             "encoder.embed.position.types.weight": f"{emb}.token_type_embeddings.weight",
+             "generator.weight": "cls.predictions.decoder.weight", "generator.bias": "cls.predictions.bias",
+             "generator.transform.dense.weight": "cls.predictions.transform.dense.weight",
+             "generator.transform.dense.bias": "cls.predictions.transform.dense.bias"}
+    for part in ("weight", "bias"):
+        table[f"encoder.embed.norm.{part}"] = f"{emb}.LayerNorm.{part}"
+        table[f"generator.transform.norm.{part}"] = f"cls.predictions.transform.LayerNorm.{part}"
+        for i in range(spec.n_encoder_layers):
+            zoo, ref = f"encoder.layers.{i}", f"bert.encoder.layer.{i}"
+            table |= {f"{zoo}.self_attn.{p}.{part}": f"{ref}.attention.self.{name}.{part}"
+                      for p, name in (("q", "query"), ("k", "key"), ("v", "value"))}
+            table |= {f"{zoo}.self_attn.out.{part}": f"{ref}.attention.output.dense.{part}",
+                      f"{zoo}.self_attn_residual.norm.{part}": f"{ref}.attention.output.LayerNorm.{part}",
+                      f"{zoo}.ffn.linear1.{part}": f"{ref}.intermediate.dense.{part}",
+                      f"{zoo}.ffn.linear2.{part}": f"{ref}.output.dense.{part}",
+                      f"{zoo}.ffn_residual.norm.{part}": f"{ref}.output.LayerNorm.{part}"}
+    return table
+
+
+BERT = register(Family("bert", reference, spec_fields, config, names, computed, free=("attention", "bos_id", "eos_id")))

@@ -1,0 +1,94 @@
+"""GPT-2 (Radford et al. 2019) as transformers' GPT2LMHeadModel holds it: a decoder-only pre-norm
+stack with LayerNorm, learned positions, the tanh GELU, biased projections held as transposed
+Conv1D weights (q, k and v packed in one), and an unbiased output projection tied to the
+embedding. GPT-2 has no pad token; the zoo's batches need one: give `from_hf(model, pad_id=...)`
+an id your inputs never hold as a token, or set the configuration's pad_token_id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+
+from zoo.interop.hf import ACTIVATIONS, Family, register
+from zoo.model_spec import ModelSpec
+
+FFN = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "swish": "silu"}
+
+
+def reference() -> type:
+    from transformers import GPT2LMHeadModel
+
+    return GPT2LMHeadModel
+
+
+def spec_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    if c.scale_attn_by_inverse_layer_idx or c.reorder_and_upcast_attn or not c.scale_attn_weights:
+        raise ValueError("GPT-2 with scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn or without "
+                         "scale_attn_weights has no zoo spec")
+    ffn = ACTIVATIONS.get(c.activation_function)
+    if ffn is None or ffn not in FFN:
+        raise ValueError(f"GPT-2 activation_function {c.activation_function!r} has no zoo feed-forward part")
+    fields = {
+        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.n_embd, "n_heads": c.n_head,
+        "d_ff": c.n_inner or 4 * c.n_embd, "n_decoder_layers": c.n_layer, "dropout": float(c.resid_pdrop),
+        "max_len": c.n_positions, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
+        "norm": "pre", "position": "learned", "attention": "fused", "ffn": ffn,
+        "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_epsilon)}, "final_norm": True,
+        "scale_embeddings": False, "embedding_norm": False, "tie_embeddings": True, "output_bias": "none",
+        "bias": True,
+    }
+    return fields | {"pad_id": c.pad_token_id}  # None: from_hf asks for one
+
+
+def config(spec: ModelSpec):
+    from transformers import GPT2Config
+
+    return GPT2Config(
+        vocab_size=spec.tgt_vocab_size, n_embd=spec.d_model, n_head=spec.n_heads, n_inner=spec.ffn_width,
+        n_layer=spec.n_decoder_layers, n_positions=spec.max_len, resid_pdrop=spec.dropout, embd_pdrop=spec.dropout,
+        attn_pdrop=spec.dropout, activation_function=FFN.get(spec.ffn.name, "gelu_new"),
+        layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
+        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id,
+    )
+
+
+def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:
+    """Conv1D weights are (in, out): the zoo's (out, in) weights are their transposes, and the
+    packed c_attn holds q, k and v side by side (its bias too)."""
+    out, d = {}, spec.d_model
+    for i in range(spec.n_decoder_layers):
+        layer = f"transformer.h.{i}"
+        for part in ("weight", "bias"):
+            packed = f"{layer}.attn.c_attn.{part}"
+            if packed in tensors:
+                for j, proj in enumerate("qkv"):
+                    rows = tensors[packed][..., j * d : (j + 1) * d]
+                    out[f"{packed}:{proj}"] = (rows.T if part == "weight" else rows, packed)
+        for conv in ("attn.c_proj", "mlp.c_fc", "mlp.c_proj"):
+            name = f"{layer}.{conv}.weight"
+            if name in tensors:
+                out[f"{name}:T"] = (tensors[name].T, name)
+    return out
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    table = {"decoder.embed.tokens.weight": "transformer.wte.weight", "generator.weight": "lm_head.weight",
+             "decoder.embed.position.table.weight": "transformer.wpe.weight",
+             "decoder.norm.weight": "transformer.ln_f.weight", "decoder.norm.bias": "transformer.ln_f.bias"}
+    for i in range(spec.n_decoder_layers):
+        zoo, ref = f"decoder.layers.{i}", f"transformer.h.{i}"
+        for part in ("weight", "bias"):
+            table |= {f"{zoo}.self_attn.{p}.{part}": f"{ref}.attn.c_attn.{part}:{p}" for p in "qkv"}
+            table[f"{zoo}.self_attn_residual.norm.{part}"] = f"{ref}.ln_1.{part}"
+            table[f"{zoo}.ffn_residual.norm.{part}"] = f"{ref}.ln_2.{part}"
+        table |= {f"{zoo}.self_attn.out.weight": f"{ref}.attn.c_proj.weight:T",
+                  f"{zoo}.self_attn.out.bias": f"{ref}.attn.c_proj.bias",
+                  f"{zoo}.ffn.linear1.weight": f"{ref}.mlp.c_fc.weight:T", f"{zoo}.ffn.linear1.bias": f"{ref}.mlp.c_fc.bias",
+                  f"{zoo}.ffn.linear2.weight": f"{ref}.mlp.c_proj.weight:T",
+                  f"{zoo}.ffn.linear2.bias": f"{ref}.mlp.c_proj.bias"}
+    return table
+
+
+GPT2 = register(Family("gpt2", reference, spec_fields, config, names, free=("attention", "pad_id"), views=views))

@@ -1,0 +1,84 @@
+"""Llama (Touvron et al. 2023) as transformers' LlamaForCausalLM holds it: a decoder-only pre-norm
+stack with RMSNorm, rotary positions (the half-split pairing, rope_theta), SwiGLU, grouped-query
+attention and no biases. Like GPT-2 it has no pad token: give `from_hf(model, pad_id=...)` or
+set the configuration's pad_token_id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from zoo.interop.hf import Family, register
+from zoo.model_spec import ModelSpec
+
+
+def reference() -> type:
+    from transformers import LlamaForCausalLM
+
+    return LlamaForCausalLM
+
+
+def rope_base(c) -> float:
+    parameters = getattr(c, "rope_parameters", None) or {}
+    if parameters.get("rope_type", "default") != "default":
+        raise ValueError(f"Llama rope_type {parameters['rope_type']!r} (scaled rotary positions) has no zoo spec")
+    return float(parameters.get("rope_theta", getattr(c, "rope_theta", 10000.0)))
+
+
+def spec_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    if c.attention_bias or c.mlp_bias or c.hidden_act != "silu":
+        raise ValueError("Llama with attention_bias, mlp_bias or a hidden_act other than silu has no zoo spec")
+    fields = {
+        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
+        "n_kv_heads": c.num_key_value_heads, "head_width": c.head_dim, "d_ff": c.intermediate_size,
+        "n_decoder_layers": c.num_hidden_layers, "dropout": float(c.attention_dropout),
+        "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
+        "norm": "pre", "position": {"name": "rope", "base": rope_base(c)}, "attention": "fused", "ffn": "swiglu",
+        "norm_type": {"name": "rmsnorm", "eps": float(c.rms_norm_eps)}, "final_norm": True,
+        "scale_embeddings": False, "embedding_norm": False, "tie_embeddings": model.lm_head.weight is
+        model.model.embed_tokens.weight, "output_bias": "none", "bias": False,
+    }
+    return fields | {"pad_id": c.pad_token_id}  # None: from_hf asks for one
+
+
+def config(spec: ModelSpec):
+    from transformers import LlamaConfig
+
+    rope = spec.position.base if spec.position.name == "rope" else 10000.0
+    return LlamaConfig(
+        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
+        num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads, num_key_value_heads=spec.kv_heads,
+        head_dim=spec.d_head, max_position_embeddings=spec.max_len, attention_dropout=spec.dropout,
+        rms_norm_eps=spec.norm_type.eps if spec.norm_type.name == "rmsnorm" else 1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": rope}, tie_word_embeddings=spec.tie_embeddings,
+        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id,
+    )
+
+
+def computed(spec: ModelSpec) -> dict[str, Tensor]:
+    """The rotary frequencies Llama keeps as buffers; the zoo computes the same ones."""
+    base = spec.position.base if spec.position.name == "rope" else 10000.0
+    frequency = 1.0 / base ** (torch.arange(0, spec.d_head, 2, dtype=torch.float64) / spec.d_head)
+    return {"model.rotary_emb.inv_freq": frequency.float(), "model.rotary_emb.original_inv_freq": frequency.float()}
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    table = {"decoder.embed.tokens.weight": "model.embed_tokens.weight", "generator.weight": "lm_head.weight",
+             "decoder.norm.weight": "model.norm.weight"}
+    for i in range(spec.n_decoder_layers):
+        zoo, ref = f"decoder.layers.{i}", f"model.layers.{i}"
+        table |= {f"{zoo}.self_attn.{p}.weight": f"{ref}.self_attn.{p}_proj.weight" for p in "qkv"}
+        table |= {f"{zoo}.self_attn.out.weight": f"{ref}.self_attn.o_proj.weight",
+                  f"{zoo}.self_attn_residual.norm.weight": f"{ref}.input_layernorm.weight",
+                  f"{zoo}.ffn_residual.norm.weight": f"{ref}.post_attention_layernorm.weight",
+                  f"{zoo}.ffn.gate.weight": f"{ref}.mlp.gate_proj.weight",
+                  f"{zoo}.ffn.linear1.weight": f"{ref}.mlp.up_proj.weight",
+                  f"{zoo}.ffn.linear2.weight": f"{ref}.mlp.down_proj.weight"}
+    return table
+
+
+LLAMA = register(Family("llama", reference, spec_fields, config, names, computed,
+                        free=("attention", "pad_id", "dropout")))
