@@ -13,7 +13,8 @@ A table stands between two markers in README.md:
 `effects`: each axis's paired differences on each metric, bold where the 95% interval excludes
 zero, then which axes separate. `ranking`: every variant's mean, interval and value in each seed
 on the first metric. `interactions`: each axis's paired differences within each value of another.
-`falls`: the runs whose first metric fell most between two evaluations. `transfer` (NAME is
+`by_kind`: each axis's paired differences within each value of `model.kind`, side by side, with
+the verdict of `transfer`. `falls`: the runs whose first metric fell most between two evaluations. `transfer` (NAME is
 `A+B`, metrics one for each side): each axis's effect on both sweeps with its verdict, and the rank
 correlation of the variants.
 A results folder holds what `zoo sweep` and `zoo compare` left: sweep.yaml, ledger.jsonl,
@@ -32,6 +33,7 @@ from zoo.compare.agreement import oriented, verdict
 from zoo.compare.load import read_sweep
 from zoo.compare.stats import Estimate, axis_effects, simple_effects, variant_rows
 from zoo.compare.transfer import measure
+from zoo.metrics import goal_of
 from zoo.sweep.spec import value_text
 
 RESULTS = Path(__file__).resolve().parent
@@ -110,6 +112,26 @@ def interactions(folder: Path, metrics: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def by_kind(folder: Path, metrics: list[str]) -> str:
+    """Each axis's paired differences within each model kind side by side, and how they compare
+    (the verdicts of `transfer`, the first kind as A)."""
+    read = read_sweep(folder, metrics[0])
+    rows: dict[str, list] = {}
+    for effect in simple_effects(read.sweep, read.records):
+        if effect.given_label != "kind":
+            continue
+        for value, estimate in effect.differences:
+            label = f"{effect.label}: {value_text(value)} − {value_text(effect.reference)}"
+            rows.setdefault(label, []).append((value_text(effect.given_value), estimate))
+    kinds = [kind for kind, _ in next(iter(rows.values()))]
+    lines = [f"| difference (paired), `{metrics[0]}` | " + " | ".join(f"kind={k} [95% CI]" for k in kinds)
+             + f" | {kinds[0]} (A) against {kinds[1]} (B) |", "|---" * (len(kinds) + 2) + "|"]
+    for label, cells in rows.items():
+        first, second = (oriented(e, goal_of(metrics[0])) for _, e in cells[:2])
+        lines.append(f"| {label} | " + " | ".join(shown(e) for _, e in cells) + f" | {verdict(first, second)} |")
+    return "\n".join(lines) + f"\n\nPairs per difference: {cells[0][1].n}; bold: the interval excludes zero.\n"
+
+
 def falls(folder: Path, metrics: list[str], shown_runs: int = 4) -> str:
     """The runs whose first metric fell most between two consecutive evaluations (instability);
     runs that only rose are not listed."""
@@ -151,7 +173,8 @@ def transfer(folders: list[Path], metrics: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-KINDS = {"effects": effects, "ranking": ranking, "interactions": interactions, "falls": falls, "transfer": transfer}
+KINDS = {"effects": effects, "ranking": ranking, "interactions": interactions, "by_kind": by_kind, "falls": falls,
+         "transfer": transfer}
 
 
 def render(text: str) -> str:
