@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import zoo
-from trainkit import offline_run, tiny_experiment
+from trainkit import offline_run, task_fields, tiny_experiment
 from zoo.trainer.framing import continuations, frame
 
 DECODER = {"kind": "decoder", "n_decoder_layers": 2}
@@ -26,8 +26,10 @@ def test_a_pair_becomes_prompt_then_continuation_and_only_the_continuation_is_sc
 
 
 @pytest.mark.parametrize("kind, task, message", [
-    ("encoder", {"name": "reverse", "min_len": 3, "max_len": 6}, "model.kind encoder predicts the tokens of one sequence"),
-    ("decoder", {"name": "toy_translation"}, "task ToyTranslation has a vocabulary per side"),
+    ("encoder", {"name": "reverse", "min_len": 3, "max_len": 6}, "model.kind encoder: task Reverse trains model.kind "
+                                                                 "encoder_decoder or decoder"),
+    ("decoder", {"name": "toy_translation"}, "task ToyTranslation has a vocabulary per side; set "
+                                             "task.shared_vocab: true, or use kind encoder_decoder"),
 ])
 def test_a_kind_that_cannot_serve_the_task_is_refused_before_training(tmp_path, kind, task, message):
     with pytest.raises(zoo.ConfigError, match=message):
@@ -70,3 +72,14 @@ def test_a_decoder_only_run_resumed_ends_where_an_uninterrupted_one_ends(tmp_pat
     for name, tensor in a["model"].items():
         assert torch.equal(b["model"][name], tensor), name
     assert resumed.metrics == whole.metrics
+
+
+@pytest.mark.parametrize("task", ["toy_translation", "parallel"])
+def test_a_translation_task_with_one_vocabulary_trains_a_decoder_only_model(tmp_path, task):
+    fields = task_fields(task, shared_vocab=True)
+    result = zoo.train(tiny_experiment(tmp_path, model=DECODER, task=fields, train={"steps": 20, "eval_every": 20,
+                                                                                   "eval_size": 16}))
+    assert result.history[-1]["train/step"] == 20 and "eval/bleu" in result.metrics
+    saved = torch.load(result.checkpoint, weights_only=False)["task"]
+    restored = zoo.tasks.build_task(fields, 0, saved)
+    assert restored.src_vocab is restored.tgt_vocab

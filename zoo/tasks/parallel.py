@@ -28,6 +28,7 @@ class ParallelParams(TaskParams):
     format: CorpusFormat = Field("auto", description="pair: aligned files; tsv: SPLIT.tsv[.gz]; auto: whichever exists")
     tokenizer: TokenizerName = "bpe"
     vocab_size: int = Field(8000, ge=8, description="the most tokens of each side's vocabulary")
+    shared_vocab: bool = Field(False, description="one vocabulary learned on both sides (a decoder-only model needs one)")
     min_frequency: PositiveInt = Field(2, description="pieces seen fewer times in training become <unk>")
     lowercase: bool = False
     max_tokens: PositiveInt = Field(128, description="longer training pairs (bos and eos counted) are left out")
@@ -54,9 +55,14 @@ class Parallel(Task):
         super().__init__(params, seed)
         p = params
         train = self._split(p.train_split)[: p.train_sentences]
-        if state is None:
+        if state is None and p.shared_vocab:
+            texts = [s for s, _ in train] + [t for _, t in train]
+            self.src_vocab = self.tgt_vocab = train_codec(p.tokenizer, texts, p.vocab_size, p.min_frequency, p.lowercase)
+        elif state is None:
             self.src_vocab = train_codec(p.tokenizer, [s for s, _ in train], p.vocab_size, p.min_frequency, p.lowercase)
             self.tgt_vocab = train_codec(p.tokenizer, [t for _, t in train], p.vocab_size, p.min_frequency, p.lowercase)
+        elif p.shared_vocab:
+            self.src_vocab = self.tgt_vocab = codec_from_state(state["src_vocab"])
         else:
             self.src_vocab, self.tgt_vocab = codec_from_state(state["src_vocab"]), codec_from_state(state["tgt_vocab"])
         encoded = [(self.src_vocab.encode(s), self.tgt_vocab.encode(t)) for s, t in train]

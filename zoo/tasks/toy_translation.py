@@ -35,6 +35,8 @@ def sentence_pairs() -> list[tuple[list[str], list[str]]]:
 
 class ToyParams(TaskParams):
     eval_fraction: float = Field(0.2, gt=0.0, lt=1.0)
+    shared_vocab: bool = Field(False, description="one vocabulary of both languages' words (a decoder-only model "
+                                                  "needs one)")
 
 
 @registry("task").register("toy_translation")
@@ -47,8 +49,12 @@ class ToyTranslation(Task):
     def __init__(self, params: ToyParams, seed: int, state=None):
         super().__init__(params, seed)
         pairs = sentence_pairs()
-        self.src_vocab = Vocabulary(sorted({w for zh, _ in pairs for w in zh}), joiner=" ")
-        self.tgt_vocab = Vocabulary(sorted({w for _, en in pairs for w in en}), joiner=" ")
+        if params.shared_vocab:
+            self.src_vocab = self.tgt_vocab = Vocabulary(sorted({w for pair in pairs for side in pair for w in side}),
+                                                         joiner=" ")
+        else:
+            self.src_vocab = Vocabulary(sorted({w for zh, _ in pairs for w in zh}), joiner=" ")
+            self.tgt_vocab = Vocabulary(sorted({w for _, en in pairs for w in en}), joiner=" ")
         order = torch.randperm(len(pairs), generator=torch.Generator().manual_seed(0)).tolist()
         held_out = int(len(pairs) * params.eval_fraction)
         self.eval_pairs = [pairs[i] for i in order[:held_out]]

@@ -25,8 +25,10 @@ def check_kind_fits_task(kind: str, task) -> None:
     if kind not in task.kinds:
         raise ConfigError(f"model.kind {kind}: task {name} trains model.kind {' or '.join(task.kinds)}")
     if kind == "decoder" and task.src_vocab is not task.tgt_vocab:
+        fix = ("set task.shared_vocab: true" if "shared_vocab" in type(task.params).model_fields
+               else "use a task with one vocabulary")
         raise ConfigError(f"model.kind decoder reads source and target as one sequence in one vocabulary, but task "
-                          f"{name} has a vocabulary per side; use kind encoder_decoder, or a task with one vocabulary")
+                          f"{name} has a vocabulary per side; {fix}, or use kind encoder_decoder")
 
 
 def prompt_lengths(src: Tensor, pad_id: int) -> Tensor:

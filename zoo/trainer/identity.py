@@ -15,7 +15,7 @@ from zoo.errors import CheckpointError, ConfigError
 from zoo.experiment import PLACEHOLDER_VOCAB, ExperimentSpec, placeholder_spec
 from zoo.model_spec import ModelSpec
 
-ADDED_LATER = {"train.eval_beams": 1, "train.length_penalty": 1.0, "train.batch_tokens": None}
+ADDED_LATER = {"train.eval_beams": 1, "train.length_penalty": 1.0, "train.batch_tokens": None, "task.shared_vocab": False}
 """Fields added after run names were first written: at these defaults they stay out of the
 fingerprint, so every earlier run keeps its folder."""
 RESUMABLE = ("train.steps", "train.eval_every", "train.log_every", "train.checkpoint_every", "train.out_dir")
