@@ -108,7 +108,8 @@ def cmd_train(args: argparse.Namespace) -> None:
         print("final " + " ".join(f"{k}={v:.4g}" for k, v in result.metrics.items()))
         print(f"run directory:     {result.run_dir}")
         print(f"checkpoint:        {result.checkpoint}")
-        print(f"attention picture: {result.attention_png}")
+        if result.attention_png:  # a model with cross-attention draws one
+            print(f"attention picture: {result.attention_png}")
         if result.wandb_dir:
             runs = Path(result.wandb_dir).parent.parent
             runs = runs if runs.is_absolute() else f"./{runs}"
