@@ -10,8 +10,8 @@ import torch
 from covering import pairwise
 
 import zoo
-from zoo.generate import never_emitted
-from zoo.model_spec import KINDS
+from zoo.model.generate import never_emitted
+from zoo.specs.model_spec import KINDS
 
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # each worker its share of the cores, not all of them
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))

@@ -4,7 +4,7 @@ grid of variants (test_variants.py) and over the spec's other fields (test_spec_
 import torch
 from conftest import padded_batch, reference_greedy
 
-from zoo.generate import never_emitted
+from zoo.model.generate import never_emitted
 
 ROUNDING = 3e-5
 """float32 rounding of two computations that differ in shape (batch or length) only; a real leak

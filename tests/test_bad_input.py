@@ -17,9 +17,9 @@ import zoo
 from trainkit import run_dir_of, tiny_experiment
 from zoo import catalog
 from zoo.cli import main
-from zoo.experiment import load_experiment
 from zoo.files import check_writable_folder
-from zoo.yamlio import dump_yaml, load_yaml
+from zoo.specs.experiment import load_experiment
+from zoo.specs.yamlio import dump_yaml, load_yaml
 
 
 def cli_error(argv, capsys) -> str:
@@ -232,12 +232,12 @@ def test_a_real_bug_keeps_its_traceback(monkeypatch):
 
 
 def test_modules_and_functions_of_the_same_name_both_stay_reachable():
-    import zoo.model_spec
-    import zoo.registries
+    import zoo.specs.model_spec
+    import zoo.specs.registries
     import zoo.trainer
 
     assert callable(zoo.spec) and callable(zoo.train) and callable(zoo.registry)
-    assert zoo.model_spec.ModelSpec is zoo.ModelSpec and zoo.registries.Registry is zoo.Registry
+    assert zoo.specs.model_spec.ModelSpec is zoo.ModelSpec and zoo.specs.registries.Registry is zoo.Registry
     assert zoo.trainer.train is zoo.train
     assert os.path.basename(zoo.trainer.__file__) == "__init__.py"
 

@@ -9,7 +9,7 @@ import torch
 from conftest import padded_batch, reference_greedy
 
 import zoo
-from zoo.beam import beam_search
+from zoo.model.beam import beam_search
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 3, 4
 

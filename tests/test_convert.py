@@ -5,7 +5,7 @@ import torch
 from conftest import padded_batch, tiny
 
 import zoo
-from zoo.canonical import canonical_state
+from zoo.model.canonical import canonical_state
 
 
 def trained_like(name: str, scale: float = 0.05, **overrides) -> zoo.EncoderDecoder:

@@ -17,7 +17,7 @@ import yaml
 
 import zoo
 from trainkit import offline_run, run_dir_of, tiny_experiment
-from zoo.canonical import canonical_state
+from zoo.model.canonical import canonical_state
 from zoo.tasks import build_task
 
 TOL = 1e-5

@@ -7,7 +7,7 @@ import yaml
 from pydantic import ValidationError
 
 import zoo
-from zoo.experiment import load_experiment, with_sets
+from zoo.specs.experiment import load_experiment, with_sets
 
 ROOT = Path(__file__).parents[1]
 

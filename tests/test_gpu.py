@@ -54,7 +54,7 @@ def test_cuda_and_cpu_compute_the_same_model(name):
 
 def test_a_training_step_on_cuda_never_synchronizes(tmp_path):
     """CUDA's own sync debug mode raises on any synchronizing call during steps 2 to 5."""
-    from zoo.experiment import validate_experiment
+    from zoo.specs.experiment import validate_experiment
     from zoo.trainer.loop import Trainer
 
     experiment = tiny_experiment(tmp_path, model={"attention": "sdpa", "n_kv_heads": 1},

@@ -11,8 +11,8 @@ import torch
 import transformers as hf
 
 import zoo
-from zoo.generate import never_emitted
-from zoo.memory import exact_parameters
+from zoo.model.generate import never_emitted
+from zoo.model.memory import exact_parameters
 
 VOCAB = 12
 IDS = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
@@ -135,7 +135,7 @@ def test_each_preset_is_its_reference_architecture(name, config, ids, count):
     assert sum(p.numel() for p in ref.parameters()) == count
     preset = zoo.spec(name, vocab_size=ref.config.vocab_size, **ids)
     assert exact_parameters(preset, buffers=False) == count
-    expected = zoo.catalog.validated(zoo.interop.hf.FAMILIES[name].spec_fields(ref))
+    expected = zoo.specs.catalog.validated(zoo.interop.hf.FAMILIES[name].spec_fields(ref))
     assert zoo.interop.hf.expressible(expected) == zoo.interop.hf.expressible(preset)
 
 

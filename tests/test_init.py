@@ -7,7 +7,7 @@ import torch
 from conftest import TINY, padded_batch
 
 import zoo
-from zoo.canonical import canonical_state
+from zoo.model.canonical import canonical_state
 
 PAIRS = [
     (axis, a, b)

@@ -11,9 +11,9 @@ from test_bad_input import cli_error
 import zoo
 from trainkit import tiny_experiment
 from zoo.cli import main
-from zoo.memory import exact_parameters
+from zoo.model.memory import exact_parameters
+from zoo.specs.yamlio import load_yaml
 from zoo.sweep import load_sweep
-from zoo.yamlio import load_yaml
 
 
 def laughs(levels: int = 9) -> str:

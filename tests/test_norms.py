@@ -26,11 +26,11 @@ def test_deepnorm_of_one_stack_takes_the_papers_single_stack_formula(kind, site)
     model = zoo.build(f"{kind}.deepnorm.sinusoidal.fused.relu", seed=0, **{**TINY, "n_encoder_layers": 8,
                                                                           "n_decoder_layers": 8})
     assert getattr(model, kind).layers[5].ffn_residual.alpha == pytest.approx(2.0, abs=1e-12)
-    post = zoo.canonical.canonical_state(zoo.build(f"{kind}.post.sinusoidal.fused.relu", seed=0,
+    post = zoo.model.canonical.canonical_state(zoo.build(f"{kind}.post.sinusoidal.fused.relu", seed=0,
                                                    **{**TINY, "n_encoder_layers": 8, "n_decoder_layers": 8}))
     scaled = [name for name in post if BETA_SCALED.match(name)]
     assert len(scaled) == 8 * 4
-    for name, tensor in zoo.canonical.canonical_state(model).items():
+    for name, tensor in zoo.model.canonical.canonical_state(model).items():
         torch.testing.assert_close(tensor, (2**-1.5 if name in scaled else 1.0) * post[name], rtol=1e-6, atol=0, msg=name)
 
 
@@ -41,8 +41,8 @@ def test_deepnorm_scales_its_residual_and_the_initialization_of_the_right_weight
     (alpha_e, beta_e), (alpha_d, beta_d) = deepnorm_constants(Site(False, 6, 6)), deepnorm_constants(Site(True, 6, 6))
     assert deep.encoder.layers[3].ffn_residual.alpha == alpha_e and deep.decoder.layers[0].cross_attn_residual.alpha == alpha_d
     scaled = {"encoder": beta_e, "decoder": beta_d}
-    post_state = zoo.canonical.canonical_state(post)
-    for name, tensor in zoo.canonical.canonical_state(deep).items():
+    post_state = zoo.model.canonical.canonical_state(post)
+    for name, tensor in zoo.model.canonical.canonical_state(deep).items():
         stack = name.split(".")[0]
         expected = scaled[stack] if BETA_SCALED.match(name) else 1.0
         torch.testing.assert_close(tensor, expected * post_state[name], rtol=1e-6, atol=0, msg=name)

@@ -157,7 +157,7 @@ def test_training_scores_with_beams_and_zoo_eval_rescores_the_checkpoint(tmp_pat
 
 
 def test_shipped_multi30k_experiment_trains_de_to_en_from_a_data_dir_parameter():
-    from zoo.experiment import load_experiment
+    from zoo.specs.experiment import load_experiment
     from zoo.tasks.parallel import Parallel
 
     experiment = load_experiment("experiments/multi30k.yaml", [f"task.data_dir={MULTI30K}"])

@@ -10,8 +10,8 @@ from pydantic import ValidationError
 
 import zoo
 from trainkit import tiny_experiment
-from zoo.choices import settings_model
-from zoo.experiment import load_experiment, validate_experiment
+from zoo.specs.choices import settings_model
+from zoo.specs.experiment import load_experiment, validate_experiment
 from zoo.sweep import SweepSpec, cell_experiment, expand
 from zoo.trainer.identity import fingerprint
 

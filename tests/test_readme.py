@@ -13,7 +13,7 @@ import pytest
 from readmekit import blocks, commands, run_python
 
 from zoo.cli import build_parser, main
-from zoo.experiment import load_experiment
+from zoo.specs.experiment import load_experiment
 from zoo.sweep import expand, load_sweep, shard
 
 ROOT = Path(__file__).resolve().parents[1]

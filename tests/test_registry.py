@@ -8,7 +8,7 @@ import pytest
 from torch import nn
 
 import zoo
-from zoo.registries import Registry
+from zoo.specs.registries import Registry
 
 
 def test_axes_and_builtin_names():
@@ -53,7 +53,7 @@ PLUGIN = """
 import torch
 from torch import nn
 from zoo import PartSettings
-from zoo.registries import registry
+from zoo.specs.registries import registry
 from zoo.variants.ffn import TwoLayerFeedForward
 
 class Swish(nn.Module):

@@ -11,7 +11,7 @@ import torch
 
 import zoo
 from trainkit import run_dir_of, tiny_experiment
-from zoo.experiment import ExplosionSpec
+from zoo.specs.experiment import ExplosionSpec
 from zoo.trainer import Trainer, picture
 from zoo.trainer.guards import LossWatch
 from zoo.trainer.optim import lr_multiplier

@@ -16,7 +16,7 @@ import yaml
 
 from trainkit import read_run, tiny_experiment
 from zoo.cli import build_parser
-from zoo.experiment import load_experiment
+from zoo.specs.experiment import load_experiment
 from zoo.sweep import Ledger, SweepSpec, cell_experiment, expand, export_wandb, load_sweep, run_sweep, shard
 
 GRID = {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"], "train.optimizer.lr": [0.001, 0.003]}

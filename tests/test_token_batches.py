@@ -6,7 +6,7 @@ import torch
 
 import zoo
 from trainkit import task_fields, tiny_experiment
-from zoo.experiment import validate_experiment
+from zoo.specs.experiment import validate_experiment
 from zoo.tasks import build_task
 from zoo.tasks.token_batches import TokenPlan, cut
 from zoo.trainer.distributed import Distributed

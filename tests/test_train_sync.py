@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import zoo
 from trainkit import diverged_run, tiny_experiment
-from zoo.experiment import validate_experiment
+from zoo.specs.experiment import validate_experiment
 from zoo.trainer.loop import Trainer
 
 aten = torch.ops.aten

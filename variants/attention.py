@@ -10,10 +10,10 @@ import torch.nn.functional as F
 from einops import rearrange, repeat
 from torch import Tensor, nn
 
-from zoo.attend import attend, visible_keys
-from zoo.model_spec import ModelSpec
+from zoo.model.attend import attend, visible_keys
 from zoo.parts import Attention
-from zoo.registries import registry
+from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import registry
 
 register = registry("attention").register
 

@@ -9,9 +9,9 @@ import math
 import torch
 from torch import Tensor, nn
 
-from zoo.dropout import Dropout
-from zoo.model_spec import ModelSpec
-from zoo.registries import registry
+from zoo.model.dropout import Dropout
+from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import registry
 
 register = registry("ffn").register
 

@@ -8,9 +8,9 @@ import torch
 from pydantic import Field
 from torch import Tensor, nn
 
-from zoo.choices import PartSettings
-from zoo.model_spec import ModelSpec
-from zoo.registries import registry
+from zoo.specs.choices import PartSettings
+from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import registry
 
 register = registry("norm_type").register
 

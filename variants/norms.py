@@ -5,9 +5,9 @@ import re
 
 from torch import Tensor
 
-from zoo.model_spec import ModelSpec
 from zoo.parts import NormPlacement, Site, build_part, stack_sites
-from zoo.registries import registry
+from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import registry
 
 register = registry("norm").register
 

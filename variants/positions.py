@@ -8,10 +8,10 @@ from einops import rearrange
 from pydantic import Field, model_validator
 from torch import Tensor, nn
 
-from zoo.choices import PartSettings
-from zoo.model_spec import ModelSpec
 from zoo.parts import PositionScheme, Site
-from zoo.registries import registry
+from zoo.specs.choices import PartSettings
+from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import registry
 
 register = registry("position").register
 

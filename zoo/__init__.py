@@ -4,15 +4,15 @@
 """
 
 from zoo import interop
-from zoo.catalog import list_variants, load_spec, register_preset, resolve, spec
-from zoo.choices import Choice, PartSettings
-from zoo.convert import convert
 from zoo.errors import CheckpointError, ConfigError, DataError, Diverged, Interrupted, RunConflict, ZooError
-from zoo.experiment import ExperimentSpec, load_experiment
 from zoo.interop import from_hf, to_hf
-from zoo.model import AttentionMaps, DecoderOnly, EncoderDecoder, EncoderOnly, ZooModel, build
-from zoo.model_spec import ModelSpec
-from zoo.registries import AXES, Registry, UnknownChoiceError, registry
+from zoo.model.convert import convert
+from zoo.model.kinds import AttentionMaps, DecoderOnly, EncoderDecoder, EncoderOnly, ZooModel, build
+from zoo.specs.catalog import list_variants, load_spec, register_preset, resolve, spec
+from zoo.specs.choices import Choice, PartSettings
+from zoo.specs.experiment import ExperimentSpec, load_experiment
+from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import AXES, Registry, UnknownChoiceError, registry
 from zoo.trainer import TrainResult, load, train
 
 __all__ = [

@@ -14,15 +14,15 @@ from typing import Any
 import torch
 from pydantic import ValidationError
 
-from zoo.catalog import list_variants, name_fields, preset_chain, preset_description, resolve
-from zoo.choices import part_text, settings_text
 from zoo.cli_sweeps import cmd_compare, cmd_reproduce, cmd_sweep
 from zoo.errors import ConfigError, Interrupted, ZooError, describe_validation
-from zoo.experiment import assign, parse_sets
-from zoo.memory import exact_parameters
-from zoo.model import build
-from zoo.model_spec import ModelSpec
-from zoo.registries import AXES, NAMED_AXES, registry
+from zoo.model.kinds import build
+from zoo.model.memory import exact_parameters
+from zoo.specs.catalog import list_variants, name_fields, preset_chain, preset_description, resolve
+from zoo.specs.choices import part_text, settings_text
+from zoo.specs.experiment import assign, parse_sets
+from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import AXES, NAMED_AXES, registry
 
 
 def model_sets(sets: Sequence[str]) -> dict[str, Any]:
@@ -94,7 +94,7 @@ def cmd_build_all(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    from zoo.experiment import load_experiment
+    from zoo.specs.experiment import load_experiment
     from zoo.trainer import train
     from zoo.trainer.guards import die_with_parent
 

@@ -4,7 +4,7 @@
 - norm_type (NormType): any nn.Module mapping (..., d_model) -> (..., d_model).
 - position (PositionScheme): may add to the embeddings, rotate queries and keys, or bias scores.
 - attention (Attention): queries from x, keys/values from x or a memory, one mask convention (see
-  zoo.attend), an optional incremental cache.
+  zoo.model.attend), an optional incremental cache.
 - ffn (FeedForward): any nn.Module mapping (B, T, d_model) -> (B, T, d_model).
 
 The built-in parts subclass the base classes below (NormPlacement, PositionScheme, Attention),
@@ -15,7 +15,7 @@ model), never the name of a stack, so one part serves encoder-decoders, decoder-
 encoder-only models alike.
 
 Optional hooks (Protocols of their own), and what happens when a part omits them:
-- `Settings` (a zoo.choices.PartSettings): without it the part takes no settings.
+- `Settings` (a zoo.specs.choices.PartSettings): without it the part takes no settings.
 - `spec_problem(spec) -> str | None` (classmethod, SpecCheck): ModelSpec validation asks it, so a
   part's needs (RoPE: an even d_head) fail at the spec; without it nothing is checked.
 - `auto_width(d_model) -> int` (staticmethod of a feed-forward, AutoWidth): the width `d_ff: auto`
@@ -36,10 +36,10 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from torch import Tensor, nn
 
-from zoo.attend import KVCache
-from zoo.dropout import Dropout
-from zoo.model_spec import ModelSpec
-from zoo.registries import registry
+from zoo.model.attend import KVCache
+from zoo.model.dropout import Dropout
+from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import registry
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ class Attention(nn.Module):
     Self-attention when memory is None: the position scheme applies to queries at `positions` and
     keys at `key_positions` (the cached keys' and the new ones'; by default `positions`), and the
     cache grows. Cross-attention otherwise: keys come from the memory and are computed once per
-    cache. `mask` is a padding mask or None (see zoo.attend); `causal` hides later keys.
+    cache. `mask` is a padding mask or None (see zoo.model.attend); `causal` hides later keys.
     """
 
     def __init__(self, spec: ModelSpec):

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from common import emit, interleaved, machine, say
 
-from zoo.experiment import ExperimentSpec, validate_experiment
+from zoo.specs.experiment import ExperimentSpec, validate_experiment
 from zoo.trainer.guards import StopSignals
 from zoo.trainer.loop import Trainer
 from zoo.trainer.progress import ProgressBar

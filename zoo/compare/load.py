@@ -9,10 +9,10 @@ from typing import Any
 
 from zoo.errors import ConfigError
 from zoo.metrics import goal_of
-from zoo.registries import describe_unknown
+from zoo.specs.registries import describe_unknown
+from zoo.specs.yamlio import read_mapping
 from zoo.sweep.ledger import Ledger
 from zoo.sweep.spec import SweepSpec, expand, safe_text
-from zoo.yamlio import read_mapping
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Any
 from torch import nn
 
 from zoo.interop.hf import ACTIVATIONS, Family, register
-from zoo.model_spec import ModelSpec
+from zoo.specs.model_spec import ModelSpec
 
 NAMES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "out_proj"}
 

@@ -11,7 +11,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.interop.hf import ACTIVATIONS, Family, register
-from zoo.model_spec import ModelSpec
+from zoo.specs.model_spec import ModelSpec
 
 FFN = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "swish": "silu"}
 

@@ -20,11 +20,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.canonical import canonical_state, load_canonical_state
-from zoo.catalog import validated
 from zoo.errors import ConfigError
-from zoo.model import ZooModel, build
-from zoo.model_spec import ModelSpec
+from zoo.model.canonical import canonical_state, load_canonical_state
+from zoo.model.kinds import ZooModel, build
+from zoo.specs.catalog import validated
+from zoo.specs.model_spec import ModelSpec
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh",
                "gelu_pytorch_tanh": "gelu_tanh", "silu": "swish", "swish": "swish", "relu2": "relu2"}

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.interop.hf import Family, register
-from zoo.model_spec import ModelSpec
+from zoo.specs.model_spec import ModelSpec
 
 
 def reference() -> type:

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from zoo.interop.bart import layers, shared_config, shared_fields
 from zoo.interop.hf import Family, register
-from zoo.model_spec import ModelSpec
+from zoo.specs.model_spec import ModelSpec
 
 
 def reference() -> type:

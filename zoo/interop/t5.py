@@ -12,7 +12,7 @@ from typing import Any
 from torch import nn
 
 from zoo.interop.hf import ACTIVATIONS, Family, register
-from zoo.model_spec import ModelSpec
+from zoo.specs.model_spec import ModelSpec
 
 GATED = {"gelu": "geglu", "gelu_python": "geglu", "gelu_new": "geglu_tanh", "gelu_pytorch_tanh": "geglu_tanh",
          "relu": "reglu", "silu": "swiglu", "swish": "swiglu"}

@@ -12,10 +12,10 @@ from typing import Any
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from zoo.canonical import canonical_state, load_canonical_state
-from zoo.catalog import merge_fields
-from zoo.model import EncoderDecoder, build
-from zoo.model_spec import ModelSpec
+from zoo.model.canonical import canonical_state, load_canonical_state
+from zoo.model.kinds import EncoderDecoder, build
+from zoo.specs.catalog import merge_fields
+from zoo.specs.model_spec import ModelSpec
 
 
 def _activation(layer: nn.Module) -> str:

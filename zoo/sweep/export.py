@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from zoo.files import atomic_write
+from zoo.specs.yamlio import dump_yaml
 from zoo.sweep.spec import SweepSpec
-from zoo.yamlio import dump_yaml
 
 
 def wandb_sweep_config(sweep: SweepSpec, base_file: str) -> dict[str, Any]:

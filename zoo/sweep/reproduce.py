@@ -18,12 +18,12 @@ from typing import Any
 import torch
 
 from zoo.errors import ConfigError
-from zoo.experiment import parse_sets, with_sets
 from zoo.provenance import environment
 from zoo.records import RunRecord, read_result
+from zoo.specs.experiment import parse_sets, with_sets
+from zoo.specs.yamlio import dump_yaml, read_mapping
 from zoo.sweep.ledger import Ledger
 from zoo.sweep.spec import SweepSpec, cell_experiment, expand
-from zoo.yamlio import dump_yaml, read_mapping
 
 
 @dataclass

@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from zoo.errors import ConfigError, Interrupted, RunConflict, ZooError
-from zoo.experiment import ExperimentSpec
 from zoo.files import FolderLock, atomic_write, lock_holder
 from zoo.records import DONE, RunRecord, read_result
+from zoo.specs.experiment import ExperimentSpec
+from zoo.specs.yamlio import dump_yaml, read_mapping
 from zoo.sweep.ledger import Ledger
 from zoo.sweep.spec import Cell, SweepSpec, cell_experiment, expand, shard
 from zoo.tasks import data_digests
 from zoo.trainer.guards import signals_to
 from zoo.trainer.identity import changed_fields, changes_between, data_changes, flatten
-from zoo.yamlio import dump_yaml, read_mapping
 
 
 def threads_per_worker(workers: int) -> int:

@@ -20,10 +20,10 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from zoo.errors import ConfigError, describe_validation
-from zoo.experiment import ExperimentSpec, Strict, assign, parse_sets, validate_experiment
 from zoo.metrics import goal_of
+from zoo.specs.experiment import ExperimentSpec, Strict, assign, parse_sets, validate_experiment
+from zoo.specs.yamlio import read_mapping
 from zoo.tasks import task_params
-from zoo.yamlio import read_mapping
 
 SWEEP_OWNED = ("train.out_dir", "wandb.name", "wandb.group", "wandb.job_type", "wandb.dir", "wandb.config")
 """Experiment fields that cell_experiment sets for every cell: a grid over one would be overridden."""

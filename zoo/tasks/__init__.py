@@ -8,7 +8,7 @@ __all__ = ["Task", "Vocabulary", "build_task", "data_digests", "task_params"]
 
 def task_params(fields: dict) -> tuple[type[Task], TaskParams]:
     """The task class named by fields["name"] and its other fields validated by its own Params."""
-    from zoo.registries import registry
+    from zoo.specs.registries import registry
 
     params = dict(fields)
     cls = registry("task").get(params.pop("name"))

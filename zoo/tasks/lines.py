@@ -14,7 +14,7 @@ import torch
 from pydantic import Field, PositiveInt
 from torch import Tensor
 
-from zoo.registries import registry
+from zoo.specs.registries import registry
 from zoo.tasks.base import Task, TaskParams, Vocabulary, pad_rows, step_generator
 from zoo.tasks.corpus import find, read_lines
 from zoo.tasks.text import TokenizerName, codec_from_state, train_codec

@@ -11,7 +11,7 @@ import torch
 from pydantic import Field, PositiveInt
 from torch import Tensor
 
-from zoo.registries import registry
+from zoo.specs.registries import registry
 from zoo.tasks.base import Task, TaskParams, in_batches, pad_rows, step_generator
 from zoo.tasks.corpus import CorpusFormat, read_split, split_files
 from zoo.tasks.text import TokenizerName, codec_from_state, normalize, train_codec

@@ -9,7 +9,7 @@ from pydantic import Field, PositiveInt, model_validator
 from torch import Tensor
 
 from zoo.errors import ConfigError
-from zoo.registries import registry
+from zoo.specs.registries import registry
 from zoo.tasks.base import Task, TaskParams, Vocabulary, in_batches, pad_rows, step_generator
 
 register = registry("task").register

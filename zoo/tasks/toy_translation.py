@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from zoo.registries import registry
+from zoo.specs.registries import registry
 from zoo.tasks.base import Task, TaskParams, Vocabulary, in_batches, pad_rows, step_generator
 
 SUBJECTS = [("我", "I", False), ("你", "you", False), ("他", "he", True), ("她", "she", True),

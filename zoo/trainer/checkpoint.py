@@ -13,9 +13,9 @@ from pydantic import ValidationError
 
 from zoo.errors import CheckpointError, describe_validation
 from zoo.files import atomic_write
-from zoo.model import ZooModel, build
-from zoo.model_spec import ModelSpec
+from zoo.model.kinds import ZooModel, build
 from zoo.records import CHECKPOINT_KEYS, FORMAT, check_format, checkpoint_progress
+from zoo.specs.model_spec import ModelSpec
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from zoo.generate import default_new_tokens
-from zoo.model import ZooModel
+from zoo.model.generate import default_new_tokens
+from zoo.model.kinds import ZooModel
 from zoo.tasks.base import Task
 from zoo.trainer.framing import continuations, frame
 
@@ -83,7 +83,7 @@ def evaluate_checkpoint(path, split: str = "valid", num_beams: int = 1, length_p
     search are compared on the same weights. `sets` change the saved experiment's task (a corpus
     that moved: `task.data_dir=...`), train.eval_size or train.batch_size; any other key is refused."""
     from zoo.errors import ConfigError
-    from zoo.experiment import parse_sets, validate_experiment, with_sets
+    from zoo.specs.experiment import parse_sets, validate_experiment, with_sets
     from zoo.tasks import build_task
     from zoo.trainer.checkpoint import load, read_checkpoint
 

@@ -14,8 +14,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from zoo.inputs import check_ids
-from zoo.model_spec import ModelSpec
+from zoo.model.inputs import check_ids
+from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.framing import frame, masks

@@ -14,8 +14,8 @@ import torch
 from torch import Tensor
 
 from zoo.errors import ConfigError
-from zoo.masks import padding_mask, target_mask
-from zoo.model_spec import ModelSpec
+from zoo.model.masks import padding_mask, target_mask
+from zoo.specs.model_spec import ModelSpec
 
 
 def check_kind_fits_task(kind: str, task) -> None:
@@ -61,7 +61,7 @@ def frame(spec: ModelSpec, src: Tensor, tgt: Tensor) -> tuple[tuple[Tensor, ...]
 
 
 def masks(spec: ModelSpec, inputs: tuple[Tensor, ...]) -> tuple[Tensor | None, ...]:
-    """The padding masks of the inputs (see zoo.masks), built on the host."""
+    """The padding masks of the inputs (see zoo.model.masks), built on the host."""
     if spec.kind == "encoder_decoder":
         return padding_mask(inputs[0], spec.pad_id), target_mask(inputs[1], spec)
     if spec.kind == "encoder":

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from zoo.errors import Diverged
-from zoo.experiment import ExplosionSpec
+from zoo.specs.experiment import ExplosionSpec
 
 
 def finite_weights(model: nn.Module) -> bool:

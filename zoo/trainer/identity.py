@@ -12,8 +12,8 @@ import json
 from typing import Any
 
 from zoo.errors import CheckpointError, ConfigError
-from zoo.experiment import PLACEHOLDER_VOCAB, ExperimentSpec, placeholder_spec
-from zoo.model_spec import ModelSpec
+from zoo.specs.experiment import PLACEHOLDER_VOCAB, ExperimentSpec, placeholder_spec
+from zoo.specs.model_spec import ModelSpec
 
 ADDED_LATER = {"train.eval_beams": 1, "train.length_penalty": 1.0, "train.batch_tokens": None, "task.shared_vocab": False}
 """Fields added after run names were first written: at these defaults they stay out of the

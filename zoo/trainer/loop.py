@@ -12,13 +12,13 @@ import torch
 import torch.nn.functional as F
 
 from zoo.errors import CheckpointError, Diverged, Interrupted
-from zoo.experiment import ExperimentSpec, validate_experiment
-from zoo.memory import check_fits
 from zoo.metrics import better, curve_means
-from zoo.model import build
-from zoo.model_spec import ModelSpec
+from zoo.model.kinds import build
+from zoo.model.memory import check_fits
 from zoo.provenance import environment
 from zoo.records import CheckpointProgress, RunRecord
+from zoo.specs.experiment import ExperimentSpec, validate_experiment
+from zoo.specs.model_spec import ModelSpec
 from zoo.tasks import build_task, data_digests
 from zoo.trainer.checkpoint import restore_training, save_checkpoint, training_state
 from zoo.trainer.devices import autocast_dtype, pick_device

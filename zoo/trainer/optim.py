@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from zoo.experiment import TrainSpec
+from zoo.specs.experiment import TrainSpec
 
 
 def make_optimizer(model: nn.Module, train: TrainSpec) -> torch.optim.Optimizer:

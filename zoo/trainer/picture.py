@@ -7,8 +7,8 @@ from pathlib import Path
 
 import torch
 
-from zoo.generate import default_new_tokens
-from zoo.model import EncoderDecoder
+from zoo.model.generate import default_new_tokens
+from zoo.model.kinds import EncoderDecoder
 from zoo.tasks.base import Task
 
 MAX_TOKENS, MAX_HEADS = 48, 8

@@ -11,9 +11,9 @@ from typing import Any
 import torch
 
 from zoo.errors import ConfigError, RunConflict
-from zoo.experiment import ExperimentSpec
 from zoo.files import FolderLock, check_writable_folder
 from zoo.records import RunRecord, read_result, write_result
+from zoo.specs.experiment import ExperimentSpec
 from zoo.tasks import data_digests
 from zoo.trainer.checkpoint import read_checkpoint
 from zoo.trainer.identity import RESUMABLE, changed_fields, check_resumable, check_same_data, run_name

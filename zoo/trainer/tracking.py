@@ -8,8 +8,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from zoo.experiment import ExperimentSpec
-from zoo.model_spec import DEFAULT_KIND, ModelSpec
+from zoo.specs.experiment import ExperimentSpec
+from zoo.specs.model_spec import DEFAULT_KIND, ModelSpec
 
 
 def resolved_mode(configured: str) -> str:

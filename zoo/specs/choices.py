@@ -20,8 +20,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError, core_schema
 
-from zoo.registries import UnknownChoiceError, registry
-from zoo.yamlio import load_yaml
+from zoo.specs.registries import UnknownChoiceError, registry
+from zoo.specs.yamlio import load_yaml
 
 
 class PartSettings(BaseModel):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from zoo.attend import LayerCache
-from zoo.model_spec import ModelSpec
+from zoo.model.attend import LayerCache
 from zoo.parts import PositionScheme, Site, build_part
+from zoo.specs.model_spec import ModelSpec
 
 
 class Block(nn.Module):

@@ -1,6 +1,6 @@
 """`convert`: the same weights under a spec that differs only in weight-compatible fields.
 
-A change is weight-compatible when the new model's canonical state (see zoo.canonical) has exactly
+A change is weight-compatible when the new model's canonical state (see zoo.model.canonical) has exactly
 the keys and shapes of the old one, so every weight carries over and none is dropped: attention
 per_head <-> fused (which keeps the function exactly), but also e.g. post <-> pre norm or relu <->
 gelu (which keep the weights and change the function: useful for probing a trained model).
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from zoo.canonical import canonical_state, load_canonical_state
-from zoo.catalog import resolve
-from zoo.model import ZooModel, build
+from zoo.model.canonical import canonical_state, load_canonical_state
+from zoo.model.kinds import ZooModel, build
+from zoo.specs.catalog import resolve
 
 
 def convert(model: ZooModel, **changes: Any) -> ZooModel:

@@ -16,11 +16,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from zoo.choices import Choice, parse_choice_text, split_name
 from zoo.errors import ConfigError, describe_validation
-from zoo.model_spec import DEFAULT_KIND, KINDS, ModelSpec
-from zoo.registries import AXES, NAMED_AXES, UnknownChoiceError, load_plugins, registry
-from zoo.yamlio import load_yaml, read_mapping
+from zoo.specs.choices import Choice, parse_choice_text, split_name
+from zoo.specs.model_spec import DEFAULT_KIND, KINDS, ModelSpec
+from zoo.specs.registries import AXES, NAMED_AXES, UnknownChoiceError, load_plugins, registry
+from zoo.specs.yamlio import load_yaml, read_mapping
 
 _PRESETS: dict[str, dict[str, Any]] = {}
 _builtin_loaded = False

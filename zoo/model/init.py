@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from zoo.canonical import canonical_entries, load_canonical_state
+from zoo.model.canonical import canonical_entries, load_canonical_state
 
 
 def parameter_seed(seed: int, name: str) -> int:

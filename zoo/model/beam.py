@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from zoo.errors import ConfigError
-from zoo.generate import empty_result, eval_mode, joined, never_emitted, prepare
+from zoo.model.generate import empty_result, eval_mode, joined, never_emitted, prepare
 
 Hypothesis = tuple[float, list[int]]
 """(length-normalized score, generated ids)."""

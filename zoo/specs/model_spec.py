@@ -14,9 +14,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from zoo.choices import AxisChoice, Choice
-from zoo.registries import AXES, NAMED_AXES, registry
-from zoo.yamlio import dump_yaml
+from zoo.specs.choices import AxisChoice, Choice
+from zoo.specs.registries import AXES, NAMED_AXES, registry
+from zoo.specs.yamlio import dump_yaml
 
 Kind = Literal["encoder_decoder", "decoder", "encoder"]
 KINDS: tuple[str, ...] = ("encoder_decoder", "decoder", "encoder")

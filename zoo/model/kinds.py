@@ -19,16 +19,16 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from zoo.catalog import resolve
-from zoo.decoding import Decoding
-from zoo.init import draw_seed, initialize
-from zoo.inputs import check_ids, check_memory, check_same_batch
-from zoo.masks import padding_mask, real_tokens, target_mask
-from zoo.memory import check_fits
-from zoo.model_spec import ModelSpec
+from zoo.model.decoding import Decoding
+from zoo.model.init import draw_seed, initialize
+from zoo.model.inputs import check_ids, check_memory, check_same_batch
+from zoo.model.masks import padding_mask, real_tokens, target_mask
+from zoo.model.memory import check_fits
+from zoo.model.stacks import Generator, Stack
 from zoo.parts import stack_sites
-from zoo.registries import registry
-from zoo.stacks import Generator, Stack
+from zoo.specs.catalog import resolve
+from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import registry
 
 QUERY_WEIGHT = re.compile(r"\.(self|cross)_attn\.q\.weight$")
 
@@ -55,7 +55,7 @@ class AttentionMaps(NamedTuple):
 class ZooModel(nn.Module):
     """What every kind shares: built from a spec, its weights initialized from `seed` (by default
     one draw from torch's global generator) so that variants sharing a parameter share its initial
-    value (see zoo.init), an output projection, and decoding for the kinds that decode."""
+    value (see zoo.model.init), an output projection, and decoding for the kinds that decode."""
 
     kind: ClassVar[str]
 
@@ -91,15 +91,15 @@ class ZooModel(nn.Module):
 
     def generate(self, inputs: Tensor, max_new_tokens: int | None = None, use_cache: bool = True,
                  num_beams: int = 1, length_penalty: float = 1.0) -> Tensor:
-        """Greedy decoding (zoo.generate.greedy), or beam search with `num_beams` > 1
-        (zoo.beam.beam_search, scores divided by length ** length_penalty), through the public
+        """Greedy decoding (zoo.model.generate.greedy), or beam search with `num_beams` > 1
+        (zoo.model.beam.beam_search, scores divided by length ** length_penalty), through the public
         decoding step (`start_decoding`, `decode_step`). Without `max_new_tokens`, at most 2 x the
         input's padded length + 10 new tokens, within max_len."""
         if num_beams == 1:
-            from zoo.generate import greedy
+            from zoo.model.generate import greedy
 
             return greedy(self, inputs, max_new_tokens, use_cache)
-        from zoo.beam import beam_search
+        from zoo.model.beam import beam_search
 
         return beam_search(self, inputs, num_beams, max_new_tokens, length_penalty, use_cache)
 
@@ -135,7 +135,7 @@ class EncoderDecoder(ZooModel):
     def forward(self, src: Tensor, tgt: Tensor, padding: tuple[Tensor | None, Tensor | None] | None = None) -> Tensor:
         """Logits (B, T, tgt_vocab_size) for int64 src (B, S) and tgt (B, T).
 
-        `padding` is (src mask, tgt mask) from zoo.masks.padding_mask, built while the ids were on
+        `padding` is (src mask, tgt mask) from zoo.model.masks.padding_mask, built while the ids were on
         the host, where the ids were checked too (the trainer's batches): then nothing here reads a
         value back from the device, so a CUDA step never waits."""
         if padding is None:

@@ -24,11 +24,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from zoo.catalog import resolve
 from zoo.errors import ConfigError, describe_validation
-from zoo.model_spec import ModelSpec
-from zoo.registries import AXES, UnknownChoiceError, registry
-from zoo.yamlio import dump_yaml, load_yaml, read_mapping
+from zoo.specs.catalog import resolve
+from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import AXES, UnknownChoiceError, registry
+from zoo.specs.yamlio import dump_yaml, load_yaml, read_mapping
 
 
 class Strict(BaseModel):

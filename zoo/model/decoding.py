@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from zoo.attend import DecoderCache
+from zoo.model.attend import DecoderCache
 
 
 @dataclass

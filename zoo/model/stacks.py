@@ -8,11 +8,11 @@ import math
 import torch
 from torch import Tensor, nn
 
-from zoo.attend import DecoderCache, LayerCache
-from zoo.blocks import Block
-from zoo.dropout import Dropout
-from zoo.model_spec import ModelSpec
+from zoo.model.attend import DecoderCache, LayerCache
+from zoo.model.blocks import Block
+from zoo.model.dropout import Dropout
 from zoo.parts import Site, build_part
+from zoo.specs.model_spec import ModelSpec
 
 
 def final_norm(spec: ModelSpec) -> nn.Module:

@@ -12,7 +12,7 @@ import torch
 
 from zoo.errors import ConfigError
 from zoo.files import human_bytes
-from zoo.model_spec import ModelSpec
+from zoo.specs.model_spec import ModelSpec
 
 FLOAT_BYTES = 4
 
@@ -43,8 +43,8 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
     on the meta device (no memory used) from stacks of one and two layers: every layer after the
     first is the same as the second, so a stack of N holds one + (N - 1) x (two - one), and a
     depth of 10^6 counts as fast as 2."""
+    from zoo.model.stacks import Stack
     from zoo.parts import stack_sites
-    from zoo.stacks import Stack
 
     check_countable(spec)
     sites = stack_sites(spec)
@@ -64,7 +64,7 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
     counted_bias = spec.logits_bias == "trained" or (buffers and spec.logits_bias == "fixed")
     generator = spec.d_model * spec.tgt_vocab_size * (not spec.tie_embeddings) + spec.tgt_vocab_size * counted_bias
     if spec.output_transform:
-        from zoo.stacks import OutputTransform
+        from zoo.model.stacks import OutputTransform
 
         with torch.device("meta"):
             generator += sum(p.numel() for p in OutputTransform(spec).parameters())

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from zoo.dropout import dropout as zoo_dropout
-from zoo.masks import causal_mask
+from zoo.model.dropout import dropout as zoo_dropout
+from zoo.model.masks import causal_mask
 
 
 def visible_keys(mask: Tensor | None, causal: bool, q_len: int, k_len: int, device: torch.device) -> Tensor | None:

@@ -14,9 +14,9 @@ import torch
 from torch import Tensor
 
 from zoo.errors import ConfigError
-from zoo.inputs import check_ids
-from zoo.masks import real_tokens
-from zoo.memory import check_decoding_fits
+from zoo.model.inputs import check_ids
+from zoo.model.masks import real_tokens
+from zoo.model.memory import check_decoding_fits
 
 
 def default_new_tokens(spec, inputs: Tensor) -> int:
