@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 import zoo
 from trainkit import run_dir_of, tiny_experiment
-from zoo import catalog
 from zoo.cli import main
 from zoo.files import check_writable_folder
+from zoo.specs import catalog
 from zoo.specs.experiment import load_experiment
 from zoo.specs.yamlio import dump_yaml, load_yaml
 

@@ -95,7 +95,7 @@ def test_a_mistake_in_the_built_in_presets_names_the_real_file(monkeypatch):
     """zoo.variants is installed from the project's variants/ folder: zoo/variants/ does not exist."""
     from pathlib import Path
 
-    from zoo import catalog
+    from zoo.specs import catalog
 
     seen = []
     real = catalog.load_yaml
