@@ -1,36 +1,14 @@
 """The plain-text tasks: `lm` for decoder-only models, `mlm` (BERT's masking) for encoders."""
 
-import gzip
 import math
 
 import pytest
 import torch
 
 import zoo
-from trainkit import MULTI30K, tiny_experiment
+from trainkit import MULTI30K, text_task, tiny_experiment, write_corpus
 from zoo.tasks import build_task
 from zoo.tasks.base import Vocabulary
-
-WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "the", "dog", "ran", "in", "a", "park", "while", "birds", "sang"]
-
-
-def write_corpus(folder, name="txt", lines=200, gz=False):
-    """Deterministic lines of the words above: train, valid and test splits."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for split, count in (("train", lines), ("valid", 40), ("test", 40)):
-        text = "".join(" ".join(WORDS[(i * 7 + j * 3 + len(split)) % len(WORDS)] for j in range(3 + i % 6)) + "\n"
-                       for i in range(count))
-        path = folder / f"{split}.{name}"
-        if gz:
-            with gzip.open(f"{path}.gz", "wt", encoding="utf-8") as handle:
-                handle.write(text)
-        else:
-            path.write_text(text, encoding="utf-8")
-    return str(folder)
-
-
-def text_task(name, data_dir, **fields):
-    return {"name": name, "data_dir": data_dir, "tokenizer": "word", "vocab_size": 64, "min_frequency": 1, **fields}
 
 
 def test_mlm_chooses_15_percent_of_ordinary_tokens_and_masks_80_10_10(tmp_path):

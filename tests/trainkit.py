@@ -1,5 +1,6 @@
 """Helpers for the trainer tests: a tiny experiment and W&B's own reader of offline runs."""
 
+import gzip
 import json
 import subprocess
 import sys
@@ -80,3 +81,25 @@ def offline_run(wandb_dir) -> tuple[dict, list[dict]]:
     runs = sorted((Path(wandb_dir) / "wandb").glob("offline-run-*"))
     assert len(runs) == 1, f"expected one offline run in {wandb_dir}/wandb, found {runs}"
     return read_run(runs[0])
+
+
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "the", "dog", "ran", "in", "a", "park", "while", "birds", "sang"]
+
+
+def write_corpus(folder, name="txt", lines=200, gz=False):
+    """Deterministic lines of the words of WORDS in train, valid and test files (`lm`, `mlm`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, count in (("train", lines), ("valid", 40), ("test", 40)):
+        text = "".join(" ".join(WORDS[(i * 7 + j * 3 + len(split)) % len(WORDS)] for j in range(3 + i % 6)) + "\n"
+                       for i in range(count))
+        path = folder / f"{split}.{name}"
+        if gz:
+            with gzip.open(f"{path}.gz", "wt", encoding="utf-8") as handle:
+                handle.write(text)
+        else:
+            path.write_text(text, encoding="utf-8")
+    return str(folder)
+
+
+def text_task(name, data_dir, **fields):
+    return {"name": name, "data_dir": data_dir, "tokenizer": "word", "vocab_size": 64, "min_frequency": 1, **fields}
