@@ -6,6 +6,7 @@ import torch
 import zoo
 from trainkit import task_fields, tiny_experiment
 from zoo.tasks import build_task
+from zoo.tasks.lines import LanguageModeling, MaskedLanguageModeling
 
 TASKS = zoo.registry("task").names()
 
@@ -21,17 +22,31 @@ def well_formed(ids: torch.Tensor, vocab_size: int) -> None:
     assert (ids != 0).all(dim=0).any(), "no column is padding in every row"
 
 
+def sentences(task, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    """The sides of a batch that hold whole sentences, checked: a pair's both; `lm`'s target (its
+    source is the start token alone); `mlm`'s source (its target holds the chosen tokens only)."""
+    if isinstance(task, LanguageModeling):
+        assert src.tolist() == [[1]] * src.size(0)
+        return [tgt]
+    if isinstance(task, MaskedLanguageModeling):
+        assert src.shape == tgt.shape and ((tgt == 0) | (tgt > 2)).all() and (tgt != 0).any()
+        assert ((tgt == 0) | (src == tgt) | (src > 2)).all(), "a chosen token becomes an ordinary one or <mask>"
+        return [src]
+    return [src, tgt]
+
+
 @pytest.mark.parametrize("name", TASKS)
 def test_batches_are_well_formed_and_reproducible(name):
     task = build_task(task_fields(name), seed=3)
     src, tgt = task.train_batch(5, 8)
     assert src.size(0) == tgt.size(0) == 8
-    well_formed(src, len(task.src_vocab))
-    well_formed(tgt, len(task.tgt_vocab))
+    for side, vocab in zip(sentences(task, src, tgt), (task.src_vocab, task.tgt_vocab)):
+        well_formed(side, len(vocab))
     again = build_task(task_fields(name), seed=3).train_batch(5, 8)
     assert torch.equal(src, again[0]) and torch.equal(tgt, again[1])
-    assert not torch.equal(src, task.train_batch(6, 8)[0])
-    assert not torch.equal(src, build_task(task_fields(name), seed=4).train_batch(5, 8)[0])
+    first = sentences(task, src, tgt)[0]
+    assert not torch.equal(first, sentences(task, *task.train_batch(6, 8))[0])
+    assert not torch.equal(first, sentences(task, *build_task(task_fields(name), seed=4).train_batch(5, 8))[0])
 
 
 @pytest.mark.parametrize("name", TASKS)
@@ -39,10 +54,11 @@ def test_eval_set_is_fixed_across_seeds(name):
     one = build_task(task_fields(name), seed=0).eval_batches(20, 8)
     two = build_task(task_fields(name), seed=9).eval_batches(20, 8)
     assert [b[0].size(0) for b in one] == [8, 8, 4]
+    task = build_task(task_fields(name), seed=0)
     for (s1, t1), (s2, t2) in zip(one, two):
         assert torch.equal(s1, s2) and torch.equal(t1, t2)
-        well_formed(s1, 10**6)
-        well_formed(t1, 10**6)
+        for side in sentences(task, s1, t1):
+            well_formed(side, 10**6)
 
 
 @pytest.mark.parametrize("name, check", [

@@ -16,6 +16,9 @@ def task_fields(name: str, **overrides) -> dict:
     if name == "parallel":
         fields.update(data_dir=str(MULTI30K), valid_split="val", test_split="test_2016_flickr",
                       train_sentences=2000, vocab_size=1000)
+    if name in ("lm", "mlm"):  # one side of the corpus
+        fields.update(data_dir=str(MULTI30K), lang="en", valid_split="val", test_split="test_2016_flickr",
+                      train_sentences=2000, vocab_size=1000)
     return {**fields, **overrides}
 
 
