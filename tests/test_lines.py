@@ -67,8 +67,8 @@ def test_an_mlm_run_trains_an_encoder(tmp_path):
 
 
 @pytest.mark.parametrize("task, kind, message", [
-    ("lm", "encoder_decoder", "model.kind encoder_decoder: task LanguageModeling trains model.kind decoder"),
-    ("mlm", "decoder", "model.kind decoder: task MaskedLanguageModeling trains model.kind encoder"),
+    ("lm", "encoder_decoder", "model.kind encoder_decoder: task lm trains model.kind decoder"),
+    ("mlm", "decoder", "model.kind decoder: task mlm trains model.kind encoder"),
 ])
 def test_a_text_task_refuses_a_kind_it_does_not_train(tmp_path, task, kind, message):
     with pytest.raises(zoo.ConfigError, match=message):

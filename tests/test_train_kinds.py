@@ -26,9 +26,9 @@ def test_a_pair_becomes_prompt_then_continuation_and_only_the_continuation_is_sc
 
 
 @pytest.mark.parametrize("kind, task, message", [
-    ("encoder", {"name": "reverse", "min_len": 3, "max_len": 6}, "model.kind encoder: task Reverse trains model.kind "
+    ("encoder", {"name": "reverse", "min_len": 3, "max_len": 6}, "model.kind encoder: task reverse trains model.kind "
                                                                  "encoder_decoder or decoder"),
-    ("decoder", {"name": "toy_translation"}, "task ToyTranslation has a vocabulary per side; set "
+    ("decoder", {"name": "toy_translation"}, "task toy_translation has a vocabulary per side; set "
                                              "task.shared_vocab: true, or use kind encoder_decoder"),
 ])
 def test_a_kind_that_cannot_serve_the_task_is_refused_before_training(tmp_path, kind, task, message):

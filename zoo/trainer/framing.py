@@ -16,12 +16,14 @@ from torch import Tensor
 from zoo.errors import ConfigError
 from zoo.model.masks import padding_mask, target_mask
 from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import registry
 
 
 def check_kind_fits_task(kind: str, task) -> None:
     """The task trains the kind, and a decoder-only model reads source and target in one
     vocabulary. Checked before the model's spec takes the task's vocabularies."""
-    name = type(task).__name__
+    tasks = registry("task")
+    name = next((n for n in tasks.names() if tasks.get(n) is type(task)), type(task).__name__)
     if kind not in task.kinds:
         raise ConfigError(f"model.kind {kind}: task {name} trains model.kind {' or '.join(task.kinds)}")
     if kind == "decoder" and task.src_vocab is not task.tgt_vocab:
