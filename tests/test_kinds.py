@@ -77,3 +77,13 @@ def test_the_grid_covers_every_pair_of_values_and_the_seed_axes_in_full():
         name = ".".join(combo) if kind == "encoder_decoder" else ".".join((kind, *combo))
         assert name in GRID
     assert len(GRID) < 2 * (len(PAIRWISE) + 3 * 16), "the grid grows with pairs, not with the product"
+
+
+def test_a_decoder_only_prompt_shares_max_len_with_its_continuation():
+    """Learned positions hold max_len positions: the prompt's and the new tokens' together."""
+    model = zoo.build("decoder.pre.learned.fused.relu", seed=0, **{**TINY, "max_len": 12}).eval()
+    prompt = padded_batch([8, 3], 19, seed=2)
+    assert model.generate(prompt).size(1) <= 12, "by default, as many new tokens as fit"
+    assert model.generate(prompt, max_new_tokens=4).size(1) <= 12
+    with pytest.raises(ValueError, match="a sequence of 13 positions is longer than max_len 12"):
+        model.generate(prompt, max_new_tokens=5)

@@ -21,9 +21,11 @@ from zoo.model.memory import check_decoding_fits
 
 def default_new_tokens(spec, inputs: Tensor) -> int:
     """New tokens decoded when the caller names no number: twice the input's (padded) length plus
-    10, a length that fits a translation of the input, within max_len; decoding up to max_len
-    would cost a long step loop for short inputs whose rows never stop."""
-    return min(spec.max_len - 1, 2 * inputs.size(1) + 10)
+    10, a length that fits a translation of the input, within max_len (which a decoder-only
+    model's prompt shares); decoding up to max_len would cost a long step loop for short inputs
+    whose rows never stop."""
+    room = spec.max_len - (inputs.size(1) if spec.kind == "decoder" else 1)
+    return max(0, min(room, 2 * inputs.size(1) + 10))
 
 
 def prepare(model, inputs: Tensor, max_new_tokens: int | None, num_beams: int = 1) -> int:
@@ -38,8 +40,7 @@ def prepare(model, inputs: Tensor, max_new_tokens: int | None, num_beams: int = 
         max_new_tokens = default_new_tokens(spec, inputs)
     max_new_tokens = whole_number("max_new_tokens", max_new_tokens, 0)
     num_beams = whole_number("num_beams", num_beams, 1)
-    prompt = inputs.size(1) if spec.kind == "decoder" else 0
-    model.decoder.embed.position.check_length(prompt + 1 + max_new_tokens)
+    model.decoder.embed.position.check_length((inputs.size(1) if spec.kind == "decoder" else 1) + max_new_tokens)
     check_decoding_fits(spec, inputs.size(0), inputs.size(1), num_beams, max_new_tokens, inputs.device)
     return max_new_tokens
 
