@@ -72,13 +72,14 @@ def empty_result(model, inputs: Tensor) -> Tensor:
 
 def joined(model, inputs: Tensor, generated: Tensor) -> Tensor:
     """The output of decoding: an encoder-decoder's start column and generated ids; a decoder-only
-    model's prompts each followed by its continuation (as transformers returns them), right-padded."""
+    model's prompts each followed by its continuation (as transformers returns them), right-padded
+    to the longest row (generated ids are never the pad id, so what is not padding is the row)."""
     spec = model.spec
     if spec.kind != "decoder":
         return torch.cat([torch.full((generated.size(0), 1), spec.bos_id, dtype=torch.long, device=generated.device),
                           generated], dim=1)
-    lengths = real_tokens(inputs, spec).sum(1).tolist()
-    rows = [torch.cat([inputs[i, :n], generated[i]]) for i, n in enumerate(lengths)]
+    lengths, new = real_tokens(inputs, spec).sum(1).tolist(), (generated != spec.pad_id).sum(1).tolist()
+    rows = [torch.cat([inputs[i, :n], generated[i, :g]]) for i, (n, g) in enumerate(zip(lengths, new, strict=True))]
     out = torch.full((len(rows), max(map(len, rows))), spec.pad_id, dtype=torch.long, device=inputs.device)
     for i, row in enumerate(rows):
         out[i, : len(row)] = row
