@@ -13,8 +13,11 @@ def tanh_gelu(x):
     return F.gelu(x, approximate="tanh")
 
 
-GATED = {"swiglu": F.silu, "geglu": F.gelu, "reglu": F.relu, "geglu_tanh": tanh_gelu}
-DENSE = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": tanh_gelu, "swish": F.silu, "relu2": lambda x: F.relu(x) ** 2}
+GATED = {"swiglu": F.silu, "geglu": F.gelu, "reglu": F.relu, "geglu_tanh": tanh_gelu, "glu": torch.sigmoid,
+         "liglu": lambda x: x}
+DENSE = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": tanh_gelu, "swish": F.silu, "relu2": lambda x: F.relu(x) ** 2,
+         "elu": lambda x: torch.where(x > 0, x, x.exp() - 1),
+         "selu": lambda x: 1.0507009873554805 * torch.where(x > 0, x, 1.6732632423543772 * (x.exp() - 1))}
 
 
 def test_every_feed_forward_part_has_its_formula_here():

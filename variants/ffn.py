@@ -69,6 +69,20 @@ class SwishFeedForward(TwoLayerFeedForward):
     activation = nn.SiLU
 
 
+@register("elu")
+class ELUFeedForward(TwoLayerFeedForward):
+    """ELU, x for x > 0 and exp(x) - 1 below (Clevert et al. 2016); a row of Narang et al. 2021."""
+
+    activation = nn.ELU
+
+
+@register("selu")
+class SELUFeedForward(TwoLayerFeedForward):
+    """SELU, the scaled ELU of self-normalizing networks (Klambauer et al. 2017); a row of Narang et al. 2021."""
+
+    activation = nn.SELU
+
+
 class SquaredReLU(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return torch.relu(x).square()
@@ -128,3 +142,17 @@ class ReGLUFeedForward(GatedFeedForward):
     """ReLU gate, Shazeer 2020."""
 
     activation = nn.ReLU
+
+
+@register("glu")
+class GLUFeedForward(GatedFeedForward):
+    """Sigmoid gate: the GLU of Dauphin et al. 2017 as a feed-forward (Shazeer 2020)."""
+
+    activation = nn.Sigmoid
+
+
+@register("liglu")
+class BilinearFeedForward(GatedFeedForward):
+    """No activation on the gate: the bilinear layer of Shazeer 2020, "LiGLU" in Narang et al. 2021."""
+
+    activation = nn.Identity
