@@ -91,7 +91,9 @@ def test_report_plots_and_wandb_compare_run(tmp_path):
     assert curves["nrows"] == 8, "four variants, evaluated at steps 50 and 100"
     written = json.loads((Path(report.wandb_run) / "files" / effects["path"]).read_text())
     difference = next(row for row in written["data"] if row[2] == "difference from post")
-    assert difference[:2] == ["norm", "pre"] and difference[3:] == pytest.approx([0.2, 0.2, 0.2, 8])
+    assert difference[:2] == ["norm", "pre"] and difference[3:7] == pytest.approx([0.2, 0.2, 0.2, 8])
+    assert difference[7] < 1e-12 and difference[8] < 1e-12, "a constant difference: p and Holm p about 0"
+    assert info["summary"]["noise"]["nrows"] == 1
     assert {k for k in info["summary"] if k.startswith("plots/")} == {"plots/curves", "plots/effect_norm",
                                                                     "plots/effect_ffn"}
 
@@ -136,8 +138,9 @@ def test_cli_prints_the_table_and_where_the_report_is(tmp_path, capsys):
     assert out.splitlines()[2].split()[:2] == ["1", "norm=pre,ffn=gelu"]
     assert f"report: {sweep.directory() / 'report.md'}" in out and "effect_ffn.png" in out
     effects = {" ".join(line.split()[:4]): line.split()[4:] for line in out.splitlines() if "−" in line}
-    assert effects["norm pre − post"] == ["0.2", "[0.2,", "0.2]", "8"], "pre adds exactly 0.2 in each of 8 pairs"
-    assert effects["ffn gelu − relu"][0] == "0.055" and effects["ffn gelu − relu"][-1] == "8"
+    assert effects["norm pre − post"][:4] == ["0.2", "[0.2,", "0.2]", "8"], "pre adds exactly 0.2 in each of 8 pairs"
+    assert any(line.startswith("Seed-to-seed noise: standard deviation") for line in out.splitlines())
+    assert effects["ffn gelu − relu"][0] == "0.055" and effects["ffn gelu − relu"][3] == "8"
 
 
 def band_polygons(fig) -> dict[str, tuple[list, list, list]]:

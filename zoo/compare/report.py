@@ -9,7 +9,16 @@ from pathlib import Path
 
 from zoo.compare.load import read_sweep
 from zoo.compare.plots import curves_png, effect_png
-from zoo.compare.stats import AxisEffect, Estimate, SimpleEffect, VariantRow, axis_effects, simple_effects, variant_rows
+from zoo.compare.stats import (
+    AxisEffect,
+    Estimate,
+    SimpleEffect,
+    VariantRow,
+    axis_effects,
+    seed_noise,
+    simple_effects,
+    variant_rows,
+)
 from zoo.compare.wandb_run import Rows, log_tables
 from zoo.files import atomic_write
 from zoo.sweep.spec import SweepSpec, value_text
@@ -26,7 +35,9 @@ class Report:
     plots: list[Path]
     wandb_run: str | None
     effects_text: str = ""
-    """Each axis's paired differences with their 95% intervals, as the console shows them."""
+    """Each axis's paired differences with their 95% intervals and p-values, as the console shows them."""
+    noise: tuple[float, int] = (math.nan, 0)
+    """The metric's seed-to-seed standard deviation within a variant, pooled, and its degrees of freedom."""
 
 
 def number(x: float | None, digits: int = 4) -> str:
@@ -54,36 +65,54 @@ def table(sweep: SweepSpec, rows: list[VariantRow]) -> tuple[list[str], list[lis
     return columns, data
 
 
+HOLM = ("p: two-sided paired t-test that the difference is 0. Holm p: adjusted by Holm's step-down method over "
+        "all {m} paired differences of the sweep, so that the chance that any of them excludes 0 by chance alone "
+        "stays within the level (a difference with Holm p < 0.05 holds at 5% for the whole family).")
+
+
+def noise_line(noise: tuple[float, int]) -> str:
+    std, df = noise
+    if not df:
+        return "Seed-to-seed noise: not measured (no variant has two finished seeds)."
+    return (f"Seed-to-seed noise: standard deviation {number(std)} within a variant, pooled over variants ({df} degrees "
+            "of freedom): a difference between two variants of the same order is within what a change of seed moves.")
+
+
 def effect_lines(effects: list[AxisEffect]) -> list[str]:
     lines = []
     for effect in effects:
         lines += [f"### {effect.label} (`{effect.key}`)", "", "| value | mean | 95% CI | n |", "|---|---|---|---|"]
         for value, e in zip(effect.values, effect.estimates):
             lines.append(f"| {value_text(value)} | {number(e.mean)} | {interval(e)} | {e.n} |")
-        lines += ["", "| difference (paired) | mean | 95% CI | pairs |", "|---|---|---|---|"]
-        for value, e in effect.differences:
-            lines.append(f"| {value_text(value)} − {value_text(effect.values[0])} | {number(e.mean)} | {interval(e)} | {e.n} |")
+        lines += ["", "| difference (paired) | mean | 95% CI | pairs | p | Holm p |", "|---|---|---|---|---|---|"]
+        for (value, e), (p, adjusted) in zip(effect.differences, effect.tests, strict=True):
+            lines.append(f"| {value_text(value)} − {value_text(effect.values[0])} | {number(e.mean)} | {interval(e)} | "
+                         f"{e.n} | {number(p, 3)} | {number(adjusted, 3)} |")
         lines.append("")
     return lines
 
 
-def effects_text(effects: list[AxisEffect]) -> str:
-    """The paired difference of every axis value from the axis's first value, one line each."""
-    return text_table(["axis", "difference (paired)", "mean", "95% CI", "pairs"],
-                      [[e.label, f"{value_text(v)} − {value_text(e.values[0])}", number(d.mean), interval(d), str(d.n)]
-                       for e in effects for v, d in e.differences])
+def effects_text(effects: list[AxisEffect], noise: tuple[float, int]) -> str:
+    """The paired difference of every axis value from the axis's first value, one line each, with
+    its p-values, then the seed-to-seed noise."""
+    rows = [[e.label, f"{value_text(v)} − {value_text(e.values[0])}", number(d.mean), interval(d), str(d.n),
+             number(p, 3), number(adjusted, 3)]
+            for e in effects for (v, d), (p, adjusted) in zip(e.differences, e.tests, strict=True)]
+    return "\n".join([text_table(["axis", "difference (paired)", "mean", "95% CI", "pairs", "p", "Holm p"], rows),
+                      noise_line(noise)])
 
 
 def effect_table(effects: list[AxisEffect]) -> Rows:
-    """Each axis value's mean, then each paired difference from the first value, as table rows."""
+    """Each axis value's mean, then each paired difference from the first value with its p-values,
+    as table rows."""
     rows = []
     for effect in effects:
         first = value_text(effect.values[0])
-        rows += [[effect.label, value_text(v), "mean", e.mean, e.low, e.high, e.n]
+        rows += [[effect.label, value_text(v), "mean", e.mean, e.low, e.high, e.n, math.nan, math.nan]
                  for v, e in zip(effect.values, effect.estimates)]
-        rows += [[effect.label, value_text(v), f"difference from {first}", e.mean, e.low, e.high, e.n]
-                 for v, e in effect.differences]
-    return ["axis", "value", "kind", "mean", "ci_low", "ci_high", "n"], rows
+        rows += [[effect.label, value_text(v), f"difference from {first}", e.mean, e.low, e.high, e.n, p, adjusted]
+                 for (v, e), (p, adjusted) in zip(effect.differences, effect.tests, strict=True)]
+    return ["axis", "value", "kind", "mean", "ci_low", "ci_high", "n", "p", "holm_p"], rows
 
 
 def simple_labels(effect: SimpleEffect, value) -> list[str]:
@@ -128,7 +157,8 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     echo(f"zoo compare: {read.progress}")
     for note in notes:
         echo(f"zoo compare: {note}")
-    rows, effects = variant_rows(sweep, records), axis_effects(sweep, records)
+    rows, effects, noise = variant_rows(sweep, records), axis_effects(sweep, records), seed_noise(sweep, records)
+    family = sum(len(e.differences) for e in effects)
     simple = simple_effects(sweep, records)
     interaction = ["## Effect of each axis at each value of another", "",
                    "Where an effect depends on another choice, the marginal effect above averages it away; here "
@@ -143,7 +173,8 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
              *(f"- Note: {note}" for note in notes), *([""] if notes else []), "## Variants", "",
              *markdown_table(columns, data_rows), "", "## Effect of each axis", "",
              "Each value's mean over every other grid value and seed; differences are paired over runs that "
-             "share every other grid value and the seed.", "", *effect_lines(effects), *interaction, "## Plots", "",
+             "share every other grid value and the seed.", "", HOLM.format(m=family), "", noise_line(noise), "",
+             *effect_lines(effects), *interaction, "## Plots", "",
              *(f"![{p.stem}]({p.name})" for p in plots), ""]
     markdown = sweep_dir / f"report{suffix}.md"
     atomic_write(markdown, "\n".join(lines))
@@ -151,7 +182,9 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     run = None
     if mode != "disabled":
         tables = {"comparison": (columns, data_rows), "effects": effect_table(effects), "curves": curve_table(rows),
+                  "noise": (["metric", "seed_std", "df"], [[sweep.metric, noise[0], noise[1]]]),
                   **({"interactions": simple_rows(simple)} if simple else {})}
         run = log_tables(base.get("wandb") or {}, sweep.name, "compare", f"{sweep.name}-compare{suffix}", sweep_dir,
                          mode, sweep.model_dump(mode="json"), tables, plots)
-    return Report(rows, effects, simple, text_table(columns, data_rows), markdown, plots, run, effects_text(effects))
+    return Report(rows, effects, simple, text_table(columns, data_rows), markdown, plots, run,
+                  effects_text(effects, noise), noise)

@@ -84,6 +84,45 @@ class AxisEffect:
     estimates: list[Estimate]
     differences: list[tuple[Any, Estimate]]
     """(value, its difference from values[0]) for every other value, paired."""
+    tests: list[tuple[float, float]] = field(default_factory=list)
+    """(p, Holm-adjusted p) of each difference, in the order of `differences`; the family is every
+    paired difference of every axis of the sweep."""
+
+
+def p_value(e: Estimate) -> float:
+    """Two-sided p of the paired t-test that the mean difference is 0; nan below two pairs. A
+    difference that is the same in every pair is certain: p 1 when it is 0, else 0."""
+    if e.n < 2 or not math.isfinite(e.std) or not math.isfinite(e.mean):
+        return math.nan
+    if e.std == 0:
+        return 1.0 if e.mean == 0 else 0.0
+    return float(2 * stats.t.sf(abs(e.mean) / (e.std / math.sqrt(e.n)), e.n - 1))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment (Holm 1979), in the order given: the i-th smallest of m p-values
+    becomes max over j <= i of min(1, (m - j + 1) p_(j)). It bounds the chance of any false
+    discovery in the family by the level, for any dependence between the tests. A nan (too few
+    pairs) stays nan and does not count in m."""
+    order = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    adjusted, running = [math.nan] * len(p_values), 0.0
+    for rank, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p))
+        adjusted[i] = running
+    return adjusted
+
+
+def seed_noise(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> tuple[float, int]:
+    """The seed-to-seed standard deviation of the metric within a variant, pooled over the variants
+    with two or more finished seeds, and its degrees of freedom: the noise floor below which a
+    difference between variants cannot be told from a change of seed."""
+    groups: dict[str, list[float]] = {}
+    for record, value in finished_values(sweep, records):
+        if math.isfinite(value):
+            groups.setdefault(record["variant"], []).append(value)
+    spread = [(len(v) - 1, float(np.var(v, ddof=1))) for v in groups.values() if len(v) > 1]
+    df = sum(d for d, _ in spread)
+    return (math.sqrt(sum(d * var for d, var in spread) / df) if df else math.nan), df
 
 
 def curve_metric(metric: str) -> str:
@@ -171,13 +210,18 @@ def finished_values(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list
 
 def axis_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[AxisEffect]:
     """For every grid key: each value's mean over all other grid values and seeds, and its paired
-    difference from the key's first value."""
+    difference from the key's first value, with its p-value and the Holm-adjusted one over every
+    difference of every key."""
     labels, finished = sweep.labels(), finished_values(sweep, records)
     effects = []
     for key, values in sweep.grid.items():
         per_value = [[v for r, v in finished if r["assignment"][key] == value] for value in values]
         effects.append(AxisEffect(key, labels[key], list(values), [Estimate.of(v) for v in per_value],
                                   paired_differences(finished, key, list(values))))
+    raw = [p_value(e) for effect in effects for _, e in effect.differences]
+    adjusted = iter(zip(raw, holm(raw), strict=True))
+    for effect in effects:
+        effect.tests = [next(adjusted) for _ in effect.differences]
     return effects
 
 

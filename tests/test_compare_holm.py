@@ -1,0 +1,47 @@
+"""Many axes and values make some intervals exclude zero by chance: `zoo compare` reports each
+paired difference's p-value beside its Holm-adjusted one, and the seed-to-seed noise floor."""
+
+import math
+
+import pytest
+import sweepkit
+from scipy import stats
+
+from zoo.compare.load import read_sweep
+from zoo.compare.stats import Estimate, axis_effects, holm, p_value, seed_noise
+
+
+def test_holm_adjusts_a_known_family():
+    """m = 4: sorted 0.005, 0.01, 0.03, 0.04 become 4 x 0.005, 3 x 0.01, 2 x 0.03, and 1 x 0.04
+    raised to the 0.06 before it (the adjustment never falls with rank)."""
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.2, math.nan, 0.9]) == pytest.approx([0.4, math.nan, 0.9], nan_ok=True), "nan is not counted"
+    assert holm([0.5, 0.6]) == [1.0, 1.0], "capped at 1"
+    assert holm([]) == []
+
+
+def test_the_p_value_is_the_paired_t_test():
+    differences = [0.3, -0.1, 0.4, 0.2, 0.25]
+    assert p_value(Estimate.of(differences)) == pytest.approx(stats.ttest_1samp(differences, 0.0).pvalue, rel=1e-12)
+    assert math.isnan(p_value(Estimate.of([0.2]))), "one pair tests nothing"
+    assert p_value(Estimate.of([0.0, 0.0, 0.0])) == 1.0
+    assert p_value(Estimate.of([0.2, 0.2, 0.2])) < 1e-12
+
+
+def test_compare_adjusts_over_every_difference_of_the_sweep_and_measures_the_seed_noise(tmp_path):
+    """Three axes; seeds move the metric by (seed - 1.5) / 10 in every variant, so the pooled
+    seed-to-seed standard deviation is that of (-0.15, -0.05, 0.05, 0.15) with 8 x 3 degrees of
+    freedom; the family is the 1 + 2 + 1 paired differences."""
+    def value(a, seed):
+        return (0.3 * (a["model.norm"] == "pre") + 0.01 * ["relu", "gelu", "swish"].index(a["model.ffn"])
+                + 0.0 * (a["model.position"] == "learned") + (seed - 1.5) / 10)
+
+    sweep = sweepkit.write_sweep(tmp_path, "holm", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu", "swish"],
+                                                     "model.position": ["sinusoidal", "learned"]}, [0, 1, 2, 3], value)
+    read = read_sweep(sweep.directory())
+    effects = axis_effects(read.sweep, read.records)
+    raw = [p for e in effects for p, _ in e.tests]
+    assert [a for e in effects for _, a in e.tests] == pytest.approx(holm(raw))
+    assert len(raw) == 4
+    std, df = seed_noise(read.sweep, read.records)
+    assert df == 12 * 3 and std == pytest.approx(stats.tstd([-0.15, -0.05, 0.05, 0.15]))
