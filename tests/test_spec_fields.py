@@ -2,6 +2,8 @@
 scale and bias, the decoder's start token, position layouts): every invariant of the grid holds with
 each of them, in every attention layout, and each does what its description says."""
 
+import math
+
 import pytest
 import torch
 from conftest import TINY, padded_batch
@@ -29,6 +31,8 @@ FIELD_CASES = {
     "start_is_eos": {"bos_id": 2},
     "sinusoid_halves": {"position": {"name": "sinusoidal", "layout": "halves"}},
     "learned_offset": {"position": {"name": "learned", "offset": 2}},
+    "attention_softcap": {"attn_softcap": 0.5},
+    "logit_softcap": {"logit_softcap": 0.5},
 }
 ATTENTION = zoo.registry("attention").names()
 CASES = [(case, attention) for case in FIELD_CASES for attention in ATTENTION]
@@ -127,3 +131,19 @@ def test_learned_positions_with_an_offset_read_their_rows_past_it():
     torch.testing.assert_close(position(x, torch.tensor([[1, 2, 3]])), position.table.weight[3:6][None])
     with pytest.raises(ValueError, match="longer than max_len 40"):
         position.prepare(41)
+
+
+def test_soft_caps_bound_scores_and_logits_by_tanh():
+    """cap tanh(x / cap): no logit reaches the cap; the attention kernel caps the scaled scores
+    before the mask (a score of 1000 becomes 0.5)."""
+    model = built("logit_softcap").eval()
+    src, tgt = padded_batch([7, 4], 19, seed=1), padded_batch([5, 6], 19, seed=2)
+    with torch.no_grad():
+        logits = model(src, tgt)
+        plain = zoo.convert(model, logit_softcap=None)(src, tgt)
+    assert logits.abs().max() < 0.5 and torch.allclose(logits, 0.5 * torch.tanh(plain / 0.5), atol=1e-6)
+    from zoo.model.attend import attend
+
+    q, k, v = torch.ones(1, 1, 1, 4), torch.tensor([[[[1000.0] * 4, [0.0] * 4]]]), torch.eye(2)[None, None, :, :2]
+    _, weights = attend(q, k, v.expand(1, 1, 2, 2), None, need_weights=True, scale=1.0, softcap=0.5)
+    torch.testing.assert_close(weights[0, 0, 0], torch.softmax(torch.tensor([0.5 * math.tanh(4000 / 0.5), 0.0]), 0))

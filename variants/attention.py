@@ -55,7 +55,7 @@ class PackedHeads(Attention):
         """n_heads query heads over kv_heads key/value heads, by the zoo's reference `attend`."""
         if self.group > 1:
             k, v = (repeat(t, "b g t d -> b (g r) t d", r=self.group) for t in (k, v))
-        return attend(q, k, v, mask, bias, self.attention_dropout(), need_weights, causal, self.scale)
+        return attend(q, k, v, mask, bias, self.attention_dropout(), need_weights, causal, self.scale, self.softcap)
 
 
 @register("fused")
@@ -102,12 +102,13 @@ class SDPAttention(FusedAttention):
     (ALiBi, T5) go in as one additive float mask whose hidden entries are the dtype's most negative
     finite value, exactly as the reference does, so a row that is all padding attends uniformly and
     stays finite (a bool mask would give NaN there). Attention maps (need_weights) come from the
-    reference, since the kernels do not return weights.
+    reference, since the kernels do not return weights, and so does attention with soft-capped
+    scores, which no kernel computes.
     """
 
     def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None,
                need_weights: bool, causal: bool):
-        if need_weights:
+        if need_weights or self.softcap is not None:  # the kernels neither return weights nor cap scores
             return super().kernel(q, k, v, mask, bias, need_weights, causal)
         q_len, k_len = q.size(-2), k.size(-2)
         options = {"dropout_p": self.attention_dropout(), "enable_gqa": self.group > 1,

@@ -197,7 +197,8 @@ class Attention(nn.Module):
     d_model x (n_heads * d_head), which initialization, `zoo.convert` and interop share. With
     grouped-query attention (n_kv_heads < n_heads) query head h uses key/value head
     h // (n_heads / n_kv_heads), and the cache holds key/value heads only. Scores are scaled by
-    `scale`: 1 / sqrt(d_head), or 1 where the spec does not scale them (T5).
+    `scale`: 1 / sqrt(d_head), or 1 where the spec does not scale them (T5), then soft-capped
+    where the spec caps them (`softcap`, Gemma 2).
 
     forward(x, memory=None, *, mask, causal=False, position=None, positions=None, key_positions=None,
     cache=None, need_weights=False) returns (out (B, T, d_model), weights (B, H, Tq, Tk) or None).
@@ -214,6 +215,7 @@ class Attention(nn.Module):
         self.kv_width = self.kv_heads * self.d_head
         self.q_width = spec.attention_width
         self.scale = self.d_head**-0.5 if spec.scale_scores else 1.0
+        self.softcap = spec.attn_softcap
         self.param_kinds = ("weight", "bias") if spec.bias else ("weight",)
         self.dropout = spec.dropout
 

@@ -38,11 +38,14 @@ def attend(
     need_weights: bool = False,
     causal: bool = False,
     scale: float | None = None,
+    softcap: float | None = None,
 ) -> tuple[Tensor, Tensor | None]:
-    """softmax(scale q k^T + bias) v for q (B, H, Tq, d), k and v (B, H, Tk, d); `scale` is
-    1 / sqrt(d) unless given (T5: 1)."""
+    """softmax(softcap(scale q k^T) + bias) v for q (B, H, Tq, d), k and v (B, H, Tk, d); `scale`
+    is 1 / sqrt(d) unless given (T5: 1); `softcap` c maps scores s to c tanh(s / c) (Gemma 2)."""
     scale = q.size(-1) ** -0.5 if scale is None else scale
     scores = torch.einsum("bhqd,bhkd->bhqk", q * scale if scale != 1.0 else q, k)
+    if softcap is not None:
+        scores = softcap * torch.tanh(scores / softcap)
     if bias is not None:
         scores = scores + bias
     mask = visible_keys(mask, causal, q.size(-2), k.size(-2), q.device)

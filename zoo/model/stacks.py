@@ -57,7 +57,7 @@ class Generator(nn.Linear):
     """The output projection to the target vocabulary, of d_model^-1/2 times the last stack's
     output where the spec scales it (T5 1.0), after the spec's output transform (BERT), with the
     spec's logits bias: trained, fixed (a parameter the optimizer never changes, BART's
-    final_logits_bias) or none."""
+    final_logits_bias) or none; soft-capped where the spec caps logits (Gemma 2)."""
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec.d_model, spec.tgt_vocab_size, bias=spec.logits_bias != "none")
@@ -65,10 +65,12 @@ class Generator(nn.Linear):
             self.bias.requires_grad_(False)
         self.scale = spec.d_model**-0.5 if spec.scale_output else 1.0
         self.transform = OutputTransform(spec) if spec.output_transform else nn.Identity()
+        self.softcap = spec.logit_softcap
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.transform(x)
-        return super().forward(x * self.scale if self.scale != 1.0 else x)
+        logits = super().forward(x * self.scale if self.scale != 1.0 else x)
+        return logits if self.softcap is None else self.softcap * torch.tanh(logits / self.softcap)
 
 
 class Stack(nn.Module):

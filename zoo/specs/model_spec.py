@@ -86,6 +86,13 @@ class ModelSpec(BaseModel):
         "auto", description="a bias on the logits: trained, fixed (kept with the weights, never trained: BART's and "
                             "Marian's final_logits_bias), none; auto: trained when `bias`, else none"
     )
+    attn_softcap: float | None = Field(
+        None, gt=0.0, description="cap tanh(s / cap) on the scaled attention scores s, before any position bias and "
+                                  "mask (Gemma 2: 50); null: none"
+    )
+    logit_softcap: float | None = Field(
+        None, gt=0.0, description="cap tanh(z / cap) on the output logits z (Gemma 2: 30); null: none"
+    )
     output_transform: bool = Field(
         False, description="a dense layer, GELU and a norm (norm_type) before the output projection: BERT's masked-LM "
                            "head"
