@@ -64,6 +64,8 @@ class TrainSpec(Strict):
     warmup_steps: NonNegativeInt = 30
     grad_clip: PositiveFloat | None = 1.0
     label_smoothing: float = Field(0.0, ge=0.0, lt=1.0)
+    z_loss: float = Field(0.0, ge=0.0, description="PaLM's penalty on the squared log-partition of the logits, "
+                                                   "added to the training loss (PaLM: 1e-4); 0: none")
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field("auto", description="auto: bf16 on CUDA, fp32 on CPU")

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from zoo.errors import CheckpointError, Diverged, Interrupted
 from zoo.metrics import better, curve_means
@@ -28,6 +27,7 @@ from zoo.trainer.feed import Batch, BatchFeed
 from zoo.trainer.framing import check_kind_fits_task, sequence_lengths
 from zoo.trainer.guards import LossWatch, StopSignals, finite_weights, signals_to
 from zoo.trainer.lengths import check_lengths
+from zoo.trainer.objective import training_loss_sum
 from zoo.trainer.optim import make_optimizer, make_schedule
 from zoo.trainer.picture import try_cross_attention_png
 from zoo.trainer.progress import ProgressBar
@@ -138,8 +138,7 @@ class Trainer:
         autocast = torch.autocast(self.device.type, self.amp_dtype) if self.amp_dtype else nullcontext()
         with autocast:
             logits = self.forward(*batch.inputs, batch.padding)
-        loss_sum = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten(), ignore_index=pad,
-                                   label_smoothing=t.label_smoothing, reduction="sum")
+        loss_sum = training_loss_sum(logits, batch.labels, pad, t.label_smoothing, t.z_loss)
         # DDP averages gradients over ranks, so each rank scales its sum to give the global mean.
         loss = loss_sum * self.dist.world / batch.tokens
         self.optimizer.zero_grad(set_to_none=True)
