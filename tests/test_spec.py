@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import COMBOS
+from conftest import GRID
 from pydantic import ValidationError
 
 import zoo
@@ -93,9 +93,11 @@ def test_final_norm_auto_follows_the_placement(norm):
     assert zoo.ModelSpec(vocab_size=10, norm="pre").uses_final_norm
 
 
-@pytest.mark.parametrize("name", COMBOS)
+@pytest.mark.parametrize("name", GRID)
 def test_round_trips_dict_json_yaml(name, tmp_path):
-    spec = zoo.spec(name, src_vocab_size=30, tgt_vocab_size=40, d_model=64, n_heads=4, final_norm=True, tie_embeddings=True)
+    one_stack = name.startswith(("decoder.", "encoder."))  # one vocabulary
+    sizes = {"vocab_size": 30} if one_stack else {"src_vocab_size": 30, "tgt_vocab_size": 40}
+    spec = zoo.spec(name, **sizes, d_model=64, n_heads=4, final_norm=True, tie_embeddings=True)
     assert spec.name == name
     assert zoo.ModelSpec.model_validate(spec.model_dump()) == spec
     assert zoo.ModelSpec.model_validate_json(spec.model_dump_json()) == spec

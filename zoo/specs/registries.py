@@ -31,10 +31,18 @@ RESERVED = ("encoder_decoder", "decoder", "encoder")
 T = TypeVar("T")
 
 
+def swapped(typed: str, choice: str) -> bool:
+    """Whether `typed` is `choice` with two neighbouring letters swapped (`gleu` for `gelu`): the
+    likeliest typo, which a similarity ratio can rank below a shorter name (`glu`)."""
+    diff = [i for i, (a, b) in enumerate(zip(typed, choice)) if a != b]
+    return (len(typed) == len(choice) and len(diff) == 2 and diff[1] == diff[0] + 1
+            and typed[diff[0]] == choice[diff[1]] and typed[diff[1]] == choice[diff[0]])
+
+
 def describe_unknown(kind: str, name: object, choices: Iterable[str]) -> str:
     """The one message for an unknown choice: what was asked, a close match, and every choice."""
     choices = sorted(choices)
-    close = difflib.get_close_matches(str(name), choices, n=1, cutoff=0.6)
+    close = [c for c in choices if swapped(str(name), c)] or difflib.get_close_matches(str(name), choices, n=1, cutoff=0.6)
     hint = f"; did you mean '{close[0]}'?" if close else ";"
     return f"unknown {kind} '{name}'{hint} choices: {', '.join(choices)}"
 
