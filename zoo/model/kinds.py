@@ -22,9 +22,9 @@ from torch import Tensor, nn
 from zoo.model.decoding import Decoding
 from zoo.model.init import draw_seed, initialize
 from zoo.model.inputs import check_ids, check_memory, check_same_batch
-from zoo.model.masks import padding_mask, real_tokens, target_mask
+from zoo.model.masks import input_masks, padding_mask, real_tokens, target_mask
 from zoo.model.memory import check_fits
-from zoo.model.stacks import Generator, Stack
+from zoo.model.stacks import Generator, Stack, model_stack
 from zoo.parts import stack_sites
 from zoo.specs.catalog import resolve
 from zoo.specs.model_spec import ModelSpec
@@ -68,11 +68,8 @@ class ZooModel(nn.Module):
         self.spec = spec
         sites = stack_sites(spec)
         with torch.random.fork_rng(devices=[]):  # construction's own draws are replaced by initialize
-            if "encoder" in sites:
-                self.encoder = Stack(spec, spec.src_vocab_size, spec.n_encoder_layers, sites["encoder"])
-            if "decoder" in sites:
-                self.decoder = Stack(spec, spec.tgt_vocab_size, spec.n_decoder_layers, sites["decoder"],
-                                     cross="encoder" in sites)
+            for name in sites:  # `encoder` and/or `decoder`
+                setattr(self, name, model_stack(spec, name, sites))
             self.generator = Generator(spec)
         if spec.share_embeddings:
             self.decoder.embed.tokens.weight = self.encoder.embed.tokens.weight
@@ -140,7 +137,7 @@ class EncoderDecoder(ZooModel):
         value back from the device, so a CUDA step never waits."""
         if padding is None:
             self._check_pair(src, tgt)
-            padding = (padding_mask(src, self.spec.pad_id), target_mask(tgt, self.spec))
+            padding = input_masks(self.spec, (src, tgt))
         memory = self.encoder(src, padding[0])[0]
         return self.generator(self.decoder(tgt, padding[1], memory, padding[0])[0])
 
@@ -198,7 +195,7 @@ class DecoderOnly(ZooModel):
         the host, as the encoder-decoder's is."""
         if padding is None:
             check_ids("ids", ids, self.spec.tgt_vocab_size)
-            padding = (target_mask(ids, self.spec),)
+            padding = input_masks(self.spec, (ids,))
         return self.generator(self.decoder(ids, padding[0])[0])
 
     def attention_maps(self, ids: Tensor) -> AttentionMaps:
@@ -221,7 +218,7 @@ class EncoderOnly(ZooModel):
         """Logits (B, T, vocab) of every position, each seeing the whole row but its padding."""
         if padding is None:
             check_ids("ids", ids, self.spec.src_vocab_size)
-            padding = (padding_mask(ids, self.spec.pad_id),)
+            padding = input_masks(self.spec, (ids,))
         return self.generator(self.encoder(ids, padding[0])[0])
 
     def attention_maps(self, ids: Tensor) -> AttentionMaps:

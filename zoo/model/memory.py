@@ -43,16 +43,15 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
     on the meta device (no memory used) from stacks of one and two layers: every layer after the
     first is the same as the second, so a stack of N holds one + (N - 1) x (two - one), and a
     depth of 10^6 counts as fast as 2."""
-    from zoo.model.stacks import Stack
+    from zoo.model.stacks import model_stack
     from zoo.parts import stack_sites
 
     check_countable(spec)
     sites = stack_sites(spec)
 
     def count(name: str, layers: int) -> int:
-        vocab = spec.src_vocab_size if name == "encoder" else spec.tgt_vocab_size
         with torch.device("meta"):
-            part = Stack(spec, vocab, layers, sites[name], cross=name == "decoder" and "encoder" in sites)
+            part = model_stack(spec, name, sites, layers)
         return sum(t.numel() for t in (*(p for p in part.parameters() if buffers or p.requires_grad),
                                         *(part.buffers() if buffers else ())))
 

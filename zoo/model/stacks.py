@@ -111,3 +111,13 @@ class Stack(nn.Module):
                                None if cache is None else cache.layers[i], need_weights)
             maps.append(weights)
         return self.norm(x), maps
+
+
+def model_stack(spec: ModelSpec, name: str, sites: dict[str, Site], layers: int | None = None) -> Stack:
+    """The model's stack `name` (see zoo.parts.stack_sites): the encoder reads the source
+    vocabulary, the decoder the target's and cross-attends where the model has an encoder; its
+    depth is the site's unless `layers` says otherwise (counting parameters from small stacks)."""
+    site = sites[name]
+    vocab = spec.src_vocab_size if name == "encoder" else spec.tgt_vocab_size
+    return Stack(spec, vocab, site.layers if layers is None else layers, site,
+                 cross=name == "decoder" and "encoder" in sites)

@@ -15,10 +15,11 @@ import torch
 from torch import Tensor
 
 from zoo.model.inputs import check_ids
+from zoo.model.masks import input_masks
 from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task
 from zoo.trainer.distributed import Distributed
-from zoo.trainer.framing import frame, masks
+from zoo.trainer.framing import frame
 
 
 class Batch(NamedTuple):
@@ -52,7 +53,7 @@ class BatchFeed:
         inputs, labels = frame(spec, src, tgt)
         tokens = max(1, int((labels != spec.pad_id).sum()))  # a batch may hold none (masked LM, rarely)
         inputs, labels = tuple(self.dist.shard(t) for t in inputs), self.dist.shard(labels)
-        batch = Batch(inputs, masks(spec, inputs), labels, tokens)
+        batch = Batch(inputs, input_masks(spec, inputs), labels, tokens)
         self._ready = (step, Batch(tuple(map(self._to_device, batch.inputs)), tuple(map(self._to_device, batch.padding)),
                                    self._to_device(labels), tokens))
 

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from zoo.errors import ConfigError
-from zoo.model.masks import padding_mask, target_mask
+from zoo.model.masks import real_tokens
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
 
@@ -33,13 +33,15 @@ def check_kind_fits_task(kind: str, task) -> None:
                           f"{name} has a vocabulary per side; {fix}, or use kind encoder_decoder")
 
 
-def prompt_lengths(src: Tensor, pad_id: int) -> Tensor:
-    return (src != pad_id).sum(1)
+def prompt_lengths(spec: ModelSpec, src: Tensor) -> Tensor:
+    """Tokens of each right-padded prompt, counted as the model's decoding counts them."""
+    return real_tokens(src, spec).sum(1)
 
 
-def joined(src: Tensor, tgt: Tensor, pad_id: int) -> Tensor:
+def sequences(spec: ModelSpec, src: Tensor, tgt: Tensor) -> Tensor:
     """Each row's source tokens, then its target's tokens after the bos, right-padded."""
-    src_len, tgt_len = prompt_lengths(src, pad_id), (tgt[:, 1:] != pad_id).sum(1)
+    pad_id = spec.pad_id
+    src_len, tgt_len = prompt_lengths(spec, src), (tgt[:, 1:] != pad_id).sum(1)
     width = int((src_len + tgt_len).max())
     out = torch.full((src.size(0), src.size(1) + tgt.size(1)), pad_id, dtype=src.dtype, device=src.device)
     out[:, : src.size(1)] = src
@@ -56,19 +58,10 @@ def frame(spec: ModelSpec, src: Tensor, tgt: Tensor) -> tuple[tuple[Tensor, ...]
         return (src, tgt[:, :-1]), tgt[:, 1:]
     if spec.kind == "encoder":
         return (src,), tgt
-    sequence = joined(src, tgt, spec.pad_id)
+    sequence = sequences(spec, src, tgt)
     labels = sequence[:, 1:].clone()
-    prompt = torch.arange(labels.size(1), device=src.device)[None] < (prompt_lengths(src, spec.pad_id) - 1)[:, None]
+    prompt = torch.arange(labels.size(1), device=src.device)[None] < (prompt_lengths(spec, src) - 1)[:, None]
     return (sequence[:, :-1],), labels.masked_fill(prompt, spec.pad_id)
-
-
-def masks(spec: ModelSpec, inputs: tuple[Tensor, ...]) -> tuple[Tensor | None, ...]:
-    """The padding masks of the inputs (see zoo.model.masks), built on the host."""
-    if spec.kind == "encoder_decoder":
-        return padding_mask(inputs[0], spec.pad_id), target_mask(inputs[1], spec)
-    if spec.kind == "encoder":
-        return (padding_mask(inputs[0], spec.pad_id),)
-    return (target_mask(inputs[0], spec),)
 
 
 def continuations(spec: ModelSpec, src: Tensor, generated: Tensor) -> list[list[int]]:
@@ -76,7 +69,7 @@ def continuations(spec: ModelSpec, src: Tensor, generated: Tensor) -> list[list[
     rows = generated.tolist()
     if spec.kind == "encoder_decoder":
         return [row[1:] for row in rows]
-    return [row[n:] for row, n in zip(rows, prompt_lengths(src, spec.pad_id).tolist(), strict=True)]
+    return [row[n:] for row, n in zip(rows, prompt_lengths(spec, src).tolist(), strict=True)]
 
 
 def sequence_lengths(spec: ModelSpec, src_len: int, tgt_len: int) -> tuple[int, int]:
