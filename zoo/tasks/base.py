@@ -96,6 +96,26 @@ def step_generator(seed: int, step: int, stream: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed((seed * 1_000_003 + step) * 7919 + stream)
 
 
+class EpochOrder:
+    """The rows of a training set in a new random order each epoch, a pure function of (seed,
+    epoch); the current epoch's order is kept. Batches walk it without gaps across epochs."""
+
+    def __init__(self, seed: int, size: int):
+        self.seed, self.size = seed, size
+        self._epoch: tuple[int, list[int]] | None = None
+
+    def order(self, epoch: int) -> list[int]:
+        if self._epoch is None or self._epoch[0] != epoch:
+            generator = step_generator(self.seed, epoch, stream=1)
+            self._epoch = (epoch, torch.randperm(self.size, generator=generator).tolist())
+        return self._epoch[1]
+
+    def rows(self, step: int, batch_size: int) -> list[int]:
+        """The row indices of the batch of `step`."""
+        return [self.order(position // self.size)[position % self.size]
+                for position in range(step * batch_size, (step + 1) * batch_size)]
+
+
 def metric_prefix(split: str) -> str:
     """Metrics of the "valid" split are logged as eval/*, those of any other split under its name."""
     return "eval" if split == "valid" else split

@@ -15,7 +15,7 @@ from pydantic import Field, PositiveInt
 from torch import Tensor
 
 from zoo.specs.registries import registry
-from zoo.tasks.base import Task, TaskParams, Vocabulary, pad_rows, step_generator
+from zoo.tasks.base import EpochOrder, Task, TaskParams, Vocabulary, pad_rows, step_generator
 from zoo.tasks.corpus import find, read_lines
 from zoo.tasks.text import TokenizerName, codec_from_state, train_codec
 
@@ -64,17 +64,18 @@ class TextLines(Task):
         train = self._split(p.train_split)[: p.train_sentences]
         codec = (train_codec(p.tokenizer, train, p.vocab_size, p.min_frequency, p.lowercase) if state is None
                  else codec_from_state(state["vocab"]))
-        self.src_vocab = self.tgt_vocab = self.wrap(codec)
+        self.codec, self.src_vocab = codec, self.wrap(codec)
+        self.tgt_vocab = self.src_vocab
         self.train_lines = [ids for ids in map(codec.encode, train) if len(ids) <= p.max_tokens]
         if not self.train_lines:
             raise ValueError(f"task.max_tokens {p.max_tokens}: no training line is that short")
-        self._epoch: tuple[int, list[int]] | None = None
+        self.order = EpochOrder(self.seed, len(self.train_lines))
 
     def wrap(self, codec):
         return codec
 
     def state(self) -> dict[str, Any]:
-        return {"vocab": getattr(self.src_vocab, "codec", self.src_vocab).state()}
+        return {"vocab": self.codec.state()}
 
     @classmethod
     def splits(cls, params: LinesParams) -> tuple[str, ...]:
@@ -93,12 +94,7 @@ class TextLines(Task):
         return self.example_lengths(longest)
 
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
-        rows, n = [], len(self.train_lines)
-        for position in range(step * batch_size, (step + 1) * batch_size):
-            epoch = position // n
-            if self._epoch is None or self._epoch[0] != epoch:
-                self._epoch = (epoch, torch.randperm(n, generator=step_generator(self.seed, epoch, stream=1)).tolist())
-            rows.append(self.train_lines[self._epoch[1][position % n]])
+        rows = [self.train_lines[i] for i in self.order.rows(step, batch_size)]
         return self.examples(pad_rows(rows), step_generator(self.seed, step, stream=2))
 
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
@@ -108,7 +104,7 @@ class TextLines(Task):
         p = self.params
         stem = p.valid_split if split == "valid" else p.test_split
         lines = self._split(stem)[: size if split == "valid" else p.test_size]
-        ids = sorted((getattr(self.src_vocab, "codec", self.src_vocab).encode(line) for line in lines), key=len)
+        ids = sorted(map(self.codec.encode, lines), key=len)
         draws = zlib.crc32(stem.encode()) % 65521  # a seed of the split alone, small enough for step_generator
         return [self.examples(pad_rows(ids[start : start + batch_size]), step_generator(draws, start, stream=3))
                 for start in range(0, len(ids), batch_size)]

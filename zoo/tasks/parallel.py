@@ -7,12 +7,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import torch
 from pydantic import Field, PositiveInt
 from torch import Tensor
 
 from zoo.specs.registries import registry
-from zoo.tasks.base import Task, TaskParams, in_batches, pad_rows, step_generator
+from zoo.tasks.base import EpochOrder, Task, TaskParams, in_batches, pad_rows
 from zoo.tasks.corpus import CorpusFormat, read_split, split_files
 from zoo.tasks.text import TokenizerName, codec_from_state, normalize, train_codec
 from zoo.tasks.token_batches import TokenPlan
@@ -69,7 +68,7 @@ class Parallel(Task):
         self.train_pairs = [(s, t) for s, t in encoded if max(len(s), len(t)) <= p.max_tokens]
         if not self.train_pairs:
             raise ValueError(f"task.max_tokens {p.max_tokens}: no training pair is that short")
-        self._epoch: tuple[int, list[int]] | None = None
+        self.order = EpochOrder(self.seed, len(self.train_pairs))
         self._plans: dict[tuple[int, int], TokenPlan] = {}
 
     def longest_training(self) -> tuple[int, int]:
@@ -89,16 +88,8 @@ class Parallel(Task):
         p = self.params
         return cached_split(p.data_dir, stem, p.src_lang, p.tgt_lang, p.format)
 
-    def _order(self, epoch: int) -> list[int]:
-        if self._epoch is None or self._epoch[0] != epoch:
-            gen = step_generator(self.seed, epoch, stream=1)
-            self._epoch = (epoch, torch.randperm(len(self.train_pairs), generator=gen).tolist())
-        return self._epoch[1]
-
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
-        rows, n = [], len(self.train_pairs)
-        for position in range(step * batch_size, (step + 1) * batch_size):
-            rows.append(self.train_pairs[self._order(position // n)[position % n]])
+        rows = [self.train_pairs[i] for i in self.order.rows(step, batch_size)]
         return pad_rows([s for s, _ in rows]), pad_rows([t for _, t in rows])
 
     def token_batch(self, step: int, budget: int, multiple: int = 1) -> tuple[Tensor, Tensor]:
