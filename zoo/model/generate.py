@@ -19,12 +19,17 @@ from zoo.model.masks import real_tokens
 from zoo.model.memory import check_decoding_fits
 
 
+def start_columns(spec, inputs: Tensor) -> int:
+    """Positions taken before the first new token: the start token, or a decoder-only model's prompt."""
+    return inputs.size(1) if spec.kind == "decoder" else 1
+
+
 def default_new_tokens(spec, inputs: Tensor) -> int:
     """New tokens decoded when the caller names no number: twice the input's (padded) length plus
     10, a length that fits a translation of the input, within max_len (which a decoder-only
     model's prompt shares); decoding up to max_len would cost a long step loop for short inputs
     whose rows never stop."""
-    room = spec.max_len - (inputs.size(1) if spec.kind == "decoder" else 1)
+    room = spec.max_len - start_columns(spec, inputs)
     return max(0, min(room, 2 * inputs.size(1) + 10))
 
 
@@ -40,7 +45,7 @@ def prepare(model, inputs: Tensor, max_new_tokens: int | None, num_beams: int = 
         max_new_tokens = default_new_tokens(spec, inputs)
     max_new_tokens = whole_number("max_new_tokens", max_new_tokens, 0)
     num_beams = whole_number("num_beams", num_beams, 1)
-    model.decoder.embed.position.check_length((inputs.size(1) if spec.kind == "decoder" else 1) + max_new_tokens)
+    model.decoder.embed.position.check_length(start_columns(spec, inputs) + max_new_tokens)
     check_decoding_fits(spec, inputs.size(0), inputs.size(1), num_beams, max_new_tokens, inputs.device)
     return max_new_tokens
 
