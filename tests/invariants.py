@@ -11,6 +11,17 @@ ROUNDING = 3e-5
 of padding or of later tokens moves logits by orders of magnitude more."""
 
 
+@torch.no_grad()
+def away_from_init(model, seed: int = 0):
+    """The model with every trained parameter moved by noise, so that parts which start as the
+    identity (ReZero's scalar 0, Fixup's zeroed projections) are checked doing something."""
+    generator = torch.Generator().manual_seed(seed)
+    for param in model.parameters():
+        if param.requires_grad:
+            param.add_(0.1 * torch.randn(param.shape, generator=generator))
+    return model
+
+
 def with_bos(tgt: torch.Tensor, bos: int = 1) -> torch.Tensor:
     return torch.cat([torch.full((tgt.size(0), 1), bos), tgt[:, :-1]], dim=1)
 

@@ -93,3 +93,82 @@ def test_a_norm_type_shows_in_the_name_only_when_not_the_default():
     assert eps.name == "pre.learned.per_head.gelu.layernorm+eps=1e-06" and zoo.spec(eps.name, vocab_size=9) == eps
     with pytest.raises(zoo.ConfigError, match="'rmsnrm' in a canonical name names no later axis; choices: norm_type"):
         zoo.spec("pre.learned.per_head.gelu.rmsnrm", vocab_size=9)
+
+
+def sublayer_pair(model):
+    """The encoder's first block's two sublayer parts, and two functions to wrap."""
+    block = model.encoder.layers[0]
+    return block.self_attn_residual, block.ffn_residual, torch.tanh, torch.sin
+
+
+@pytest.mark.parametrize("norm_type", ["layernorm", "rmsnorm"])
+def test_rezero_starts_at_zero_and_scales_the_branch(norm_type):
+    plain = zoo.build("rezero.sinusoidal.fused.relu", seed=0, **TINY)
+    first, _, f, _ = sublayer_pair(plain)
+    assert first.scale.item() == 0.0 and not plain.spec.uses_final_norm
+    assert not any(isinstance(m, (torch.nn.LayerNorm, torch.nn.RMSNorm)) for m in plain.modules())
+    x = torch.randn(2, 5, 16)
+    torch.testing.assert_close(first(x, f), x, rtol=0, atol=0)
+    with torch.no_grad():
+        first.scale.fill_(0.3)
+    torch.testing.assert_close(first(x, f), x + 0.3 * f(x))
+    normed = zoo.build("rezero+norm=true.sinusoidal.fused.relu", seed=0, **{**TINY, "norm_type": norm_type})
+    first, _, f, _ = sublayer_pair(normed)
+    assert isinstance(first.norm, zoo.registry("norm_type").get(norm_type)) and normed.spec.uses_final_norm
+    with torch.no_grad():
+        first.scale.fill_(0.3)
+    torch.testing.assert_close(first(x, f), x + 0.3 * f(first.norm(x)))
+
+
+def test_layerscale_scales_each_channel_from_its_setting():
+    model = zoo.build("layerscale+init=0.01.sinusoidal.fused.relu", seed=0, **TINY)
+    first, _, f, _ = sublayer_pair(model)
+    assert torch.equal(first.scale, torch.full((16,), 0.01)) and model.spec.uses_final_norm
+    x = torch.randn(2, 5, 16)
+    torch.testing.assert_close(first(x, f), x + first.scale * f(first.norm(x)))
+
+
+def test_parallel_sums_its_sublayers_over_one_normalized_input():
+    model = zoo.build("parallel.sinusoidal.fused.relu", seed=0, **TINY)
+    first, second, f, g = sublayer_pair(model)
+    with torch.no_grad():
+        first.norm.weight.mul_(2.0)
+    assert isinstance(second.norm, torch.nn.Identity), "one norm per block: the first sublayer's"
+    x = torch.randn(2, 5, 16)
+    h = first.norm(x)
+    torch.testing.assert_close(type(first).compose(x, [(first, f), (second, g)]), x + f(h) + g(h))
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
+    assert len(norms) == TINY["n_encoder_layers"] + TINY["n_decoder_layers"] + 2, "one per block, two final"
+    block = model.decoder.layers[0]  # the cross-attention reads LN(x), not the self-attention's output
+    memory = torch.randn(2, 4, 16)
+    y, _ = block(x, None, model.decoder.embed.position, torch.arange(5)[None], torch.arange(5)[None], memory)
+    h = block.self_attn_residual.norm(x)
+    self_out = block.self_attn(h, mask=None, causal=True, position=model.decoder.embed.position,
+                               positions=torch.arange(5)[None])[0]
+    cross_out = block.cross_attn(h, memory, mask=None)[0]
+    torch.testing.assert_close(y, x + self_out + cross_out + block.ffn(h))
+
+
+def test_fixup_zeroes_each_branchs_last_weight_and_scales_the_rest():
+    sizes = {**TINY, "n_encoder_layers": 2, "n_decoder_layers": 3}
+    fixup = zoo.model.canonical.canonical_state(zoo.build("fixup.sinusoidal.fused.relu", seed=4, **sizes))
+    post = zoo.model.canonical.canonical_state(zoo.build("post.sinusoidal.fused.relu", seed=4, **sizes))
+    branches = 2 * 2 + 3 * 3
+    zeroed = scaled = 0
+    for name, tensor in post.items():
+        if name.endswith(("attn.out.weight", "ffn.linear2.weight")):
+            assert not fixup[name].any(), name
+            zeroed += 1
+        elif name.endswith(("attn.v.weight", "ffn.linear1.weight")):
+            torch.testing.assert_close(fixup[name], branches**-0.5 * tensor, rtol=1e-6, atol=0, msg=name)
+            scaled += 1
+        elif name in fixup:
+            torch.testing.assert_close(fixup[name], tensor, rtol=0, atol=0, msg=name)
+    assert zeroed == scaled == 2 * 2 + 3 * 3, "per encoder layer 2 branches, per decoder layer 3"
+    model = zoo.build("fixup.sinusoidal.fused.relu", seed=4, **TINY)
+    first, _, f, _ = sublayer_pair(model)
+    assert not any(isinstance(m, torch.nn.LayerNorm) for m in model.modules())
+    with torch.no_grad():
+        first.in_bias.fill_(0.5), first.multiplier.fill_(2.0), first.out_bias.fill_(-1.0)
+    x = torch.randn(2, 5, 16)
+    torch.testing.assert_close(first(x, f), x + 2.0 * f(x + 0.5) - 1.0)

@@ -142,7 +142,7 @@ class BareFeedForward(nn.Module):  # no base class, no auto_width
 
 @zoo.registry("norm").register("bare_norm")
 class BareNorm(nn.Module):  # no base class: no wants_final_norm, no init_gain
-    def __init__(self, spec, site):
+    def __init__(self, spec, site, index):
         super().__init__()
         self.norm = nn.LayerNorm(spec.d_model)
 

@@ -1,11 +1,15 @@
 """Axis `norm`: where the normalization (LN: the spec's norm_type) sits around each sublayer F
-(attention or feed-forward)."""
+(attention or feed-forward), and how a block's sublayers combine."""
 
 import re
+from collections.abc import Sequence
 
-from torch import Tensor
+import torch
+from pydantic import Field
+from torch import Tensor, nn
 
-from zoo.parts import NormPlacement, Site, build_part, stack_sites
+from zoo.parts import NormPlacement, Site, Step, build_part, stack_sites
+from zoo.specs.choices import PartSettings
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
 
@@ -44,8 +48,8 @@ class SandwichNorm(NormPlacement):
 
     wants_final_norm = True
 
-    def __init__(self, spec: ModelSpec, site: Site):
-        super().__init__(spec, site)
+    def __init__(self, spec: ModelSpec, site: Site, index: int = 0):
+        super().__init__(spec, site, index)
         self.out_norm = build_part("norm_type", spec)
 
     def forward(self, x: Tensor, sublayer) -> Tensor:
@@ -74,8 +78,8 @@ class DeepNorm(NormPlacement):
     """LN(alpha x + F(x)) with the feed-forward, value and output projections initialized with gain
     beta (Wang et al. 2022, DeepNet); alpha and beta depend on the model's kind and depths."""
 
-    def __init__(self, spec: ModelSpec, site: Site):
-        super().__init__(spec, site)
+    def __init__(self, spec: ModelSpec, site: Site, index: int = 0):
+        super().__init__(spec, site, index)
         self.alpha = deepnorm_constants(site)[0]
 
     def forward(self, x: Tensor, sublayer) -> Tensor:
@@ -87,3 +91,93 @@ class DeepNorm(NormPlacement):
         if found is None:
             return 1.0
         return deepnorm_constants(stack_sites(spec)[found.group(1)])[1]
+
+
+@register("rezero")
+class ReZero(NormPlacement):
+    """x + a F(x), one learned scalar a per sublayer starting at 0, so every block starts as the
+    identity (Bachlechner et al. 2020). With `norm`, x + a F(LN(x)) and a final norm: Narang et
+    al. 2021's "ReZero + LayerNorm" (or "+ RMSNorm", by the spec's norm_type)."""
+
+    class Settings(PartSettings):
+        norm: bool = Field(False, description="normalize the sublayer's input (the spec's norm_type)")
+
+    @classmethod
+    def wants_final_norm(cls, spec: ModelSpec) -> bool:
+        return spec.norm.norm
+
+    def __init__(self, spec: ModelSpec, site: Site, index: int = 0):
+        super().__init__(spec, site, index, normalizes=spec.norm.norm)
+        self.scale = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x: Tensor, sublayer) -> Tensor:
+        return x + self.scale * self.dropout(sublayer(self.norm(x)))
+
+
+@register("layerscale")
+class LayerScale(NormPlacement):
+    """x + diag(l) F(LN(x)): Pre-LN with a learned scale per channel starting small (Touvron et
+    al. 2021, CaiT, which starts at 0.1 up to 18 layers and lower for deeper models)."""
+
+    wants_final_norm = True
+
+    class Settings(PartSettings):
+        init: float = Field(0.1, gt=0.0, description="the initial value of every channel's scale")
+
+    def __init__(self, spec: ModelSpec, site: Site, index: int = 0):
+        super().__init__(spec, site, index)
+        self.scale = nn.Parameter(torch.full((spec.d_model,), spec.norm.init))
+
+    def forward(self, x: Tensor, sublayer) -> Tensor:
+        return x + self.scale * self.dropout(sublayer(self.norm(x)))
+
+
+FIXUP_ZEROED = re.compile(r"\.((self|cross)_attn\.out|ffn\.(\w+\.)*linear2)\.weight$")
+"""The last weight of each residual branch, which Fixup starts at zero."""
+FIXUP_SCALED = re.compile(r"\.((self|cross)_attn\.v|ffn\.(\w+\.)*(linear1|gate))\.weight$")
+"""The other weights on each branch's path from input to output (values; the feed-forward's first layer)."""
+
+
+@register("fixup")
+class Fixup(NormPlacement):
+    """x + s F(x + b1) + b2 with no normalization: scalar biases b1, b2 (starting at 0) and a scalar
+    multiplier s (starting at 1), each branch's last weight starting at 0 and its other weights
+    scaled by L^(-1/2), L the model's number of residual branches (Zhang et al. 2019, Fixup, with
+    m = 2 layers per branch; for attention the value and output projections)."""
+
+    def __init__(self, spec: ModelSpec, site: Site, index: int = 0):
+        super().__init__(spec, site, index, normalizes=False)
+        self.in_bias = nn.Parameter(torch.zeros(()))
+        self.multiplier = nn.Parameter(torch.ones(()))
+        self.out_bias = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x: Tensor, sublayer) -> Tensor:
+        return x + self.multiplier * self.dropout(sublayer(x + self.in_bias)) + self.out_bias
+
+    @classmethod
+    def init_gain(cls, spec: ModelSpec, name: str) -> float:
+        if FIXUP_ZEROED.search(name):
+            return 0.0
+        if FIXUP_SCALED.search(name):
+            encoder, decoder = spec.depths
+            return (2 * encoder + (3 if encoder else 2) * decoder) ** -0.5
+        return 1.0
+
+
+@register("parallel")
+class Parallel(NormPlacement):
+    """x + sum_i F_i(LN(x)): the block's sublayers read one normalized input and their outputs are
+    summed into the residual (GPT-J, PaLM), so one norm serves the block (the first sublayer's
+    part holds it). In a decoder block with cross-attention, the cross-attention's queries are the
+    same LN(x), not the self-attention's output: the memory and this layer's self-attention reach
+    each other only in the next layer."""
+
+    wants_final_norm = True
+
+    def __init__(self, spec: ModelSpec, site: Site, index: int = 0):
+        super().__init__(spec, site, index, normalizes=index == 0)
+
+    @classmethod
+    def compose(cls, x: Tensor, steps: Sequence[Step]) -> Tensor:
+        h = steps[0][0].norm(x)
+        return x + sum(part.dropout(sublayer(h)) for part, sublayer in steps)

@@ -1,6 +1,6 @@
 """The small fixed interfaces between axes, written down as typing Protocols.
 
-- norm (NormPlacement): wraps one sublayer with its residual connection and normalization.
+- norm (NormPlacement): wraps a block's sublayers with their residual connections and normalization.
 - norm_type (NormType): any nn.Module mapping (..., d_model) -> (..., d_model).
 - position (PositionScheme): may add to the embeddings, rotate queries and keys, or bias scores.
 - attention (Attention): queries from x, keys/values from x or a memory, one mask convention (see
@@ -8,7 +8,7 @@
 - ffn (FeedForward): any nn.Module mapping (B, T, d_model) -> (B, T, d_model).
 
 The built-in parts subclass the base classes below (NormPlacement, PositionScheme, Attention),
-which implement the Protocols (WrapsSublayer, EncodesPositions, Attends) with defaults; a plugin
+which implement the Protocols (WrapsSublayers, EncodesPositions, Attends) with defaults; a plugin
 may subclass them too, or implement a Protocol from scratch. Norm placements and position
 schemes are built knowing their `Site` (is the stack's self-attention causal, how deep is the
 model), never the name of a stack, so one part serves encoder-decoders, decoder-only and
@@ -22,15 +22,18 @@ Optional hooks (Protocols of their own), and what happens when a part omits them
   resolves to; without it, 4 d_model.
 - `init_std` (float attribute of an nn.Embedding a part holds, InitStd): the std of its normal
   initial draw; without it, 1.
-- `wants_final_norm` (bool class attribute of a placement): whether `final_norm: auto` adds a
-  norm after the last block; without it, no.
+- `wants_final_norm` (bool class attribute of a placement, or a classmethod of the spec where
+  the part's settings decide): whether `final_norm: auto` adds a norm after the last block;
+  without it, no.
+- `compose(x, steps) -> Tensor` (classmethod of a placement): how a block's sublayers combine;
+  without it, in turn (see compose_sublayers).
 - `init_gain(spec, name) -> float` (classmethod of a placement): the gain of the initial draw of
   a canonical parameter; without it, 1.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -71,8 +74,13 @@ def build_part(axis: str, spec: ModelSpec, **context: Any) -> nn.Module:
     return registry(axis).get(getattr(spec, axis).name)(spec, **context)
 
 
-class WrapsSublayer(Protocol):
-    """A norm placement: built as `part(spec, site=site)`, called once per sublayer."""
+class WrapsSublayers(Protocol):
+    """A norm placement: built as `part(spec, site=site, index=i)` for the i-th sublayer of a
+    block (0: self-attention, then cross-attention where the block has it, then the
+    feed-forward), holding that sublayer's residual state (norm, dropout, scalars). The block
+    hands all its sublayers to the placement's class at once, `compose(x, [(part_i, F_i), ...])`,
+    so a placement decides how they combine: in turn (post, pre, ...) or side by side (parallel).
+    A part without `compose` is called once per sublayer, in turn: `part(x, F) -> x'`."""
 
     def __call__(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor: ...
 
@@ -128,19 +136,36 @@ class InitStd(Protocol):
     init_std: float
 
 
+Step = tuple[nn.Module, Callable[[Tensor], Tensor]]
+"""One sublayer of a block: the placement part built for it, and the sublayer F itself."""
+
+
+def compose_sublayers(x: Tensor, steps: Sequence[Step]) -> Tensor:
+    """A block's sublayers as its placement combines them (in turn where it says nothing)."""
+    compose = getattr(type(steps[0][0]), "compose", None)  # optional: WrapsSublayers
+    if compose is None:
+        for part, sublayer in steps:
+            x = part(x, sublayer)
+        return x
+    return compose(x, steps)
+
+
 class NormPlacement(nn.Module):
-    """Wraps one sublayer F with its residual connection, its normalization (the spec's
-    norm_type) and its dropout. Built once per sublayer, knowing its site."""
+    """The residual connection, normalization (the spec's norm_type) and dropout of one sublayer
+    F of a block, built knowing its site and its sublayer's index in the block. The block's
+    sublayers run in turn unless a subclass defines `compose` (parallel). `normalizes` False
+    builds no norm (ReZero, Fixup)."""
 
     wants_final_norm: ClassVar[bool] = False
     """Whether `final_norm: auto` puts a norm after the last block (pre-norm needs one)."""
 
-    def __init__(self, spec: ModelSpec, site: Site):
+    def __init__(self, spec: ModelSpec, site: Site, index: int = 0, normalizes: bool = True):
         super().__init__()
-        self.norm = build_part("norm_type", spec)
+        self.norm = build_part("norm_type", spec) if normalizes else nn.Identity()
         self.dropout = Dropout(spec.dropout)
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        """x after the sublayer, where the block's sublayers run in turn."""
         raise NotImplementedError
 
     @classmethod

@@ -1,9 +1,10 @@
 """The block of Figure 1 of "Attention Is All You Need", one for all three kinds of model.
 
 Self-attention (causal in a decoder, bidirectional in an encoder), cross-attention to a memory
-where the stack has one (the decoder of an encoder-decoder), then the feed-forward. Each sublayer
-is wrapped by the spec's norm placement, which owns the residual connection, the normalization
-(the spec's norm_type) and the dropout of that sublayer.
+where the stack has one (the decoder of an encoder-decoder), then the feed-forward. The spec's
+norm placement owns the residual connections, the normalization (the spec's norm_type) and the
+dropout: one part per sublayer holds its state, and the placement combines the block's sublayers,
+in turn or side by side (zoo.parts.compose_sublayers).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from zoo.model.attend import LayerCache
-from zoo.parts import PositionScheme, Site, build_part
+from zoo.parts import PositionScheme, Site, build_part, compose_sublayers
 from zoo.specs.model_spec import ModelSpec
 
 
@@ -20,12 +21,12 @@ class Block(nn.Module):
         super().__init__()
         self.causal, self.cross = site.causal, cross
         self.self_attn = build_part("attention", spec)
-        self.self_attn_residual = build_part("norm", spec, site=site)
+        self.self_attn_residual = build_part("norm", spec, site=site, index=0)
         if cross:
             self.cross_attn = build_part("attention", spec)
-            self.cross_attn_residual = build_part("norm", spec, site=site)
+            self.cross_attn_residual = build_part("norm", spec, site=site, index=1)
         self.ffn = build_part("ffn", spec)
-        self.ffn_residual = build_part("norm", spec, site=site)
+        self.ffn_residual = build_part("norm", spec, site=site, index=2 if cross else 1)
 
     def forward(
         self,
@@ -54,7 +55,8 @@ class Block(nn.Module):
             )
             return out
 
-        x = self.self_attn_residual(x, self_attention)
+        steps = [(self.self_attn_residual, self_attention)]
         if self.cross:
-            x = self.cross_attn_residual(x, cross_attention)
-        return self.ffn_residual(x, self.ffn), weights
+            steps.append((self.cross_attn_residual, cross_attention))
+        steps.append((self.ffn_residual, self.ffn))
+        return compose_sublayers(x, steps), weights

@@ -224,7 +224,8 @@ class ModelSpec(BaseModel):
     @property
     def uses_final_norm(self) -> bool:
         if self.final_norm == "auto":
-            return bool(getattr(registry("norm").get(self.norm.name), "wants_final_norm", False))
+            wants = getattr(registry("norm").get(self.norm.name), "wants_final_norm", False)  # optional: zoo.parts
+            return bool(wants(self) if callable(wants) else wants)
         return self.final_norm
 
     def to_yaml(self) -> str:
