@@ -28,9 +28,9 @@ TASKS = {"encoder_decoder": None, "decoder": None, "encoder": "mlm"}
 """Each kind on a task it trains: the sequence task of tiny_experiment, or masked-token prediction."""
 
 
-def run(tmp_path, name: str, processes: int, kind: str = "encoder_decoder"):
+def run(tmp_path, name: str, processes: int, kind: str = "encoder_decoder", **model):
     task = {} if TASKS[kind] is None else {"task": text_task(TASKS[kind], write_corpus(tmp_path / "corpus"))}
-    experiment = tiny_experiment(tmp_path / name, model={"kind": kind},
+    experiment = tiny_experiment(tmp_path / name, model={"kind": kind, **model},
                                  train={"steps": 60, "eval_every": 60, "log_every": 10}, wandb={"mode": "offline"},
                                  **task)
     path = tmp_path / f"{name}.yaml"
@@ -62,3 +62,17 @@ def test_two_gloo_processes_match_one_process(tmp_path, kind):
             assert torch.allclose(tensor, two_state[name], rtol=0, atol=TOL), name
     inputs, _ = frame(one.spec, *build_task(experiment["task"], seed=0).eval_batches(32, 32)[0])
     assert torch.allclose(one(*inputs), two(*inputs), rtol=0, atol=TOL)
+
+
+def test_experts_that_no_token_chose_do_not_stop_data_parallel_training(tmp_path):
+    """64 experts, top-1, a few dozen tokens per rank: most experts are idle on each rank at each
+    step, yet DDP (which needs a gradient for every parameter) trains, and logs the balance loss.
+    The ranks' capacities and balance losses are their own halves', so no equality with one process."""
+    moe = {"ffn": {"name": "moe", "experts": 64, "top_k": 1}, "norm": "pre"}
+    two_dir, _ = run(tmp_path, "two", 2, **moe)
+    info, records = offline_run(tmp_path / "two")
+    aux = [r["history"]["item"]["train/aux_loss"] for r in records
+           if r["type"] == "history" and "train/aux_loss" in r["history"]["item"]]
+    assert len(aux) == 6 and all(0.01 <= value <= 0.01 * 64 for value in aux)
+    model, _ = zoo.load(two_dir / "checkpoint.pt")
+    assert info["summary"]["eval/token_acc"] > 0.3 and model.spec.ffn.experts == 64

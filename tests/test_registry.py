@@ -115,7 +115,7 @@ def test_entry_point_plugin_adds_a_variant(tmp_path):
     out = run_with_path(tmp_path)
     assert "silu_plugin" in out.split("names")[1].splitlines()[0]
     assert "logits (1, 2, 11)" in out
-    assert "schema True ['silu_plugin']" in out
+    assert "schema True ['moe', 'silu_plugin']" in out
     assert "name pre.sinusoidal.fused.silu_plugin+beta=2.0 2.0" in out
 
 

@@ -5,11 +5,15 @@ that for a gated one, whose three matrices then hold about as many parameters as
 """
 
 import math
+from typing import Literal
 
 import torch
+from pydantic import Field
 from torch import Tensor, nn
 
 from zoo.model.dropout import Dropout
+from zoo.model.routing import balance_loss, capacity_of, route
+from zoo.specs.choices import PartSettings
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
 
@@ -156,3 +160,63 @@ class BilinearFeedForward(GatedFeedForward):
     """No activation on the gate: the bilinear layer of Shazeer 2020, "LiGLU" in Narang et al. 2021."""
 
     activation = nn.Identity
+
+
+DENSE_PARTS = tuple(registry("ffn").names())
+"""The feed-forwards an expert may be: every part above."""
+
+
+class ExpertSettings(PartSettings):
+    experts: int = Field(8, ge=2, description="the number of expert feed-forwards")
+    top_k: int = Field(2, ge=1, description="experts per token (Switch: 1)")
+    capacity_factor: float = Field(
+        1.25, gt=0.0, description="in training, each expert takes at most this times an even share of the "
+                                  "assignments; the rest are dropped (never in evaluation or decoding)")
+    aux_loss_weight: float = Field(0.01, ge=0.0, description="the weight of the load-balancing loss (Switch: 0.01)")
+    expert: Literal[DENSE_PARTS] = Field("relu", description="the feed-forward part each expert is, of width d_ff")
+
+
+@register("moe")
+class MixtureOfExperts(nn.Module):
+    """A learned router sends each real token to its top-k of `experts` dense feed-forwards and
+    sums their outputs weighted by the gate (Shazeer et al. 2017; Switch with top_k 1, Fedus et
+    al. 2022). Padding is not routed (its output is 0); capacity drops apply in training only (see
+    zoo.model.routing). In training, `aux_loss` holds the weighted load-balancing loss of the
+    last forward, which the trainer adds to the loss. Each expert is initialized as a dense
+    feed-forward of its width is; every expert runs each step, on no tokens if none chose it, so
+    data-parallel training sees a gradient (0) for every parameter."""
+
+    Settings = ExpertSettings
+    takes_real_tokens = True
+
+    @classmethod
+    def spec_problem(cls, spec: ModelSpec) -> str | None:
+        settings = spec.ffn
+        if settings.top_k > settings.experts:
+            return f"ffn moe: top_k {settings.top_k} is more than experts {settings.experts}"
+        return None
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        settings = spec.ffn.settings
+        self.top_k, self.capacity_factor, self.weight = settings.top_k, settings.capacity_factor, settings.aux_loss_weight
+        self.router = nn.Linear(spec.d_model, settings.experts, bias=False)
+        self.experts = nn.ModuleList(registry("ffn").get(settings.expert)(spec) for _ in range(settings.experts))
+        self.aux_loss: Tensor | None = None
+
+    def forward(self, x: Tensor, real: Tensor | None = None) -> Tensor:
+        flat = x.reshape(-1, x.size(-1))
+        rows = None if real is None else real.reshape(-1).nonzero().squeeze(1)
+        tokens = flat if rows is None else flat[rows]
+        capacity = capacity_of(len(tokens), len(self.experts), self.top_k, self.capacity_factor) if self.training else None
+        routes = route(self.router(tokens), self.top_k, capacity)
+        self.aux_loss = self.weight * balance_loss(routes) if self.training else None
+        out = None
+        for index, expert in enumerate(self.experts):
+            token, rank = ((routes.choice == index) & routes.kept).nonzero(as_tuple=True)
+            y = expert(tokens[token])
+            out = y.new_zeros(len(tokens), y.size(-1)) if out is None else out
+            out = out.index_add(0, token, y * routes.gate[token, rank, None].to(y.dtype))
+        if rows is not None:
+            out = out.new_zeros(len(flat), out.size(-1)).index_copy(0, rows, out)
+        return out.reshape(*x.shape[:-1], out.size(-1))

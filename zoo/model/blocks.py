@@ -9,6 +9,8 @@ in turn or side by side (zoo.parts.compose_sublayers).
 
 from __future__ import annotations
 
+from functools import partial
+
 from torch import Tensor, nn
 
 from zoo.model.attend import LayerCache
@@ -26,6 +28,7 @@ class Block(nn.Module):
             self.cross_attn = build_part("attention", spec)
             self.cross_attn_residual = build_part("norm", spec, site=site, index=1)
         self.ffn = build_part("ffn", spec)
+        self.ffn_takes_real_tokens = getattr(self.ffn, "takes_real_tokens", False)  # optional: zoo.parts
         self.ffn_residual = build_part("norm", spec, site=site, index=2 if cross else 1)
 
     def forward(
@@ -58,5 +61,9 @@ class Block(nn.Module):
         steps = [(self.self_attn_residual, self_attention)]
         if self.cross:
             steps.append((self.cross_attn_residual, cross_attention))
-        steps.append((self.ffn_residual, self.ffn))
+        steps.append((self.ffn_residual, partial(self.feed_forward, mask=mask) if self.ffn_takes_real_tokens else self.ffn))
         return compose_sublayers(x, steps), weights
+
+    def feed_forward(self, h: Tensor, mask: Tensor | None) -> Tensor:
+        """The feed-forward told which of the new positions are real tokens (MoE routes only those)."""
+        return self.ffn(h, real=None if mask is None else mask[:, 0, 0, -h.size(1):].expand(h.shape[:2]))

@@ -27,7 +27,7 @@ from zoo.trainer.feed import Batch, BatchFeed
 from zoo.trainer.framing import check_kind_fits_task, sequence_lengths
 from zoo.trainer.guards import LossWatch, StopSignals, finite_weights, signals_to
 from zoo.trainer.lengths import check_lengths
-from zoo.trainer.objective import training_loss_sum
+from zoo.trainer.objective import auxiliary_loss, training_loss_sum
 from zoo.trainer.optim import make_optimizer, make_schedule
 from zoo.trainer.picture import try_cross_attention_png
 from zoo.trainer.progress import ProgressBar
@@ -139,8 +139,9 @@ class Trainer:
         with autocast:
             logits = self.forward(*batch.inputs, batch.padding)
         loss_sum = training_loss_sum(logits, batch.labels, pad, t.label_smoothing, t.z_loss)
+        aux = auxiliary_loss(self.model)  # a mean over this rank's tokens, which DDP's averaging keeps
         # DDP averages gradients over ranks, so each rank scales its sum to give the global mean.
-        loss = loss_sum * self.dist.world / batch.tokens
+        loss = loss_sum * self.dist.world / batch.tokens + (0.0 if aux is None else aux)
         self.optimizer.zero_grad(set_to_none=True)
         (self.scaler.scale(loss) if self.scaler else loss).backward()
         if self.scaler:
@@ -153,7 +154,7 @@ class Trainer:
             self.optimizer.step()
         self.lr = self.optimizer.param_groups[0]["lr"]  # the rate this step used, before the schedule moves on
         self.schedule.step()
-        self.window.add(step, loss_sum, batch.tokens, grad_norm, grad_must_be_finite=self.scaler is None)
+        self.window.add(step, loss_sum, batch.tokens, grad_norm, grad_must_be_finite=self.scaler is None, aux=aux)
 
     def _log(self, metrics: dict[str, float], step: int) -> None:
         self.history.append({"train/step": step, "train/wall_s": time.perf_counter() - self.start, **metrics})

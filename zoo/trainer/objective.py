@@ -2,12 +2,14 @@
 global batch by the caller), with label smoothing, plus PaLM's z-loss where the recipe asks for it:
 z times the squared log-partition log sum exp(logits) of each counted position, which keeps the
 softmax normalizer near 1 (Chowdhery et al. 2022, 1e-4 there). Held-out losses are the
-cross-entropy alone."""
+cross-entropy alone. Parts may add auxiliary losses of their own (MoE's load balancing), which
+join the training loss as they are, already weighted."""
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 
 def training_loss_sum(logits: Tensor, labels: Tensor, pad_id: int, label_smoothing: float = 0.0,
@@ -18,3 +20,10 @@ def training_loss_sum(logits: Tensor, labels: Tensor, pad_id: int, label_smoothi
     if z_loss:  # a mask product, not boolean indexing: nothing is read back from the device
         loss = loss + z_loss * (flat.logsumexp(-1).square() * (targets != pad_id)).sum()
     return loss
+
+
+def auxiliary_loss(model: nn.Module) -> Tensor | None:
+    """The sum of the `aux_loss` each part set in the model's last training forward, or None
+    where no part sets one (see zoo.parts)."""
+    losses = [module.aux_loss for module in model.modules() if getattr(module, "aux_loss", None) is not None]
+    return torch.stack(losses).sum() if losses else None

@@ -31,11 +31,16 @@ class Window:
     def start(self) -> None:
         self.loss = torch.zeros((), dtype=torch.float64, device=self.device)
         self.tokens, self.began = 0, time.perf_counter()
+        self.aux, self.aux_steps = torch.zeros((), dtype=torch.float64, device=self.device), 0
 
-    def add(self, step: int, loss_sum: Tensor, tokens: int, grad_norm: Tensor, grad_must_be_finite: bool = True) -> None:
+    def add(self, step: int, loss_sum: Tensor, tokens: int, grad_norm: Tensor, grad_must_be_finite: bool = True,
+            aux: Tensor | None = None) -> None:
         """One step's summed loss (this rank's rows), the global batch's tokens, the gradient norm
-        (which fp16's scaler may let be infinite: it skips that step)."""
+        (which fp16's scaler may let be infinite: it skips that step), the parts' auxiliary loss."""
         self.loss += loss_sum.detach().double()
+        if aux is not None:
+            self.aux += aux.detach().double()
+            self.aux_steps += 1
         self.tokens += tokens
         finite = torch.isfinite(loss_sum.detach())
         if grad_must_be_finite:
@@ -64,6 +69,8 @@ class Window:
         now = time.perf_counter()
         row = {"train/loss": self.mean_loss(), "train/grad_norm": float(self.grad_norm),
                "train/tokens_per_s": self.tokens / max(now - self.began, 1e-9)}
+        if self.aux_steps:  # the mean over steps and ranks; only for models whose parts add one
+            row["train/aux_loss"] = self.dist.sum(self.aux).item() / self.dist.world / self.aux_steps
         self.start()
         if not math.isfinite(row["train/loss"]):
             raise Diverged(f"the loss is {row['train/loss']}")
