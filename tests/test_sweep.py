@@ -5,6 +5,7 @@ import itertools
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from trainkit import read_run, tiny_experiment
 from zoo.cli import build_parser
@@ -227,3 +229,31 @@ def test_shipped_sweeps_expand_into_valid_cells(name):
     assert len(cells) == len({c.name for c in cells}) == math.prod(map(len, sweep.grid.values())) * len(sweep.seeds)
     for cell in cells:
         assert cell_experiment(sweep, base, cell).wandb.group == sweep.name
+
+
+ROWS = {"baseline": {}, "gelu": {"model.ffn": "gelu"}, "deep": {"model.n_encoder_layers": 2, "model.d_ff": 16}}
+
+
+def test_rows_are_one_at_a_time_changes_to_the_base_swept_as_the_grid_key_row():
+    sweep = SweepSpec.model_validate({"name": "s", "rows": ROWS, "grid": {"model.norm": ["post", "pre"]}, "seeds": [0]})
+    assert sweep.grid == {"row": ["baseline", "gelu", "deep"], "model.norm": ["post", "pre"]}
+    assert SweepSpec.model_validate(sweep.model_dump()) == sweep, "the stored sweep validates to itself"
+    cells = expand(sweep)
+    assert [c.variant for c in cells[:3]] == ["row=baseline,norm=post", "row=baseline,norm=pre", "row=gelu,norm=post"]
+    base = {"task": {"name": "copy"}, "model": {"d_model": 32, "n_heads": 2}}
+    deep = cell_experiment(sweep, base, cells[4]).model
+    assert {k: deep[k] for k in ("n_encoder_layers", "d_ff", "norm")} == {"n_encoder_layers": 2, "d_ff": 16, "norm": "post"}
+    assert cell_experiment(sweep, base, cells[3]).model["ffn"] == "gelu"
+    assert "n_encoder_layers" not in cell_experiment(sweep, base, cells[0]).model
+
+
+@pytest.mark.parametrize("rows, grid, message", [
+    ({"a": {"ffn": "gelu"}}, {}, "row 'a': key 'ffn' is not a dotted experiment field"),
+    ({"a": {"model.ffn": "gelu"}}, {"model.ffn": ["relu", "gelu"]}, "row 'a': key 'model.ffn' is also a grid key"),
+    ({"a b": {}}, {}, "row 'a b': a row's name is part of folder names"),
+    ({"a": {"train.seed": 3}}, {}, "list seeds under `seeds`"),
+    ({}, {}, "a sweep needs at least one grid axis or row"),
+])
+def test_bad_rows_are_refused_with_the_row_and_key(rows, grid, message):
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        SweepSpec.model_validate({"name": "s", "rows": rows, "grid": grid})

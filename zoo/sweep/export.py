@@ -6,12 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from zoo.errors import ConfigError
 from zoo.files import atomic_write
 from zoo.specs.yamlio import dump_yaml
 from zoo.sweep.spec import SweepSpec
 
 
 def wandb_sweep_config(sweep: SweepSpec, base_file: str) -> dict[str, Any]:
+    if sweep.rows:
+        raise ConfigError(f"sweep {sweep.name!r}: its rows each set several fields, which a W&B grid cannot; run it "
+                          "with `zoo sweep` (or --shard on several machines)")
     parameters = {key: {"values": list(values)} for key, values in sweep.grid.items()}
     parameters["train.seed"] = {"values": list(sweep.seeds)}
     return {

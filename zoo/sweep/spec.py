@@ -1,5 +1,9 @@
 """SweepSpec: a base experiment, a grid of dotted fields and a list of seeds, expanded into cells.
 
+Named `rows` ask one-at-a-time questions (Narang et al. 2021's design: each modification against
+one baseline): each row is a set of changes to the base, and the rows become the grid key `row`,
+its first row the baseline every other is paired against.
+
 Every cell is one ExperimentSpec, validated before anything runs, so a bad grid value fails at
 once with the grid key that holds it, not hours later in one cell.
 """
@@ -18,6 +22,7 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from zoo.errors import ConfigError, describe_validation
 from zoo.metrics import goal_of
@@ -27,6 +32,8 @@ from zoo.tasks import task_params
 
 SWEEP_OWNED = ("train.out_dir", "wandb.name", "wandb.group", "wandb.job_type", "wandb.dir", "wandb.config")
 """Experiment fields that cell_experiment sets for every cell: a grid over one would be overridden."""
+ROW = "row"
+"""The grid key of the named rows."""
 RESERVED_LABELS = ("seed", "variant")
 """Names every cell already carries (in its name and its W&B config): a grid key never shortens to one."""
 
@@ -35,8 +42,11 @@ class SweepSpec(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="the W&B group and the sweep's folder")
     base: str | dict[str, Any] = Field(default_factory=dict,
                                        description="an ExperimentSpec file (relative to the sweep file) or one inline")
-    grid: dict[str, list[Any]] = Field(description="dotted experiment field -> the values to try")
+    grid: dict[str, list[Any]] = Field(default_factory=dict, description="dotted experiment field -> the values to try")
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    rows: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="name -> {dotted experiment field: value}: changes to the base, swept as "
+                                          "the grid key `row`; the first row (often {}) is the baseline")
     metric: str = "eval/exact_match"
     goal: Literal["max", "min"] = Field(None, validate_default=False,
                                         description="default: min for a loss, max for anything else")
@@ -58,24 +68,35 @@ class SweepSpec(Strict):
             raise ValueError(f"seeds must be distinct, got {seeds}")
         return seeds
 
-    @field_validator("grid")
+    @model_validator(mode="before")
     @classmethod
-    def _grid_is_well_formed(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        if not grid:
-            raise ValueError("a sweep needs at least one grid axis")
-        for key, values in grid.items():
-            if key.split(".")[0] not in ExperimentSpec.model_fields or "." not in key:
-                raise ValueError(f"grid key {key!r} is not a dotted experiment field "
-                                 f"(model.*, task.*, train.*, wandb.*)")
-            if key == "train.seed":
-                raise ValueError("grid key 'train.seed': list seeds under `seeds`, not in the grid")
-            owned = next((field for field in SWEEP_OWNED if key == field or key.startswith(field + ".")), None)
-            if owned is not None:
-                raise ValueError(f"grid key {key!r}: the sweep sets {owned} of every cell itself (its folder, W&B "
-                                 f"group and names); choose them with the sweep's name and out_dir")
+    def _rows_in_the_grid(cls, data: Any) -> Any:
+        """The rows' names lead the grid as its key `row` (written back as such: idempotent)."""
+        if isinstance(data, dict) and isinstance(data.get("rows"), dict) and data["rows"]:
+            grid, names = dict(data.get("grid") or {}), list(data["rows"])
+            if grid.setdefault(ROW, names) != names:
+                raise PydanticCustomError("row_names", "grid key 'row' {given} is not the rows' names {names}",
+                                          {"given": grid[ROW], "names": names})
+            data = {**data, "grid": {ROW: names, **{k: v for k, v in grid.items() if k != ROW}}}
+        return data
+
+    @model_validator(mode="after")
+    def _grid_is_well_formed(self) -> SweepSpec:
+        if not self.grid:
+            raise ValueError("a sweep needs at least one grid axis or row")
+        for key, values in self.grid.items():
+            if key != ROW:
+                check_field(key, f"grid key {key!r}")
             if not values or len({repr(v) for v in values}) != len(values):
                 raise ValueError(f"grid key {key!r} needs a list of distinct values, got {values!r}")
-        return grid
+        for name, changes in self.rows.items():
+            if not SAFE.fullmatch(name):
+                raise ValueError(f"row {name!r}: a row's name is part of folder names; use letters, digits, _ . + -")
+            for key in changes:
+                check_field(key, f"row {name!r}: key {key!r}")
+                if key in self.grid:
+                    raise ValueError(f"row {name!r}: key {key!r} is also a grid key; a field is set by one or the other")
+        return self
 
     def labels(self) -> dict[str, str]:
         """Short names of the grid keys: the last part (`norm`), or the whole key where two share it
@@ -86,6 +107,18 @@ class SweepSpec(Strict):
 
     def directory(self) -> Path:
         return Path(self.out_dir) / self.name
+
+
+def check_field(key: str, where: str) -> None:
+    """A key a grid or a row may set: a dotted experiment field that the sweep does not own."""
+    if key.split(".")[0] not in ExperimentSpec.model_fields or "." not in key:
+        raise ValueError(f"{where} is not a dotted experiment field (model.*, task.*, train.*, wandb.*)")
+    if key == "train.seed":
+        raise ValueError(f"{where}: list seeds under `seeds`, not in the grid")
+    owned = next((field for field in SWEEP_OWNED if key == field or key.startswith(field + ".")), None)
+    if owned is not None:
+        raise ValueError(f"{where}: the sweep sets {owned} of every cell itself (its folder, W&B group and names); "
+                         "choose them with the sweep's name and out_dir")
 
 
 @dataclass(frozen=True)
@@ -166,7 +199,8 @@ def cell_experiment(sweep: SweepSpec, base: dict[str, Any], cell: Cell) -> Exper
     """The cell's experiment: the base, the grid values and the seed, logged into the sweep's group."""
     data = ExperimentSpec.model_validate(base).model_dump(mode="json")
     for key, value in cell.assignment:
-        assign(data, key, value, "grid ")
+        for field, setting in (sweep.rows[value].items() if key == ROW else [(key, value)]):
+            assign(data, field, setting, f"row {value!r}: " if key == ROW else "grid ")
     folder, labels = sweep.directory(), sweep.labels()
     tags = [f"{labels[key]}={value_text(value)}" for key, value in cell.assignment]
     config = {labels[key]: value if isinstance(value, str | int | float | bool) else value_text(value)
