@@ -44,8 +44,10 @@ def check_padding_invariance(model):
 
 def check_causality(model):
     """Changing token j changes the logit at j, and, where the model is causal, no logit before j;
-    an encoder's earlier logits must change (it reads the whole row). All changes in one batch,
-    row j of which has token j replaced."""
+    an encoder's earlier logits must change (it reads the whole row). With a sliding window, a
+    token reaches (window - 1) positions further per layer, and never past that. All changes in
+    one batch, row j of which has token j replaced."""
+    spec = model.spec
     src, tgt = padded_batch([6], 19, seed=6), padded_batch([8], 19, seed=7)
     length = tgt.size(1)
     changed = tgt.repeat(length, 1)
@@ -53,11 +55,15 @@ def check_causality(model):
     changed[steps, steps] = 3 + (changed[steps, steps] - 2) % 16  # another ordinary token
     before, after = logits_of(model, src, tgt), logits_of(model, src.repeat(length, 1), changed)
     moved = (after - before).abs().amax(dim=-1)  # (changed token j, position)
+    distance = (steps[None, :] - steps[:, None]).abs()  # row j, position i: |i - j|
+    layers = spec.n_encoder_layers if spec.kind == "encoder" else spec.n_decoder_layers
+    reached = distance < (length if spec.window is None else (spec.window - 1) * layers + 1)
     earlier = torch.ones(length, length, dtype=torch.bool).tril(-1)  # row j, positions before j
-    if model.spec.kind == "encoder":
-        assert (moved[earlier] > ROUNDING).all(), "an encoder position does not see a later token"
+    if spec.kind == "encoder":
+        assert (moved[earlier & reached] > ROUNDING).all(), "an encoder position does not see a later token"
     else:
         assert moved[earlier].max() <= ROUNDING, "a position sees a later token"
+    assert not (moved[~reached] > ROUNDING).any(), "a position sees a token beyond its window"
     assert (moved.diagonal() > ROUNDING).all(), "a position does not see its own token"
 
 

@@ -34,16 +34,18 @@ class PackedHeads(Attention):
         weight, bias, kv_width = *self.packed(), self.kv_width
         if memory is None:
             q, k, v = map(self._heads, F.linear(x, weight, bias).split((self.q_width, kv_width, kv_width), dim=-1))
-            q = self.rotate_queries(q, position, positions)
-            k, v = self.self_keys(0, k, v, position, positions, cache)
+            q = self.rotate_queries(self.norm_queries(q), position, positions)
+            k, v = self.self_keys(0, self.norm_keys(k), v, position, positions, cache)
+            if self.window is not None:
+                mask, key_positions, k, v = self.within_window(q.size(-2), mask, positions, key_positions, k, v, cache)
         else:
             rows = slice(0, self.q_width)
-            q = self._heads(F.linear(x, weight[rows], None if bias is None else bias[rows]))
+            q = self.norm_queries(self._heads(F.linear(x, weight[rows], None if bias is None else bias[rows])))
             rows = slice(self.q_width, None)
 
             def keys_values(m: Tensor) -> tuple[Tensor, Tensor]:
                 k, v = F.linear(m, weight[rows], None if bias is None else bias[rows]).split(kv_width, dim=-1)
-                return self._heads(k), self._heads(v)
+                return self.norm_keys(self._heads(k)), self._heads(v)
 
             k, v = self.memory_keys(0, keys_values, memory, cache)
         added = self.score_bias(position, positions, key_positions) if memory is None else None
@@ -83,13 +85,14 @@ class FusedAttention(PackedHeads):
             for proj, rows in zip("qkv", packed[kind].split(sizes)):
                 state[f"{proj}.{kind}"] = rows.detach().clone()
             state[f"out.{kind}"] = getattr(self.out_proj, kind).detach().clone()
-        return state
+        return state | self.qk_norm_state()
 
     @torch.no_grad()
     def load_canonical_state(self, state: dict[str, Tensor]) -> None:
         for kind in self.param_kinds:
             getattr(self.in_proj, kind).copy_(torch.cat([state[f"{p}.{kind}"] for p in "qkv"]))
             getattr(self.out_proj, kind).copy_(state[f"out.{kind}"])
+        self.load_qk_norm_state(state)
 
 
 @register("sdpa")
@@ -97,9 +100,10 @@ class SDPAttention(FusedAttention):
     """The fused layout computed by torch.nn.functional.scaled_dot_product_attention (PyTorch 2), so
     CUDA picks its memory-efficient or cuDNN kernel, and key/value groups are not copied per head.
 
-    Without padding or a score bias no mask goes in, and the decoder's causality goes in as
-    `is_causal`, so CUDA may pick the flash kernel. Otherwise padding, causality and score biases
-    (ALiBi, T5) go in as one additive float mask whose hidden entries are the dtype's most negative
+    Without padding, a score bias or a sliding window no mask goes in, and the decoder's causality
+    goes in as `is_causal`, so CUDA may pick the flash kernel (normalized queries and keys keep it
+    too). Otherwise padding, causality, windows and score biases (ALiBi, T5) go in as one additive
+    float mask whose hidden entries are the dtype's most negative
     finite value, exactly as the reference does, so a row that is all padding attends uniformly and
     stays finite (a bool mask would give NaN there). Attention maps (need_weights) come from the
     reference, since the kernels do not return weights, and so does attention with soft-capped
@@ -165,7 +169,7 @@ class PerHeadAttention(PackedHeads):
             for proj, layers in self._projections().items():
                 state[f"{proj}.{kind}"] = torch.cat([getattr(layer, kind) for layer in layers]).detach().clone()
             state[f"out.{kind}"] = getattr(self.out_proj, kind).detach().clone()
-        return state
+        return state | self.qk_norm_state()
 
     @torch.no_grad()
     def load_canonical_state(self, state: dict[str, Tensor]) -> None:
@@ -174,3 +178,4 @@ class PerHeadAttention(PackedHeads):
                 for layer, rows in zip(layers, state[f"{proj}.{kind}"].split(self.d_head), strict=True):
                     getattr(layer, kind).copy_(rows)
             getattr(self.out_proj, kind).copy_(state[f"out.{kind}"])
+        self.load_qk_norm_state(state)

@@ -37,10 +37,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from zoo.model.attend import KVCache
+from zoo.model.attend import KVCache, stale_columns
 from zoo.model.dropout import Dropout
+from zoo.specs.choices import Choice
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
 
@@ -223,7 +226,10 @@ class Attention(nn.Module):
     grouped-query attention (n_kv_heads < n_heads) query head h uses key/value head
     h // (n_heads / n_kv_heads), and the cache holds key/value heads only. Scores are scaled by
     `scale`: 1 / sqrt(d_head), or 1 where the spec does not scale them (T5), then soft-capped
-    where the spec caps them (`softcap`, Gemma 2).
+    where the spec caps them (`softcap`, Gemma 2). Where the spec asks, each head's queries and
+    keys are normalized first (`qk_norm`: a norm over d_head shared by the heads, or unit length
+    with a learned scale per query head), and self-attention sees only the keys within `window`
+    positions, the cache keeping no key that no later query can see.
 
     forward(x, memory=None, *, mask, causal=False, position=None, positions=None, key_positions=None,
     cache=None, need_weights=False) returns (out (B, T, d_model), weights (B, H, Tq, Tk) or None).
@@ -240,9 +246,36 @@ class Attention(nn.Module):
         self.kv_width = self.kv_heads * self.d_head
         self.q_width = spec.attention_width
         self.scale = self.d_head**-0.5 if spec.scale_scores else 1.0
-        self.softcap = spec.attn_softcap
+        self.softcap, self.window = spec.attn_softcap, spec.window
         self.param_kinds = ("weight", "bias") if spec.bias else ("weight",)
         self.dropout = spec.dropout
+        if spec.qk_norm == "l2":  # scores g cos(q, k) / sqrt(d_head): g = d_head gives them standard spread
+            self.qk_scale = nn.Parameter(torch.full((spec.n_heads,), float(spec.d_head)))
+        elif spec.qk_norm is not None:
+            width = spec.model_copy(update={"d_model": spec.d_head, "norm_type": Choice("norm_type", spec.qk_norm)})
+            self.q_norm, self.k_norm = build_part("norm_type", width), build_part("norm_type", width)
+
+    def norm_queries(self, q: Tensor) -> Tensor:
+        """Queries (B, H, T, d_head) normalized as the spec's qk_norm says (unchanged without one)."""
+        if hasattr(self, "qk_scale"):
+            return F.normalize(q, dim=-1) * self.qk_scale[:, None, None]
+        return self.q_norm(q) if hasattr(self, "q_norm") else q
+
+    def norm_keys(self, k: Tensor) -> Tensor:
+        if hasattr(self, "qk_scale"):
+            return F.normalize(k, dim=-1)
+        return self.k_norm(k) if hasattr(self, "k_norm") else k
+
+    def qk_norm_state(self) -> dict[str, Tensor]:
+        """The query/key normalization's parameters, for the layouts' canonical states."""
+        own = {name: t for name, t in self.named_parameters() if name.split(".")[0] in ("qk_scale", "q_norm", "k_norm")}
+        return {name: t.detach().clone() for name, t in own.items()}
+
+    @torch.no_grad()
+    def load_qk_norm_state(self, state: dict[str, Tensor]) -> None:
+        for name, param in self.named_parameters():
+            if name.split(".")[0] in ("qk_scale", "q_norm", "k_norm"):
+                param.copy_(state[name])
 
     def canonical_state(self) -> dict[str, Tensor]:
         raise NotImplementedError
@@ -265,6 +298,21 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.append(slot, k, v)
         return k, v
+
+    def within_window(self, q_len: int, mask: Tensor | None, positions: Tensor | None,
+                      key_positions: Tensor | None, k: Tensor, v: Tensor, cache: KVCache | None):
+        """Sliding-window self-attention: the cache forgets the oldest keys that no query of this
+        step or later can see; the padding mask and key positions follow the keys kept, and keys
+        `window` or more positions away are hidden."""
+        if positions is None:  # called without positions (and so without a cache): the columns' own
+            positions = torch.arange(k.size(-2) - q_len, k.size(-2), device=k.device)[None]
+        key_positions = positions if key_positions is None else key_positions
+        if cache is not None:
+            k, v = cache.forget_oldest(0, stale_columns(positions, key_positions[:, -k.size(-2):],
+                                                        None if mask is None else mask[..., -k.size(-2):], self.window))
+        key_positions, mask = key_positions[:, -k.size(-2):], None if mask is None else mask[..., -k.size(-2):]
+        near = (positions[:, None, :, None] - key_positions[:, None, None, :]).abs() < self.window
+        return near if mask is None else mask & near, key_positions, k, v
 
     @staticmethod
     def memory_keys(slot, project, memory: Tensor, cache: KVCache | None):

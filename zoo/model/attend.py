@@ -57,6 +57,17 @@ def attend(
     return out, (weights if need_weights else None)
 
 
+def stale_columns(positions: Tensor, key_positions: Tensor, mask: Tensor | None, window: int) -> int:
+    """How many leading key columns no query at `positions` (B or 1, Tq) or later can see through a
+    window: keys at `window` or more positions before every row's earliest query, or padding.
+    A row's later queries only move forward, so a column stale for every row stays stale (even
+    after beam search reorders rows). One read-back of a count per step."""
+    stale = key_positions <= positions.amin(-1, keepdim=True) - window
+    if mask is not None:
+        stale = stale | ~mask[:, 0, 0, :]
+    return int(stale.all(0).int().cumprod(0).sum())
+
+
 class KVCache:
     """Keys and values one attention layer computed in earlier decoding steps.
 
@@ -78,6 +89,13 @@ class KVCache:
         if slot not in self._store:
             self._store[slot] = compute()
         return self._store[slot]
+
+    def forget_oldest(self, slot: object, columns: int) -> tuple[Tensor, Tensor]:
+        """Drop the first `columns` cached keys and values of `slot`; returns what is kept."""
+        k, v = self._store[slot]
+        if columns:
+            self._store[slot] = k, v = k[..., columns:, :], v[..., columns:, :]
+        return k, v
 
     def reorder(self, rows: Tensor) -> None:
         """Keep batch rows `rows` (in that order) of everything cached: beam search moves each

@@ -71,8 +71,10 @@ class ZooModel(nn.Module):
             for name in sites:  # `encoder` and/or `decoder`
                 setattr(self, name, model_stack(spec, name, sites))
             self.generator = Generator(spec)
-        if spec.share_embeddings:
+        if spec.share_embeddings:  # the table, and its projection where factorized
             self.decoder.embed.tokens.weight = self.encoder.embed.tokens.weight
+            if spec.embedding_dim is not None:
+                self.decoder.embed.project.weight = self.encoder.embed.project.weight
         if spec.tie_embeddings:
             self.generator.weight = self.output_stack.embed.tokens.weight
         initialize(self, draw_seed() if seed is None else seed, gain=partial(init_gain, spec))

@@ -59,9 +59,11 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
     for name, site in sites.items():
         one, two = count(name, 1), count(name, 2)
         total += one + (site.layers - 1) * (two - one)
-    shared = spec.d_model * spec.tgt_vocab_size * spec.share_embeddings  # the decoder's table is the encoder's
+    width, projection = spec.embedding_width, spec.d_model * (spec.embedding_dim or 0)
+    shared = (width * spec.tgt_vocab_size + projection) * spec.share_embeddings  # the decoder's are the encoder's
     counted_bias = spec.logits_bias == "trained" or (buffers and spec.logits_bias == "fixed")
-    generator = spec.d_model * spec.tgt_vocab_size * (not spec.tie_embeddings) + spec.tgt_vocab_size * counted_bias
+    generator = (spec.d_model * spec.tgt_vocab_size * (not spec.tie_embeddings) + projection * spec.tie_embeddings
+                 + spec.tgt_vocab_size * counted_bias)
     if spec.output_transform:
         from zoo.model.stacks import OutputTransform
 

@@ -20,12 +20,15 @@ def final_norm(spec: ModelSpec) -> nn.Module:
 
 
 class Embedder(nn.Module):
-    """Token embedding (times sqrt(d_model) if the spec scales), positions, optional norm, dropout.
-    Its position scheme serves every layer of the stack (so a learned bias is shared by them)."""
+    """Token embedding (projected to d_model where factorized, ALBERT; times sqrt(d_model) if the
+    spec scales), positions, optional norm, dropout. Its position scheme serves every layer of the
+    stack (so a learned bias is shared by them)."""
 
     def __init__(self, spec: ModelSpec, vocab_size: int, site: Site):
         super().__init__()
-        self.tokens = nn.Embedding(vocab_size, spec.d_model)
+        self.tokens = nn.Embedding(vocab_size, spec.embedding_width)
+        if spec.embedding_dim is not None:
+            self.project = nn.Linear(spec.embedding_dim, spec.d_model, bias=False)
         # Scaled embeddings start at std d^-1/2 so that, scaled, they have unit variance either way.
         self.tokens.init_std = spec.d_model**-0.5 if spec.scale_embeddings else 1.0
         self.scale = math.sqrt(spec.d_model) if spec.scale_embeddings else 1.0
@@ -35,6 +38,8 @@ class Embedder(nn.Module):
 
     def forward(self, ids: Tensor, positions: Tensor) -> Tensor:
         x = self.tokens(ids)
+        if hasattr(self, "project"):
+            x = self.project(x)
         if self.scale != 1.0:
             x = x * self.scale
         return self.dropout(self.norm(self.position(x, positions)))
@@ -57,10 +62,15 @@ class Generator(nn.Linear):
     """The output projection to the target vocabulary, of d_model^-1/2 times the last stack's
     output where the spec scales it (T5 1.0), after the spec's output transform (BERT), with the
     spec's logits bias: trained, fixed (a parameter the optimizer never changes, BART's
-    final_logits_bias) or none; soft-capped where the spec caps logits (Gemma 2)."""
+    final_logits_bias) or none; soft-capped where the spec caps logits (Gemma 2). Tied to a
+    factorized table, it first projects d_model to the table's width (ALBERT)."""
 
     def __init__(self, spec: ModelSpec):
-        super().__init__(spec.d_model, spec.tgt_vocab_size, bias=spec.logits_bias != "none")
+        factorized = spec.tie_embeddings and spec.embedding_dim is not None
+        super().__init__(spec.embedding_width if factorized else spec.d_model, spec.tgt_vocab_size,
+                         bias=spec.logits_bias != "none")
+        if factorized:
+            self.project = nn.Linear(spec.d_model, spec.embedding_dim, bias=False)
         if spec.logits_bias == "fixed":
             self.bias.requires_grad_(False)
         self.scale = spec.d_model**-0.5 if spec.scale_output else 1.0
@@ -69,22 +79,30 @@ class Generator(nn.Linear):
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.transform(x)
+        if hasattr(self, "project"):
+            x = self.project(x)
         logits = super().forward(x * self.scale if self.scale != 1.0 else x)
         return logits if self.softcap is None else self.softcap * torch.tanh(logits / self.softcap)
 
 
 class Stack(nn.Module):
     """N blocks over one embedded sequence: an encoder (bidirectional), a decoder-only model's
-    stack (causal), or an encoder-decoder's decoder (causal, with cross-attention to a memory)."""
+    stack (causal), or an encoder-decoder's decoder (causal, with cross-attention to a memory).
+    With `share_layers`, one block is applied N times (each application with a cache of its own)."""
 
     def __init__(self, spec: ModelSpec, vocab_size: int, layers: int, site: Site, cross: bool = False):
         super().__init__()
         self.embed = Embedder(spec, vocab_size, site)
-        self.layers = nn.ModuleList(Block(spec, site, cross) for _ in range(layers))
+        self.depth = layers
+        self.layers = nn.ModuleList(Block(spec, site, cross) for _ in range(1 if spec.share_layers else layers))
         self.norm = final_norm(spec)
 
+    def applied(self) -> list[Block]:
+        """The block at each depth."""
+        return list(self.layers) if len(self.layers) == self.depth else [self.layers[0]] * self.depth
+
     def new_cache(self) -> DecoderCache:
-        return DecoderCache([LayerCache() for _ in self.layers])
+        return DecoderCache([LayerCache() for _ in range(self.depth)])
 
     def forward(
         self,
@@ -106,7 +124,7 @@ class Stack(nn.Module):
         self.embed.position.prepare(start + ids.size(1))
         key_positions = positions if cache is None else cache.extend(positions)
         x, maps = self.embed(ids, positions), []
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(self.applied()):
             x, weights = layer(x, mask, self.embed.position, positions, key_positions, memory, memory_mask,
                                None if cache is None else cache.layers[i], need_weights)
             maps.append(weights)

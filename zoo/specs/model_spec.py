@@ -10,6 +10,7 @@ from pydantic import (
     Field,
     NonNegativeInt,
     PositiveInt,
+    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -93,11 +94,38 @@ class ModelSpec(BaseModel):
     logit_softcap: float | None = Field(
         None, gt=0.0, description="cap tanh(z / cap) on the output logits z (Gemma 2: 30); null: none"
     )
+    qk_norm: str | None = Field(
+        None, description="normalize each head's queries and keys before the scores: a norm_type (rmsnorm: OLMo 2, "
+                          "Qwen3, Gemma 3) over d_head, or l2 (unit length, scores times a learned per-head scale; "
+                          "Henry et al. 2020); null: none"
+    )
+    window: PositiveInt | None = Field(
+        None, description="sliding-window self-attention: a query sees the keys fewer than `window` positions away "
+                          "(in a causal stack, itself and the window - 1 before it: Mistral, Gemma 2); the decoding "
+                          "cache keeps only the window; null: every key"
+    )
+    share_layers: bool = Field(
+        False, description="one set of layer weights applied at every depth of each stack (Universal Transformer, "
+                           "ALBERT)"
+    )
+    embedding_dim: PositiveInt | None = Field(
+        None, description="factorized embeddings (ALBERT): token tables of this width projected to d_model, and a "
+                          "tied output projection reads through the same width; null: d_model"
+    )
     output_transform: bool = Field(
         False, description="a dense layer, GELU and a norm (norm_type) before the output projection: BERT's masked-LM "
                            "head"
     )
     bias: bool = Field(True, description="biases in the linear layers")
+
+    @field_validator("qk_norm")
+    @classmethod
+    def _known_qk_norm(cls, value: str | None) -> str | None:
+        choices = ["l2", *registry("norm_type").names()]
+        if value is not None and value not in choices:
+            raise PydanticCustomError("qk_norm", "unknown qk_norm '{value}'; choices: null, {choices}",
+                                      {"value": value, "choices": ", ".join(choices)})
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -186,6 +214,11 @@ class ModelSpec(BaseModel):
         """(encoder layers, decoder layers) of the model built, 0 for a stack its kind lacks."""
         return (0 if self.kind == "decoder" else self.n_encoder_layers,
                 0 if self.kind == "encoder" else self.n_decoder_layers)
+
+    @property
+    def embedding_width(self) -> int:
+        """The width of the token tables: embedding_dim, or d_model without factorization."""
+        return self.d_model if self.embedding_dim is None else self.embedding_dim
 
     @property
     def d_head(self) -> int:

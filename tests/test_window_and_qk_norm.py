@@ -1,0 +1,71 @@
+"""Sliding-window attention and query-key normalization do what their descriptions say (the grid
+of tests/test_spec_fields.py checks every invariant with them, in every attention layout)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import TINY, padded_batch
+from invariants import away_from_init
+
+import zoo
+from zoo.model.attend import stale_columns
+from zoo.model.canonical import canonical_state
+
+
+def decoder(**fields):
+    torch.manual_seed(0)
+    return away_from_init(zoo.build("decoder.pre.rope.fused.relu", **{**TINY, **fields})).eval()
+
+
+def test_the_cache_keeps_only_the_window():
+    model = decoder(window=3)
+    prompts = torch.cat([torch.full((2, 1), 1), padded_batch([6, 6], 19, seed=3)], dim=1)
+    tokens, state = model.start_decoding(prompts)
+    for _ in range(5):
+        model.decode_step(tokens, state)
+        tokens = torch.cat([tokens, torch.full((2, 1), 5)], dim=1)
+    for layer in state.cache.layers:
+        keys, _ = layer.self_attn._store[0]
+        assert keys.size(-2) == 3, "the newest query sees itself and the 2 before it; nothing older is kept"
+
+
+def test_ragged_prompts_keep_what_their_shortest_row_still_needs():
+    positions = torch.tensor([[3], [9]])  # the next queries of two rows
+    keys = torch.arange(10)[None].expand(2, -1)
+    assert stale_columns(positions, keys, None, window=3) == 1, "row 0 still needs positions 1 and 2"
+    padding = torch.ones(2, 1, 1, 10, dtype=torch.bool)
+    padding[0, ..., :4] = False
+    assert stale_columns(positions, keys, padding, window=3) == 4, "padding is stale for its row"
+
+
+def test_a_window_as_long_as_the_sequence_changes_nothing():
+    src, tgt = padded_batch([7, 4], 19, seed=1), padded_batch([5, 6], 19, seed=2)
+    full = zoo.build("pre.sinusoidal.fused.relu", seed=2, **TINY).eval()
+    windowed = zoo.build("pre.sinusoidal.fused.relu", seed=2, **TINY, window=TINY["max_len"]).eval()
+    torch.testing.assert_close(windowed(src, tgt), full(src, tgt), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("norm_type", zoo.registry("norm_type").names())
+def test_qk_norm_normalizes_each_head_over_d_head(norm_type):
+    attention = decoder(qk_norm=norm_type).decoder.layers[0].self_attn
+    assert isinstance(attention.q_norm, zoo.registry("norm_type").get(norm_type))
+    q = torch.randn(2, 4, 5, 4) * 3 + 1
+    torch.testing.assert_close(attention.norm_queries(q), attention.q_norm(q))
+    assert sum(p.numel() for p in attention.q_norm.parameters()) in (1, 4, 8), "a norm of width d_head"
+    names = {name.split("self_attn.")[-1] for name in canonical_state(decoder(qk_norm=norm_type))}
+    assert {name for name in names if name.startswith(("q_norm", "k_norm"))}, "the canonical state holds it"
+
+
+def test_l2_qk_norm_gives_scores_a_learned_scale_times_the_cosine():
+    attention = decoder(qk_norm="l2").decoder.layers[0].self_attn
+    assert torch.equal(zoo.build("decoder.pre.rope.fused.relu", **TINY, qk_norm="l2").decoder.layers[0]
+                       .self_attn.qk_scale, torch.full((4,), 4.0)), "g starts at d_head"
+    q, k = torch.randn(1, 4, 3, 4), torch.randn(1, 4, 3, 4)
+    scores = attention.norm_queries(q) @ attention.norm_keys(k).transpose(-1, -2)
+    cosines = F.cosine_similarity(q[..., :, None, :], k[..., None, :, :], dim=-1)
+    torch.testing.assert_close(scores, attention.qk_scale[:, None, None] * cosines)
+
+
+def test_bad_qk_norm_names_the_field_and_the_choices():
+    with pytest.raises(zoo.ConfigError, match="unknown qk_norm 'rms'; choices: null, l2, layernorm, rmsnorm"):
+        zoo.spec("pre.sinusoidal.fused.relu", vocab_size=9, qk_norm="rms")
