@@ -91,3 +91,21 @@ def test_convert_keeps_dtype_and_mode():
     assert converted.training and next(converted.parameters()).dtype == torch.float64
     with pytest.raises(ValueError, match="unknown attention 'fussed'; did you mean 'fused'"):
         zoo.convert(model, attention="fussed")
+
+
+OTHER_PARTS = [(axis, name) for axis in zoo.AXES if axis not in ("attention", "position")
+               for name in zoo.registry(axis).names()]
+
+
+@pytest.mark.parametrize("axis, part", OTHER_PARTS, ids=[f"{a}={p}" for a, p in OTHER_PARTS])
+def test_every_part_converts_exactly_between_attention_layouts(axis, part):
+    """Placements, feed-forwards (the experts of an MoE) and norm types keep their weights through
+    a change of layout, in every kind, from weights away from their initial values."""
+    for kind in ("encoder_decoder", "decoder"):
+        model = trained_like("pre.sinusoidal.fused.relu", scale=0.1, kind=kind, **{axis: part})
+        src, tgt = padded_batch([7, 3], 19, seed=1), padded_batch([6, 4], 19, seed=2)
+        inputs = (src, tgt) if kind == "encoder_decoder" else (tgt,)
+        for target in ("per_head", "sdpa"):
+            with torch.no_grad():
+                torch.testing.assert_close(zoo.convert(model, attention=target)(*inputs), model(*inputs),
+                                           atol=1e-5, rtol=1e-5, msg=f"{kind} {target}")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from readmekit import blocks, commands, run_python
 
+import zoo
 from zoo.cli import build_parser, main
 from zoo.specs.experiment import load_experiment
 from zoo.sweep import expand, load_sweep, shard
@@ -101,3 +102,16 @@ def test_the_wandb_commands_exist(words):
     done = subprocess.run([str(Path(sys.executable).with_name("wandb")), words[1], "--help"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("axis", zoo.AXES)
+def test_the_parts_table_names_every_registered_part(axis):
+    """A part registered without a line in the README's table of axes fails here."""
+    row = next(line for line in README.splitlines() if line.startswith(f"| `{axis}`"))
+    missing = [name for name in zoo.registry(axis).names() if f"`{name}`" not in row]
+    assert not missing, f"README.md's row for {axis} lacks {missing}"
+
+
+def test_every_spec_field_is_in_the_readme():
+    missing = [name for name in zoo.ModelSpec.model_fields if f"`{name}`" not in README and name not in zoo.AXES]
+    assert not missing, f"README.md never names the spec fields {missing}"

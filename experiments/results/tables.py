@@ -16,7 +16,9 @@ on the first metric. `interactions`: each axis's paired differences within each 
 `by_kind`: each axis's paired differences within each value of `model.kind`, side by side, with
 the verdict of `transfer`. `falls`: the runs whose first metric fell most between two evaluations. `transfer` (NAME is
 `A+B`, metrics one for each side): each axis's effect on both sweeps with its verdict, and the rank
-correlation of the variants.
+correlation of the variants. `against_paper`: each row of a sweep of rows against its first, beside
+the number a paper reports for it (the folder's paper.yaml), with the Holm-adjusted p and whether
+the paper's direction held.
 A results folder holds what `zoo sweep` and `zoo compare` left: sweep.yaml, ledger.jsonl,
 report.md and the plots; `zoo reproduce experiments/results/NAME/ledger.jsonl` trains its cells again.
 """
@@ -24,6 +26,7 @@ report.md and the plots; `zoo reproduce experiments/results/NAME/ledger.jsonl` t
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import shutil
 import sys
@@ -71,13 +74,15 @@ def effects(folder: Path, metrics: list[str]) -> str:
             cells = []
             for m in metrics:
                 estimate = per_metric[m][index].differences[position][1]
-                cells.append(shown(estimate))
+                holm_p = per_metric[m][index].tests[position][1]
+                cells.append(shown(estimate) + ("" if math.isnan(holm_p) else f"; Holm p {holm_p:.2g}"))
                 if estimate.n > 1 and (estimate.low > 0 or estimate.high < 0):
                     separates[m].append(effect.label)
             lines.append(f"| {effect.label}: {value_text(value)} − {value_text(effect.values[0])} | "
                          + " | ".join(cells) + " |")
     pairs = sorted({e.n for effect in first for _, e in effect.differences})
-    lines += ["", f"Pairs per difference: {', '.join(map(str, pairs))}; bold: the interval excludes zero. Axes that "
+    lines += ["", f"Pairs per difference: {', '.join(map(str, pairs))}; bold: the interval excludes zero; Holm p: the "
+              "paired t-test's p adjusted over every difference of the sweep on that metric. Axes that "
               "separate (some difference excludes zero): " + "; ".join(
                   f"`{m}`: {', '.join(dict.fromkeys(separates[m])) or 'none'}" for m in metrics) + "."]
     return "\n".join(lines) + "\n"
@@ -173,8 +178,47 @@ def transfer(folders: list[Path], metrics: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def direction(paper: float, measured: Estimate, holm_p: float, goal: str) -> str:
+    """Whether the paper's direction held: the measured difference separated (Holm p < 0.05) with
+    the paper's sign, against it, or not at all."""
+    better = (lambda d: d < 0) if goal == "min" else (lambda d: d > 0)
+    said = "no change" if paper == 0 else ("better" if better(paper) else "worse")
+    if not holm_p < 0.05:
+        return f"not separated (paper: {said})"
+    found = "better" if better(measured.mean) else "worse"
+    if said == "no change":
+        return f"differs: {found} (paper: no change)"
+    return f"held: {found}" if found == said else f"reversed: {found} (paper: {said})"
+
+
+def against_paper(folder: Path, metrics: list[str]) -> str:
+    """Every row's paired difference from the first row on each metric, beside the paper's."""
+    from zoo.specs.yamlio import load_yaml
+
+    paper = load_yaml((folder / "paper.yaml").read_text(encoding="utf-8"), str(folder / "paper.yaml"))
+    per_metric = {m: next(e for e in axis_effects(read.sweep, read.records) if e.key == "row")
+                  for m in metrics for read in [read_sweep(folder, m)]}
+    first, goal = per_metric[metrics[0]], goal_of(metrics[0])
+    lines = [f"| row − {first.values[0]} | paper: loss (its baseline) | paper: difference | `{metrics[0]}` [95% CI] "
+             f"| Holm p | " + " | ".join(f"`{m}` [95% CI]" for m in metrics[1:]) + " | paper's direction here |",
+             "|---" * (5 + len(metrics)) + "|"]
+    for position, (row, estimate) in enumerate(first.differences):
+        said = paper["rows"][row]
+        change = said["paper"] - said["baseline"]
+        holm_p = first.tests[position][1]
+        others = [shown(per_metric[m].differences[position][1]) for m in metrics[1:]]
+        lines.append(f"| {row}: {said['label']} | {said['paper']:.3f} ({said['baseline']:.3f}) | {signed(change)} | "
+                     f"{shown(estimate)} | {holm_p:.2g} | " + " | ".join(others)
+                     + f" | {direction(change, estimate, holm_p, goal)} |")
+    pairs = sorted({e.n for _, e in first.differences})
+    lines += ["", f"Pairs per difference: {', '.join(map(str, pairs))} (seeds); bold: the 95% interval excludes zero; "
+              f"Holm p: adjusted over the {len(first.differences)} differences on `{metrics[0]}`. Source: "
+              f"{paper['source']}."]
+    return "\n".join(lines) + "\n"
+
+
 KINDS = {"effects": effects, "ranking": ranking, "interactions": interactions, "by_kind": by_kind, "falls": falls,
-         "transfer": transfer}
+         "transfer": transfer, "against_paper": against_paper}
 
 
 def render(text: str) -> str:
