@@ -31,17 +31,21 @@ def test_show_prints_a_spec_that_round_trips(capsys):
     assert zoo.ModelSpec.model_validate(yaml.safe_load(out)) == zoo.spec("pre-ln", vocab_size=100, position="learned")
 
 
-def test_build_all_builds_every_combination(capsys):
+def test_build_all_takes_sizes_and_a_glob_of_combinations(capsys):
+    """(test_first_hour.py builds every combination at the default size.)"""
     sizes = ["d_model=16", "n_heads=2", "d_ff=32", "n_encoder_layers=1", "n_decoder_layers=1", "vocab_size=20"]
-    main(["build-all", *[arg for pair in sizes for arg in ("--set", pair)]])
+    main(["build-all", "--only", "post.sinusoidal.*", *[arg for pair in sizes for arg in ("--set", pair)]])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith(f"{len(COMBOS)} combinations")
+    chosen = [name for name in COMBOS if name.startswith("post.sinusoidal.")]
+    assert lines[0].startswith(f"{len(chosen)} combinations") and 0 < len(chosen) < len(COMBOS)
     built = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in lines[1:-1]}
-    assert set(built) == set(COMBOS)
+    assert set(built) == set(chosen)
     expected = zoo.build("post.sinusoidal.fused.relu", d_model=16, n_heads=2, d_ff=32,
                          n_encoder_layers=1, n_decoder_layers=1, vocab_size=20).num_parameters()
     assert built["post.sinusoidal.fused.relu"] == expected
-    assert lines[-1].startswith(f"built and ran {len(COMBOS)} models")
+    assert lines[-1].startswith(f"built and ran {len(chosen)} models")
+    with pytest.raises(SystemExit, match=r"--only 'nothing\.\*' matches no combination of norm\.position"):
+        main(["build-all", "--only", "nothing.*"])
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import itertools
 import math
 import sys
@@ -76,7 +77,10 @@ BUILD_ALL_SIZE = {"vocab_size": 64, "d_model": 32, "n_heads": 4, "n_kv_heads": 2
 def cmd_build_all(args: argparse.Namespace) -> None:
     """Build every registered combination, run one forward pass, print its name and size."""
     overrides = {**BUILD_ALL_SIZE, **model_sets(args.set)}
-    combos = list(itertools.product(*(registry(axis).names() for axis in AXES)))
+    combos = [combo for combo in itertools.product(*(registry(axis).names() for axis in AXES))
+              if fnmatch.fnmatchcase(".".join(combo), args.only)]
+    if not combos:
+        raise SystemExit(f"zoo build-all: --only {args.only!r} matches no combination of {'.'.join(AXES)}")
     sizes = ", ".join(f"{k} {v}" for k, v in overrides.items())
     print(f"{len(combos)} combinations of {', '.join(AXES)} on preset {args.preset} ({sizes})")
     src = torch.tensor([[5, 6, 7, 8, 2, 0], [9, 10, 11, 12, 13, 2]])
@@ -161,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     build_all = commands.add_parser("build-all", help="build and run every registered combination, at a small size "
                                     "unless --set says otherwise")
     build_all.add_argument("--preset", default="vaswani2017", help="sizes and options for every combination")
+    build_all.add_argument("--only", default="*", metavar="GLOB",
+                           help="only the combinations whose parts, joined by dots in axis order (norm_type too), match, "
+                           "e.g. '*.moe.*'")
     build_all.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                            help="ModelSpec fields for every combination (default: "
                            + " ".join(f"{k}={v}" for k, v in BUILD_ALL_SIZE.items()) + "), e.g. --set d_model=512")
