@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from einops import rearrange, repeat
 from torch import Tensor, nn
 
-from zoo.model.attend import attend, visible_keys
+from zoo.model.attend import attend, visible_keys, within_window
 from zoo.parts import Attention
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
@@ -37,7 +37,8 @@ class PackedHeads(Attention):
             q = self.rotate_queries(self.norm_queries(q), position, positions)
             k, v = self.self_keys(0, self.norm_keys(k), v, position, positions, cache)
             if self.window is not None:
-                mask, key_positions, k, v = self.within_window(q.size(-2), mask, positions, key_positions, k, v, cache)
+                mask, key_positions, k, v = within_window(self.window, q.size(-2), mask, positions, key_positions, k, v,
+                                                          cache)
         else:
             rows = slice(0, self.q_width)
             q = self.norm_queries(self._heads(F.linear(x, weight[rows], None if bias is None else bias[rows])))

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from zoo.model.attend import KVCache, stale_columns
+from zoo.model.attend import KVCache
 from zoo.model.dropout import Dropout
 from zoo.specs.choices import Choice
 from zoo.specs.model_spec import ModelSpec
@@ -298,21 +298,6 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.append(slot, k, v)
         return k, v
-
-    def within_window(self, q_len: int, mask: Tensor | None, positions: Tensor | None,
-                      key_positions: Tensor | None, k: Tensor, v: Tensor, cache: KVCache | None):
-        """Sliding-window self-attention: the cache forgets the oldest keys that no query of this
-        step or later can see; the padding mask and key positions follow the keys kept, and keys
-        `window` or more positions away are hidden."""
-        if positions is None:  # called without positions (and so without a cache): the columns' own
-            positions = torch.arange(k.size(-2) - q_len, k.size(-2), device=k.device)[None]
-        key_positions = positions if key_positions is None else key_positions
-        if cache is not None:
-            k, v = cache.forget_oldest(0, stale_columns(positions, key_positions[:, -k.size(-2):],
-                                                        None if mask is None else mask[..., -k.size(-2):], self.window))
-        key_positions, mask = key_positions[:, -k.size(-2):], None if mask is None else mask[..., -k.size(-2):]
-        near = (positions[:, None, :, None] - key_positions[:, None, None, :]).abs() < self.window
-        return near if mask is None else mask & near, key_positions, k, v
 
     @staticmethod
     def memory_keys(slot, project, memory: Tensor, cache: KVCache | None):

@@ -68,6 +68,24 @@ def stale_columns(positions: Tensor, key_positions: Tensor, mask: Tensor | None,
     return int(stale.all(0).int().cumprod(0).sum())
 
 
+def within_window(window: int, q_len: int, mask: Tensor | None, positions: Tensor | None,
+                  key_positions: Tensor | None, k: Tensor, v: Tensor, cache: KVCache | None):
+    """Sliding-window self-attention, after the new keys joined the cache (slot 0): the cache
+    forgets the oldest keys that no query of this step or later can see; the padding mask and the
+    key positions follow the keys kept, and keys `window` or more positions away are hidden.
+    Returns (mask, key_positions, k, v)."""
+    if positions is None:  # called without positions (and so without a cache): the columns' own
+        positions = torch.arange(k.size(-2) - q_len, k.size(-2), device=k.device)[None]
+    key_positions = positions if key_positions is None else key_positions
+    if cache is not None:
+        kept = k.size(-2)
+        k, v = cache.forget_oldest(0, stale_columns(positions, key_positions[:, -kept:],
+                                                    None if mask is None else mask[..., -kept:], window))
+    key_positions, mask = key_positions[:, -k.size(-2):], None if mask is None else mask[..., -k.size(-2):]
+    near = (positions[:, None, :, None] - key_positions[:, None, None, :]).abs() < window
+    return near if mask is None else mask & near, key_positions, k, v
+
+
 class KVCache:
     """Keys and values one attention layer computed in earlier decoding steps.
 
