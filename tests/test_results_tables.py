@@ -96,3 +96,23 @@ def test_a_stale_table_is_rewritten_and_caught(tables, tmp_path, monkeypatch):
 def test_the_readmes_tables_are_the_committed_ledgers(tables):
     assert tables.MARKER.findall((ROOT / "README.md").read_text()), "the README publishes generated tables"
     assert tables.main(["--check"]) == 0
+
+
+def test_against_paper_reads_each_row_beside_the_papers_number(tables, tmp_path):
+    """Row `better` lowers the loss by 0.1 in every seed (the paper: lower too), `worse` raises it
+    by 0.1 (the paper: lower, so reversed), `noise` moves by ±0.05 (not separated)."""
+    shift = {"baseline": 0.0, "better": -0.1, "worse": 0.1}
+    rows = {name: {} if name == "baseline" else {"model.d_ff": 8 + i} for i, name in enumerate([*shift, "noise"])}
+    sweep = write_sweep(tmp_path, "rows", {}, [0, 1, 2], metric="test/loss", rows=rows,
+                        value=lambda a, seed: 2.0 + seed * 0.01 + shift.get(a["row"], 0.05 * (-1) ** seed))
+    folder = sweep.directory()
+    (folder / "paper.yaml").write_text("source: a paper\nrows:\n"
+                                       "  better: {label: B, paper: 1.7, baseline: 1.8}\n"
+                                       "  worse: {label: W, paper: 1.75, baseline: 1.8}\n"
+                                       "  noise: {label: N, paper: 1.8, baseline: 1.8}\n")
+    lines = tables.against_paper(folder, ["test/loss"]).splitlines()
+    assert lines[2].startswith("| better: B | 1.700 (1.800) | −0.100 | **−0.100 [−0.100, −0.100]** | 0 |")
+    assert lines[2].endswith("| held: better |")
+    assert lines[3].endswith("| reversed: worse (paper: better) |")
+    assert lines[4].endswith("| not separated (paper: no change) |")
+    assert "Holm p: adjusted over the 3 differences on `test/loss`. Source: a paper." in lines[-1]
