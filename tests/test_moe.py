@@ -7,7 +7,7 @@ from conftest import TINY, padded_batch
 
 import zoo
 from trainkit import offline_run, tiny_experiment
-from zoo.model.routing import balance_loss, capacity_of, route, within_capacity
+from zoo.model.routing import balance_loss, capacity_of, route
 
 MOE = "pre.sinusoidal.fused.moe"
 
@@ -24,12 +24,19 @@ def test_top_1_gates_by_the_probability_and_top_2_renormalizes():
 
 
 def test_capacity_keeps_first_choices_first_then_earlier_tokens():
-    choice = torch.tensor([[0, 1], [0, 2], [0, 1], [1, 0]])
-    kept = within_capacity(choice, experts=3, capacity=2)
+    logits = torch.tensor([[3.0, 2, 0], [3, 0, 2], [3, 2, 0], [2, 3, 0]])  # choices [0, 1], [0, 2], [0, 1], [1, 0]
+    routes = route(logits, 2, capacity=torch.tensor(2))
+    assert routes.choice.tolist() == [[0, 1], [0, 2], [0, 1], [1, 0]]
+    kept = routes.kept
     # expert 0: tokens 0, 1 (first choices) fit, 2 (first) and 3 (second) do not; expert 1: token 3's
     # first choice, then token 0's second fit, token 2's second does not; expert 2: token 1's second
     assert kept.tolist() == [[True, True], [True, True], [False, False], [True, False]]
     assert capacity_of(tokens=10, experts=4, top_k=2, factor=1.25) == 7  # ceil(1.25 * 20 / 4)
+    assert capacity_of(torch.tensor(10), 4, 2, 1.25).item() == 7
+    padded = route(logits, 2, real=torch.tensor([True, False, True, True]), capacity=2)
+    # without token 1, expert 0 takes tokens 0 and 2; expert 1 token 3's first choice, token 0's second
+    assert padded.kept.tolist() == [[True, True], [False, False], [True, False], [True, False]]
+    assert padded.place[2, 1] == 2 and padded.place[1].tolist() == [-1, -1], "padding takes no place"
 
 
 def test_the_balance_loss_is_one_when_balanced_and_grows_with_imbalance():
@@ -64,6 +71,16 @@ def test_padding_is_not_routed_and_evaluation_drops_nothing():
     assert moe.aux_loss is not None and not trained[1, 2:].any()
     dropped = (trained - out).abs().amax(-1)[real] > 1e-6
     assert dropped.any(), "a capacity of 0.1 of an even share drops assignments in training"
+
+
+def test_training_without_drops_computes_what_evaluation_does():
+    """The buffered training path and the exact evaluation path are one function when the
+    capacity drops nothing (dropout 0 in TINY)."""
+    moe = zoo.build(MOE + "+capacity_factor=100.0", seed=0, **TINY).encoder.layers[0].ffn
+    x, real = torch.randn(3, 5, 16), torch.ones(3, 5, dtype=torch.bool)
+    real[0, 3:] = False
+    trained = moe.train()(x, real=real)
+    torch.testing.assert_close(trained, moe.eval()(x, real=real), rtol=1e-6, atol=1e-6)
 
 
 def test_every_expert_gets_a_gradient_even_when_no_token_chose_it():

@@ -30,8 +30,11 @@ def test_effects_table_of_known_differences(tables, tmp_path):
     text = tables.effects(folder, ["eval/exact_match", "eval/loss"])
     lines = text.splitlines()
     assert lines[0] == "| axis: paired difference | `eval/exact_match` [95% CI] | `eval/loss` [95% CI] |"
-    assert lines[2] == "| norm: pre − post | **+0.200 [0.200, 0.200]** | **−0.200 [−0.200, −0.200]** |"
+    assert lines[2] == "| norm: pre − post | **+0.200 [0.200, 0.200]**; Holm p 0 | **−0.200 [−0.200, −0.200]**; Holm p 0 |"
     assert lines[3].startswith("| ffn: gelu − relu | +0.0100 [") and "**" not in lines[3], "the interval spans zero"
+    # gelu − relu is +0.03 or −0.01 in each of 4 pairs: t = 0.866 on 3 degrees of freedom, p 0.45;
+    # Holm leaves the larger p of two as it is (pre − post, certain, has p 0)
+    assert "; Holm p 0.45 |" in lines[3]
     assert lines[-1].endswith("Axes that separate (some difference excludes zero): `eval/exact_match`: norm; "
                               "`eval/loss`: norm.")
 

@@ -183,8 +183,8 @@ class MixtureOfExperts(nn.Module):
     al. 2022). Padding is not routed (its output is 0); capacity drops apply in training only (see
     zoo.model.routing). In training, `aux_loss` holds the weighted load-balancing loss of the
     last forward, which the trainer adds to the loss. Each expert is initialized as a dense
-    feed-forward of its width is; every expert runs each step, on no tokens if none chose it, so
-    data-parallel training sees a gradient (0) for every parameter."""
+    feed-forward of its width is; in training every expert runs on its buffer each step, empty
+    or not, so data-parallel training sees a gradient for every parameter."""
 
     Settings = ExpertSettings
     takes_real_tokens = True
@@ -206,17 +206,41 @@ class MixtureOfExperts(nn.Module):
 
     def forward(self, x: Tensor, real: Tensor | None = None) -> Tensor:
         flat = x.reshape(-1, x.size(-1))
-        rows = None if real is None else real.reshape(-1).nonzero().squeeze(1)
+        real = None if real is None else real.reshape(-1)
+        out = self.buffered(flat, real) if self.training else self.exact(flat, real)
+        return out.reshape(*x.shape[:-1], out.size(-1))
+
+    def buffered(self, flat: Tensor, real: Tensor | None) -> Tensor:
+        """Training: each expert reads a buffer of a fixed number of slots (the capacity for a
+        batch of real tokens only, padding included in the count), so nothing is read back to
+        the host; an assignment past its expert's capacity, and padding, fill no slot."""
+        experts, tokens = len(self.experts), len(flat)
+        routed = tokens if real is None else real.sum()
+        routes = route(self.router(flat), self.top_k, real, capacity_of(routed, experts, self.top_k, self.capacity_factor))
+        self.aux_loss = self.weight * balance_loss(routes)
+        slots = min(tokens, capacity_of(tokens, experts, self.top_k, self.capacity_factor))
+        # slot `slots` of each expert is where what fills no slot goes, never read back
+        index = routes.choice * (slots + 1) + torch.where(routes.kept, routes.place, slots)
+        buffer = flat.new_zeros(experts * (slots + 1), flat.size(-1))
+        buffer = buffer.index_put((index.reshape(-1),), flat.repeat_interleave(self.top_k, dim=0), accumulate=True)
+        buffer = buffer.view(experts, slots + 1, -1)[:, :slots]
+        outs = torch.stack([expert(buffer[e]) for e, expert in enumerate(self.experts)])
+        outs = torch.cat([outs, outs.new_zeros(experts, 1, outs.size(-1))], dim=1).flatten(0, 1)
+        weights = (routes.gate * routes.kept)[..., None].to(outs.dtype)
+        return (outs[index] * weights).sum(1)
+
+    def exact(self, flat: Tensor, real: Tensor | None) -> Tensor:
+        """Evaluation and decoding: each expert runs on exactly the real tokens that chose it."""
+        self.aux_loss = None
+        rows = None if real is None else real.nonzero().squeeze(1)
         tokens = flat if rows is None else flat[rows]
-        capacity = capacity_of(len(tokens), len(self.experts), self.top_k, self.capacity_factor) if self.training else None
-        routes = route(self.router(tokens), self.top_k, capacity)
-        self.aux_loss = self.weight * balance_loss(routes) if self.training else None
+        routes = route(self.router(tokens), self.top_k)
         out = None
         for index, expert in enumerate(self.experts):
-            token, rank = ((routes.choice == index) & routes.kept).nonzero(as_tuple=True)
+            token, rank = (routes.choice == index).nonzero(as_tuple=True)
             y = expert(tokens[token])
             out = y.new_zeros(len(tokens), y.size(-1)) if out is None else out
             out = out.index_add(0, token, y * routes.gate[token, rank, None].to(y.dtype))
         if rows is not None:
             out = out.new_zeros(len(flat), out.size(-1)).index_copy(0, rows, out)
-        return out.reshape(*x.shape[:-1], out.size(-1))
+        return out
