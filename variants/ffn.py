@@ -211,9 +211,10 @@ class MixtureOfExperts(nn.Module):
         return out.reshape(*x.shape[:-1], out.size(-1))
 
     def buffered(self, flat: Tensor, real: Tensor | None) -> Tensor:
-        """Training: each expert reads a buffer of a fixed number of slots (the capacity for a
-        batch of real tokens only, padding included in the count), so nothing is read back to
-        the host; an assignment past its expert's capacity, and padding, fill no slot."""
+        """Training: each expert reads a buffer of a fixed number of slots, the capacity the batch
+        would have without padding, so that no count is read back to the host; the capacity
+        that drops assignments is that of the real tokens, counted on the device. Padding and
+        assignments past their expert's capacity fill no slot."""
         experts, tokens = len(self.experts), len(flat)
         routed = tokens if real is None else real.sum()
         routes = route(self.router(flat), self.top_k, real, capacity_of(routed, experts, self.top_k, self.capacity_factor))

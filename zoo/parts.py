@@ -29,6 +29,12 @@ Optional hooks (Protocols of their own), and what happens when a part omits them
   without it, in turn (see compose_sublayers).
 - `init_gain(spec, name) -> float` (classmethod of a placement): the gain of the initial draw of
   a canonical parameter; without it, 1.
+- `takes_real_tokens` (bool attribute of a feed-forward): the block calls it as `ffn(x, real=...)`
+  with the (B, T) bool mask of real tokens, or None where none is padding (MoE routes only
+  those); without it, `ffn(x)`.
+- `aux_loss` (a scalar tensor or None a part sets in each forward): the trainer adds every part's
+  to the training loss and logs the sum as `train/aux_loss` (MoE's load balancing); without it,
+  nothing is added.
 """
 
 from __future__ import annotations

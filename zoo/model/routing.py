@@ -1,7 +1,7 @@
 """Routing tokens to experts, for a mixture-of-experts feed-forward (Shazeer et al. 2017; GShard,
 Lepikhin et al. 2021; Switch, Fedus et al. 2022).
 
-Only the tokens handed in are routed (the caller leaves padding out). Capacity is a training
+Only real tokens are routed: padding makes no assignment and takes no place. Capacity is a training
 device: with a capacity, each expert takes at most that many assignments, first choices before
 second ones and earlier tokens before later ones, and the rest are dropped (their token skips
 that expert; the residual connection carries it on). Without one (evaluation, decoding) no token
