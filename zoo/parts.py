@@ -272,16 +272,17 @@ class Attention(nn.Module):
             return F.normalize(k, dim=-1)
         return self.k_norm(k) if hasattr(self, "k_norm") else k
 
+    def qk_norm_parameters(self) -> list[tuple[str, nn.Parameter]]:
+        """The query/key normalization's parameters, which the layouts' canonical states carry."""
+        return [(name, p) for name, p in self.named_parameters() if name.split(".")[0] in ("qk_scale", "q_norm", "k_norm")]
+
     def qk_norm_state(self) -> dict[str, Tensor]:
-        """The query/key normalization's parameters, for the layouts' canonical states."""
-        own = {name: t for name, t in self.named_parameters() if name.split(".")[0] in ("qk_scale", "q_norm", "k_norm")}
-        return {name: t.detach().clone() for name, t in own.items()}
+        return {name: p.detach().clone() for name, p in self.qk_norm_parameters()}
 
     @torch.no_grad()
     def load_qk_norm_state(self, state: dict[str, Tensor]) -> None:
-        for name, param in self.named_parameters():
-            if name.split(".")[0] in ("qk_scale", "q_norm", "k_norm"):
-                param.copy_(state[name])
+        for name, param in self.qk_norm_parameters():
+            param.copy_(state[name])
 
     def canonical_state(self) -> dict[str, Tensor]:
         raise NotImplementedError

@@ -37,6 +37,7 @@ from zoo.compare.load import read_sweep
 from zoo.compare.stats import Estimate, axis_effects, simple_effects, variant_rows
 from zoo.compare.transfer import measure
 from zoo.metrics import goal_of
+from zoo.specs.yamlio import load_yaml
 from zoo.sweep.spec import value_text
 
 RESULTS = Path(__file__).resolve().parent
@@ -193,8 +194,6 @@ def direction(paper: float, measured: Estimate, holm_p: float, goal: str) -> str
 
 def against_paper(folder: Path, metrics: list[str]) -> str:
     """Every row's paired difference from the first row on each metric, beside the paper's."""
-    from zoo.specs.yamlio import load_yaml
-
     paper = load_yaml((folder / "paper.yaml").read_text(encoding="utf-8"), str(folder / "paper.yaml"))
     per_metric = {m: next(e for e in axis_effects(read.sweep, read.records) if e.key == "row")
                   for m in metrics for read in [read_sweep(folder, m)]}
