@@ -14,7 +14,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "experiments" / "benchmarks"
 
 
 @pytest.fixture
-def benchmark(monkeypatch):
+def script(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     return lambda name: importlib.import_module(name)
 
@@ -23,8 +23,8 @@ def printed(capsys) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_core(benchmark, capsys):
-    result = benchmark("core").main(["--smoke"])
+def test_core(script, capsys):
+    result = script("core").main(["--smoke"])
     assert printed(capsys) == json.loads(json.dumps(result))
     (size,) = result["training"]
     assert set(size["tokens_per_s"]) >= {"torch.nn.Transformer", "zoo fused", "zoo sdpa"}
@@ -32,8 +32,8 @@ def test_core(benchmark, capsys):
     assert result["per_head"]["ratio_per_head_to_fused"] > 0 and result["decoding"]["ratio_cache_to_recompute"] > 0
 
 
-def test_reference(benchmark, capsys):
-    result = benchmark("reference").main(["--smoke"])
+def test_reference(script, capsys):
+    result = script("reference").main(["--smoke"])
     assert printed(capsys) == json.loads(json.dumps(result))
     assert [f["preset"] for f in result["families"]] == ["t5", "bart"]
     for measured in result["families"]:
@@ -41,21 +41,21 @@ def test_reference(benchmark, capsys):
         assert all(ratio > 0 for ratio in measured["ratio_to_transformers"].values())
 
 
-def test_trainer(benchmark, capsys):
-    result = benchmark("trainer").main(["--smoke"])
+def test_trainer(script, capsys):
+    result = script("trainer").main(["--smoke"])
     assert printed(capsys)["ratio_trainer_to_bare"] == result["ratio_trainer_to_bare"] > 0
 
 
 @pytest.mark.parametrize("data", ["multi30k", "made on the spot"])
-def test_batching(benchmark, capsys, data):
-    result = benchmark("batching").main(["--smoke", *(["--data-dir", str(MULTI30K)] if data == "multi30k" else [])])
+def test_batching(script, capsys, data):
+    result = script("batching").main(["--smoke", *(["--data-dir", str(MULTI30K)] if data == "multi30k" else [])])
     padding = printed(capsys)["padding"]
     assert padding["token batches"]["padding_share"] < padding["sentence batches"]["padding_share"]
     assert result["batch_tokens"] > 0 and ("made-up" in result["corpus"]) == (data != "multi30k")
 
 
-def test_gpu_says_so_without_cuda_and_runs_its_code_on_cpu(benchmark, capsys):
-    gpu = benchmark("gpu")
+def test_gpu_says_so_without_cuda_and_runs_its_code_on_cpu(script, capsys):
+    gpu = script("gpu")
     if not torch.cuda.is_available():
         result = gpu.main([])
         assert printed(capsys) == result and result["ran"] is False and "no CUDA" in result["reason"]
@@ -65,9 +65,9 @@ def test_gpu_says_so_without_cuda_and_runs_its_code_on_cpu(benchmark, capsys):
     assert result["met"] is None and all(r["tokens_per_s"] > 0 for r in result["results"].values())
 
 
-def test_model_flops_count_matches_a_hand_count(benchmark):
+def test_model_flops_count_matches_a_hand_count(script):
     """d_model 8, 1+1 layers: dense 6 x params x tokens by side, plus 12 x L^2 x d per attention."""
-    gpu = benchmark("gpu")
+    gpu = script("gpu")
     model = torch.nn.ModuleDict({"encoder": torch.nn.Linear(8, 8, bias=False), "decoder": torch.nn.Linear(8, 4, bias=False),
                                  "generator": torch.nn.Linear(8, 2, bias=False)})
     flops = gpu.model_flops(model, rows=3, src_len=5, tgt_len=7, d=8, layers=1)
