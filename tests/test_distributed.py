@@ -31,7 +31,8 @@ TASKS = {"encoder_decoder": None, "decoder": None, "encoder": "mlm"}
 def run(tmp_path, name: str, processes: int, kind: str = "encoder_decoder", **model):
     task = {} if TASKS[kind] is None else {"task": text_task(TASKS[kind], write_corpus(tmp_path / "corpus"))}
     experiment = tiny_experiment(tmp_path / name, model={"kind": kind, **model},
-                                 train={"steps": 60, "eval_every": 60, "log_every": 10}, wandb={"mode": "offline"},
+                                 train={"steps": 60, "eval_every": 60, "log_every": 10, "device": "cpu"},
+                                 wandb={"mode": "offline"},
                                  **task)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(experiment))
@@ -76,3 +77,22 @@ def test_experts_that_no_token_chose_do_not_stop_data_parallel_training(tmp_path
     assert len(aux) == 6 and all(0.01 <= value <= 0.01 * 64 for value in aux)
     model, _ = zoo.load(two_dir / "checkpoint.pt")
     assert info["summary"]["eval/token_acc"] > 0.3 and model.spec.ffn.experts == 64
+
+
+@pytest.mark.parametrize("choice", ["auto", "cuda"])
+def test_more_processes_than_gpus_are_refused_before_any_joins(tmp_path, monkeypatch, choice):
+    """Two processes on a machine that shows one GPU (faked): one line that names both counts and
+    the way out, before the process group is joined (which would wait for a peer that died)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda _: pytest.fail("a GPU was taken"))
+    monkeypatch.setattr(torch.distributed, "init_process_group", lambda **_: pytest.fail("the group was joined"))
+    for name, value in {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1"}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(zoo.ConfigError) as refused:
+        zoo.train(tiny_experiment(tmp_path, train={"device": choice}))
+    assert str(refused.value) == (
+        f"train.device '{choice}': torchrun started 2 processes on this machine but CUDA shows 1 GPU, and each "
+        "process needs one of its own; start at most 1 (--nproc_per_node 1), or set train.device: cpu to train "
+        "every process on the CPU with gloo")
+    assert not list(tmp_path.iterdir()), "a refused start leaves no folder"

@@ -1,4 +1,6 @@
-"""A run killed with SIGKILL and resumed ends bitwise where an uninterrupted run ends."""
+"""A run killed with SIGKILL and resumed ends bitwise where an uninterrupted run ends: on the CPU in
+float32, and on a GPU in bf16 autocast (train.precision auto), where the CUDA generator that draws
+dropout is saved and restored too."""
 
 import os
 import signal
@@ -6,17 +8,20 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
 import yaml
 
 from trainkit import run_dir_of, tiny_experiment
 
 STEPS = 300
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))]
 
 
-def write_experiment(tmp_path, name: str):
+def write_experiment(tmp_path, name: str, device: str):
     experiment = tiny_experiment(tmp_path / name, model={"dropout": 0.1},  # dropout draws from the RNG state
-                                 train={"steps": STEPS, "checkpoint_every": 10, "eval_every": 100, "schedule": "cosine"})
+                                 train={"steps": STEPS, "checkpoint_every": 10, "eval_every": 100, "schedule": "cosine",
+                                        "device": device, "precision": "auto"})
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(experiment))
     return path, run_dir_of(experiment) / "checkpoint.pt"
@@ -33,9 +38,10 @@ def finish(process: subprocess.Popen) -> None:
     assert process.returncode == 0, err
 
 
-def test_sigkill_then_resume_is_bitwise_an_uninterrupted_run(tmp_path):
-    whole_file, whole_ckpt = write_experiment(tmp_path, "whole")
-    cut_file, cut_ckpt = write_experiment(tmp_path, "cut")
+@pytest.mark.parametrize("device", DEVICES)
+def test_sigkill_then_resume_is_bitwise_an_uninterrupted_run(tmp_path, device):
+    whole_file, whole_ckpt = write_experiment(tmp_path, "whole", device)
+    cut_file, cut_ckpt = write_experiment(tmp_path, "cut", device)
 
     killed = zoo_train(cut_file)
     deadline = time.monotonic() + 120
@@ -44,13 +50,14 @@ def test_sigkill_then_resume_is_bitwise_an_uninterrupted_run(tmp_path):
     killed.send_signal(signal.SIGKILL)
     killed.wait(timeout=30)
     assert killed.returncode == -signal.SIGKILL, "the run had ended before it could be killed"
-    stopped_at = torch.load(cut_ckpt, weights_only=True)["progress"]["step"]
+    stopped_at = torch.load(cut_ckpt, weights_only=True, map_location="cpu")["progress"]["step"]
     assert 0 < stopped_at < STEPS
 
     finish(zoo_train(cut_file, "--resume"))
     finish(zoo_train(whole_file))
 
-    cut, whole = torch.load(cut_ckpt, weights_only=True), torch.load(whole_ckpt, weights_only=True)
+    cut, whole = (torch.load(path, weights_only=True, map_location="cpu") for path in (cut_ckpt, whole_ckpt))
+    assert cut["experiment"]["train"]["device"] == device
     assert cut["progress"]["step"] == whole["progress"]["step"] == STEPS
     assert cut["model"].keys() == whole["model"].keys()
     for name, tensor in whole["model"].items():
@@ -58,3 +65,5 @@ def test_sigkill_then_resume_is_bitwise_an_uninterrupted_run(tmp_path):
     assert cut["progress"]["last_eval"] == whole["progress"]["last_eval"]
     assert cut["progress"]["best"] == whole["progress"]["best"]
     assert torch.equal(cut["rng"]["torch"], whole["rng"]["torch"])
+    if device == "cuda":
+        assert torch.equal(cut["rng"]["cuda"], whole["rng"]["cuda"])

@@ -62,11 +62,19 @@ def interleaved(contenders: dict[str, Callable[[], None]], rounds: int, warmup: 
     times: dict[str, list[float]] = {name: [] for name in contenders}
     for round_index in range(warmup + rounds):
         for name, call in contenders.items():
+            settle()
             start = time.perf_counter()
             call()
+            settle()
             if round_index >= warmup:
                 times[name].append(time.perf_counter() - start)
     return {name: statistics.median(values) for name, values in times.items()}
+
+
+def settle() -> None:
+    """Wait for the GPU's queued work, so a contender's time is its own (CUDA runs asynchronously)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def machine() -> dict[str, object]:

@@ -13,6 +13,7 @@ optimizer settings, on one fixed batch of the same task. The experiment is the m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import tempfile
 
@@ -41,16 +42,18 @@ def make_trainer(out_dir: str, smoke: bool) -> Trainer:
 
 def bare_loop(trainer: Trainer):
     """Forward, loss, backward, optimizer step: a copy of the trainer's model and optimizer
-    settings on the task's first batch, nothing else."""
+    settings on the task's first batch, on the trainer's device and under its autocast, nothing else."""
     model = copy.deepcopy(trainer.model).train()
     o = trainer.experiment.train.optimizer
     optimizer = torch.optim.Adam(model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps)
-    src, tgt = trainer.task.train_batch(1, trainer.experiment.train.batch_size)
+    src, tgt = (rows.to(trainer.device) for rows in trainer.task.train_batch(1, trainer.experiment.train.batch_size))
     pad = trainer.spec.pad_id
     tokens = int((tgt[:, 1:] != pad).sum())
+    dtype = trainer.amp_dtype
 
     def step() -> None:
-        logits = model(src, tgt[:, :-1])
+        with torch.autocast(trainer.device.type, dtype) if dtype else contextlib.nullcontext():
+            logits = model(src, tgt[:, :-1])
         loss = F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=pad, reduction="sum") / tokens
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -86,6 +89,7 @@ def main(argv: list[str] | None = None) -> dict:
     ratio = seconds["trainer"] / seconds["bare loop"]
     say(f"trainer / bare loop time per step: {ratio:.3f}x")
     result = {"benchmark": "trainer", "smoke": args.smoke, "machine": machine(),
+              "device": str(trainer.device),
               "model": trainer.spec.name, "d_model": trainer.spec.d_model, "batch_size": trainer.experiment.train.batch_size,
               "ms_per_step": {k: round(v / steps * 1e3, 2) for k, v in seconds.items()},
               "ratio_trainer_to_bare": round(ratio, 3), "target": 1.05, "met": ratio <= 1.05}

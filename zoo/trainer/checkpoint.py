@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 from pydantic import ValidationError
+from torch import Tensor
 
 from zoo.errors import CheckpointError, describe_validation
 from zoo.files import atomic_write
@@ -23,26 +24,38 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     atomic_write(path, lambda handle: torch.save({"format": FORMAT, **state}, handle))
 
 
-def training_state(model, optimizer, schedule, scaler) -> dict[str, Any]:
+def training_state(model, optimizer, schedule, scaler, device: torch.device) -> dict[str, Any]:
     """Everything that makes a resumed run continue bitwise: weights, optimizer, schedule, the
-    fp16 scaler and every random generator."""
+    fp16 scaler and every random generator (the host's, and the training device's where it is CUDA)."""
     return {
         "model": model.state_dict(), "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
-        "scaler": None if scaler is None else scaler.state_dict(),
-        "rng": {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None},
+        "scaler": None if scaler is None else scaler.state_dict(), "rng": random_state(device),
     }
 
 
-def restore_training(state: dict[str, Any], model, optimizer, schedule, scaler) -> None:
+def random_state(device: torch.device) -> dict[str, Tensor | None]:
+    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    return {"torch": torch.get_rng_state(), "cuda": cuda}
+
+
+def restore_random_state(saved: dict[str, Tensor | None], device: torch.device) -> None:
+    """The inverse of random_state. A checkpoint read for a CUDA device holds its tensors there,
+    but generator states are host byte tensors: each is brought back to the host first. A CUDA
+    state restores the training device's generator; a run moved between CPU and CUDA keeps the
+    host's and draws the device's afresh."""
+    torch.set_rng_state(saved["torch"].cpu())
+    if device.type == "cuda" and saved.get("cuda") is not None:
+        torch.cuda.set_rng_state(saved["cuda"].cpu(), device)
+
+
+def restore_training(state: dict[str, Any], model, optimizer, schedule, scaler, device: torch.device) -> None:
     """The inverse of training_state."""
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     schedule.load_state_dict(state["schedule"])
     if scaler is not None and state.get("scaler"):
         scaler.load_state_dict(state["scaler"])
-    torch.set_rng_state(state["rng"]["torch"])
-    if torch.cuda.is_available() and state["rng"].get("cuda") is not None:
-        torch.cuda.set_rng_state(state["rng"]["cuda"])
+    restore_random_state(state["rng"], device)
 
 
 def verify_archive(path: Path) -> None:

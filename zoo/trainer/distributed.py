@@ -16,13 +16,14 @@ class Distributed:
     local_rank: int = 0
 
     @classmethod
-    def from_env(cls) -> Distributed:
-        """Join the process group torchrun describes in the environment, if there is one."""
+    def from_env(cls, device: torch.device) -> Distributed:
+        """Join the process group torchrun describes in the environment, if there is one: NCCL
+        between GPUs, gloo between CPU processes (train.device: cpu on a machine with GPUs too)."""
         world = int(os.environ.get("WORLD_SIZE", "1"))
         if world <= 1:
             return cls()
         if not dist.is_initialized():
-            dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+            dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
         return cls(rank=dist.get_rank(), world=dist.get_world_size(), local_rank=int(os.environ.get("LOCAL_RANK", "0")))
 
     @property

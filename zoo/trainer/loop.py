@@ -39,12 +39,12 @@ from zoo.trainer.window import Window
 class Trainer:
     def __init__(self, experiment: ExperimentSpec, resume: bool = False):
         self.experiment, t = experiment, experiment.train
-        self.dist = Distributed.from_env()
-        self.device = pick_device(t.device, self.dist)
+        self.device = pick_device(t.device)
+        self.dist = Distributed.from_env(self.device)
         self.amp_dtype = autocast_dtype(t.precision, self.device)
         self.folder = RunFolder(experiment, self.dist.is_main)
         self.name, self.run_dir, self.checkpoint_path = self.folder.name, self.folder.path, self.folder.checkpoint
-        saved = self.folder.claim(experiment, resume, self.device)
+        saved = self.folder.claim(experiment, resume)
         try:
             self._setup(saved)
         except BaseException:
@@ -105,7 +105,7 @@ class Trainer:
         return self.progress.history
 
     def _restore(self, state: dict[str, Any]) -> None:
-        restore_training(state, self.model, self.optimizer, self.schedule, self.scaler)
+        restore_training(state, self.model, self.optimizer, self.schedule, self.scaler, self.device)
         self.progress = state["progress"]
         self.run_id = state.get("wandb_id")
 
@@ -119,7 +119,7 @@ class Trainer:
         self.progress.first_loss, self.progress.high_logs = self.watch.first_loss, self.watch.high_logs
         save_checkpoint(self.checkpoint_path, {
             "experiment": self.experiment.model_dump(mode="json"), "spec": self.spec.model_dump(),
-            **training_state(self.model, self.optimizer, self.schedule, self.scaler),
+            **training_state(self.model, self.optimizer, self.schedule, self.scaler, self.device),
             "progress": self.progress.model_dump(), "task": self.task.state(),
             "wandb_id": self.tracker.run_id or self.run_id, "data": self.data,
         })

@@ -34,7 +34,8 @@ def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, pa
 
     was_training = model.training
     model.eval()
-    src = src[:1, : int((src[0] != model.spec.pad_id).sum())]
+    device = next(model.parameters()).device  # evaluation batches stay on the host; the model may not
+    src = src[:1, : int((src[0] != model.spec.pad_id).sum())].to(device)
     out = model.generate(src, max_new_tokens=min(default_new_tokens(model.spec, src), MAX_TOKENS))
     weights = model.attention_maps(src, out[:, :-1]).decoder_cross[-1][0].float().cpu()  # (H, T, S)
     model.train(was_training)

@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from zoo.errors import ConfigError, RunConflict
 from zoo.files import FolderLock, check_writable_folder
 from zoo.records import RunRecord, read_result, write_result
@@ -56,16 +54,18 @@ class RunFolder:
         self.is_main = is_main
         self._lock: FolderLock | None = None
 
-    def claim(self, experiment: ExperimentSpec, resume: bool, device: torch.device) -> dict[str, Any] | None:
+    def claim(self, experiment: ExperimentSpec, resume: bool) -> dict[str, Any] | None:
         """Lock the folder (rank 0), check it may hold this run, and return the checkpoint's state
-        to resume from, if any."""
+        to resume from, if any, read onto the host: loading it into the model and the optimizer
+        moves each tensor where its parameter lives (an optimizer's step counters stay on the host,
+        where a non-capturable Adam wants them)."""
         if self.is_main:
             check_writable_folder(experiment.train.out_dir, "train.out_dir")
             self._lock = FolderLock(self.path, what="this run").acquire()
             for partial in self.path.glob(".*.tmp"):  # a write killed midway; nobody else writes here now
                 partial.unlink(missing_ok=True)
         try:
-            return self._check(experiment, resume, device)
+            return self._check(experiment, resume)
         except BaseException:
             self.abandon()
             raise
@@ -90,13 +90,13 @@ class RunFolder:
             return None
         if record is None or record.status != "finished" or record.steps < experiment.train.steps:
             return None
-        self.claim(experiment, True, torch.device("cpu"))  # refuses another experiment or changed data
+        self.claim(experiment, True)  # refuses another experiment or changed data
         self.release()
         png = self.path / "cross_attention.png"
         return TrainResult(record.metrics, self.checkpoint, self.path, png if png.exists() else None, None,
                            record.best, record.history, already_finished=True)
 
-    def _check(self, experiment: ExperimentSpec, resume: bool, device: torch.device) -> dict[str, Any] | None:
+    def _check(self, experiment: ExperimentSpec, resume: bool) -> dict[str, Any] | None:
         has_checkpoint = self.checkpoint.exists()
         if not resume:
             if has_checkpoint or self.result.exists():
@@ -107,7 +107,7 @@ class RunFolder:
         if not has_checkpoint:
             self._refuse_a_sibling(experiment)
             return None
-        saved = read_checkpoint(self.checkpoint, device)
+        saved = read_checkpoint(self.checkpoint)
         check_resumable(saved["experiment"], experiment, saved["progress"].step, str(self.checkpoint))
         check_same_data(saved.get("data"), data_digests(experiment.task), str(self.checkpoint))
         return saved
