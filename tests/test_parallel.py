@@ -114,7 +114,8 @@ def test_bad_corpus_input_is_named(tmp_path):
 def test_short_cpu_run_on_multi30k_lowers_the_loss_and_reports_bleu(tmp_path):
     experiment = tiny_experiment(tmp_path, model={"d_model": 64, "n_heads": 4, "d_ff": 128},
                                  task=small(test_size=64), train={"steps": 100, "batch_size": 64, "eval_every": 100,
-                                                                  "eval_size": 64, "checkpoint_every": 100})
+                                                                  "eval_size": 64, "checkpoint_every": 100,
+                                                                  "device": "cpu"})  # rescored on the CPU below
     result = zoo.train(experiment)
     losses = [row["train/loss"] for row in result.history if "train/loss" in row]
     assert losses[-1] < 0.75 * losses[0]
