@@ -223,13 +223,16 @@ def build_parser() -> argparse.ArgumentParser:
                            help="default: the sweep's own mode (WANDB_MODE wins)")
     comparing.set_defaults(run=cmd_compare)
 
-    reproducing = commands.add_parser("reproduce", help="train recorded cells of a sweep's ledger again and check that "
-                                      "every final metric matches bit for bit (exit 1 if not)")
+    reproducing = commands.add_parser("reproduce", help="train recorded cells of a sweep's ledger again: in the recorded "
+                                      "environment every final metric must match bit for bit, in another the start of "
+                                      "the learning curve must agree within rounding (exit 1 if not)")
     reproducing.add_argument("ledger", help="a sweep's ledger.jsonl (its sweep.yaml beside it)")
     reproducing.add_argument("cells", nargs="*", help="cell names, e.g. 'norm=pre,ffn=gelu,seed=0' (default: every "
                              "finished cell)")
     reproducing.add_argument("--set", action="extend", nargs="+", default=[], metavar="task.KEY=VALUE",
                              help="where the data is now, e.g. task.data_dir=/path/to/multi30k")
+    reproducing.add_argument("--strict", action="store_true",
+                             help="exit 1 unless every cell matches bit for bit, in another environment too")
     reproducing.set_defaults(run=cmd_reproduce)
 
     return parser
