@@ -46,6 +46,16 @@ def test_trainer(script, capsys):
     assert printed(capsys)["ratio_trainer_to_bare"] == result["ratio_trainer_to_bare"] > 0
 
 
+def test_compile(script, capsys):
+    result = script("compile").main(["--smoke"])
+    assert printed(capsys) == json.loads(json.dumps(result))
+    runs = result["results"]
+    assert list(runs) == ["eager", "torch default compile", "zoo compile (buckets)"]
+    assert runs["eager"]["graphs"] == 0 and runs["eager"]["compile_s"] == 0
+    assert all(runs[name]["graphs"] >= 1 and runs[name]["compile_s"] > 0 for name in list(runs)[1:])
+    assert result["wall_ratio_to_eager"]["eager"] == 1.0
+
+
 @pytest.mark.parametrize("data", ["multi30k", "made on the spot"])
 def test_batching(script, capsys, data):
     result = script("batching").main(["--smoke", *(["--data-dir", str(MULTI30K)] if data == "multi30k" else [])])

@@ -4,7 +4,7 @@ Everything that needs the values of a batch is done here, on host tensors where 
 synchronization: the id check, the token count of the loss's mean, and the padding masks (None
 where a side holds no padding, so attention kernels may run without a mask). On CUDA the batch
 goes through pinned memory with non_blocking copies; it is prepared while the previous step's
-kernels still run.
+kernels still run. A compiled step takes batches of bucketed shapes (zoo.trainer.buckets).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from zoo.model.inputs import check_ids
 from zoo.model.masks import input_masks
 from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task
+from zoo.trainer.buckets import bucketed, explicit
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.framing import frame
 
@@ -32,9 +33,9 @@ class Batch(NamedTuple):
 
 class BatchFeed:
     def __init__(self, task: Task, batch_size: int, spec: ModelSpec, dist: Distributed, device: torch.device,
-                 batch_tokens: int | None = None):
+                 batch_tokens: int | None = None, buckets: bool = False):
         self.task, self.batch_size, self.spec, self.dist, self.device = task, batch_size, spec, dist, device
-        self.batch_tokens = batch_tokens
+        self.batch_tokens, self.buckets = batch_tokens, buckets
         self._ready: tuple[int, Batch] | None = None
 
     def global_batch(self, step: int) -> tuple[Tensor, Tensor]:
@@ -53,7 +54,10 @@ class BatchFeed:
         inputs, labels = frame(spec, src, tgt)
         tokens = max(1, int((labels != spec.pad_id).sum()))  # a batch may hold none (masked LM, rarely)
         inputs, labels = tuple(self.dist.shard(t) for t in inputs), self.dist.shard(labels)
-        batch = Batch(inputs, input_masks(spec, inputs), labels, tokens)
+        if self.buckets:
+            inputs, labels = bucketed(inputs, labels, spec.pad_id, spec.max_len, rows=self.batch_tokens is not None)
+        masks = explicit(input_masks(spec, inputs), inputs) if self.buckets else input_masks(spec, inputs)
+        batch = Batch(inputs, masks, labels, tokens)
         self._ready = (step, Batch(tuple(map(self._to_device, batch.inputs)), tuple(map(self._to_device, batch.padding)),
                                    self._to_device(labels), tokens))
 

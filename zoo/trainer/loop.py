@@ -20,6 +20,7 @@ from zoo.specs.experiment import ExperimentSpec, validate_experiment
 from zoo.specs.model_spec import ModelSpec
 from zoo.tasks import build_task, data_digests
 from zoo.trainer.checkpoint import restore_training, save_checkpoint, training_state
+from zoo.trainer.compiled import CompileClock, compiled
 from zoo.trainer.devices import autocast_dtype, pick_device
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.evaluate import evaluate, evaluate_split
@@ -61,7 +62,7 @@ class Trainer:
         if saved is not None and ModelSpec.model_validate(saved["spec"]) != self.spec:
             raise CheckpointError(f"{self.checkpoint_path}: its model spec differs from the experiment's "
                                   f"({ModelSpec.model_validate(saved['spec']).name} against {self.spec.name})")
-        self.feed = BatchFeed(self.task, t.batch_size, self.spec, self.dist, self.device, t.batch_tokens)
+        self.feed = BatchFeed(self.task, t.batch_size, self.spec, self.dist, self.device, t.batch_tokens, t.compile)
         sample_src, sample_tgt = self.feed.global_batch(0) if t.batch_tokens else self.task.train_batch(0, min(t.batch_size, 8))
         rows = max(1, (sample_src.size(0) if t.batch_tokens else t.batch_size) // self.dist.world)
         lengths = sequence_lengths(self.spec, sample_src.size(1), sample_tgt.size(1))
@@ -85,7 +86,8 @@ class Trainer:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.forward = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
         if t.compile:
-            self.forward = torch.compile(self.forward)
+            self.forward = compiled(self.forward)
+        self.clock = CompileClock()
         self.tracker = Tracker(experiment, self.spec, self.name, self.dist.is_main, self.run_id)
         self.window = Window(self.device, self.dist)
         self.eval_batches = self.task.eval_batches(t.eval_size, t.batch_size) if self.dist.is_main else []
@@ -127,7 +129,8 @@ class Trainer:
     def _train_step(self, step: int) -> None:
         """One optimizer step on the global batch of `step`; then the next batch is prepared while
         the device works."""
-        self._device_step(step, self.feed.take(step))
+        with self.clock.step():
+            self._device_step(step, self.feed.take(step))
         if step < self.experiment.train.steps:
             self.feed.prepare(step + 1)
 
@@ -198,7 +201,8 @@ class Trainer:
             stopping = self._stop_requested(stop, step, logged)
             saving = step % t.checkpoint_every == 0 or step == t.steps or stopping
             if logged:
-                row = {**self.window.read(), "train/lr": self.lr, "train/wall_s": time.perf_counter() - self.start}
+                row = {**self.window.read(), "train/lr": self.lr, "train/wall_s": time.perf_counter() - self.start,
+                       **(self.clock.metrics() if t.compile else {})}
                 self._log(row, step)
                 bar.update(step, row)
                 self.watch.observe(row["train/loss"], step)

@@ -6,7 +6,8 @@ import sys
 
 
 def _short(metrics: dict[str, float]) -> str:
-    keep = ("train/loss", "train/tokens_per_s", "eval/loss", "eval/token_acc", "eval/exact_match", "eval/bleu")
+    keep = ("train/loss", "train/tokens_per_s", "eval/loss", "eval/token_acc", "eval/exact_match", "eval/bleu",
+            "train/compiled_graphs", "train/compile_s")
     return " ".join(f"{k.split('/')[1]}={metrics[k]:.4g}" for k in keep if k in metrics)
 
 
