@@ -8,8 +8,9 @@ those differences until the final metrics of the main job move by tens of percen
 2 threads instead of 1: eval/loss 24%); they cannot tell a code change from another machine. The
 start of the learning curve can: to step 60 of 240, another rounding moved the main job's logged
 losses by at most 9e-8 relative, while a changed initialization (Xavier gain 1.1) moved them by
-3.5e-2 and a z-loss of 1e-4 by 7e-4. So elsewhere the verdict is the learning curve's first quarter of steps within
-EARLY_TOLERANCE, with every final metric's relative difference reported beside it.
+3.5e-2 and a z-loss of 1e-4 by 7e-4 (experiments/benchmarks/rounding.py). So elsewhere the
+verdict is the losses of the learning curve's first quarter of steps within EARLY_TOLERANCE, with
+every final metric's relative difference reported beside it.
 """
 
 from __future__ import annotations
