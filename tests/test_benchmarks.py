@@ -56,6 +56,13 @@ def test_compile(script, capsys):
     assert result["wall_ratio_to_eager"]["eager"] == 1.0
 
 
+def test_chunked_loss(script, capsys):
+    result = script("chunked_loss").main(["--smoke"])
+    assert printed(capsys) == json.loads(json.dumps(result))
+    assert set(result["kept_mib"]) == set(result["ms_per_step"]) == {"whole logits", "chunks of 8"}
+    assert 0 < result["kept_ratio_chunked_to_whole"] < 1 and result["time_ratio_chunked_to_whole"] > 0
+
+
 @pytest.mark.parametrize("data", ["multi30k", "made on the spot"])
 def test_batching(script, capsys, data):
     result = script("batching").main(["--smoke", *(["--data-dir", str(MULTI30K)] if data == "multi30k" else [])])

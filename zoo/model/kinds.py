@@ -131,8 +131,11 @@ class EncoderDecoder(ZooModel):
 
     kind = "encoder_decoder"
 
-    def forward(self, src: Tensor, tgt: Tensor, padding: tuple[Tensor | None, Tensor | None] | None = None) -> Tensor:
-        """Logits (B, T, tgt_vocab_size) for int64 src (B, S) and tgt (B, T).
+    def forward(self, src: Tensor, tgt: Tensor, padding: tuple[Tensor | None, Tensor | None] | None = None,
+                head: bool = True) -> Tensor:
+        """Logits (B, T, tgt_vocab_size) for int64 src (B, S) and tgt (B, T); with `head` False, the
+        decoder's output (B, T, d_model) that the generator would read (a loss that applies the
+        generator a chunk at a time: zoo.trainer.objective).
 
         `padding` is (src mask, tgt mask) from zoo.model.masks.padding_mask, built while the ids were on
         the host, where the ids were checked too (the trainer's batches): then nothing here reads a
@@ -141,7 +144,8 @@ class EncoderDecoder(ZooModel):
             self._check_pair(src, tgt)
             padding = input_masks(self.spec, (src, tgt))
         memory = self.encoder(src, padding[0])[0]
-        return self.generator(self.decoder(tgt, padding[1], memory, padding[0])[0])
+        hidden = self.decoder(tgt, padding[1], memory, padding[0])[0]
+        return self.generator(hidden) if head else hidden
 
     def encode(self, src: Tensor) -> Tensor:
         """The encoder memory (B, S, d_model)."""
@@ -192,13 +196,14 @@ class DecoderOnly(ZooModel):
 
     kind = "decoder"
 
-    def forward(self, ids: Tensor, padding: tuple[Tensor | None] | None = None) -> Tensor:
+    def forward(self, ids: Tensor, padding: tuple[Tensor | None] | None = None, head: bool = True) -> Tensor:
         """Logits (B, T, vocab): position t predicts token t + 1. `padding` is (mask,) built on
-        the host, as the encoder-decoder's is."""
+        the host, as the encoder-decoder's is; `head` as there."""
         if padding is None:
             check_ids("ids", ids, self.spec.tgt_vocab_size)
             padding = input_masks(self.spec, (ids,))
-        return self.generator(self.decoder(ids, padding[0])[0])
+        hidden = self.decoder(ids, padding[0])[0]
+        return self.generator(hidden) if head else hidden
 
     def attention_maps(self, ids: Tensor) -> AttentionMaps:
         check_ids("ids", ids, self.spec.tgt_vocab_size)
@@ -216,12 +221,14 @@ class EncoderOnly(ZooModel):
 
     kind = "encoder"
 
-    def forward(self, ids: Tensor, padding: tuple[Tensor | None] | None = None) -> Tensor:
-        """Logits (B, T, vocab) of every position, each seeing the whole row but its padding."""
+    def forward(self, ids: Tensor, padding: tuple[Tensor | None] | None = None, head: bool = True) -> Tensor:
+        """Logits (B, T, vocab) of every position, each seeing the whole row but its padding;
+        `head` as the encoder-decoder's."""
         if padding is None:
             check_ids("ids", ids, self.spec.src_vocab_size)
             padding = input_masks(self.spec, (ids,))
-        return self.generator(self.encoder(ids, padding[0])[0])
+        hidden = self.encoder(ids, padding[0])[0]
+        return self.generator(hidden) if head else hidden
 
     def attention_maps(self, ids: Tensor) -> AttentionMaps:
         check_ids("ids", ids, self.spec.src_vocab_size)

@@ -66,6 +66,9 @@ class TrainSpec(Strict):
     label_smoothing: float = Field(0.0, ge=0.0, lt=1.0)
     z_loss: float = Field(0.0, ge=0.0, description="PaLM's penalty on the squared log-partition of the logits, "
                                                    "added to the training loss (PaLM: 1e-4); 0: none")
+    loss_chunk: PositiveInt | None = Field(None, description="positions whose logits the training loss computes at "
+                                           "a time, recomputed in the backward pass: the full logits never exist; "
+                                           "null: all at once")
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field("auto", description="auto: bf16 on CUDA, fp32 on CPU")

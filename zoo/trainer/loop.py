@@ -28,7 +28,7 @@ from zoo.trainer.feed import Batch, BatchFeed
 from zoo.trainer.framing import check_kind_fits_task, sequence_lengths
 from zoo.trainer.guards import LossWatch, StopSignals, finite_weights, signals_to
 from zoo.trainer.lengths import check_lengths
-from zoo.trainer.objective import auxiliary_loss, training_loss_sum
+from zoo.trainer.objective import auxiliary_loss, chunked_loss_sum, training_loss_sum
 from zoo.trainer.optim import make_optimizer, make_schedule
 from zoo.trainer.picture import try_cross_attention_png
 from zoo.trainer.progress import ProgressBar
@@ -140,8 +140,12 @@ class Trainer:
         t, pad = self.experiment.train, self.spec.pad_id
         autocast = torch.autocast(self.device.type, self.amp_dtype) if self.amp_dtype else nullcontext()
         with autocast:
-            logits = self.forward(*batch.inputs, batch.padding)
-        loss_sum = training_loss_sum(logits, batch.labels, pad, t.label_smoothing, t.z_loss)
+            output = self.forward(*batch.inputs, batch.padding, head=not t.loss_chunk)
+            if t.loss_chunk:  # the generator runs a chunk at a time inside the loss, under the same autocast
+                loss_sum = chunked_loss_sum(output, self.model.generator, batch.labels, pad, t.loss_chunk,
+                                            t.label_smoothing, t.z_loss)
+        if not t.loss_chunk:
+            loss_sum = training_loss_sum(output, batch.labels, pad, t.label_smoothing, t.z_loss)
         aux = auxiliary_loss(self.model)  # a mean over this rank's tokens, which DDP's averaging keeps
         # DDP averages gradients over ranks, so each rank scales its sum to give the global mean.
         loss = loss_sum * self.dist.world / batch.tokens + (0.0 if aux is None else aux)

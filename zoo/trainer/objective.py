@@ -3,13 +3,19 @@ global batch by the caller), with label smoothing, plus PaLM's z-loss where the 
 z times the squared log-partition log sum exp(logits) of each counted position, which keeps the
 softmax normalizer near 1 (Chowdhery et al. 2022, 1e-4 there). Held-out losses are the
 cross-entropy alone. Parts may add auxiliary losses of their own (MoE's load balancing), which
-join the training loss as they are, already weighted."""
+join the training loss as they are, already weighted.
+
+With `train.loss_chunk`, the generator and the loss run a chunk of positions at a time, each
+chunk's logits recomputed in the backward pass instead of kept (activation checkpointing), so the
+batch's full float32 logits (batch x length x vocabulary) never exist at once: the same sum, to
+float rounding, in the memory of one chunk's logits."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 
 def training_loss_sum(logits: Tensor, labels: Tensor, pad_id: int, label_smoothing: float = 0.0,
@@ -20,6 +26,21 @@ def training_loss_sum(logits: Tensor, labels: Tensor, pad_id: int, label_smoothi
     if z_loss:  # a mask product, not boolean indexing: nothing is read back from the device
         loss = loss + z_loss * (flat.logsumexp(-1).square() * (targets != pad_id)).sum()
     return loss
+
+
+def chunked_loss_sum(hidden: Tensor, generator: nn.Module, labels: Tensor, pad_id: int, chunk: int,
+                     label_smoothing: float = 0.0, z_loss: float = 0.0) -> Tensor:
+    """training_loss_sum(generator(hidden), labels, ...), `chunk` positions at a time: hidden is
+    the last stack's output (B, T, d_model), labels (B, T)."""
+    flat, targets = hidden.flatten(0, 1), labels.flatten()
+
+    def piece(rows: Tensor, wanted: Tensor) -> Tensor:
+        return training_loss_sum(generator(rows)[None], wanted[None], pad_id, label_smoothing, z_loss)
+
+    total = flat.new_zeros((), dtype=torch.float32)
+    for start in range(0, flat.size(0), chunk):
+        total = total + checkpoint(piece, flat[start : start + chunk], targets[start : start + chunk], use_reentrant=False)
+    return total
 
 
 def auxiliary_loss(model: nn.Module) -> Tensor | None:
