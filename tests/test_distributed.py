@@ -28,10 +28,10 @@ TASKS = {"encoder_decoder": None, "decoder": None, "encoder": "mlm"}
 """Each kind on a task it trains: the sequence task of tiny_experiment, or masked-token prediction."""
 
 
-def run(tmp_path, name: str, processes: int, kind: str = "encoder_decoder", **model):
+def run(tmp_path, name: str, processes: int, kind: str = "encoder_decoder", train: dict | None = None, **model):
     task = {} if TASKS[kind] is None else {"task": text_task(TASKS[kind], write_corpus(tmp_path / "corpus"))}
     experiment = tiny_experiment(tmp_path / name, model={"kind": kind, **model},
-                                 train={"steps": 60, "eval_every": 60, "log_every": 10, "device": "cpu"},
+                                 train={"steps": 60, "eval_every": 60, "log_every": 10, "device": "cpu", **(train or {})},
                                  wandb={"mode": "offline"},
                                  **task)
     path = tmp_path / f"{name}.yaml"
@@ -43,10 +43,15 @@ def run(tmp_path, name: str, processes: int, kind: str = "encoder_decoder", **mo
     return run_dir_of(experiment), experiment
 
 
-@pytest.mark.parametrize("kind", list(TASKS))
-def test_two_gloo_processes_match_one_process(tmp_path, kind):
-    one_dir, experiment = run(tmp_path, "one", 1, kind)
-    two_dir, _ = run(tmp_path, "two", 2, kind)
+CASES = {**{kind: (kind, {}) for kind in TASKS}, "decoder, chunked loss": ("decoder", {"loss_chunk": 7})}
+"""Every kind, and the loss a chunk at a time, whose generator runs outside DDP's forward."""
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_two_gloo_processes_match_one_process(tmp_path, case):
+    kind, train = CASES[case]
+    one_dir, experiment = run(tmp_path, "one", 1, kind, train)
+    two_dir, _ = run(tmp_path, "two", 2, kind, train)
 
     # one run each: rank 0 alone logs
     (one_info, one_records), (two_info, two_records) = offline_run(tmp_path / "one"), offline_run(tmp_path / "two")
