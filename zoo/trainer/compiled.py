@@ -39,11 +39,14 @@ class CompileClock:
     """The graphs a run compiled and the wall seconds of the steps that compiled them (compiling
     runs on the host, before the step's kernels)."""
 
-    def __init__(self) -> None:
-        self.graphs, self.seconds = 0, 0.0
+    def __init__(self, enabled: bool) -> None:
+        self.enabled, self.graphs, self.seconds = enabled, 0, 0.0
 
     @contextmanager
     def step(self):
+        if not self.enabled:  # an eager run's steps pay nothing for the clock
+            yield
+            return
         before, start = graphs_so_far(), time.perf_counter()
         yield
         if graphs_so_far() > before:
@@ -51,4 +54,7 @@ class CompileClock:
             self.seconds += time.perf_counter() - start
 
     def metrics(self) -> dict[str, float]:
+        """What the log shows of compiling: nothing for an eager run."""
+        if not self.enabled:
+            return {}
         return {"train/compiled_graphs": float(self.graphs), "train/compile_s": self.seconds}

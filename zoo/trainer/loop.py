@@ -28,7 +28,7 @@ from zoo.trainer.feed import Batch, BatchFeed
 from zoo.trainer.framing import check_kind_fits_task, sequence_lengths
 from zoo.trainer.guards import LossWatch, StopSignals, finite_weights, signals_to
 from zoo.trainer.lengths import check_lengths
-from zoo.trainer.objective import auxiliary_loss, chunked_loss_sum, training_loss_sum
+from zoo.trainer.objective import auxiliary_loss, batch_loss_sum
 from zoo.trainer.optim import make_optimizer, make_schedule
 from zoo.trainer.picture import try_cross_attention_png
 from zoo.trainer.progress import ProgressBar
@@ -87,7 +87,7 @@ class Trainer:
             self.forward = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
         if t.compile:
             self.forward = compiled(self.forward)
-        self.clock = CompileClock()
+        self.clock = CompileClock(enabled=t.compile)
         self.tracker = Tracker(experiment, self.spec, self.name, self.dist.is_main, self.run_id)
         self.window = Window(self.device, self.dist)
         self.eval_batches = self.task.eval_batches(t.eval_size, t.batch_size) if self.dist.is_main else []
@@ -139,13 +139,7 @@ class Trainer:
         host runs ahead to the next batch (see zoo.trainer.window)."""
         t, pad = self.experiment.train, self.spec.pad_id
         autocast = torch.autocast(self.device.type, self.amp_dtype) if self.amp_dtype else nullcontext()
-        with autocast:
-            output = self.forward(*batch.inputs, batch.padding, head=not t.loss_chunk)
-            if t.loss_chunk:  # the generator runs a chunk at a time inside the loss, under the same autocast
-                loss_sum = chunked_loss_sum(output, self.model.generator, batch.labels, pad, t.loss_chunk,
-                                            t.label_smoothing, t.z_loss)
-        if not t.loss_chunk:
-            loss_sum = training_loss_sum(output, batch.labels, pad, t.label_smoothing, t.z_loss)
+        loss_sum = batch_loss_sum(self.forward, self.model.generator, batch, pad, t, autocast)
         aux = auxiliary_loss(self.model)  # a mean over this rank's tokens, which DDP's averaging keeps
         # DDP averages gradients over ranks, so each rank scales its sum to give the global mean.
         loss = loss_sum * self.dist.world / batch.tokens + (0.0 if aux is None else aux)
@@ -206,7 +200,7 @@ class Trainer:
             saving = step % t.checkpoint_every == 0 or step == t.steps or stopping
             if logged:
                 row = {**self.window.read(), "train/lr": self.lr, "train/wall_s": time.perf_counter() - self.start,
-                       **(self.clock.metrics() if t.compile else {})}
+                       **self.clock.metrics()}
                 self._log(row, step)
                 bar.update(step, row)
                 self.watch.observe(row["train/loss"], step)

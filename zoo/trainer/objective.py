@@ -43,6 +43,18 @@ def chunked_loss_sum(hidden: Tensor, generator: nn.Module, labels: Tensor, pad_i
     return total
 
 
+def batch_loss_sum(forward, generator: nn.Module, batch, pad_id: int, train, autocast) -> Tensor:
+    """The training loss summed over a batch's counted labels: the forward under `autocast`, then
+    the whole logits' loss in float32, or (train.loss_chunk) the loss a chunk at a time, whose
+    generator runs under the same autocast as the forward would have run it."""
+    with autocast:
+        output = forward(*batch.inputs, batch.padding, head=not train.loss_chunk)
+        if train.loss_chunk:
+            return chunked_loss_sum(output, generator, batch.labels, pad_id, train.loss_chunk, train.label_smoothing,
+                                    train.z_loss)
+    return training_loss_sum(output, batch.labels, pad_id, train.label_smoothing, train.z_loss)
+
+
 def auxiliary_loss(model: nn.Module) -> Tensor | None:
     """The sum of the `aux_loss` each part set in the model's last training forward, or None
     where no part sets one (see zoo.parts)."""
