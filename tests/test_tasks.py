@@ -121,3 +121,17 @@ def test_a_long_split_is_held_out_beside_the_usual_one(tmp_path):
                                                        "long_eval_min_len": 8, "long_eval_max_len": 9},
                                        train={"steps": 10}))
     assert {"long/loss", "long/exact_match", "eval/exact_match"} <= set(result.metrics)
+
+
+def test_padded_rows_hold_each_row_then_padding():
+    from zoo.tasks.base import pad_rows
+
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        lengths = torch.randint(0, 12, (int(torch.randint(1, 9, (), generator=gen)),), generator=gen).tolist()
+        lengths[0] = max(lengths[0], 1)
+        rows = [torch.randint(1, 50, (n,), generator=gen).tolist() for n in lengths]
+        out = pad_rows(rows, pad_id=0)
+        assert out.dtype == torch.long and out.shape == (len(rows), max(lengths))
+        for row, ids in zip(out.tolist(), rows):
+            assert row == ids + [0] * (out.size(1) - len(ids))
