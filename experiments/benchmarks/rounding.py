@@ -15,6 +15,8 @@ trajectory) and compares the losses logged to step N/4 (tests/test_reproduce.py:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
 import tempfile
 from pathlib import Path
 
@@ -37,7 +39,7 @@ def train_changed(experiment: dict, threads: int, gain: float = 1.0, **train) ->
     init._fill = lambda name, tensor, owner, generator, g: drawn(name, tensor, owner, generator, gain * g)
     torch.set_num_threads(threads)
     try:
-        with tempfile.TemporaryDirectory() as scratch:
+        with tempfile.TemporaryDirectory() as scratch, contextlib.redirect_stdout(sys.stderr):  # stdout: the JSON
             experiment["train"]["out_dir"] = experiment["wandb"]["dir"] = scratch
             return zoo.train(experiment)
     finally:
