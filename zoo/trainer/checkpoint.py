@@ -39,10 +39,10 @@ def random_state(device: torch.device) -> dict[str, Tensor | None]:
 
 
 def restore_random_state(saved: dict[str, Tensor | None], device: torch.device) -> None:
-    """The inverse of random_state. A checkpoint read for a CUDA device holds its tensors there,
-    but generator states are host byte tensors: each is brought back to the host first. A CUDA
-    state restores the training device's generator; a run moved between CPU and CUDA keeps the
-    host's and draws the device's afresh."""
+    """The inverse of random_state. Generator states must be host byte tensors: each is brought
+    to the host first, whatever device the checkpoint was read onto. A CUDA state restores the
+    training device's generator; a run moved between CPU and CUDA keeps the host's and draws the
+    device's afresh."""
     torch.set_rng_state(saved["torch"].cpu())
     if device.type == "cuda" and saved.get("cuda") is not None:
         torch.cuda.set_rng_state(saved["cuda"].cpu(), device)

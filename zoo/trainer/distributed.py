@@ -13,7 +13,6 @@ import torch.distributed as dist
 class Distributed:
     rank: int = 0
     world: int = 1
-    local_rank: int = 0
 
     @classmethod
     def from_env(cls, device: torch.device) -> Distributed:
@@ -24,7 +23,7 @@ class Distributed:
             return cls()
         if not dist.is_initialized():
             dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-        return cls(rank=dist.get_rank(), world=dist.get_world_size(), local_rank=int(os.environ.get("LOCAL_RANK", "0")))
+        return cls(rank=dist.get_rank(), world=dist.get_world_size())
 
     @property
     def is_main(self) -> bool:
