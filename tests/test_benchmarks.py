@@ -90,3 +90,10 @@ def test_model_flops_count_matches_a_hand_count(script):
     flops = gpu.model_flops(model, rows=3, src_len=5, tgt_len=7, d=8, layers=1)
     assert flops == 6 * 3 * (64 * 5 + (32 + 16) * 7) + 12 * 3 * 8 * (25 + 49 + 35)
 
+
+
+def test_sweep_workers(script, capsys):
+    result = script("sweep_workers").main(["--smoke"])
+    assert printed(capsys) == json.loads(json.dumps(result))
+    assert result["cells"] == 2 and set(result["seconds"]) == {"worker per pool thread", "process per cell"}
+    assert result["ratio_workers_to_process_per_cell"] > 0

@@ -190,10 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
                          help="change the saved experiment, e.g. task.data_dir=/path/to/multi30k")
     scoring.set_defaults(run=cmd_eval)
 
-    sweeping = commands.add_parser("sweep", help="train a grid of variants over seeds, one process per cell")
+    sweeping = commands.add_parser("sweep", help="train a grid of variants over seeds in worker processes")
     sweeping.add_argument("file", help="a SweepSpec YAML file")
     sweeping.add_argument("--workers", type=positive_int, default=1,
-                          help="cells at once (at least 1); CPU threads are divided between them")
+                          help="cells at once (at least 1), each worker a process that trains cell after cell; "
+                          "CPU threads are divided between them")
+    sweeping.add_argument("--cells-per-process", type=positive_int, metavar="N",
+                          help="start a worker's process afresh after N cells (default: never; 1: a process per cell)")
     sweeping.add_argument("--shard", default="0/1", metavar="I/N", help="run only shard I of N (0-based)")
     sweeping.add_argument("--dry-run", action="store_true", help="print the cells and their names")
     sweeping.add_argument("--export", choices=["wandb"], help="write a W&B sweep configuration instead of running")

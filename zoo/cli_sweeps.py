@@ -32,7 +32,8 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         if statuses is None:
             return
     else:
-        statuses = run_sweep(sweep, base, args.workers, (int(index), int(count)))
+        statuses = run_sweep(sweep, base, args.workers, (int(index), int(count)),
+                             cells_per_process=args.cells_per_process)
     counts = {s: list(statuses.values()).count(s) for s in sorted(set(statuses.values()))}
     print(f"sweep {sweep.name}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     print(f"compare: zoo compare {sweep.directory()}")

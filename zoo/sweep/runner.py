@@ -1,5 +1,6 @@
-"""Running a sweep: each cell is `zoo train` in a process of its own, so one crashing cell cannot
-take the others down; a rerun skips what the ledger says is done and resumes the rest.
+"""Running a sweep: each cell is `zoo train` in a worker process of the sweep's (zoo.sweep.worker),
+which trains cell after cell without a process start each, so one crashing cell cannot take the
+others down; a rerun skips what the ledger says is done and resumes the rest.
 
 One sweep process a shard holds the shard's lock, each training holds its run folder's lock, and
 SIGTERM or SIGINT to the sweep is passed on to every training child, which checkpoints and stops.
@@ -7,6 +8,7 @@ SIGTERM or SIGINT to the sweep is passed on to every training child, which check
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,6 +16,7 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.yamlio import dump_yaml, read_mapping
 from zoo.sweep.ledger import Ledger
 from zoo.sweep.spec import Cell, SweepSpec, cell_experiment, expand, shard
+from zoo.sweep.worker import KEEP_GOING
 from zoo.tasks import data_digests
 from zoo.trainer.guards import signals_to
 from zoo.trainer.identity import changed_fields, changes_between, data_changes, flatten
@@ -33,33 +37,79 @@ def threads_per_worker(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // workers)
 
 
-class Children:
-    """The cells' training processes. Each runs in a session of its own, so a Ctrl-C reaches it
-    once, through `forward`, and it dies with the sweep if the sweep is killed (see cli)."""
+WORKER = "from zoo.sweep.worker import main; main()"
+"""A worker process's program (not `-m zoo.sweep.worker`: this package imports that module)."""
 
-    def __init__(self):
+
+class Workers:
+    """The sweep's worker processes (zoo.sweep.worker): one per pool thread, started for its first
+    cell, kept for the next, and started afresh after a cell that ended it (a crash, a bug, a
+    signal). Each runs in a session of its own, so a Ctrl-C reaches it once, through `forward`, and
+    it dies with the sweep if the sweep is killed (see guards.die_with_parent). `cells_per_process`
+    retires a worker after that many cells (as multiprocessing's maxtasksperchild does: a bound on
+    what a long sweep's process can accumulate; 1 is a process per cell)."""
+
+    def __init__(self, threads: int, cells_per_process: int | None = None):
+        self.cells_per_process = cells_per_process
+        self.env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+                    "ZOO_PARENT_PID": str(os.getpid())}
         self.live: set[subprocess.Popen] = set()
         self.stopping: int | None = None
         self._lock = threading.Lock()
+        self._mine = threading.local()
 
-    def run(self, args: list[str], log, env: dict[str, str]) -> int | None:
-        """The child's exit code, or None when the sweep is stopping and it was not started."""
-        with self._lock:
-            if self.stopping is not None:
-                return None
-            child = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-            self.live.add(child)
-        try:
-            return child.wait()
-        finally:
+    def train(self, experiment_file: Path, log_file: Path) -> int | None:
+        """`zoo train FILE --resume`'s exit code for the cell (negative: the signal that killed its
+        worker), or None when the sweep is stopping and the cell was not started."""
+        request = json.dumps({"experiment": str(experiment_file), "log": str(log_file)}) + "\n"
+        while True:
             with self._lock:
-                self.live.discard(child)
+                if self.stopping is not None:
+                    return None
+                worker = getattr(self._mine, "worker", None) or self._start()
+            try:
+                worker.stdin.write(request)
+                worker.stdin.flush()
+                break
+            except BrokenPipeError:  # it died between cells, before taking this one: a fresh one takes it
+                self._retire(worker)
+        reply = worker.stdout.readline()
+        code = json.loads(reply)["code"] if reply else None
+        worker.cells = getattr(worker, "cells", 0) + 1
+        if code not in KEEP_GOING or worker.cells == self.cells_per_process:  # the worker ends with this cell
+            died_of = self._retire(worker)
+            code = died_of if code is None else code
+        return code
+
+    def _start(self) -> subprocess.Popen:
+        worker = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, env=self.env, start_new_session=True)
+        self.live.add(worker)
+        self._mine.worker = worker
+        return worker
+
+    def _retire(self, worker: subprocess.Popen) -> int:
+        """Let the worker end (no more cells for it) and wait for it; its exit code."""
+        with suppress(BrokenPipeError):
+            worker.stdin.close()
+        code = worker.wait()
+        with self._lock:
+            self.live.discard(worker)
+        if getattr(self._mine, "worker", None) is worker:
+            self._mine.worker = None
+        return code
+
+    def close(self) -> None:
+        """End every worker: called while the pool's threads live, since a worker's death signal
+        is tied to the thread that started it."""
+        for worker in list(self.live):
+            self._retire(worker)
 
     def forward(self, signum: int, frame=None) -> None:
         with self._lock:
             self.stopping = signum
-            for child in self.live:
-                child.send_signal(signum)
+            for worker in self.live:
+                worker.send_signal(signum)
 
 
 def identity_record(cell: Cell) -> dict[str, Any]:
@@ -67,26 +117,25 @@ def identity_record(cell: Cell) -> dict[str, Any]:
             "assignment": {key: value for key, value in cell.assignment}}
 
 
-def run_cell(experiment: ExperimentSpec, cell: Cell, ledger: Ledger, threads: int,
-             children: Children) -> RunRecord | None:
+def run_cell(experiment: ExperimentSpec, cell: Cell, ledger: Ledger, workers: Workers) -> RunRecord | None:
     """Train one cell (its experiment given) in a child process, resuming its checkpoint if a
     killed sweep left one; None when the sweep is stopping or another process (another shard)
     holds the cell."""
     run_dir = Path(experiment.train.out_dir) / cell.name
-    if lock_holder(run_dir) is not None or children.stopping is not None:
+    if lock_holder(run_dir) is not None or workers.stopping is not None:
         return None
     try:
         lock = FolderLock(run_dir, ".cell.lock", "this cell").acquire()
     except RunConflict:
         return None
     try:
-        return train_cell(experiment, run_dir, cell, ledger, threads, children)
+        return train_cell(experiment, run_dir, cell, ledger, workers)
     finally:
         lock.release()
 
 
-def train_cell(experiment: ExperimentSpec, run_dir: Path, cell: Cell, ledger: Ledger, threads: int,
-               children: Children) -> RunRecord | None:
+def train_cell(experiment: ExperimentSpec, run_dir: Path, cell: Cell, ledger: Ledger,
+               workers: Workers) -> RunRecord | None:
     identity = identity_record(cell)
     file, result_file = run_dir / "experiment.yaml", run_dir / "result.json"
     other = foreign_run(file, experiment)
@@ -103,10 +152,7 @@ def train_cell(experiment: ExperimentSpec, run_dir: Path, cell: Cell, ledger: Le
         result_file.unlink()
     atomic_write(file, experiment.to_yaml())
     ledger.append(RunRecord(status="running", **identity))
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-           "ZOO_PARENT_PID": str(os.getpid())}
-    with open(run_dir / "log.txt", "a", encoding="utf-8") as log:
-        code = children.run([sys.executable, "-m", "zoo.cli", "train", str(file), "--resume"], log, env)
+    code = workers.train(file, run_dir / "log.txt")
     if code is None:
         return None
     if result_file.exists():
@@ -173,9 +219,10 @@ def check_data_unchanged(sweep: SweepSpec, experiments: dict[str, ExperimentSpec
 
 
 def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of: tuple[int, int] = (0, 1),
-              echo: Callable[[str], None] = print) -> dict[str, str]:
-    """Run the shard's cells that the ledger does not list as done; returns each cell's status
-    ("skipped" where another process holds the cell, "stopped" where a signal came first)."""
+              echo: Callable[[str], None] = print, cells_per_process: int | None = None) -> dict[str, str]:
+    """Run the shard's cells that the ledger does not list as done, `workers` at once; returns
+    each cell's status ("skipped" where another process holds the cell, "stopped" where a signal
+    came first)."""
     if workers < 1:
         raise ConfigError(f"--workers {workers}: give at least 1")
     cells = shard(expand(sweep), *shard_of)
@@ -195,13 +242,13 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
         todo = [cell for cell in cells if cell.name not in statuses]
         echo(f"sweep {sweep.name}: {len(cells)} cells in this shard, {len(statuses)} already done, "
              f"{len(todo)} to run with {workers} worker(s)")
-        threads, children = threads_per_worker(workers), Children()
+        processes = Workers(threads_per_worker(workers), cells_per_process)
 
         def one(cell: Cell) -> None:
-            record = run_cell(experiments[cell.name], cell, ledger, threads, children)
+            record = run_cell(experiments[cell.name], cell, ledger, processes)
             if record is None:
-                statuses[cell.name] = "stopped" if children.stopping is not None else "skipped"
-                if children.stopping is None:
+                statuses[cell.name] = "stopped" if processes.stopping is not None else "skipped"
+                if processes.stopping is None:
                     echo(f"{cell.name}: skipped, another process is training it")
                 return
             statuses[cell.name] = record.status
@@ -209,11 +256,14 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
             shown = f"{sweep.metric}={value:.4g}" if value is not None else (record.error or "")[-200:]
             echo(f"[{len(statuses)}/{len(cells)}] {cell.name}: {record.status} {shown}")
 
-        with signals_to(children.forward), ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(one, todo))
-    if children.stopping is not None:
+        with signals_to(processes.forward), ThreadPoolExecutor(max_workers=workers) as pool:
+            try:
+                list(pool.map(one, todo))
+            finally:
+                processes.close()
+    if processes.stopping is not None:
         done = sum(status in DONE for status in statuses.values())
-        raise Interrupted(f"sweep {sweep.name} stopped by {signal.Signals(children.stopping).name}: {done} of "
+        raise Interrupted(f"sweep {sweep.name} stopped by {signal.Signals(processes.stopping).name}: {done} of "
                           f"{len(cells)} cells done, the others keep their checkpoints; run the same command to "
-                          "finish them", signum=children.stopping)
+                          "finish them", signum=processes.stopping)
     return statuses

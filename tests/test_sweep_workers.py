@@ -1,0 +1,136 @@
+"""A sweep's worker processes: cells trained one after another in one process give the numbers a
+run of their own gives, a worker killed mid-cell fails that cell alone, a bug's traceback lands in
+the cell's log and the next cell gets a fresh process."""
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import yaml
+
+import zoo.cli
+from trainkit import tiny_experiment
+from zoo.records import read_result
+from zoo.specs.experiment import validate_experiment
+from zoo.sweep import Ledger, SweepSpec, run_sweep
+from zoo.sweep import runner as sweep_runner
+from zoo.sweep.worker import serve
+
+TIMED = ("wall", "tokens_per_s", "compile")
+
+
+def learning_curve(history: list[dict]) -> list[dict]:
+    """A run's logged rows without what the clock decides."""
+    return [{k: v for k, v in row.items() if not any(word in k for word in TIMED)} for row in history]
+
+
+def count_starts(monkeypatch) -> list[int]:
+    """The pids of the worker processes the sweep starts."""
+    pids, start = [], sweep_runner.Workers._start
+
+    def counted(self):
+        worker = start(self)
+        pids.append(worker.pid)
+        return worker
+
+    monkeypatch.setattr(sweep_runner.Workers, "_start", counted)
+    return pids
+
+
+def test_cells_trained_in_one_worker_match_runs_of_their_own(tmp_path, monkeypatch):
+    base = tiny_experiment(tmp_path, model={"dropout": 0.1}, train={"steps": 30, "eval_every": 15, "log_every": 5})
+    sweep = SweepSpec.model_validate({"name": "one", "grid": {"model.norm": ["post", "pre"]}, "seeds": [0, 1],
+                                      "out_dir": str(tmp_path)})
+    pids = count_starts(monkeypatch)
+    assert set(run_sweep(sweep, base, workers=1, echo=lambda _: None).values()) == {"finished"}
+    assert len(pids) == 1, "four cells, one process"
+    runs = tmp_path / "one" / "runs"
+    for cell in ("norm=pre,seed=1", "norm=post,seed=0"):  # the last cell trained, and the first
+        in_worker = read_result(runs / cell / "result.json")
+        experiment = yaml.safe_load((runs / cell / "experiment.yaml").read_text())
+        experiment["train"]["out_dir"] = str(tmp_path / "alone" / cell)
+        file = tmp_path / "alone.yaml"
+        file.write_text(yaml.safe_dump(experiment))
+        threads = str(in_worker.threads)  # as many as the worker had: they change how sums round
+        subprocess.run([sys.executable, "-m", "zoo.cli", "train", str(file)], check=True, capture_output=True,
+                       env={**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}, timeout=300)
+        (result,) = (tmp_path / "alone" / cell).rglob("result.json")
+        alone = read_result(result)
+        assert alone.threads == in_worker.threads
+        assert in_worker.metrics == alone.metrics, cell
+        assert learning_curve(in_worker.history) == learning_curve(alone.history), cell
+
+
+def test_a_worker_killed_mid_cell_fails_that_cell_and_a_fresh_one_trains_the_next(tmp_path, monkeypatch):
+    base = tiny_experiment(tmp_path, train={"steps": 20, "log_every": 10, "eval_every": 10})
+    sweep = SweepSpec.model_validate({"name": "kill", "grid": {"train.steps": [100000, 20]}, "out_dir": str(tmp_path)})
+    pids = count_starts(monkeypatch)
+    statuses = {}
+    sweeping = threading.Thread(target=lambda: statuses.update(run_sweep(sweep, base, echo=lambda _: None)))
+    sweeping.start()
+    log = tmp_path / "kill" / "runs" / "steps=100000,seed=0" / "log.txt"
+    deadline = time.monotonic() + 120
+    while "step 10/100000" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(pids[0], signal.SIGKILL)
+    sweeping.join(timeout=300)
+    assert statuses == {"steps=100000,seed=0": "failed", "steps=20,seed=0": "finished"}
+    killed = Ledger(tmp_path / "kill" / "ledger.jsonl").latest()["steps=100000,seed=0"]
+    assert killed["exit_code"] == -signal.SIGKILL and "step 10/100000" in killed["error"]
+    assert len(pids) == 2 and pids[1] != pids[0]
+
+
+def test_a_worker_that_died_between_cells_is_replaced_before_the_next(tmp_path):
+    workers = sweep_runner.Workers(threads=1)
+    files = []
+    for norm in ("post", "pre"):
+        experiment = validate_experiment(tiny_experiment(tmp_path, model={"norm": norm}, train={"steps": 5}))
+        files.append(tmp_path / f"{norm}.yaml")
+        files[-1].write_text(experiment.to_yaml())
+    try:
+        assert workers.train(files[0], tmp_path / "post.log") == 0
+        (first,) = workers.live
+        first.kill()
+        first.wait()
+        assert workers.train(files[1], tmp_path / "pre.log") == 0
+        (second,) = workers.live
+        assert second.pid != first.pid
+        assert "final " in (tmp_path / "pre.log").read_text()
+    finally:
+        workers.close()
+    assert not workers.live
+
+
+def test_a_refusal_keeps_the_worker_and_a_bug_ends_it_with_its_traceback_in_the_cells_log(tmp_path, monkeypatch):
+    real_main = zoo.cli.main
+
+    def main(argv):
+        if argv[1].endswith("bug.yaml"):
+            raise RuntimeError("a bug in the trainer")
+        real_main(argv)
+
+    monkeypatch.setattr(zoo.cli, "main", main)
+    cells = ["missing.yaml", "bug.yaml", "never.yaml"]
+    requests = io.StringIO("".join(json.dumps({"experiment": str(tmp_path / cell), "log": str(tmp_path / f"{cell}.log")})
+                                   + "\n" for cell in cells))
+    replies = io.StringIO()
+    serve(requests, replies)
+    assert [json.loads(line)["code"] for line in replies.getvalue().splitlines()] == [2, 1], "nothing after the bug"
+    assert "missing.yaml" in (tmp_path / "missing.yaml.log").read_text()
+    bug_log = (tmp_path / "bug.yaml.log").read_text()
+    assert "Traceback" in bug_log and "RuntimeError: a bug in the trainer" in bug_log
+    assert not (tmp_path / "never.yaml.log").exists()
+
+
+def test_cells_per_process_starts_a_worker_afresh_after_that_many_cells(tmp_path, monkeypatch):
+    base = tiny_experiment(tmp_path, train={"steps": 5})
+    sweep = SweepSpec.model_validate({"name": "fresh", "grid": {"model.norm": ["post", "pre", "res_post"]},
+                                      "out_dir": str(tmp_path)})
+    pids = count_starts(monkeypatch)
+    statuses = run_sweep(sweep, base, workers=1, echo=lambda _: None, cells_per_process=2)
+    assert set(statuses.values()) == {"finished"} and len(set(pids)) == 2, "cells 1 and 2 in one process, 3 in another"

@@ -1,0 +1,90 @@
+"""A sweep's worker process: it trains cell after cell, so a cell no longer pays a process start
+(Python, torch, the CUDA context, W&B's service: about 5 s a cell on CPU, measured by
+experiments/benchmarks/sweep_workers.py). Each cell is still `zoo train FILE --resume` (the same
+code, the same exit codes), its output goes to its own log.txt, and a cell that ends in anything
+but a result or a user's mistake (a bug's traceback, a signal) ends the worker too, so the next
+cell starts in a fresh process and no cell can change another.
+
+Protocol: one JSON line per cell on stdin, {"experiment": FILE, "log": FILE}; one JSON line back,
+{"code": EXIT_CODE}, on the stdout the worker was started with (cells never write there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from typing import IO
+
+KEEP_GOING = (0, 2)
+"""Exit codes after which the worker takes another cell: a result (finished, already finished) or
+a refusal the zoo explained (2). A diverged run also exits 2, with its result written."""
+
+
+@contextmanager
+def output_to(log_file: str) -> Iterator[None]:
+    """Inside, what the cell prints goes to `log_file`: Python's sys.stdout and sys.stderr, and
+    file descriptors 1 and 2 for what C code and other processes write."""
+    sys.stdout.flush(), sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log_file, "a", encoding="utf-8", buffering=1) as log:
+        os.dup2(log.fileno(), 1), os.dup2(log.fileno(), 2)
+        try:
+            with redirect_stdout(log), redirect_stderr(log):
+                yield
+        finally:
+            for fd, before in zip((1, 2), saved):
+                os.dup2(before, fd)
+                os.close(before)
+
+
+def train_cell(experiment_file: str) -> int:
+    """`zoo train FILE --resume` in this process; its exit code (1 with the traceback printed for
+    anything the command does not catch, as Python would)."""
+    from zoo.cli import main
+
+    try:
+        main(["train", experiment_file, "--resume"])
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except KeyboardInterrupt:
+        return 130
+    except Exception:  # a bug: shown in the cell's log, and this process is not trusted further
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def forget_compiled() -> None:
+    """Drop the last cell's compiled graphs: dynamo counts a function's graphs across models, and a
+    later cell must get the same graph budget as a cell in a process of its own."""
+    if "torch._dynamo" in sys.modules:
+        sys.modules["torch._dynamo"].reset()
+
+
+def serve(requests: IO[str], replies: IO[str]) -> None:
+    """Train each requested cell until stdin closes or a cell ends the worker."""
+    for line in requests:
+        request = json.loads(line)
+        with output_to(request["log"]):
+            code = train_cell(request["experiment"])
+        forget_compiled()
+        replies.write(json.dumps({"code": code}) + "\n")
+        replies.flush()
+        if code not in KEEP_GOING:
+            return
+
+
+def main() -> None:
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # nothing but replies may reach the sweep through the worker's stdout
+    os.close(devnull)
+    try:
+        serve(sys.stdin, replies)
+    except KeyboardInterrupt:  # the sweep's Ctrl-C, passed on between cells: nothing to save
+        raise SystemExit(130) from None
+
