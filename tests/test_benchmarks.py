@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import zoo
 from trainkit import MULTI30K
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "experiments" / "benchmarks"
@@ -97,3 +98,12 @@ def test_sweep_workers(script, capsys):
     assert printed(capsys) == json.loads(json.dumps(result))
     assert result["cells"] == 2 and set(result["seconds"]) == {"worker per pool thread", "process per cell"}
     assert result["ratio_workers_to_process_per_cell"] > 0
+
+
+def test_flex(script, capsys):
+    result = script("flex").main(["--smoke"])
+    assert printed(capsys) == json.loads(json.dumps(result))
+    ratios = result["ratio_to_sdpa_without_positions"]
+    assert ratios["none sdpa"] == 1.0 and all(ratio > 0 for ratio in ratios.values())
+    for scheme in [name for name in zoo.registry("position").names() if name != "none"]:
+        assert {f"{scheme} {kernel}" for kernel in ("fused", "sdpa", "flex")} <= set(ratios), scheme

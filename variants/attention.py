@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from einops import rearrange, repeat
 from torch import Tensor, nn
 
+from zoo.model import flex
 from zoo.model.attend import attend, visible_keys, within_window
 from zoo.parts import Attention
 from zoo.specs.model_spec import ModelSpec
@@ -121,11 +122,36 @@ class SDPAttention(FusedAttention):
         if mask is None and bias is None and (q_len == k_len or q_len == 1 or not causal):
             # no padding and no bias: no mask at all, causality by is_causal, so any kernel may run
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal and q_len > 1, **options), None
-        visible = visible_keys(mask, causal, q_len, k_len, q.device)
-        additive = torch.zeros((), dtype=q.dtype, device=q.device) if bias is None else bias.to(q.dtype)
-        if visible is not None:
-            additive = additive.masked_fill(~visible, torch.finfo(q.dtype).min)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=additive, **options), None
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=additive_term(q, k, mask, bias, causal), **options), None
+
+
+@register("flex")
+class FlexAttention(FusedAttention):
+    """The fused layout computed by FlexAttention (zoo.model.flex), which reads every score change
+    inside one generated kernel: ALiBi's and T5's biases, soft-capped scores, sliding windows and
+    padding, where `sdpa` passes a dense float mask or falls back to the reference. Where
+    FlexAttention cannot compute (attention dropout in training, attention maps, gradients on the
+    CPU) the reference computes the same function."""
+
+    def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None,
+               need_weights: bool, causal: bool):
+        if not flex.runs_here(q, bias, self.attention_dropout(), need_weights):
+            return super().kernel(q, k, v, mask, bias, need_weights, causal)
+        additive = additive_term(q, k, mask, bias, causal)
+        return flex.flex_attend(q, k, v, additive, self.scale, self.softcap, self.group > 1), None
+
+
+def additive_term(q: Tensor, k: Tensor, mask: Tensor | None, bias: Tensor | None, causal: bool) -> Tensor | None:
+    """A position scheme's score bias and the hidden keys (at the dtype's most negative finite
+    value, as the reference hides them) as one float term of four dimensions, each of full size
+    or broadcast; None where nothing changes the scores."""
+    visible = visible_keys(mask, causal, q.size(-2), k.size(-2), q.device)
+    if visible is None and bias is None:
+        return None
+    additive = torch.zeros((), dtype=q.dtype, device=q.device) if bias is None else bias.to(q.dtype)
+    if visible is not None:
+        additive = additive.masked_fill(~visible, torch.finfo(q.dtype).min)
+    return additive[(None,) * (4 - additive.dim())]
 
 
 class Head(nn.Module):
