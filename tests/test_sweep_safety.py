@@ -150,3 +150,34 @@ def test_compare_rejects_an_unknown_metric_naming_the_logged_ones(tmp_path, caps
     with pytest.raises(SystemExit) as exit_info:
         main(["compare", str(sweep.directory()), "--metric", "eval/bleu", "--wandb-mode", "disabled"])
     assert exit_info.value.code == 2 and "unknown metric 'eval/bleu'" in capsys.readouterr().err
+
+
+def test_a_row_redefined_after_it_ran_is_refused_not_matched_by_its_name(tmp_path):
+    sweep, base = tiny_sweep(tmp_path, {}, rows={"a": {"model.ffn": "gelu"}, "b": {}})
+    base["wandb"]["mode"] = "disabled"
+    assert set(run_sweep(sweep, base, echo=lambda _: None).values()) == {"finished"}
+    ledger = (tmp_path / "tiny" / "ledger.jsonl").read_text()
+    def with_rows(rows):
+        return SweepSpec.model_validate({**sweep.model_dump(mode="json"), "grid": {}, "rows": rows})
+
+    changed = with_rows({"a": {"model.ffn": "swiglu"}, "b": {}})
+    with pytest.raises(zoo.ConfigError, match=r"row 'a' was \{'model.ffn': 'gelu'\} when its cells ran and is "
+                                              r"\{'model.ffn': 'swiglu'\} now"):
+        run_sweep(changed, base, echo=lambda _: None)
+    assert (tmp_path / "tiny" / "ledger.jsonl").read_text() == ledger, "nothing ran, nothing recorded"
+    renamed = with_rows({"a": {"model.ffn": "gelu"}, "b": {}, "c": {"model.ffn": "swiglu"}})
+    assert run_sweep(renamed, base, echo=lambda _: None)["row=c,seed=0"] == "finished", "a new name is a new row"
+
+
+def test_a_done_cell_whose_folder_holds_another_experiment_is_refused(tmp_path):
+    """The ledger's word that a cell is done holds only for the experiment its folder trained."""
+    sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post", "pre"]})
+    base["wandb"]["mode"] = "disabled"
+    run_sweep(sweep, base, echo=lambda _: None)
+    saved = tmp_path / "tiny" / "runs" / "norm=pre,seed=0" / "experiment.yaml"
+    experiment = yaml.safe_load(saved.read_text())
+    experiment["model"]["ffn"] = "gelu"  # as if a row or a value of the same name had meant this
+    saved.write_text(yaml.safe_dump(experiment))
+    with pytest.raises(zoo.ConfigError, match=r"cell norm=pre,seed=0 is done, but .* holds a run of another "
+                                              r"experiment \(model.ffn"):
+        run_sweep(sweep, base, echo=lambda _: None)

@@ -197,12 +197,33 @@ def check_folder(folder: Path, sweep: SweepSpec, base: dict[str, Any]) -> None:
     changed = changes_between(fields(saved), fields(base), "before")
     if changed:
         raise ConfigError(f"{folder} holds a sweep of another base experiment ({'; '.join(changed)}); {way_out}")
-    before = {label: key for key, label in SweepSpec.model_validate({**saved_data, "base": {}}).labels().items()}
+    saved_sweep = SweepSpec.model_validate({**saved_data, "base": {}})
+    redefined = [f"row {name!r} was {saved_sweep.rows[name]} when its cells ran and is {changes} now"
+                 for name, changes in sweep.rows.items()
+                 if name in saved_sweep.rows and as_json(saved_sweep.rows[name]) != as_json(changes)]
+    if redefined:
+        raise ConfigError(f"{folder}: {'; '.join(redefined)}, so its name would stand for another experiment; give "
+                          f"the changed row a new name (its old cells stay), or {way_out}")
+    before = {label: key for key, label in saved_sweep.labels().items()}
     relabeled = [f"{label!r} named {before[label]} there and names {key} now"
                  for key, label in sweep.labels().items() if before.get(label, key) != key]
     if relabeled:
         raise ConfigError(f"{folder}: the grid label {'; '.join(relabeled)}, so a cell's name would stand for "
                           f"another experiment; {way_out}")
+
+
+def as_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def check_cells_unchanged(experiments: dict[str, ExperimentSpec], done: list[tuple[Cell, RunRecord]]) -> None:
+    """A cell the ledger lists as done counts only for the experiment its folder trained: a cell
+    name that now stands for another experiment (a value or row redefined) is refused, not skipped."""
+    for cell, _ in done:
+        experiment = experiments[cell.name]
+        other = foreign_run(Path(experiment.train.out_dir) / cell.name / "experiment.yaml", experiment)
+        if other:
+            raise ConfigError(f"cell {cell.name} is done, but {other}")
 
 
 def check_data_unchanged(sweep: SweepSpec, experiments: dict[str, ExperimentSpec],
@@ -237,6 +258,7 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
             echo(warning)
         latest, _ = read.of_cells(cells)
         done = [(c, latest[c.name]) for c in cells if c.name in latest and latest[c.name].status in DONE]
+        check_cells_unchanged(experiments, done)
         check_data_unchanged(sweep, experiments, done)
         statuses = {c.name: record.status for c, record in done}
         todo = [cell for cell in cells if cell.name not in statuses]
