@@ -73,10 +73,13 @@ def test_padding_is_not_routed_and_evaluation_drops_nothing():
     assert dropped.any(), "a capacity of 0.1 of an even share drops assignments in training"
 
 
-def test_training_without_drops_computes_what_evaluation_does():
+@pytest.mark.parametrize("factor", [100.0, 1e20, 3e38])
+def test_training_without_drops_computes_what_evaluation_does(factor):
     """The buffered training path and the exact evaluation path are one function when the
-    capacity drops nothing (dropout 0 in TINY)."""
-    moe = zoo.build(MOE + "+capacity_factor=100.0", seed=0, **TINY).encoder.layers[0].ffn
+    capacity drops nothing (dropout 0 in TINY), however large the factor: a count past every
+    assignment once overflowed to a negative capacity that dropped every token."""
+    assert capacity_of(torch.tensor(10), 4, 2, factor).item() == capacity_of(10, 4, 2, factor) == 20
+    moe = zoo.build(MOE + f"+capacity_factor={factor!r}", seed=0, **TINY).encoder.layers[0].ffn
     x, real = torch.randn(3, 5, 16), torch.ones(3, 5, dtype=torch.bool)
     real[0, 3:] = False
     trained = moe.train()(x, real=real)

@@ -56,8 +56,9 @@ def route(logits: Tensor, top_k: int, real: Tensor | None = None, capacity: Tens
 
 def capacity_of(tokens: Tensor | int, experts: int, top_k: int, factor: float) -> Tensor | int:
     """Assignments each expert takes: the factor times an even share of the k N assignments (a
-    count on the device stays there)."""
-    share = factor * tokens * top_k / experts
+    count on the device stays there). A factor above the number of experts takes every
+    assignment, as that number does, and cannot overflow the count."""
+    share = min(factor, experts) * tokens * top_k / experts
     return share.ceil().long() if isinstance(share, Tensor) else math.ceil(share)
 
 

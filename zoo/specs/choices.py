@@ -17,18 +17,17 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 from pydantic_core import PydanticCustomError, core_schema
 
 from zoo.specs.registries import UnknownChoiceError, registry
+from zoo.specs.strict import StrictSettings
 from zoo.specs.yamlio import load_yaml
 
 
-class PartSettings(BaseModel):
+class PartSettings(StrictSettings):
     """The settings of a part without any; a part with some subclasses this as `Settings`, and
     every field needs a default."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 def settings_model(part: Any) -> type[PartSettings]:

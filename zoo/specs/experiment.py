@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     NonNegativeInt,
     PositiveFloat,
@@ -28,14 +26,13 @@ from zoo.errors import ConfigError, describe_validation
 from zoo.specs.catalog import resolve
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import AXES, UnknownChoiceError, registry
+from zoo.specs.strict import StrictSettings
 from zoo.specs.yamlio import dump_yaml, load_yaml, read_mapping
 
 
-class Strict(BaseModel):
-    """Unknown keys, coerced types (`true` for a number, "no" for a boolean) and non-finite
-    numbers are errors."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+class Strict(StrictSettings):
+    """Unknown keys, coerced types (`true` for a number, "no" for a boolean), non-finite numbers
+    and numbers float32 cannot hold are errors."""
 
 
 class OptimizerSpec(Strict):

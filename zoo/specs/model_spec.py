@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     NonNegativeInt,
     PositiveInt,
@@ -17,6 +15,7 @@ from pydantic_core import PydanticCustomError
 
 from zoo.specs.choices import AxisChoice, Choice
 from zoo.specs.registries import AXES, NAMED_AXES, registry
+from zoo.specs.strict import StrictSettings
 from zoo.specs.yamlio import dump_yaml
 
 Kind = Literal["encoder_decoder", "decoder", "encoder"]
@@ -24,15 +23,13 @@ KINDS: tuple[str, ...] = ("encoder_decoder", "decoder", "encoder")
 DEFAULT_KIND = "encoder_decoder"
 
 
-class ModelSpec(BaseModel):
+class ModelSpec(StrictSettings):
     """Every choice that defines a model. Immutable; unknown keys are rejected.
 
     `vocab_size` is accepted as shorthand for equal source and target vocabularies. A model of one
     stack (`decoder`, `encoder`) has one vocabulary, so its two sizes must be equal; it ignores the
     layer count of the stack it lacks, so one spec can be swept across kinds.
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     kind: Kind = Field(
         DEFAULT_KIND, description="encoder_decoder; decoder: a causal language model (n_decoder_layers); encoder: "

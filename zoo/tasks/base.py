@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from pydantic import BaseModel, ConfigDict
 from torch import Tensor
 
 from zoo.metrics import CURVE
+from zoo.specs.strict import StrictSettings
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS)
@@ -122,8 +122,8 @@ def metric_prefix(split: str) -> str:
     return "eval" if split == "valid" else split
 
 
-class TaskParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+class TaskParams(StrictSettings):
+    pass
 
 
 class Task:
