@@ -18,14 +18,15 @@ def part_settings() -> dict[str, type[BaseModel]]:
     return models | {"train": TrainSpec, "train.optimizer": OptimizerSpec, "train.explosion": ExplosionSpec}
 
 
-FLOAT_FIELDS = [(owner, field) for owner, model in part_settings().items()
+SETTINGS = part_settings()
+FLOAT_FIELDS = [(owner, field) for owner, model in SETTINGS.items()
                 for field, info in model.model_fields.items() if "float" in str(info.annotation)]
 
 
 @pytest.mark.parametrize("value", [1e39, -1e39, 1e-50])
 @pytest.mark.parametrize(("owner", "field"), FLOAT_FIELDS, ids=[f"{o}.{f}" for o, f in FLOAT_FIELDS])
 def test_a_float_setting_float32_cannot_hold_is_refused_by_name(owner, field, value):
-    model = part_settings()[owner]
+    model = SETTINGS[owner]
     annotation = str(model.model_fields[field].annotation)
     given = [value, value] if "tuple" in annotation else value
     with pytest.raises(ValidationError) as err:
