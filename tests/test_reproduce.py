@@ -66,6 +66,14 @@ def test_a_changed_record_is_caught_and_exits_1(finished_sweep, tmp_path, capsys
             f"{true_loss!r} now") in out
     assert "norm=post,seed=0: every final metric matches" in out and "1 of 2 cells reproduce bit for bit" in out
 
+    # the same values under other names: a metric the run no longer reports, one the record lacks
+    record["metrics"] = {"eval/loss": true_loss, "eval/renamed": record["metrics"].pop("eval/token_acc"),
+                         **{k: v for k, v in record["metrics"].items() if k != "eval/loss"}}
+    ledger.append(record)
+    code, out = reproduce_exit([str(ledger.path), "norm=pre,seed=0"], capsys)
+    assert code == 1, out
+    assert "eval/renamed: " in out and " recorded, not reported now; eval/token_acc: not in the record, " in out, out
+
 
 def elsewhere(ledger: Ledger, cell: str, final_shift: float, curve_shift: float = 0.0) -> None:
     """Append the cell's record as if made elsewhere: another torch, its final loss and its first

@@ -3,6 +3,7 @@ training children, a changed base is refused, and `zoo compare` reports what it 
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -181,3 +182,41 @@ def test_a_done_cell_whose_folder_holds_another_experiment_is_refused(tmp_path):
     with pytest.raises(zoo.ConfigError, match=r"cell norm=pre,seed=0 is done, but .* holds a run of another "
                                               r"experiment \(model.ffn"):
         run_sweep(sweep, base, echo=lambda _: None)
+
+
+def test_compare_names_a_finished_cell_that_lacks_the_metric(tmp_path):
+    """The probe's case: a finished cell without eval/exact_match counted as finished, then dropped."""
+    sweep = write_ledger(tmp_path, {"model.norm": ["post", "pre"]})
+    ledger = Ledger(sweep.directory() / "ledger.jsonl")
+    cell = expand(sweep)[1]
+    ledger.append({"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": dict(cell.assignment),
+                   "status": "finished", "metrics": {"eval/loss": 0.7}})
+    notes = []
+    report = compare(sweep.directory(), wandb_mode="disabled", echo=notes.append)
+    said = "1 finished cell(s) logged no final 'eval/exact_match' and are left out of the comparison: norm=pre,seed=0"
+    assert f"zoo compare: {said}" in notes and said in report.markdown.read_text()
+    assert [row.variant for row in report.rows if row.metric.n] == ["norm=post"]
+    notes.clear()
+    compare(sweep.directory(), wandb_mode="disabled", metric="eval/loss", echo=notes.append)
+    assert not any("left out" in n for n in notes), "eval/loss is in every cell"
+
+
+def test_a_plot_that_cannot_be_written_keeps_the_previous_one_and_names_the_file(tmp_path):
+    """A real file-size limit (EFBIG, as a full disk) in a child `zoo compare`: the probe found a
+    truncated curves.png where a valid one was and a message naming no file."""
+    sweep = write_ledger(tmp_path, {"model.norm": ["post", "pre"]}, seeds=(0, 1))
+    compare(sweep.directory(), wandb_mode="disabled", echo=lambda _: None)
+    curves = sweep.directory() / "curves.png"
+    before = curves.read_bytes()
+    assert before.startswith(b"\x89PNG") and len(before) > 10_000
+
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (10_000, 10_000))
+
+    done = subprocess.run([sys.executable, "-m", "zoo.cli", "compare", str(sweep.directory()), "--wandb-mode",
+                           "disabled"], capture_output=True, text=True, preexec_fn=limit_file_size, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"zoo: {curves}: could not be written (File too large)" in done.stderr, done.stderr
+    assert curves.read_bytes() == before
+    assert not list(sweep.directory().glob(".*.tmp")), "no partial temporary file is left"

@@ -49,6 +49,19 @@ def atomic_write(path: str | Path, content: bytes | str | Callable[[BinaryIO], N
         raise
 
 
+def save_figure(fig, path: str | Path, **options) -> Path:
+    """A matplotlib figure written as atomic_write writes: a failed write names the file and keeps
+    the picture that was there. The figure is closed either way."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    try:
+        atomic_write(path, lambda handle: fig.savefig(handle, format=path.suffix.lstrip(".") or "png", **options))
+    finally:
+        plt.close(fig)
+    return path
+
+
 def process_umask() -> int:
     """The process's umask, read without changing it where Linux tells it (/proc), else set and reset."""
     try:

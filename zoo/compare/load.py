@@ -68,7 +68,19 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
     if metric is not None and metric != sweep.metric:
         sweep = sweep.model_copy(update={"metric": metric, "goal": goal_of(metric), "target": None})
         suffix = "-" + safe_text(metric)
+    notes += missing_metric(records, sweep.metric)
     return SweepRecords(sweep, base, records, notes, progress, suffix)
+
+
+def missing_metric(records: list[dict[str, Any]], metric: str) -> list[str]:
+    """A finished cell without the compared metric counts as finished yet adds nothing to the
+    table: it is named, not dropped in silence."""
+    lacking = [str(r.get("cell") or r.get("name")) for r in records
+               if r.get("status") == "finished" and (r.get("metrics") or {}).get(metric) is None]
+    if not lacking:
+        return []
+    shown = ", ".join(lacking[:5]) + (f" and {len(lacking) - 5} more" if len(lacking) > 5 else "")
+    return [f"{len(lacking)} finished cell(s) logged no final {metric!r} and are left out of the comparison: {shown}"]
 
 
 def grid_progress(cells: int, statuses: list[str]) -> str:

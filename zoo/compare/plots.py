@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.compare.stats import AxisEffect, VariantRow, curve_metric, curve_title
+from zoo.files import save_figure
 from zoo.sweep.spec import SweepSpec, value_text
 
 
@@ -96,11 +97,8 @@ def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
 
 
 def curves_png(sweep: SweepSpec, rows: list[VariantRow], path: Path) -> Path:
-    plt = pyplot()
     fig = curve_figure(sweep, rows)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
 def effect_png(sweep: SweepSpec, effect: AxisEffect, path: Path) -> Path:
@@ -117,9 +115,7 @@ def effect_png(sweep: SweepSpec, effect: AxisEffect, path: Path) -> Path:
     right.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
     right.set_title("paired difference, 95% CI", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def plot_estimates(ax, labels: list[str], estimates) -> None:
@@ -150,6 +146,4 @@ def scatter_png(a: SweepSpec, b: SweepSpec, pairs, agreement, path: Path) -> Pat
                  f"p = {agreement.p_value:.3g}", fontsize=10)
     ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110, bbox_inches="tight")

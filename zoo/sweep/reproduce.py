@@ -168,14 +168,23 @@ def rerun(experiment: dict[str, Any], record: RunRecord, scratch: Path) -> Repro
         return outcome
     now = read_result(result_file)
     outcome.environment = environment_changes(recorded, now.environment or {})
-    outcome.differences = [f"{key}: {old!r} recorded, {now.metrics.get(key)!r} now" for key, old in record.metrics.items()
-                           if key not in now.metrics or not same(old, now.metrics[key])]
+    outcome.differences = metric_differences(record.metrics, now.metrics)
     outcome.relative = {key: relative_difference(old, now.metrics.get(key, math.nan)) for key, old in record.metrics.items()}
     if now.steps != record.steps:
         outcome.differences.append(f"steps: {record.steps} recorded, {now.steps} now")
     gap = early_curve_gap(record.history, now.history, record.steps) if now.steps == record.steps else None
     outcome.early_gap, outcome.early_steps = gap if gap is not None else (None, 0)
     return outcome
+
+
+def metric_differences(recorded: dict[str, float], now: dict[str, float]) -> list[str]:
+    """Every final metric whose value differs, and every metric only one side reported: a run that
+    stopped reporting a metric, or started reporting one, does not reproduce its record."""
+    changed = [f"{key}: {old!r} recorded, {now[key]!r} now" for key, old in recorded.items()
+               if key in now and not same(old, now[key])]
+    lost = [f"{key}: {old!r} recorded, not reported now" for key, old in recorded.items() if key not in now]
+    new = [f"{key}: not in the record, {value!r} now" for key, value in now.items() if key not in recorded]
+    return changed + lost + new
 
 
 def environment_changes(recorded: dict[str, str], now: dict[str, str]) -> list[str]:

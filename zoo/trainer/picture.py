@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from zoo.files import save_figure
 from zoo.model.generate import default_new_tokens
 from zoo.model.kinds import EncoderDecoder
 from zoo.tasks.base import Task
@@ -53,12 +54,10 @@ def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, pa
         ax.set_yticks(range(len(out_labels)), out_labels if h == 0 else [""] * len(out_labels), fontsize=7)
     axes[0][0].set_ylabel("output step")
     fig.supxlabel("source token")
-    path.parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():  # scripts without a glyph in the installed fonts draw as boxes
         warnings.filterwarnings("ignore", message="Glyph .* missing from font")
         fig.tight_layout()
-        fig.savefig(path, dpi=110)
-    plt.close(fig)
+        save_figure(fig, path, dpi=110)
     return f"{task.src_vocab.decode(src[0, 1:].tolist())} -> {task.tgt_vocab.decode(out[0, 1:].tolist())}"
 
 
