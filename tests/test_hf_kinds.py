@@ -145,3 +145,19 @@ def test_a_reference_without_a_pad_token_asks_for_one():
     with pytest.raises(zoo.ConfigError, match=r"from_hf \(gpt2\): pad_id"):
         zoo.from_hf(ref)
     assert zoo.from_hf(ref, pad_id=0).spec.pad_id == 0
+
+
+@pytest.mark.parametrize("name", REFERENCES)
+@pytest.mark.parametrize("layers", [1, 12])
+def test_to_hf_ignores_the_layer_count_of_the_stack_the_kind_lacks(name, layers):
+    """The probe's case: a decoder identical to GPT-2 whose spec holds n_encoder_layers 1 (the
+    decoder kind ignores it) was refused; an encoder likewise with n_decoder_layers."""
+    ref = reference(name)
+    ours = zoo.from_hf(ref)
+    ignored = "n_decoder_layers" if ours.spec.kind == "encoder" else "n_encoder_layers"
+    same = zoo.build(ours.spec.model_copy(update={ignored: layers}).model_dump())
+    same.load_state_dict(ours.state_dict())
+    back = zoo.to_hf(same.eval())
+    assert type(back) is type(ref)
+    for key, tensor in ref.state_dict().items():
+        assert torch.equal(back.state_dict()[key], tensor), key

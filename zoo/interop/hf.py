@@ -12,6 +12,7 @@ rotary frequencies, which are compared instead) is an error, never silently drop
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain
@@ -103,12 +104,40 @@ def mapped_state(family: Family, spec: ModelSpec, zoo_names: set[str], reference
     return table, lookup
 
 
+def unlike_its_configuration(family: Family, model: nn.Module) -> list[str]:
+    """Where the model differs from what its configuration builds: a tensor's shape or name, or a
+    module's own setting (a head count, a scale). A configuration edited after the model was built
+    describes another model; read as it is, it would reshape the weights into another function."""
+    with torch.device("meta"):
+        built = reference_class(family)(copy.deepcopy(model.config))
+    have, want = reference_tensors(model), reference_tensors(built)
+    found = [f"{name} has shape {tuple(have[name].shape)}, the configuration gives {tuple(tensor.shape)}"
+             for name, tensor in want.items() if name in have and have[name].shape != tensor.shape]
+    found += [f"{name} is missing" for name in want if name not in have]  # a tensor too many: mapped_state names it
+    modules = dict(model.named_modules())
+    for name, module in built.named_modules():
+        ours = vars(modules[name]) if name in modules else {}
+        found += [f"{name or 'the model'}.{key} is {ours[key]!r}, the configuration gives {value!r}"
+                  for key, value in vars(module).items()
+                  if isinstance(value, (bool, int, float, str)) and not key.startswith("_") and key != "training"
+                  and key in ours and ours[key] != value]
+    return found
+
+
 def from_hf(model: nn.Module, **overrides: Any) -> ZooModel:
     """A zoo model computing the function of a T5ForConditionalGeneration (T5 1.0 and 1.1),
     BartForConditionalGeneration, MarianMTModel, GPT2LMHeadModel, LlamaForCausalLM or
     BertForMaskedLM, with its weights (copied), device and mode. `overrides` set spec fields the
     reference's configuration leaves open (a pad_id where it has no pad token: GPT-2, Llama)."""
     family = family_of(model)
+    if any(t.is_meta for t in reference_tensors(model).values()):
+        raise ConfigError(f"from_hf ({family.name}): the model's weights are on the meta device and hold no values "
+                          "to copy; materialize them first (model.to_empty(device='cpu'), then load its weights)")
+    unlike = unlike_its_configuration(family, model)
+    if unlike:
+        raise ConfigError(f"from_hf ({family.name}): the model is not what its configuration builds (was the "
+                          f"configuration edited after the model was built?): {'; '.join(unlike[:4])}"
+                          + (f"; and {len(unlike) - 4} more" if len(unlike) > 4 else ""))
     try:
         fields = {**family.spec_fields(model), **overrides}
         if fields.get("pad_id", 0) is None:
@@ -127,8 +156,11 @@ def from_hf(model: nn.Module, **overrides: Any) -> ZooModel:
 
 
 def expressible(spec: ModelSpec) -> dict[str, Any]:
-    """The fields a reference must reproduce, `auto` resolved and each axis as in canonical names."""
+    """The fields a reference must reproduce, `auto` resolved, each axis as in canonical names, and
+    the layer count of a stack the kind lacks as 0: the model has no such layers, whatever it says."""
+    encoder, decoder = spec.depths
     return {**spec.model_dump(), **{axis: str(choice) for axis, choice in spec.axes().items()},
+            "n_encoder_layers": encoder, "n_decoder_layers": decoder,
             "d_ff": spec.ffn_width, "final_norm": spec.uses_final_norm, "output_bias": spec.logits_bias,
             "head_width": spec.d_head, "n_kv_heads": spec.kv_heads}
 
