@@ -188,6 +188,8 @@ class MixtureOfExperts(nn.Module):
 
     Settings = ExpertSettings
     takes_real_tokens = True
+    copies = "experts"
+    """Its size is linear in this setting (zoo.model.memory counts a million experts from two and three)."""
 
     @classmethod
     def spec_problem(cls, spec: ModelSpec) -> str | None:

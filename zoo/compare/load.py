@@ -10,9 +10,8 @@ from typing import Any
 from zoo.errors import ConfigError
 from zoo.metrics import goal_of
 from zoo.specs.registries import describe_unknown
-from zoo.specs.yamlio import read_mapping
 from zoo.sweep.ledger import Ledger
-from zoo.sweep.spec import SweepSpec, expand, safe_text
+from zoo.sweep.spec import SweepSpec, expand, read_saved_sweep, safe_text
 
 
 @dataclass
@@ -42,8 +41,7 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
     saved = sweep_dir / "sweep.yaml"
     if not saved.exists():
         raise ConfigError(f"{sweep_dir}: no sweep.yaml; is this a folder that `zoo sweep` wrote?")
-    data = read_mapping(saved, "saved sweep")
-    sweep, base = SweepSpec.model_validate({**data, "base": {}}), data.get("base") or {}
+    sweep, base = read_saved_sweep(sweep_dir)
     read = Ledger(sweep_dir / "ledger.jsonl").read()
     notes = read.warnings(sweep_dir / "ledger.jsonl")
     cells = expand(sweep)

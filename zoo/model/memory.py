@@ -13,16 +13,34 @@ import torch
 from zoo.errors import ConfigError
 from zoo.files import human_bytes
 from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import registry
 
 FLOAT_BYTES = 4
 
 
+def copies_of(spec: ModelSpec) -> dict[str, tuple[str, int]]:
+    """Each axis whose part holds N copies of a module (an MoE's experts): the setting that counts
+    them and its value. Such a part declares `copies = "SETTING"`; its size is linear in it."""
+    found = {}
+    for axis, choice in spec.axes().items():
+        setting = getattr(registry(axis).get(choice.name), "copies", None)
+        if setting is not None:
+            found[axis] = (setting, int(getattr(choice.settings, setting)))
+    return found
+
+
 def rough_parameters(spec: ModelSpec) -> int:
-    """A quick count of the big matrices (embeddings, position tables, attention, feed-forward)."""
-    d, (enc, dec) = spec.d_model, spec.depths
-    per_layer = 4 * d * d + 3 * d * spec.ffn_width  # a gated ffn has three matrices
-    cross = 4 * d * d if enc and dec else 0
-    return (d * (spec.src_vocab_size * bool(enc) + spec.tgt_vocab_size * (1 + bool(dec))) + 2 * spec.max_len * d
+    """A quick count of the big matrices (token tables with their factorized projection, position
+    tables, attention at its head width and key/value heads, feed-forwards times their copies),
+    made from the spec's numbers alone, so no size is too large to count."""
+    d, (enc, dec), width = spec.d_model, spec.depths, spec.embedding_width
+    kv = spec.kv_heads * spec.d_head
+    attention = d * (2 * spec.attention_width + 2 * kv)
+    copies = max([count for _, count in copies_of(spec).values()], default=1)
+    per_layer = attention + 3 * d * spec.ffn_width * copies + d * copies  # a gated ffn has three matrices
+    cross = attention if enc and dec else 0
+    tables = width * (spec.src_vocab_size * bool(enc) + spec.tgt_vocab_size * (1 + bool(dec)))
+    return (tables + d * width * (spec.embedding_dim is not None) * 2 + 2 * spec.max_len * d
             + enc * per_layer + dec * (per_layer + cross))
 
 
@@ -47,6 +65,17 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
     from zoo.parts import stack_sites
 
     check_countable(spec)
+    linear = {axis: (setting, n) for axis, (setting, n) in copies_of(spec).items() if n > 3}
+    if linear:  # N copies counted from 2 and 3: a million experts count as fast as two
+        axis, (setting, n) = next(iter(linear.items()))
+        def with_copies(count: int) -> ModelSpec:
+            data = spec.model_dump()
+            given = data[axis] if isinstance(data[axis], dict) else {"name": data[axis]}  # a default is its name
+            data[axis] = {**given, setting: count}
+            return ModelSpec.model_validate(data)
+
+        two, three = exact_parameters(with_copies(2), buffers), exact_parameters(with_copies(3), buffers)
+        return two + (n - 2) * (three - two)
     sites = stack_sites(spec)
 
     def count(name: str, layers: int) -> int:
@@ -74,8 +103,11 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
 
 def size_text(spec: ModelSpec) -> str:
     layers = "+".join(str(n) for n in spec.depths if n)
-    return (f"d_model {spec.d_model}, d_ff {spec.ffn_width}, {layers} layers, "
-            f"vocabularies {spec.src_vocab_size}/{spec.tgt_vocab_size}, max_len {spec.max_len}")
+    extra = [f"{spec.n_heads} heads of width {spec.d_head}"] if spec.attention_width != spec.d_model else []
+    extra += [f"embedding_dim {spec.embedding_dim}"] if spec.embedding_dim is not None else []
+    extra += [f"ffn {setting} {count}" for setting, count in copies_of(spec).values()]
+    return ", ".join([f"d_model {spec.d_model}", f"d_ff {spec.ffn_width}", *extra, f"{layers} layers",
+                      f"vocabularies {spec.src_vocab_size}/{spec.tgt_vocab_size}", f"max_len {spec.max_len}"])
 
 
 def available_bytes(device: torch.device | str = "cpu") -> int:
@@ -108,10 +140,15 @@ def activation_floats(spec: ModelSpec, batch: int, src_len: int, tgt_len: int) -
     """Floats kept for the backward pass of one batch: each layer's hidden states, feed-forward
     and attention weights, and the logits with their softmax and gradient."""
     d, f, h, (enc, dec) = spec.d_model, spec.ffn_width, spec.n_heads, spec.depths
+    a = spec.attention_width + 2 * spec.kv_heads * spec.d_head  # queries, keys and values
+    copies = max([count for _, count in copies_of(spec).values()], default=1)
+    routed = 2 * f if copies == 1 else 3 * (d + 2 * f)  # top-k slots at a capacity above 1, and the router's
+    buffers = 2 * copies * (d + f)  # each expert's buffer and hidden states, however few tokens it gets
     memory = src_len if enc and dec else 0
-    encoder = batch * src_len * enc * (12 * d + 2 * f + 3 * h * src_len)
-    decoder = batch * tgt_len * dec * (18 * d + 2 * f + 3 * h * (tgt_len + memory))
-    return encoder + decoder + 3 * batch * tgt_len * spec.tgt_vocab_size
+    encoder = enc * (batch * src_len * (10 * d + a + routed + 3 * h * src_len) + buffers)
+    decoder = dec * (batch * tgt_len * (14 * d + 2 * a + routed + 3 * h * (tgt_len + memory)) + buffers)
+    head = 3 * batch * tgt_len * (spec.tgt_vocab_size + spec.embedding_width)
+    return encoder + decoder + head
 
 
 def check_fits(spec: ModelSpec, device: torch.device | str = "cpu", *, training: bool = False,
@@ -144,10 +181,31 @@ def check_decoding_fits(spec: ModelSpec, sources: int, src_len: int, beams: int,
     per row (a source's beam) each decoder layer caches keys and values of the generated tokens and
     of the source, and every step scores the whole vocabulary."""
     rows, d, length = sources * beams, spec.d_model, 1 + new_tokens
-    floats = rows * (spec.n_decoder_layers * 2 * d * (length + src_len) + src_len * d + 4 * spec.tgt_vocab_size)
+    kv = spec.kv_heads * spec.d_head
+    cache = spec.n_decoder_layers * 2 * kv * (length + src_len) + src_len * d
     # a decoder-only model's prompt (src_len here) is cached as its own keys, as a memory would be
-    need, free = floats * FLOAT_BYTES, available_bytes(device)
+    floats = rows * (2 * cache + 6 * spec.tgt_vocab_size)  # reordering copies the cache; scores, top-k and softmax
+    finished = rows * length * 40 if beams > 1 else 0  # ended hypotheses, lists of Python ints
+    need, free = floats * FLOAT_BYTES + finished, available_bytes(device)
     if need > free:
         raise ConfigError(f"decoding {sources} source(s) with {beams} beam(s) of up to {length} tokens needs about "
                           f"{human_bytes(need)} for its cache and scores, but only {human_bytes(free)} is available; "
                           "use fewer beams, fewer new tokens or smaller batches")
+
+
+def check_evaluation_fits(spec: ModelSpec, device: torch.device | str, split: str, rows: int, src_len: int,
+                          tgt_len: int, beams: int) -> None:
+    """Refuse an evaluation batch whose forward pass (one layer's activations at a time, and the
+    logits) or whose decoding (`beams` > 0) cannot fit, naming the split and its longest line."""
+    one_layer = spec.model_copy(update={"n_encoder_layers": 1, "n_decoder_layers": 1})
+    need, free = activation_floats(one_layer, rows, src_len, tgt_len) * FLOAT_BYTES, available_bytes(device)
+    if need > free:
+        raise ConfigError(f"evaluating the {split} split: a batch of {rows} rows of up to {max(src_len, tgt_len):,} "
+                          f"tokens needs about {human_bytes(need)}, but only {human_bytes(free)} is available; use "
+                          "shorter held-out lines or a smaller train.batch_size (found before any training step)")
+    if beams:
+        new_tokens = max(0, min(spec.max_len - (src_len if spec.kind == "decoder" else 1), 2 * src_len + 10))
+        try:
+            check_decoding_fits(spec, rows, src_len, beams, new_tokens, device)
+        except ConfigError as err:
+            raise ConfigError(f"evaluating the {split} split: {err}") from None

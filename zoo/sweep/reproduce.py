@@ -30,9 +30,9 @@ import torch
 from zoo.errors import ConfigError
 from zoo.records import RunRecord, read_result
 from zoo.specs.experiment import parse_sets, with_sets
-from zoo.specs.yamlio import dump_yaml, read_mapping
+from zoo.specs.yamlio import dump_yaml
 from zoo.sweep.ledger import Ledger
-from zoo.sweep.spec import SweepSpec, cell_experiment, expand
+from zoo.sweep.spec import SweepSpec, cell_experiment, expand, read_saved_sweep
 
 ENVIRONMENT = ("torch_version", "python_version", "device")
 """What makes two runs of the same code and thread count round alike (the commit is the code)."""
@@ -112,9 +112,8 @@ def recorded_cells(ledger_path: Path, sets: Sequence[str]) -> tuple[SweepSpec, d
     bad = [key for key, _ in parse_sets(sets) if not key.startswith("task.")]
     if bad:
         raise ConfigError(f"zoo reproduce --set {', '.join(bad)}: only task.* (where the data is) may change")
-    data = read_mapping(folder / "sweep.yaml", "saved sweep")
-    sweep = SweepSpec.model_validate({**data, "base": {}})
-    base = with_sets(data.get("base") or {}, sets)
+    sweep, base = read_saved_sweep(folder)
+    base = with_sets(base, sets)
     cells = {cell.name: cell for cell in expand(sweep)}
     latest, _ = Ledger(ledger_path).read().of_cells(list(cells.values()))
     return sweep, base, {name: (cells[name], r) for name, r in latest.items() if r.status == "finished"}

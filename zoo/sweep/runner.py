@@ -26,7 +26,7 @@ from zoo.records import DONE, RunRecord, read_result
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.yamlio import dump_yaml, read_mapping
 from zoo.sweep.ledger import Ledger
-from zoo.sweep.spec import Cell, SweepSpec, cell_experiment, expand, shard
+from zoo.sweep.spec import Cell, SweepSpec, cell_experiment, expand, read_saved_sweep, shard
 from zoo.sweep.worker import KEEP_GOING
 from zoo.tasks import data_digests
 from zoo.trainer.guards import signals_to
@@ -186,8 +186,7 @@ def check_folder(folder: Path, sweep: SweepSpec, base: dict[str, Any]) -> None:
     saved_file = folder / "sweep.yaml"
     if not saved_file.exists():
         return
-    saved_data = read_mapping(saved_file, "saved sweep")
-    saved = saved_data.get("base") or {}
+    saved_sweep, saved = read_saved_sweep(folder)
 
     def fields(data: dict[str, Any]) -> dict[str, Any]:
         dumped = ExperimentSpec.model_validate(data).model_dump(mode="json")
@@ -197,7 +196,6 @@ def check_folder(folder: Path, sweep: SweepSpec, base: dict[str, Any]) -> None:
     changed = changes_between(fields(saved), fields(base), "before")
     if changed:
         raise ConfigError(f"{folder} holds a sweep of another base experiment ({'; '.join(changed)}); {way_out}")
-    saved_sweep = SweepSpec.model_validate({**saved_data, "base": {}})
     redefined = [f"row {name!r} was {saved_sweep.rows[name]} when its cells ran and is {changes} now"
                  for name, changes in sweep.rows.items()
                  if name in saved_sweep.rows and as_json(saved_sweep.rows[name]) != as_json(changes)]

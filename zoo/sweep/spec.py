@@ -87,6 +87,9 @@ class SweepSpec(Strict):
         for key, values in self.grid.items():
             if key != ROW:
                 check_field(key, f"grid key {key!r}")
+            elif not self.rows:
+                raise ValueError(f"grid key 'row' {values!r} names rows, but the sweep has no `rows:` defining them "
+                                 "(rows: {NAME: {FIELD: VALUE, ...}, ...})")
             if not values or len({repr(v) for v in values}) != len(values):
                 raise ValueError(f"grid key {key!r} needs a list of distinct values, got {values!r}")
         for name, changes in self.rows.items():
@@ -241,6 +244,22 @@ def load_sweep(path: str | Path, sets: Sequence[str] = ()) -> tuple[SweepSpec, d
     validate_experiment(base, f"{path}: base")
     check_metric(sweep, base)
     return sweep, base
+
+
+def read_saved_sweep(folder: Path) -> tuple[SweepSpec, dict[str, Any]]:
+    """The sweep a folder's sweep.yaml records and its base experiment, which `zoo sweep` writes
+    into it: a base that is only a file name (an edited or hand-written sweep.yaml) says nothing
+    about the experiment the cells ran, so it is refused, naming the file."""
+    saved = folder / "sweep.yaml"
+    data = read_mapping(saved, "saved sweep")
+    base = data.get("base") or {}
+    if not isinstance(base, dict):
+        raise ConfigError(f"{saved}: base {base!r} is not the base experiment itself; the sweep.yaml that `zoo sweep` "
+                          "writes holds the whole base experiment, which the recorded cells ran")
+    try:
+        return SweepSpec.model_validate({**data, "base": {}}), base
+    except ValidationError as err:
+        raise ConfigError(f"{saved}: {describe_validation(err)}") from None
 
 
 def check_metric(sweep: SweepSpec, base: dict[str, Any]) -> None:

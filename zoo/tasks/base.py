@@ -163,6 +163,11 @@ class Task:
         """The fixed held-out set: the same for every seed and every run."""
         raise NotImplementedError
 
+    def held_out_rows(self, size: int, split: str = "valid") -> int:
+        """How many examples eval_batches(size, ...) makes: as many as asked, for a task that
+        generates them; a task that reads files has at most the split's lines."""
+        return size
+
     @classmethod
     def splits(cls, params: TaskParams) -> tuple[str, ...]:
         """Held-out splits: "valid" is evaluated during training, any other one once at the end."""

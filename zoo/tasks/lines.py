@@ -14,6 +14,7 @@ import torch
 from pydantic import Field, PositiveInt
 from torch import Tensor
 
+from zoo.errors import ConfigError, DataError
 from zoo.specs.registries import registry
 from zoo.tasks.base import EpochOrder, Task, TaskParams, Vocabulary, pad_rows, step_generator
 from zoo.tasks.corpus import find, read_lines
@@ -46,8 +47,13 @@ def line_file(data_dir: str, stem: str, lang: str | None) -> Path:
 
 @lru_cache(maxsize=8)
 def cached_lines(data_dir: str, stem: str, lang: str | None) -> tuple[str, ...]:
-    """The split's lines with text, each read once per process."""
-    return tuple(line.strip() for line in read_lines(line_file(data_dir, stem, lang)) if line.strip())
+    """The split's lines with text, each read once per process; a split without one is an error
+    here, not an empty max() or an empty evaluation later."""
+    file = line_file(data_dir, stem, lang)
+    lines = tuple(line.strip() for line in read_lines(file) if line.strip())
+    if not lines:
+        raise DataError(f"{file}: split {stem!r} holds no line with text")
+    return lines
 
 
 class TextLines(Task):
@@ -68,7 +74,9 @@ class TextLines(Task):
         self.tgt_vocab = self.src_vocab
         self.train_lines = [ids for ids in map(codec.encode, train) if len(ids) <= p.max_tokens]
         if not self.train_lines:
-            raise ValueError(f"task.max_tokens {p.max_tokens}: no training line is that short")
+            shortest = min(map(len, map(codec.encode, train)))
+            raise ConfigError(f"task.max_tokens {p.max_tokens}: no training line is that short (the shortest holds "
+                              f"{shortest} tokens, bos and eos counted)")
         self.order = EpochOrder(self.seed, len(self.train_lines))
 
     def wrap(self, codec):
@@ -96,6 +104,10 @@ class TextLines(Task):
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
         rows = [self.train_lines[i] for i in self.order.rows(step, batch_size)]
         return self.examples(pad_rows(rows), step_generator(self.seed, step, stream=2))
+
+    def held_out_rows(self, size: int, split: str = "valid") -> int:
+        p = self.params
+        return len(self._split(p.valid_split if split == "valid" else p.test_split)[: size if split == "valid" else p.test_size])
 
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
         """The first lines of the split, shortest first; masked (mlm) by a draw that depends on the

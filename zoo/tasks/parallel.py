@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import Field, PositiveInt
 from torch import Tensor
 
+from zoo.errors import ConfigError
 from zoo.specs.registries import registry
 from zoo.tasks.base import EpochOrder, Task, TaskParams, in_batches, pad_rows
 from zoo.tasks.corpus import CorpusFormat, read_split, split_files
@@ -67,7 +68,9 @@ class Parallel(Task):
         encoded = [(self.src_vocab.encode(s), self.tgt_vocab.encode(t)) for s, t in train]
         self.train_pairs = [(s, t) for s, t in encoded if max(len(s), len(t)) <= p.max_tokens]
         if not self.train_pairs:
-            raise ValueError(f"task.max_tokens {p.max_tokens}: no training pair is that short")
+            shortest = min(max(len(s), len(t)) for s, t in encoded)
+            raise ConfigError(f"task.max_tokens {p.max_tokens}: no training pair is that short (the shortest "
+                              f"pair's longer side holds {shortest} tokens, bos and eos counted)")
         self.order = EpochOrder(self.seed, len(self.train_pairs))
         self._plans: dict[tuple[int, int], TokenPlan] = {}
 
@@ -99,6 +102,10 @@ class Parallel(Task):
             self._plans[budget, multiple] = TokenPlan(lengths, self.seed, budget, multiple, sides)
         rows = [self.train_pairs[i] for i in self._plans[budget, multiple].rows(step)]
         return pad_rows([s for s, _ in rows]), pad_rows([t for _, t in rows])
+
+    def held_out_rows(self, size: int, split: str = "valid") -> int:
+        p = self.params
+        return len(self._split(p.valid_split if split == "valid" else p.test_split)[: size if split == "valid" else p.test_size])
 
     def _held_out(self, size: int | None, split: str) -> list[tuple[list[int], str]]:
         """(source ids, target text) of the first `size` pairs of the split, shortest source first

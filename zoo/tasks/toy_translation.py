@@ -71,5 +71,8 @@ class ToyTranslation(Task):
         picks = torch.randint(len(self.train_pairs), (batch_size,), generator=step_generator(self.seed, step))
         return self._encode([self.train_pairs[i] for i in picks.tolist()])
 
+    def held_out_rows(self, size: int, split: str = "valid") -> int:
+        return min(size, len(self.eval_pairs))
+
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
         return in_batches(*self._encode(self.eval_pairs[:size]), batch_size)

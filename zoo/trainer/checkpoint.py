@@ -58,6 +58,10 @@ def restore_training(state: dict[str, Any], model, optimizer, schedule, scaler, 
     restore_random_state(state["rng"], device)
 
 
+MAPPINGS = ("experiment", "spec", "model", "optimizer", "schedule", "rng")
+"""The parts of a checkpoint that hold fields by name: anything else there is another file's data."""
+
+
 def verify_archive(path: Path) -> None:
     """Check every record of the checkpoint's zip archive against its stored CRC-32: torch.load
     does not, so a flipped byte in the weights would load as a NaN or a wrong number."""
@@ -103,6 +107,10 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
     if missing:
         shown = ", ".join(sorted(map(str, state))[:8])
         raise CheckpointError(f"{path}: not a zoo checkpoint: it lacks {', '.join(missing)} (it holds {shown})")
+    malformed = [f"its {key!r} is a {type(state[key]).__name__}, not a mapping" for key in need
+                 if key in MAPPINGS and key in state and not isinstance(state[key], dict)]
+    if malformed:
+        raise CheckpointError(f"{path}: not a zoo checkpoint: {'; '.join(malformed)}")
     try:
         check_format(int(state.get("format", 0)), "the checkpoint")
         if "progress" in need:

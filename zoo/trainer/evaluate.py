@@ -86,6 +86,7 @@ def evaluate_checkpoint(path, split: str = "valid", num_beams: int = 1, length_p
     from zoo.specs.experiment import parse_sets, validate_experiment, with_sets
     from zoo.tasks import build_task
     from zoo.trainer.checkpoint import load, read_checkpoint
+    from zoo.trainer.lengths import check_lengths
 
     ignored = [key for key, _ in parse_sets(sets) if not (key.startswith("task.") or key in EVAL_SETS)]
     if ignored:
@@ -99,5 +100,6 @@ def evaluate_checkpoint(path, split: str = "valid", num_beams: int = 1, length_p
         task.check_split(split)
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    check_lengths(model, task, experiment.train.eval_size, experiment.train.batch_size, device, num_beams)
     return evaluate_split(model, task, split, experiment.train.eval_size, experiment.train.batch_size, device,
                           num_beams, length_penalty)

@@ -5,18 +5,44 @@ one after hours of training would lose them."""
 from __future__ import annotations
 
 from zoo.errors import ConfigError
+from zoo.files import human_bytes
+from zoo.model.memory import available_bytes, check_evaluation_fits
 from zoo.tasks import Task
 from zoo.trainer.framing import sequence_lengths
 
+SAMPLE = 256
+"""Held-out examples drawn to measure a split's lengths before all of them are made."""
 
-def check_lengths(model, task: Task, eval_size: int, batch_size: int) -> None:
+
+def check_held_out_fits(task: Task, eval_size: int, batch_size: int) -> None:
+    """A split's held-out examples are made at once on the host: a generated task makes as many
+    as train.eval_size asks, so a huge one is refused with its size before any is made."""
+    for split in task.eval_splits:
+        rows = task.held_out_rows(eval_size, split)
+        if rows <= SAMPLE:
+            continue
+        batches = task.eval_batches(SAMPLE, batch_size, split)
+        width = max(src.size(1) for src, _ in batches) + max(tgt.size(1) for _, tgt in batches)
+        need, free = 3 * rows * width * 8, available_bytes("cpu")  # int64 ids, with the copies batching makes
+        if need > free:
+            raise ConfigError(f"train.eval_size {eval_size}: the {split} split's {rows:,} held-out examples of about "
+                              f"{width} tokens each need about {human_bytes(need)} on the host, but only "
+                              f"{human_bytes(free)} is available; use a smaller train.eval_size")
+
+
+def check_lengths(model, task: Task, eval_size: int, batch_size: int, device="cpu", beams: int = 1) -> None:
     """Every split's longest source and target against the positions of the stacks that read them
     (an encoder-decoder's decoder reads a target without its last token; a decoder-only model
-    reads source and target as one sequence)."""
+    reads source and target as one sequence); then each split's largest batch against the
+    device's memory, for the forward pass and for decoding, so that a long held-out line is
+    found before training, not at the first evaluation."""
+    check_held_out_fits(task, eval_size, batch_size)
     longest = {"training": task.longest_training()}
     for split in task.eval_splits:
         batches = task.eval_batches(eval_size, batch_size, split)
         longest[split] = (max(src.size(1) for src, _ in batches), max(tgt.size(1) for _, tgt in batches))
+        check_evaluation_fits(model.spec, device, split, max(src.size(0) for src, _ in batches), *longest[split],
+                              beams if task.generates else 0)
     for split, lengths in longest.items():
         if lengths is None:
             continue

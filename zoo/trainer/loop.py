@@ -70,7 +70,7 @@ class Trainer:
         self.folder.check_space(3 * 4 * params + (1 << 20))  # weights and Adam's two moments, in float32
         torch.manual_seed(t.seed)
         self.model = build(self.spec, seed=t.seed).to(self.device)
-        check_lengths(self.model, self.task, t.eval_size, t.batch_size)
+        check_lengths(self.model, self.task, t.eval_size, t.batch_size, self.device, t.eval_beams)
         self.optimizer = make_optimizer(self.model, t)
         self.schedule = make_schedule(self.optimizer, t)
         self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None

@@ -1,0 +1,77 @@
+"""One size estimate counts everything a spec implies (experts, head width, factorized
+embeddings, evaluation batches, held-out sets, long lines) and refuses, before anything is built
+or trained, with the size: the probe's cases took minutes and all memory, or failed at the first
+evaluation after training."""
+
+import pytest
+import yaml
+from conftest import tiny
+from test_bad_input import cli_error
+from test_limits import AXIS_PARTS
+
+import zoo
+from trainkit import tiny_experiment
+from zoo.model.memory import exact_parameters, rough_parameters
+
+SHAPES = {"plain": {}, "head_width": {"head_width": 48}, "embedding_dim": {"embedding_dim": 8},
+          "kv_heads": {"n_kv_heads": 1}}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("axis, name", AXIS_PARTS)
+def test_the_quick_estimate_is_within_a_factor_two_of_the_count(axis, name, shape):
+    """The quick count decides whether a spec is refused without building it: it must see head
+    width, factorized tables, key/value heads and every part's copies."""
+    spec = tiny("post.sinusoidal.fused.relu", **{axis: name}, **SHAPES[shape])
+    ratio = rough_parameters(spec) / exact_parameters(spec, buffers=False)
+    assert 0.5 <= ratio <= 2.0, ratio
+
+
+def test_experts_are_counted_from_two_and_three_and_match_the_built_model():
+    def moe(experts: int, expert: str = "swiglu"):
+        return tiny("pre.sinusoidal.fused.relu", ffn={"name": "moe", "experts": experts, "expert": expert})
+
+    built = zoo.build(moe(5))
+    assert exact_parameters(moe(5)) == sum(t.numel() for t in (*built.parameters(), *built.buffers()))
+    two, three = exact_parameters(moe(2)), exact_parameters(moe(3))
+    assert exact_parameters(moe(10**7)) == two + (10**7 - 2) * (three - two)
+
+
+HUGE = {"experts": {"ffn": {"name": "moe", "experts": 10**7}}, "head_width": {"head_width": 10**9},
+        "embedding_dim": {"embedding_dim": 10**9}}
+
+
+@pytest.mark.parametrize("field", HUGE)
+def test_the_probes_sizes_are_refused_before_anything_is_built(tmp_path, capsys, field):
+    with pytest.raises(zoo.ConfigError, match=r"too large (to build anywhere|for cpu memory)"):
+        zoo.build("vaswani2017", vocab_size=100, **HUGE[field])
+    experiment = tiny_experiment(tmp_path)
+    experiment["model"].update(HUGE[field])
+    (tmp_path / "e.yaml").write_text(yaml.safe_dump(experiment))
+    err = cli_error(["train", str(tmp_path / "e.yaml")], capsys)
+    assert "too large for cpu memory" in err and ("experts 10000000" in err or "1000000000" in err), err
+    assert not list(tmp_path.glob("*/checkpoint.pt"))
+
+
+def test_a_huge_eval_size_is_refused_by_train_and_eval_before_making_the_examples(tmp_path, capsys):
+    experiment = tiny_experiment(tmp_path, train={"eval_size": 10**12})
+    (tmp_path / "e.yaml").write_text(yaml.safe_dump(experiment))
+    said = "train.eval_size 1000000000000: the valid split's 1,000,000,000,000 held-out examples"
+    assert said in cli_error(["train", str(tmp_path / "e.yaml")], capsys)
+    checkpoint = zoo.train(tiny_experiment(tmp_path / "ok", train={"steps": 2})).checkpoint
+    assert said in cli_error(["eval", str(checkpoint), "--set", "train.eval_size=1000000000000"], capsys)
+
+
+def test_a_megabyte_validation_line_is_found_before_the_first_training_step(tmp_path, capsys):
+    """Positions without a table (rope) place any length, so only the memory estimate stops it."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.txt").write_text("a b c\nd e f g\n" * 20)
+    (data / "valid.txt").write_text("a b\n" + "a " * 500_000 + "\n")
+    experiment = tiny_experiment(tmp_path, task={"name": "lm", "data_dir": str(data), "test_split": None,
+                                                 "tokenizer": "word", "min_frequency": 1})
+    experiment["model"].update(kind="decoder", position="rope", max_len=10**6)
+    (tmp_path / "e.yaml").write_text(yaml.safe_dump(experiment))
+    err = cli_error(["train", str(tmp_path / "e.yaml")], capsys)
+    assert "evaluating the valid split: a batch of 2 rows of up to 500,00" in err and "(found before any training" in err
+    assert not list(tmp_path.glob("*/checkpoint.pt")), "no step trained"
