@@ -5,6 +5,7 @@ whose storage size overflows, and more beams than memory holds."""
 import numpy as np
 import pytest
 import torch
+import yaml
 from conftest import padded_batch, tiny
 from test_bad_input import cli_error
 
@@ -132,3 +133,24 @@ def test_a_length_penalty_must_be_finite(model, penalty, capsys, tmp_path):
 def test_an_experiment_file_of_aliases_is_refused_too(tmp_path, capsys):
     (tmp_path / "e.yaml").write_text(laughs() + "task: {name: reverse}\n")
     assert "expand to" in cli_error(["train", str(tmp_path / "e.yaml")], capsys)
+
+
+def test_a_grid_is_counted_before_it_expands_and_max_cells_raises_the_limit(tmp_path, capsys):
+    """The probe's 12-key grid of millions ran --dry-run for minutes; it is refused with its count."""
+    grid = {f"model.{key}": values for key, values in {
+        "norm": ["post", "pre"], "position": ["sinusoidal", "learned"], "ffn": ["relu", "gelu", "swiglu"],
+        "attention": ["fused", "per_head", "sdpa"], "dropout": [0.0, 0.1, 0.2], "d_model": [16, 32, 64],
+        "n_heads": [1, 2], "d_ff": [32, 64, 128], "bias": [True, False], "max_len": [64, 128, 256]}.items()}
+    grid |= {"train.warmup_steps": list(range(10)), "train.optimizer.lr": [1e-3 * i for i in range(1, 11)]}
+    file = tmp_path / "big.yaml"
+    file.write_text(yaml.safe_dump({"name": "big", "base": tiny_experiment(tmp_path), "grid": grid, "seeds": [0, 1]},
+                                   sort_keys=False))
+    err = cli_error(["sweep", str(file), "--dry-run"], capsys)
+    assert ("the grid has 2,332,800 cells (2 x 2 x 3 x 3 x 3 x 3 x 2 x 3 x 2 x 3 x 10 x 10 values x 2 seed(s)), "
+            "more than max_cells 10,000; raise the limit knowingly with --max-cells 2332800") in err
+    small = tmp_path / "small.yaml"
+    small.write_text(yaml.safe_dump({"name": "small", "base": tiny_experiment(tmp_path),
+                                     "grid": {"model.norm": ["post", "pre"]}, "seeds": [0, 1], "out_dir": str(tmp_path)}))
+    assert "the grid has 4 cells" in cli_error(["sweep", str(small), "--dry-run", "--set", "max_cells=3"], capsys)
+    main(["sweep", str(small), "--dry-run", "--max-cells", "4"])
+    assert "4 cells of 4 in shard 0/1" in capsys.readouterr().out

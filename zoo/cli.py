@@ -197,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "CPU threads are divided between them")
     sweeping.add_argument("--cells-per-process", type=positive_int, metavar="N",
                           help="start a worker's process afresh after N cells (default: never; 1: a process per cell)")
+    sweeping.add_argument("--max-cells", type=positive_int, metavar="N",
+                          help="allow a grid of up to N cells (default 10,000; counted before the grid expands)")
     sweeping.add_argument("--shard", default="0/1", metavar="I/N", help="run only shard I of N (0-based)")
     sweeping.add_argument("--dry-run", action="store_true", help="print the cells and their names")
     sweeping.add_argument("--export", choices=["wandb"], help="write a W&B sweep configuration instead of running")

@@ -13,7 +13,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     from zoo.sweep import expand, export_wandb, load_sweep, run_sweep, shard
     from zoo.sweep.runner import check_folder
 
-    sweep, base = load_sweep(args.file, args.set)
+    sweep, base = load_sweep(args.file, [*args.set, *([f"max_cells={args.max_cells}"] if args.max_cells else [])])
     index, _, count = args.shard.partition("/")
     if not (index.isdigit() and count.isdigit()):
         raise ZooError(f"--shard {args.shard}: expected i/n, e.g. 0/4")

@@ -14,6 +14,7 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from zoo.errors import ConfigError, describe_validation
@@ -34,6 +35,9 @@ SWEEP_OWNED = ("train.out_dir", "wandb.name", "wandb.group", "wandb.job_type", "
 """Experiment fields that cell_experiment sets for every cell: a grid over one would be overridden."""
 ROW = "row"
 """The grid key of the named rows."""
+MAX_CELLS = 10_000
+"""Cells a sweep may have unless it says more: past this, a grid is more likely a mistake (a
+12-key grid of millions) than a plan, and expanding it would take minutes and gigabytes."""
 RESERVED_LABELS = ("seed", "variant")
 """Names every cell already carries (in its name and its W&B config): a grid key never shortens to one."""
 
@@ -53,6 +57,8 @@ class SweepSpec(Strict):
     target: float | None = Field(None, description="report steps and seconds until the metric reaches this "
                                   "(for eval_auc/X: until an evaluation of eval/X does)")
     out_dir: str = Field("sweeps", description="the sweep's folder is OUT_DIR/NAME")
+    max_cells: PositiveInt = Field(MAX_CELLS, description="the most cells (grid values times seeds) the sweep may "
+                                                          "have; counted before the grid expands (--max-cells N)")
 
     @model_validator(mode="before")
     @classmethod
@@ -84,6 +90,12 @@ class SweepSpec(Strict):
     def _grid_is_well_formed(self) -> SweepSpec:
         if not self.grid:
             raise ValueError("a sweep needs at least one grid axis or row")
+        cells = math.prod(len(values) for values in self.grid.values()) * len(self.seeds)
+        if cells > self.max_cells:
+            sizes = " x ".join(str(len(values)) for values in self.grid.values())
+            raise ValueError(f"the grid has {cells:,} cells ({sizes} values x {len(self.seeds)} seed(s)), more than "
+                             f"max_cells {self.max_cells:,}; raise the limit knowingly with --max-cells {cells} "
+                             "(or max_cells: in the sweep file), or sweep fewer values")
         for key, values in self.grid.items():
             if key != ROW:
                 check_field(key, f"grid key {key!r}")
