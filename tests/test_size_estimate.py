@@ -75,3 +75,29 @@ def test_a_megabyte_validation_line_is_found_before_the_first_training_step(tmp_
     err = cli_error(["train", str(tmp_path / "e.yaml")], capsys)
     assert "evaluating the valid split: a batch of 2 rows of up to 500,00" in err and "(found before any training" in err
     assert not list(tmp_path.glob("*/checkpoint.pt")), "no step trained"
+
+
+def test_a_gzip_file_that_inflates_past_the_bound_is_refused_while_it_is_read(tmp_path, capsys, monkeypatch):
+    """The bound is an eighth of available memory; here it is lowered to 1 MiB so that a 4 MiB line
+    file (a few KB compressed) stands for the probe's gigabyte bomb."""
+    import gzip
+
+    from zoo.tasks import corpus
+
+    data = tmp_path / "data"
+    data.mkdir()
+    with gzip.open(data / "train.txt.gz", "wb") as handle:
+        handle.write(b"a b c d e f g\n" * ((4 << 20) // 14))
+    (data / "valid.txt").write_text("a b\n")
+    monkeypatch.setattr(corpus, "readable_bytes", lambda: 1 << 20)
+    assert (data / "train.txt.gz").stat().st_size < 100_000
+    with pytest.raises(zoo.DataError, match=r"train\.txt\.gz: inflates to more than 1\.0 MiB, more text than this "
+                                            r"machine's memory can hold"):
+        corpus.read_lines(data / "train.txt.gz")
+    (data / "plain.txt").write_bytes(b"a b\n" * (1 << 19))
+    with pytest.raises(zoo.DataError, match=r"plain\.txt: 2\.0 MiB, more than the 1\.0 MiB of text"):
+        corpus.read_lines(data / "plain.txt")
+    experiment = tiny_experiment(tmp_path, task={"name": "lm", "data_dir": str(data), "test_split": None})
+    experiment["model"]["kind"] = "decoder"
+    (tmp_path / "e.yaml").write_text(yaml.safe_dump(experiment))
+    assert "train.txt.gz: inflates to more than" in cli_error(["train", str(tmp_path / "e.yaml")], capsys)

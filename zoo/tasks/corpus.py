@@ -16,19 +16,38 @@ from pathlib import Path
 from typing import Literal
 
 from zoo.errors import DataError
+from zoo.files import human_bytes
 
 CorpusFormat = Literal["auto", "pair", "tsv"]
 
 
+def readable_bytes() -> int:
+    """The most text a corpus file may hold: an eighth of the host's available memory, since its
+    text, lines and token ids take several times its bytes."""
+    from zoo.model.memory import available_bytes
+
+    return available_bytes("cpu") // 8
+
+
 def read_bytes(path: Path) -> bytes:
-    """The file's bytes, decompressed for `.gz`; a truncated or fake gzip file is a DataError."""
+    """The file's bytes, decompressed for `.gz`, at most readable_bytes() of them: a gzip file
+    that inflates past memory (a few MB can hold gigabytes) is refused while it is read, never
+    read whole. A truncated or fake gzip file is a DataError."""
+    limit = readable_bytes()
     try:
         if path.suffix != ".gz":
+            if path.stat().st_size > limit:
+                raise DataError(f"{path}: {human_bytes(path.stat().st_size)}, more than the {human_bytes(limit)} of "
+                                "text this machine's memory can hold with its tokens; use a sample of it")
             return path.read_bytes()
         with gzip.open(path, "rb") as handle:
-            return handle.read()
+            data = handle.read(limit + 1)
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
         raise DataError(f"{path}: not a readable gzip file (truncated or not gzip: {err})") from None
+    if len(data) > limit:
+        raise DataError(f"{path}: inflates to more than {human_bytes(limit)}, more text than this machine's memory "
+                        f"can hold with its tokens ({human_bytes(path.stat().st_size)} compressed); use a sample of it")
+    return data
 
 
 def read_lines(path: Path) -> list[str]:
