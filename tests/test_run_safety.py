@@ -2,6 +2,8 @@
 finite checkpoints only, explosions marked diverged, locks, and a picture that cannot fail a run."""
 
 import json
+import os
+import signal
 import struct
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import torch
 
 import zoo
 from trainkit import run_dir_of, tiny_experiment
+from zoo.cli import main
 from zoo.specs.experiment import ExplosionSpec
 from zoo.trainer import Trainer, picture
 from zoo.trainer.guards import LossWatch
@@ -199,3 +202,68 @@ def test_sigterm_stops_zoo_train_after_a_step_with_a_checkpoint_of_that_step(tmp
     result = json.loads((run_dir / "result.json").read_text())
     saved = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     assert result["status"] == "interrupted" and 0 < saved["progress"]["step"] == result["steps"] < 3000
+
+
+def sigint_to_self(times: int):
+    """A real SIGINT to this process, `times` times, as Ctrl-C pressed that often."""
+    for _ in range(times):
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_sigint_while_wandb_finishes_exits_130_with_the_result_intact(tmp_path, monkeypatch, capsys):
+    """The probe: Ctrl-C while W&B finished gave a KeyboardInterrupt traceback and exit 1."""
+    from zoo.trainer.tracking import Tracker
+
+    real_finish = Tracker.finish
+
+    def finish_interrupted(self, failed=False):
+        sigint_to_self(1)
+        real_finish(self, failed)
+
+    monkeypatch.setattr(Tracker, "finish", finish_interrupted)
+    experiment = tiny_experiment(tmp_path, train={"steps": 4, "eval_every": 2}, wandb={"mode": "offline"})
+    (tmp_path / "e.json").write_text(json.dumps(experiment))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", str(tmp_path / "e.json")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 130 and "Traceback" not in err, err
+    assert "SIGINT arrived while W&B finished; the run is complete: its result is " in err
+    result = json.loads((run_dir_of(experiment) / "result.json").read_text())
+    assert result["status"] == "finished" and result["steps"] == 4 and "eval/loss" in result["metrics"]
+    assert list((tmp_path / "wandb").glob("offline-run-*/run-*.wandb")), "W&B finished writing its run"
+
+
+def test_two_sigints_during_an_evaluation_stop_at_once_with_exit_130_and_the_last_checkpoint(tmp_path, monkeypatch,
+                                                                                               capsys):
+    real_evaluate = Trainer._evaluate
+
+    def evaluate_interrupted(self, *args, **kwargs):
+        if self.step == 4:
+            sigint_to_self(2)  # the first asks for a stop after the step; the second stops at once
+        return real_evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "_evaluate", evaluate_interrupted)
+    experiment = tiny_experiment(tmp_path, train={"steps": 8, "eval_every": 4, "checkpoint_every": 2})
+    (tmp_path / "e.json").write_text(json.dumps(experiment))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", str(tmp_path / "e.json")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 130 and "Traceback" not in err, err
+    assert "stopped at once by a second SIGINT at step 4; its last checkpoint is " in err
+    run_dir = run_dir_of(experiment)
+    assert json.loads((run_dir / "result.json").read_text())["status"] == "interrupted"
+    assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["progress"]["step"] == 2, "step 4 was not saved"
+    monkeypatch.setattr(Trainer, "_evaluate", real_evaluate)
+    main(["train", str(tmp_path / "e.json"), "--resume"])
+    assert json.loads((run_dir / "result.json").read_text())["status"] == "finished"
+
+
+def test_sigint_outside_training_is_one_line_and_exit_130(tmp_path, monkeypatch, capsys):
+    import zoo.trainer.evaluate as evaluate
+
+    checkpoint = zoo.train(tiny_experiment(tmp_path, train={"steps": 2})).checkpoint
+    monkeypatch.setattr(evaluate, "evaluate_split", lambda *args, **kwargs: sigint_to_self(1))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["eval", str(checkpoint)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 130 and err.startswith("zoo: interrupted (SIGINT)") and err.count("\n") == 1, err

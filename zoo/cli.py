@@ -256,6 +256,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ValidationError as err:
         print(f"zoo: {describe_validation(err)}", file=sys.stderr)
         raise SystemExit(2) from None
+    except KeyboardInterrupt:  # Ctrl-C outside training (which says what it kept): nothing half-written stays
+        print("zoo: interrupted (SIGINT); every file the zoo writes is written whole or not at all", file=sys.stderr)
+        raise SystemExit(130) from None
     except BrokenPipeError:  # `zoo list | head`: the reader has all it wanted
         sys.stderr.close()
         raise SystemExit(0) from None

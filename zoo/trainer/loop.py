@@ -6,6 +6,7 @@ import math
 import time
 from contextlib import nullcontext
 from pathlib import Path
+from signal import SIGINT
 from typing import Any
 
 import torch
@@ -279,15 +280,21 @@ class Trainer:
             kept = (f"the last good checkpoint is {self.checkpoint_path}" if self.checkpoint_path.exists()
                     else "no checkpoint was written yet")
             raise Diverged(f"training diverged at {err}; {kept}{note}") from None
-        except Interrupted as err:
-            note = self._write_result("interrupted", {}, error=str(err))
-            raise Interrupted(f"{err}; its checkpoint is {self.checkpoint_path}: continue with --resume{note}",
-                              err.signum) from None
+        except (Interrupted, KeyboardInterrupt) as err:  # a second Ctrl-C raises KeyboardInterrupt mid-step
+            told = str(err) if isinstance(err, Interrupted) else f"stopped at once by a second SIGINT at step {self.working_on}"
+            note = self._write_result("interrupted", {}, error=told)
+            kept = f"its last checkpoint is {self.checkpoint_path}" if self.checkpoint_path.exists() else "no checkpoint yet"
+            raise Interrupted(f"{told}; {kept}: continue with --resume{note}", getattr(err, "signum", SIGINT)) from None
         finally:
-            self.tracker.finish(failed=failed)
-            bar.close()
-            self.dist.close()
-            self.folder.abandon()  # a run that wrote nothing leaves no folder
+            late = StopSignals()
+            with signals_to(late.handle):  # W&B's finish and the folder's release are not cut short by one signal
+                self.tracker.finish(failed=failed)
+                bar.close()
+                self.dist.close()
+                self.folder.abandon()  # a run that wrote nothing leaves no folder
+        if late.received:
+            raise Interrupted(f"{late.name} arrived while W&B finished; the run is complete: its result is "
+                              f"{self.run_dir / 'result.json'}", late.received)
         return TrainResult(final, self.checkpoint_path, self.run_dir, png, wandb_dir, dict(self.best), self.history)
 
 
