@@ -56,7 +56,7 @@ def test_weight_compatible_function_changes_keep_every_weight():
 
 def test_pre_norm_needs_its_final_norm():
     model = trained_like("post.sinusoidal.fused.relu")
-    with pytest.raises(ValueError, match=r"encoder\.norm\.bias has no weight in the original model"):
+    with pytest.raises(zoo.ConfigError, match=r"encoder\.norm\.bias has no weight in the original model"):
         zoo.convert(model, norm="pre")
 
 
@@ -75,13 +75,13 @@ def test_pre_norm_needs_its_final_norm():
 )
 def test_incompatible_changes_say_why(changes, text):
     model = trained_like("post.sinusoidal.fused.relu")
-    with pytest.raises(ValueError, match="cannot convert") as err:
+    with pytest.raises(zoo.ConfigError, match="cannot convert") as err:
         zoo.convert(model, **changes)
     assert text in str(err.value)
 
 
 def test_learned_positions_cannot_be_dropped():
-    with pytest.raises(ValueError, match=r"position 'learned' -> 'sinusoidal'.*missing from the new model"):
+    with pytest.raises(zoo.ConfigError, match=r"position 'learned' -> 'sinusoidal'.*missing from the new model"):
         zoo.convert(trained_like("post.learned.fused.relu"), position="sinusoidal")
 
 
@@ -89,7 +89,7 @@ def test_convert_keeps_dtype_and_mode():
     model = trained_like("pre.learned.per_head.gelu").double().train()
     converted = zoo.convert(model, attention="fused")
     assert converted.training and next(converted.parameters()).dtype == torch.float64
-    with pytest.raises(ValueError, match="unknown attention 'fussed'; did you mean 'fused'"):
+    with pytest.raises(zoo.ConfigError, match="unknown attention 'fussed'; did you mean 'fused'"):
         zoo.convert(model, attention="fussed")
 
 

@@ -61,7 +61,8 @@ def test_bad_keys_and_values_are_named(sets, text):
 def test_unknown_top_level_keys_in_a_file_are_rejected(tmp_path):
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump({"model": {"preset": "pre-ln"}, "trainer": {}}))
-    with pytest.raises(zoo.ConfigError, match="trainer: Extra inputs are not permitted"):
+    with pytest.raises(zoo.ConfigError, match=r"unknown field 'trainer' \(did you mean 'train'\?\); fields: model, "
+                                              r"task, train, wandb"):
         load_experiment(path)
 
 

@@ -45,6 +45,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
+from pydantic import BaseModel
 from torch import Tensor, nn
 
 from zoo.model.attend import KVCache
@@ -258,7 +259,8 @@ class Attention(nn.Module):
         if spec.qk_norm == "l2":  # scores g cos(q, k) / sqrt(d_head): g = d_head gives them standard spread
             self.qk_scale = nn.Parameter(torch.full((spec.n_heads,), float(spec.d_head)))
         elif spec.qk_norm is not None:
-            width = spec.model_copy(update={"d_model": spec.d_head, "norm_type": Choice("norm_type", spec.qk_norm)})
+            # a norm part reads d_model and norm_type alone: a copy that is not a model spec, so not validated as one
+            width = BaseModel.model_copy(spec, update={"d_model": spec.d_head, "norm_type": Choice("norm_type", spec.qk_norm)})
             self.q_norm, self.k_norm = build_part("norm_type", width), build_part("norm_type", width)
 
     def norm_queries(self, q: Tensor) -> Tensor:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from zoo.errors import ConfigError
 from zoo.model.canonical import canonical_state, load_canonical_state
 from zoo.model.kinds import ZooModel, build
 from zoo.specs.catalog import resolve
@@ -24,7 +25,7 @@ def convert(model: ZooModel, **changes: Any) -> ZooModel:
     described = ", ".join(f"{field} {old!r} -> {new!r}" for field, (old, new) in changed.items()) or "nothing"
     for tying in ("tie_embeddings", "share_embeddings"):
         if tying in changed:
-            raise ValueError(f"cannot convert ({described}): tying or untying embeddings ({tying}) drops or invents weights")
+            raise ConfigError(f"cannot convert ({described}): tying or untying embeddings ({tying}) drops or invents weights")
     new = build(new_spec, seed=0)
     old_state, new_state = canonical_state(model), canonical_state(new)
     problems = [f"{name} is missing from the new model" for name in old_state.keys() - new_state.keys()]
@@ -36,7 +37,7 @@ def convert(model: ZooModel, **changes: Any) -> ZooModel:
     ]
     if problems:
         shown = "; ".join(sorted(problems)[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
-        raise ValueError(f"cannot convert ({described}): the change is not weight-compatible: {shown}")
+        raise ConfigError(f"cannot convert ({described}): the change is not weight-compatible: {shown}")
     reference = next(model.parameters())
     new = new.to(device=reference.device, dtype=reference.dtype)
     load_canonical_state(new, old_state)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import ValidationError, model_validator
 from pydantic_core import PydanticCustomError, core_schema
 
 from zoo.specs.registries import UnknownChoiceError, registry
@@ -28,6 +28,13 @@ from zoo.specs.yamlio import load_yaml
 class PartSettings(StrictSettings):
     """The settings of a part without any; a part with some subclasses this as `Settings`, and
     every field needs a default."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        """Unknown settings are left to pydantic: validate_choice names them with the part's
+        settings and their defaults, which say more than the bare keys."""
+        return data
 
 
 def settings_model(part: Any) -> type[PartSettings]:

@@ -243,6 +243,9 @@ def validate_experiment(data: Mapping[str, Any], source: str = "experiment") -> 
 def load_experiment(path: str | Path | None = None, sets: Sequence[str] = ()) -> ExperimentSpec:
     """An ExperimentSpec from a YAML file (or the defaults) with `--set` assignments applied."""
     data: dict[str, Any] = {} if path is None else read_mapping(path, "experiment file")
+    if path is not None and {"grid", "rows", "base"} & data.keys() and not set(ExperimentSpec.model_fields) & data.keys():
+        raise ConfigError(f"{path} is a sweep file (it has {', '.join(sorted({'grid', 'rows', 'base'} & data.keys()))}); "
+                          f"run it with zoo sweep {path}, or train its base experiment alone with zoo train BASE")
     if sets:
         defaults = ExperimentSpec().model_dump(mode="json")
         data = with_sets({**{k: defaults[k] for k in ("model", "task") if k not in data}, **data}, sets)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     Field,
@@ -30,6 +30,16 @@ class ModelSpec(StrictSettings):
     stack (`decoder`, `encoder`) has one vocabulary, so its two sizes must be equal; it ignores the
     layer count of the stack it lacks, so one spec can be swept across kinds.
     """
+
+    synonyms: ClassVar[dict[str, str]] = {
+        "n_layers": "'n_encoder_layers' and 'n_decoder_layers'", "num_layers": "'n_encoder_layers' and 'n_decoder_layers'",
+        "num_hidden_layers": "'n_encoder_layers' or 'n_decoder_layers'", "n_layer": "'n_decoder_layers'",
+        "num_heads": "'n_heads'", "nhead": "'n_heads'", "n_head": "'n_heads'", "num_attention_heads": "'n_heads'",
+        "num_key_value_heads": "'n_kv_heads'", "hidden_size": "'d_model'", "dim": "'d_model'", "n_embd": "'d_model'",
+        "dim_feedforward": "'d_ff'", "intermediate_size": "'d_ff'", "d_inner": "'d_ff'", "head_dim": "'head_width'",
+        "dim_head": "'head_width'", "max_seq_len": "'max_len'", "max_position_embeddings": "'max_len'",
+        "block_size": "'max_len'", "causal": "kind: 'decoder'", "activation": "'ffn'",
+    }
 
     kind: Kind = Field(
         DEFAULT_KIND, description="encoder_decoder; decoder: a causal language model (n_decoder_layers); encoder: "

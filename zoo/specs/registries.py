@@ -42,9 +42,16 @@ def swapped(typed: str, choice: str) -> bool:
 def describe_unknown(kind: str, name: object, choices: Iterable[str]) -> str:
     """The one message for an unknown choice: what was asked, a close match, and every choice."""
     choices = sorted(choices)
-    close = [c for c in choices if swapped(str(name), c)] or difflib.get_close_matches(str(name), choices, n=1, cutoff=0.6)
-    hint = f"; did you mean '{close[0]}'?" if close else ";"
+    close = close_match(name, choices)
+    hint = f"; did you mean '{close}'?" if close else ";"
     return f"unknown {kind} '{name}'{hint} choices: {', '.join(choices)}"
+
+
+def close_match(name: object, choices: Iterable[str]) -> str | None:
+    """The choice `name` most likely meant: two neighbouring letters swapped, else the closest."""
+    choices = sorted(choices)
+    close = [c for c in choices if swapped(str(name), c)] or difflib.get_close_matches(str(name), choices, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 class UnknownChoiceError(ConfigError):

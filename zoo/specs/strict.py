@@ -9,9 +9,10 @@ held to float32's range of normal numbers, or 0.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 FLOAT32_MAX = 3.4028234663852886e38
 FLOAT32_TINY = 1.1754943508222875e-38
@@ -29,8 +30,56 @@ def floats_in(value: Any) -> list[float]:
     return []
 
 
+def field_names(model: type[BaseModel]) -> list[str]:
+    """The keys a settings model takes: its fields, under their aliases where they have one."""
+    names = []
+    for name, info in model.model_fields.items():
+        alias = info.validation_alias if isinstance(info.validation_alias, str) else info.alias
+        names.append(alias or name)
+    return names
+
+
+def unknown_keys(unknown: list[Any], known: list[str], synonyms: dict[str, str]) -> str:
+    """`unknown field 'd_modle' (did you mean 'd_model'?); fields: ...`: each unknown key with the
+    field it most likely meant (a name other libraries use, else the closest spelling), then every
+    field of its level."""
+    from zoo.specs.registries import close_match
+
+    said = []
+    for key in unknown:
+        close = close_match(key, known)
+        meant = synonyms.get(str(key)) or (f"'{close}'" if close else None)
+        said.append(f"'{key}'" + (f" (did you mean {meant}?)" if meant else ""))
+    return f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(said)}; fields: {', '.join(sorted(known))}"
+
+
 class StrictSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+    synonyms: ClassVar[dict[str, str]] = {}
+    """Keys other libraries use for a field (`n_layers`, `hidden_size`) -> what to write here, quoted."""
+
+    def replace(self, **changes: Any):
+        """A copy with `changes`, validated as the original was: the way to change a frozen spec
+        (`spec.replace(ffn="swiglu", d_model=256)`); a bad value is an error that names it."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False):
+        """pydantic's copy, except that an update is validated: pydantic's skips validation, which
+        let `model_copy(update={"ffn": "swigluu"})` make a spec no model can be built from."""
+        return super().model_copy(deep=deep) if not update else self.replace(**update)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        """An unknown key gets a close match and the keys of its level, as an unknown value does
+        (pydantic alone says "Extra inputs are not permitted"). Runs after the subclass's own
+        before-validators, which may turn shorthand keys (vocab_size, preset) into fields."""
+        if isinstance(data, dict):
+            known = field_names(cls)
+            unknown = [key for key in data if key not in known]
+            if unknown:
+                raise PydanticCustomError("unknown_field", "{text}", {"text": unknown_keys(unknown, known, cls.synonyms)})
+        return data
 
     @field_validator("*", mode="after")
     @classmethod

@@ -233,6 +233,11 @@ def load_sweep(path: str | Path, sets: Sequence[str] = ()) -> tuple[SweepSpec, d
     experiment group (model, task, train, wandb) change the base; the others change the sweep."""
     path = Path(path)
     data = read_mapping(path, "sweep file")
+    groups = sorted(set(ExperimentSpec.model_fields) & data.keys())
+    if groups and not {"grid", "rows"} & data.keys():
+        raise ConfigError(f"{path} is an experiment file (it has {', '.join(groups)}); train it with zoo train {path}, "
+                          f"or sweep it by naming it as a sweep file's base: "
+                          f"{{name: NAME, base: {path.name}, grid: {{model.norm: [post, pre]}}}}")
     base_sets = []
     for key, value in parse_sets(sets):
         if key.split(".")[0] in ExperimentSpec.model_fields:
