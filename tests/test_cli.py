@@ -1,14 +1,18 @@
 """The `zoo` command line."""
 
+import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 import yaml
 from conftest import COMBOS
 
 import zoo
+from trainkit import tiny_experiment
 from zoo.cli import main
+from zoo.trainer.run_folder import RunFolder
 
 
 def test_list_shows_presets_and_axes(capsys):
@@ -68,3 +72,42 @@ def test_console_script_is_installed():
     assert script is not None
     done = subprocess.run([script, "list"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "vaswani2017" in done.stdout
+
+
+def test_list_names_every_task_with_the_metrics_a_run_reports(capsys):
+    main(["list"])
+    out = capsys.readouterr().out
+    assert "tasks (task.name) and the final metrics a run reports" in out
+    for name in zoo.registry("task").names():
+        task = zoo.registry("task").get(name)
+        (line,) = [line for line in out.splitlines() if line.startswith(f"  {name} ")]
+        assert line.split(None, 1)[1] == ", ".join(task.final_metrics(task.Params.model_construct()))
+
+
+def test_help_names_every_command_with_an_example_and_loads_no_torch():
+    done = subprocess.run([sys.executable, "-c", "import sys\nfrom zoo.cli import main\ntry:\n    main(['--help'])\n"
+                           "except SystemExit:\n    pass\nprint('torch loaded' if 'torch' in sys.modules else 'no torch')"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip().endswith("no torch"), "help waits for nothing heavy"
+    examples = done.stdout.split("examples:")[1]
+    for command in ("list", "show", "train", "eval", "sweep", "compare", "reproduce", "build-all"):
+        assert f"  zoo {command} " in examples, command
+
+
+def test_version_names_the_zoo_its_commit_and_torch(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert re.fullmatch(r"zoo \S+ \(commit \S+; torch \S+\)\n", capsys.readouterr().err)
+
+
+def test_print_config_shows_the_resolved_experiment_and_its_folder_and_trains_nothing(tmp_path, capsys):
+    experiment = tiny_experiment(tmp_path)
+    (tmp_path / "e.yaml").write_text(yaml.safe_dump(experiment))
+    main(["train", str(tmp_path / "e.yaml"), "--set", "model.norm=pre", "--print-config"])
+    out = capsys.readouterr().out
+    resolved = zoo.load_experiment(tmp_path / "e.yaml", ["model.norm=pre"])
+    assert out.splitlines()[0] == f"# run folder: {RunFolder(resolved).path}  (the model: {resolved.variant})"
+    assert zoo.ExperimentSpec.model_validate(yaml.safe_load(out)) == resolved, "every default is there, and round-trips"
+    assert yaml.safe_load(out)["train"]["warmup_steps"] == 5 and "explosion" in yaml.safe_load(out)["train"]
+    assert not RunFolder(resolved).path.exists(), "nothing ran"

@@ -7,7 +7,6 @@ import torch
 import yaml
 from conftest import COMBOS, padded_batch, tiny
 from sweepkit import write_sweep
-from test_bad_input import cli_error
 from test_sweep import tiny_sweep
 
 import zoo
@@ -37,8 +36,14 @@ def test_generate_without_a_length_decodes_what_fits_the_input():
     assert torch.equal(out, model.generate(src, max_new_tokens=2 * src.size(1) + 10))
 
 
-def test_zoo_show_without_a_vocabulary_says_what_to_pass(capsys):
-    assert "pass --set vocab_size=N" in cli_error(["show", "pre-ln"], capsys)
+def test_zoo_show_without_a_vocabulary_shows_a_placeholder_and_says_so(capsys):
+    from zoo.cli import main
+    from zoo.model.memory import exact_parameters
+
+    main(["show", "pre-ln"])
+    out = capsys.readouterr().out
+    assert "# vocabulary: none given, so a placeholder of 32,000 tokens on each side" in out
+    assert f"# parameters: {exact_parameters(zoo.spec('pre-ln', vocab_size=32000), buffers=False):,d}" in out
 
 
 def test_resume_of_a_finished_run_does_nothing_and_says_so(tmp_path, capsys):

@@ -1,53 +1,42 @@
 """zoo: a configurable zoo of Transformer variants for ablation studies.
 
     model = zoo.build("pre.learned.per_head.gelu", vocab_size=1000)
+
+Names are imported on first use (PEP 562), so `import zoo` and `zoo --help` do not wait for torch.
 """
 
-from zoo import interop
-from zoo.errors import CheckpointError, ConfigError, DataError, Diverged, Interrupted, RunConflict, ZooError
-from zoo.interop import from_hf, to_hf
-from zoo.model.convert import convert
-from zoo.model.kinds import AttentionMaps, DecoderOnly, EncoderDecoder, EncoderOnly, ZooModel, build
-from zoo.specs.catalog import list_variants, load_spec, register_preset, resolve, spec
-from zoo.specs.choices import Choice, PartSettings
-from zoo.specs.experiment import ExperimentSpec, load_experiment
-from zoo.specs.model_spec import ModelSpec
-from zoo.specs.registries import AXES, Registry, UnknownChoiceError, registry
-from zoo.trainer import TrainResult, load, train
+from __future__ import annotations
 
-__all__ = [
-    "AXES",
-    "AttentionMaps",
-    "CheckpointError",
-    "Choice",
-    "ConfigError",
-    "DataError",
-    "DecoderOnly",
-    "Diverged",
-    "EncoderDecoder",
-    "EncoderOnly",
-    "ExperimentSpec",
-    "Interrupted",
-    "ModelSpec",
-    "PartSettings",
-    "Registry",
-    "RunConflict",
-    "TrainResult",
-    "UnknownChoiceError",
-    "ZooError",
-    "ZooModel",
-    "build",
-    "convert",
-    "from_hf",
-    "interop",
-    "list_variants",
-    "load",
-    "load_experiment",
-    "load_spec",
-    "register_preset",
-    "registry",
-    "resolve",
-    "spec",
-    "to_hf",
-    "train",
-]
+import importlib
+from typing import Any
+
+_HOMES = {
+    "zoo.errors": ("CheckpointError", "ConfigError", "DataError", "Diverged", "Interrupted", "RunConflict", "ZooError"),
+    "zoo.interop": ("from_hf", "to_hf"),
+    "zoo.model.convert": ("convert",),
+    "zoo.model.kinds": ("AttentionMaps", "DecoderOnly", "EncoderDecoder", "EncoderOnly", "ZooModel", "build"),
+    "zoo.specs.catalog": ("list_variants", "load_spec", "register_preset", "resolve", "spec"),
+    "zoo.specs.choices": ("Choice", "PartSettings"),
+    "zoo.specs.experiment": ("ExperimentSpec", "load_experiment"),
+    "zoo.specs.model_spec": ("ModelSpec",),
+    "zoo.specs.registries": ("AXES", "Registry", "UnknownChoiceError", "registry"),
+    "zoo.trainer": ("TrainResult", "load", "train"),
+}
+HOME = {name: module for module, names in _HOMES.items() for name in names}
+"""Each public name -> the module that defines it."""
+
+__all__ = sorted([*HOME, "interop"])
+
+
+def __getattr__(name: str) -> Any:
+    if name == "interop":
+        return importlib.import_module("zoo.interop")
+    if name not in HOME:
+        raise AttributeError(f"module 'zoo' has no attribute {name!r}")
+    value = getattr(importlib.import_module(HOME[name]), name)
+    globals()[name] = value  # found once
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,4 +1,5 @@
-"""The `zoo` command line: list and show variants, build every combination."""
+"""zoo: a Transformer architecture-variant zoo for ablation studies. Pick a variant by name, train
+it, sweep a grid of design choices over seeds, compare the variants with intervals."""
 
 from __future__ import annotations
 
@@ -12,18 +13,28 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
 from pydantic import ValidationError
 
 from zoo.cli_sweeps import cmd_compare, cmd_reproduce, cmd_sweep
 from zoo.errors import ConfigError, Interrupted, ZooError, describe_validation
-from zoo.model.kinds import build
-from zoo.model.memory import exact_parameters
 from zoo.specs.catalog import list_variants, name_fields, preset_chain, preset_description, resolve
 from zoo.specs.choices import part_text, settings_text
 from zoo.specs.experiment import assign, parse_sets
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import AXES, NAMED_AXES, registry
+from zoo.specs.yamlio import dump_yaml
+
+EXAMPLES = """examples:
+  zoo list                                          presets, every axis's parts, tasks and their metrics
+  zoo show pre-ln --set vocab_size=8000             the resolved spec of a preset or canonical name
+  zoo train --set model.norm=pre train.steps=200    one run (no file: the default experiment)
+  zoo train experiments/multi30k.yaml --print-config  the resolved experiment and its folder, nothing run
+  zoo eval runs/RUN/checkpoint.pt --beams 4         score a checkpoint again, greedy or with beams
+  zoo sweep experiments/seed_axes.yaml --workers 2  a grid of variants over seeds
+  zoo compare sweeps/seed-axes                      ranked table, axis effects, plots, report.md
+  zoo reproduce sweeps/seed-axes/ledger.jsonl       train recorded cells again and compare
+  zoo build-all --only '*.moe.*'                    build and run every combination
+each command's own --help says more."""
 
 
 def model_sets(sets: Sequence[str]) -> dict[str, Any]:
@@ -43,22 +54,38 @@ def cmd_list(args: argparse.Namespace) -> None:
           "where not at its default; a part's non-default settings follow it as +key=value):")
     for axis in AXES:
         print(f"  {axis:10s} {', '.join(part_text(axis, name) for name in registry(axis).names())}")
+    print("\ntasks (task.name) and the final metrics a run reports, which a sweep can rank by:")
+    for name in registry("task").names():
+        task = registry("task").get(name)
+        print(f"  {name:16s} {task_metrics_text(task)}")
+
+
+def task_metrics_text(task) -> str:
+    """The metrics a run of the task reports with its default settings (defaults alone: a task's
+    required settings, such as a corpus folder, decide no metric); optional splits add theirs."""
+    return ", ".join(task.final_metrics(task.Params.model_construct()))
 
 
 def cmd_show(args: argparse.Namespace) -> None:
+    from zoo.model.memory import exact_parameters
+
     sets = model_sets(args.set)
     if "preset" in sets:
         raise ConfigError(f"zoo show {args.name} --set preset={sets['preset']}: the variant is the name already; "
                           f"show the other one as zoo show {sets['preset']}")
+    placeholder = None
     try:
         spec = resolve({**name_fields(args.name), **sets})
     except ConfigError as err:
         if "vocab_size: Field required" not in str(err):
             raise
-        raise ConfigError(f"zoo show {args.name}: a model's size depends on its vocabulary; pass --set "
-                          "vocab_size=N (or src_vocab_size=N tgt_vocab_size=M)") from None
+        placeholder = PLACEHOLDER_VOCABULARY
+        spec = resolve({**name_fields(args.name), "vocab_size": placeholder, **sets})
     if args.name in list_variants():
         print(f"# preset {' -> '.join(preset_chain(args.name))}: {preset_description(args.name)}")
+    if placeholder:
+        print(f"# vocabulary: none given, so a placeholder of {placeholder:,} tokens on each side; the parameter count "
+              "and the vocabulary sizes below are for it (--set vocab_size=N for yours)")
     print(f"# canonical name: {spec.name}")
     print(f"# parameters: {exact_parameters(spec, buffers=False):,d}")
     if spec.d_ff == "auto":
@@ -69,6 +96,9 @@ def cmd_show(args: argparse.Namespace) -> None:
     print(spec.to_yaml(), end="")
 
 
+PLACEHOLDER_VOCABULARY = 32000
+"""The vocabulary `zoo show` assumes where none is given (a common BPE size), and says so."""
+
 BUILD_ALL_SIZE = {"vocab_size": 64, "d_model": 32, "n_heads": 4, "n_kv_heads": 2, "d_ff": 64, "n_encoder_layers": 1,
                   "n_decoder_layers": 2}
 """build-all's default size: every combination checked in seconds; sizes of a preset by --set."""
@@ -76,6 +106,10 @@ BUILD_ALL_SIZE = {"vocab_size": 64, "d_model": 32, "n_heads": 4, "n_kv_heads": 2
 
 def cmd_build_all(args: argparse.Namespace) -> None:
     """Build every registered combination, run one forward pass, print its name and size."""
+    import torch
+
+    from zoo.model.kinds import build
+
     overrides = {**BUILD_ALL_SIZE, **model_sets(args.set)}
     combos = [combo for combo in itertools.product(*(registry(axis).names() for axis in AXES))
               if fnmatch.fnmatchcase(".".join(combo), args.only)]
@@ -104,6 +138,12 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     die_with_parent()
     experiment = load_experiment(args.file, args.set)
+    if args.print_config:
+        from zoo.trainer.run_folder import RunFolder
+
+        print(f"# run folder: {RunFolder(experiment).path}  (the model: {experiment.variant})")
+        print(dump_yaml(experiment.model_dump(mode="json")), end="")
+        return
     result = train(experiment, resume=args.resume)
     if result.already_finished:
         print(f"{result.run_dir} finished all {experiment.train.steps} steps already: nothing to train (raise "
@@ -148,8 +188,24 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
+class PrintVersion(argparse.Action):
+    """--version: the zoo's version and commit, and torch's, found only when asked (torch loads slowly)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print the zoo's version, commit and torch's version")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import torch
+
+        from zoo.provenance import zoo_commit, zoo_version
+
+        parser.exit(message=f"zoo {zoo_version()} (commit {zoo_commit() or 'unknown'}; torch {torch.__version__})\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="zoo", description=__doc__)
+    parser = argparse.ArgumentParser(prog="zoo", description=__doc__, epilog=EXAMPLES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=PrintVersion)
     commands = parser.add_subparsers(dest="command", required=True)
 
     listing = commands.add_parser("list", help="list presets and the registered parts of every axis")
@@ -179,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     training.add_argument("--set", action="extend", nargs="+", default=[], metavar="DOTTED.KEY=VALUE",
                           help="e.g. --set model.norm=pre train.steps=200 (or --set before each)")
     training.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
+    training.add_argument("--print-config", action="store_true",
+                          help="print the resolved experiment (every default filled in) and its run folder; train nothing")
     training.set_defaults(run=cmd_train)
 
     scoring = commands.add_parser("eval", help="score a checkpoint on a held-out split, greedy or with beam search")

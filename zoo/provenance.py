@@ -47,10 +47,13 @@ def cpu_model() -> str:
     return platform.processor() or "unknown processor"
 
 
-def environment(device: torch.device) -> dict[str, str]:
+def zoo_version() -> str:
     try:
-        version = metadata.version("zoo")
+        return metadata.version("zoo")
     except metadata.PackageNotFoundError:
-        version = "unknown"
-    return {"zoo_version": version, "zoo_commit": zoo_commit() or "unknown", "torch_version": torch.__version__,
+        return "unknown"
+
+
+def environment(device: torch.device) -> dict[str, str]:
+    return {"zoo_version": zoo_version(), "zoo_commit": zoo_commit() or "unknown", "torch_version": torch.__version__,
             "python_version": platform.python_version(), "device": device_name(torch.device(device))}
