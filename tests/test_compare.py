@@ -3,6 +3,9 @@ steps to target, the report, the plots and the W&B compare run read back offline
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -226,3 +229,18 @@ def test_a_metric_without_a_curve_of_its_own_draws_and_targets_its_evaluations(t
     assert by_norm["pre"].steps_to_target == 200 and by_norm["post"].steps_to_target == 400
     assert [b.mean for b in by_norm["post"].curve] == [0.25, 0.5, 0.75, 1.0]
     assert curve_figure(sweep, rows).get_suptitle().startswith(title)
+
+
+def test_the_console_shows_the_comparison_not_the_wandb_banner(tmp_path):
+    """W&B's seven lines of banner used to come before the table; the W&B run is one line after it."""
+    sweep = sweepkit.write_sweep(tmp_path, "quiet", {"model.norm": ["post", "pre"]}, [0, 1],
+                                 lambda a, seed: 0.5 + 0.1 * (a["model.norm"] == "pre") + 0.01 * seed)
+    done = subprocess.run([sys.executable, "-m", "zoo.cli", "compare", str(sweep.directory())], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "WANDB_MODE": "offline"})
+    assert done.returncode == 0, done.stderr
+    output = done.stdout + done.stderr
+    assert not [line for line in output.splitlines() if line.startswith("wandb:")], output
+    assert done.stdout.splitlines()[1].startswith("rank  variant"), "the table comes first"
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("W&B:")]
+    run_dir = Path(line.split()[1])
+    assert run_dir.is_dir() and list(run_dir.glob("run-*.wandb")), "the W&B run it names was written"

@@ -1,6 +1,7 @@
 """What the trainer wrote to W&B, read back from the offline run with W&B's own reader."""
 
 import hashlib
+import json
 
 import pytest
 
@@ -78,3 +79,23 @@ def test_a_wandb_failure_is_a_warning_not_a_lost_run(tmp_path, monkeypatch):
     with pytest.warns(RuntimeWarning, match="W&B init failed, training goes on without W&B"):
         result = zoo.train(tiny_experiment(tmp_path, train={"steps": 20, "eval_every": 20}))
     assert result.checkpoint.exists() and result.metrics["eval/loss"] > 0 and result.wandb_dir is None
+
+
+def test_the_result_and_the_ledger_name_the_wandb_run_that_holds_the_curves(tmp_path):
+    """Matching a run to its W&B run used to mean opening each; result.json, the sweep's ledger and
+    report.md now carry its id and folder, checked against what W&B itself wrote."""
+    from test_sweep import tiny_sweep
+
+    from trainkit import read_run
+    from zoo.compare import compare
+    from zoo.sweep import Ledger, run_sweep
+
+    sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post", "pre"]})
+    run_sweep(sweep, base, echo=lambda _: None)
+    report = compare(tmp_path / "tiny", wandb_mode="disabled", echo=lambda _: None).markdown.read_text()
+    for cell, line in Ledger(tmp_path / "tiny" / "ledger.jsonl").latest().items():
+        info, _ = read_run(line["wandb_dir"])
+        assert info["run_id"] == line["wandb_run"] and info["name"] == cell
+        result = json.loads((tmp_path / "tiny" / "runs" / cell / "result.json").read_text())
+        assert (result["wandb_run"], result["wandb_dir"]) == (line["wandb_run"], line["wandb_dir"])
+        assert f"`{line['wandb_run']}` ({line['wandb_dir']})" in report

@@ -80,3 +80,5 @@ def cmd_compare(args: argparse.Namespace) -> None:
     print(f"report: {report.markdown}")
     for plot in report.plots:
         print(f"plot:   {plot}")
+    if report.wandb_run:
+        print(f"W&B:    {report.wandb_run}  (its tables and plots, in the sweep's group; upload: wandb sync)")

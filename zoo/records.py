@@ -48,6 +48,8 @@ class RunRecord(BaseModel):
     diverged_at: int | None = None
     error: str | None = Field(None, description="why a run diverged, failed or was interrupted")
     exit_code: int | None = None
+    wandb_run: str | None = Field(None, description="the W&B run's id (wandb sync and the W&B app find it by it)")
+    wandb_dir: str | None = Field(None, description="the W&B run's local folder (offline-run-... or run-...)")
     cell: str | None = None
     variant: str | None = None
     seed: int | None = None

@@ -138,6 +138,16 @@ def curve_table(rows: list[VariantRow]) -> Rows:
             [[row.variant, b.step, b.mean, b.low, b.high, b.n] for row in rows for b in row.curve])
 
 
+def run_lines(sweep: SweepSpec, records: list[dict]) -> list[str]:
+    """Every run the comparison rests on, one row each: its seed's value (what the means and
+    intervals summarize), its status, and the W&B run that holds its curves."""
+    rows = [[str(r.get("variant")), str(r.get("seed")), r.get("status", ""),
+             number((r.get("metrics") or {}).get(sweep.metric)), str(r.get("steps", "")),
+             f"`{r['wandb_run']}` ({r['wandb_dir']})" if r.get("wandb_run") else "—"]
+            for r in sorted(records, key=lambda r: (str(r.get("variant")), r.get("seed") or 0))]
+    return markdown_table(["variant", "seed", "status", sweep.metric, "steps", "W&B run (local folder)"], rows)
+
+
 def markdown_table(columns: list[str], data: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns), *("| " + " | ".join(r) + " |" for r in data)]
 
@@ -174,7 +184,7 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
              *markdown_table(columns, data_rows), "", "## Effect of each axis", "",
              "Each value's mean over every other grid value and seed; differences are paired over runs that "
              "share every other grid value and the seed.", "", HOLM.format(m=family), "", noise_line(noise), "",
-             *effect_lines(effects), *interaction, "## Plots", "",
+             *effect_lines(effects), *interaction, "## Runs", "", *run_lines(sweep, records), "", "## Plots", "",
              *(f"![{p.stem}]({p.name})" for p in plots), ""]
     markdown = sweep_dir / f"report{suffix}.md"
     atomic_write(markdown, "\n".join(lines))

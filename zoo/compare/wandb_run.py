@@ -26,7 +26,7 @@ def log_tables(wandb_settings: dict[str, Any], group: str, job_type: str, name: 
 
         run = wandb.init(project=wandb_settings.get("project", "zoo"), entity=wandb_settings.get("entity"),
                          group=group, job_type=job_type, name=name, dir=str(folder), mode=mode, config=config,
-                         settings=wandb.Settings(console="off"))
+                         settings=wandb.Settings(console="off", silent=True))  # the table is what the console shows
         run.log({**{key: wandb.Table(columns=columns, data=[[cell(v) for v in row] for row in rows])
                     for key, (columns, rows) in tables.items()},
                  **{f"plots/{p.stem}": wandb.Image(str(p)) for p in plots}})

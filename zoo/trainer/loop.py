@@ -256,7 +256,8 @@ class Trainer:
         record = RunRecord(status=status, name=self.name, metrics=final, best=self.best, steps=self.step,
                            wall_time_s=time.perf_counter() - self.start, parameters=self.model.num_parameters(),
                            model_name=self.spec.name, threads=torch.get_num_threads(), data=self.data or None,
-                           environment=environment(self.device), history=self.history, **extra)
+                           environment=environment(self.device), history=self.history, **self.tracker.where,
+                           **extra)
         if not self.folder.write_result(record):
             return f"; the finished result of the earlier run stays in {self.run_dir / 'result.json'}"
         return ""

@@ -75,6 +75,11 @@ class Tracker:
     def files_dir(self) -> str | None:
         return None if self.run is None else self.run.dir
 
+    @property
+    def where(self) -> dict[str, str]:
+        """The run's id and local folder, as a run's record holds them (empty without W&B)."""
+        return {} if self.run is None else {"wandb_run": self.run.id, "wandb_dir": str(Path(self.run.dir).parent)}
+
     def log(self, metrics: dict[str, float], step: int) -> None:
         if self.run is not None:
             self._guard("log", lambda: self.run.log({**metrics, "train/step": step}))
