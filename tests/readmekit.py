@@ -43,14 +43,41 @@ def shown(comment: str | None):
         return None
 
 
+RAISES = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Interrupted|Diverged|RunConflict)): (.*)$")
+"""A comment on the line after a statement that shows what it raises: `# zoo.ConfigError: message`
+(a message ending in `...` is a prefix)."""
+
+
+def raised(code: str, statement: ast.stmt, namespace: dict, number: int, expected: re.Match) -> dict | None:
+    """Run a statement that the README shows failing: a problem unless it raises the shown error."""
+    source = ast.get_source_segment(code, statement)
+    kind, message = expected.groups()
+    try:
+        exec(compile(ast.Module([statement], []), f"README python block {number}", "exec"), namespace)
+    except Exception as err:
+        text = str(err)
+        same = text.startswith(message[:-3]) if message.endswith("...") else text == message
+        if type(err).__name__ == kind and same:
+            return None
+        return {"block": number, "code": source, "shown": f"{kind}: {message}", "gives": f"{type(err).__name__}: {text}"}
+    return {"block": number, "code": source, "shown": f"{kind}: {message}", "gives": "no error"}
+
+
 def run_python(code_blocks: list[str]) -> list[dict]:
-    """Run the blocks; every expression statement whose comment is a literal is compared with it."""
+    """Run the blocks; every expression statement whose comment is a literal is compared with it,
+    and one followed by a comment line showing an error must raise it."""
     namespace: dict = {"__name__": "__readme__"}
     problems = []
     for number, code in enumerate(code_blocks, 1):
-        notes = comments(code)
+        notes, lines = comments(code), code.splitlines()
         for statement in ast.parse(code).body:
             source = ast.get_source_segment(code, statement)
+            after = lines[statement.end_lineno].strip() if statement.end_lineno < len(lines) else ""
+            failing = RAISES.match(after[1:].strip()) if after.startswith("#") else None
+            if failing:
+                problem = raised(code, statement, namespace, number, failing)
+                problems += [problem] if problem else []
+                continue
             expected = shown(notes.get(statement.end_lineno)) if isinstance(statement, ast.Expr) else None
             try:
                 if expected is None:

@@ -115,3 +115,15 @@ def test_the_parts_table_names_every_registered_part(axis):
 def test_every_spec_field_is_in_the_readme():
     missing = [name for name in zoo.ModelSpec.model_fields if f"`{name}`" not in README and name not in zoo.AXES]
     assert not missing, f"README.md never names the spec fields {missing}"
+
+
+def test_an_error_the_readme_shows_must_be_the_one_raised():
+    code = ('import zoo\nzoo.spec("pre-ln", vocab_size=8, d_modle=2)\n'
+            "# zoo.ConfigError: unknown field 'd_modle' (did you mean 'd_model'?); fields: attention, ...\n")
+    assert run_python([code]) == []
+    wrong = code.replace("'d_model'?", "'d_mode'?")
+    (problem,) = run_python([wrong])
+    assert problem["shown"].startswith("ConfigError: unknown field 'd_modle' (did you mean 'd_mode'?)")
+    assert problem["gives"].startswith("ConfigError: unknown field 'd_modle' (did you mean 'd_model'?)")
+    (problem,) = run_python([code.replace("d_modle=2", "d_model=16")])
+    assert problem["gives"] == "no error"
