@@ -35,8 +35,8 @@ def test_effects_table_of_known_differences(tables, tmp_path):
     # gelu − relu is +0.03 or −0.01 in each of 4 pairs: t = 0.866 on 3 degrees of freedom, p 0.45;
     # Holm leaves the larger p of two as it is (pre − post, certain, has p 0)
     assert "; Holm p 0.45 |" in lines[3]
-    assert lines[-1].endswith("Axes that separate (some difference excludes zero): `eval/exact_match`: norm; "
-                              "`eval/loss`: norm.")
+    assert lines[-1].endswith("bold: Holm p < 0.05. Axes that separate (some difference with Holm p < 0.05): "
+                              "`eval/exact_match`: norm; `eval/loss`: norm.")
 
 
 def test_ranking_table_lists_every_variant_best_first(tables, tmp_path):
@@ -49,8 +49,8 @@ def test_ranking_table_lists_every_variant_best_first(tables, tmp_path):
 
 def test_interactions_table_pairs_within_each_value_of_another_axis(tables, tmp_path):
     lines = tables.interactions(known(tmp_path).directory(), ["eval/exact_match"]).splitlines()
-    assert "| norm: pre − post | ffn=relu | **+0.200 [0.200, 0.200]** | 2 |" in lines
-    assert "| norm: pre − post | ffn=gelu | **+0.200 [0.200, 0.200]** | 2 |" in lines
+    assert "| norm: pre − post | ffn=relu | **+0.200 [0.200, 0.200]** | 2 | 0 |" in lines
+    assert "| norm: pre − post | ffn=gelu | **+0.200 [0.200, 0.200]** | 2 | 0 |" in lines
     assert any(line.startswith("| ffn: gelu − relu | norm=post | +0.0100 [") for line in lines)
 
 
@@ -118,4 +118,4 @@ def test_against_paper_reads_each_row_beside_the_papers_number(tables, tmp_path)
     assert lines[2].endswith("| held: better |")
     assert lines[3].endswith("| reversed: worse (paper: better) |")
     assert lines[4].endswith("| not separated (paper: no change) |")
-    assert "Holm p: adjusted over the 3 differences on `test/loss`. Source: a paper." in lines[-1]
+    assert "Holm p: adjusted over the 3 differences on each metric; bold: Holm p < 0.05. Source: a paper." in lines[-1]

@@ -10,8 +10,9 @@ A table stands between two markers in README.md:
     ...generated...
     <!-- end results -->
 
-`effects`: each axis's paired differences on each metric, bold where the 95% interval excludes
-zero, then which axes separate. `ranking`: every variant's mean, interval and value in each seed
+`effects`: each axis's paired differences on each metric, bold where it separates (its
+Holm-adjusted p below 0.05, the one decision rule of every table), then which axes separate.
+`ranking`: every variant's mean, interval and value in each seed
 on the first metric. `interactions`: each axis's paired differences within each value of another.
 `by_kind`: each axis's paired differences within each value of `model.kind`, side by side, with
 the verdict of `transfer`. `falls`: the runs whose first metric fell most between two evaluations. `transfer` (NAME is
@@ -32,9 +33,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from zoo.compare.agreement import oriented, verdict
+from zoo.compare.agreement import oriented, separates, verdict
 from zoo.compare.load import read_sweep
-from zoo.compare.stats import Estimate, axis_effects, simple_effects, variant_rows
+from zoo.compare.stats import Estimate, axis_effects, holm, p_value, simple_effects, variant_rows
 from zoo.compare.transfer import measure
 from zoo.metrics import goal_of
 from zoo.specs.yamlio import load_yaml
@@ -55,13 +56,14 @@ def signed(x: float) -> str:
     return "0" if x == 0 else ("+" if x > 0 else "") + figure(x)
 
 
-def shown(e: Estimate, signs: bool = True) -> str:
-    """`+0.0510 [0.0350, 0.0670]`; a difference (`signs`) is bold where its interval excludes zero."""
-    fmt = signed if signs else figure
+def shown(e: Estimate, holm_p: float | None = None) -> str:
+    """`+0.0510 [0.0350, 0.0670]`: a mean with its interval; a difference (given its Holm-adjusted
+    p) is signed, and bold where it separates."""
+    fmt = figure if holm_p is None else signed
     if e.n < 2:
         return f"{fmt(e.mean)} (n={e.n})"
     text = f"{fmt(e.mean)} [{figure(e.low)}, {figure(e.high)}]"
-    return f"**{text}**" if signs and (e.low > 0 or e.high < 0) else text
+    return f"**{text}**" if holm_p is not None and separates(e, holm_p) else text
 
 
 def effects(folder: Path, metrics: list[str]) -> str:
@@ -69,23 +71,23 @@ def effects(folder: Path, metrics: list[str]) -> str:
     first = per_metric[metrics[0]]
     lines = ["| axis: paired difference | " + " | ".join(f"`{m}` [95% CI]" for m in metrics) + " |",
              "|---" * (len(metrics) + 1) + "|"]
-    separates: dict[str, list[str]] = {m: [] for m in metrics}
+    separated: dict[str, list[str]] = {m: [] for m in metrics}
     for index, effect in enumerate(first):
         for position, (value, _) in enumerate(effect.differences):
             cells = []
             for m in metrics:
                 estimate = per_metric[m][index].differences[position][1]
                 holm_p = per_metric[m][index].tests[position][1]
-                cells.append(shown(estimate) + ("" if math.isnan(holm_p) else f"; Holm p {holm_p:.2g}"))
-                if estimate.n > 1 and (estimate.low > 0 or estimate.high < 0):
-                    separates[m].append(effect.label)
+                cells.append(shown(estimate, holm_p) + ("" if math.isnan(holm_p) else f"; Holm p {holm_p:.2g}"))
+                if separates(estimate, holm_p):
+                    separated[m].append(effect.label)
             lines.append(f"| {effect.label}: {value_text(value)} − {value_text(effect.values[0])} | "
                          + " | ".join(cells) + " |")
     pairs = sorted({e.n for effect in first for _, e in effect.differences})
-    lines += ["", f"Pairs per difference: {', '.join(map(str, pairs))}; bold: the interval excludes zero; Holm p: the "
-              "paired t-test's p adjusted over every difference of the sweep on that metric. Axes that "
-              "separate (some difference excludes zero): " + "; ".join(
-                  f"`{m}`: {', '.join(dict.fromkeys(separates[m])) or 'none'}" for m in metrics) + "."]
+    lines += ["", f"Pairs per difference: {', '.join(map(str, pairs))}; Holm p: the paired t-test's p adjusted over "
+              "every difference of the sweep on that metric; bold: Holm p < 0.05. Axes that separate (some "
+              "difference with Holm p < 0.05): " + "; ".join(
+                  f"`{m}`: {', '.join(dict.fromkeys(separated[m])) or 'none'}" for m in metrics) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -102,19 +104,21 @@ def ranking(folder: Path, metrics: list[str]) -> str:
 
     lines = [f"| rank | variant | `{metrics[0]}` mean [95% CI] | " + " / ".join(f"seed {s}" for s in seeds) + " |",
              "|---|---|---|---|"]
-    lines += [f"| {rank} | {row.variant} | {shown(row.metric, signs=False)} | "
+    lines += [f"| {rank} | {row.variant} | {shown(row.metric)} | "
               + " / ".join(value(row.variant, s) for s in seeds) + " |" for rank, row in enumerate(rows, 1)]
     return "\n".join(lines) + "\n"
 
 
 def interactions(folder: Path, metrics: list[str]) -> str:
-    """Each axis's paired differences within each value of every other axis."""
+    """Each axis's paired differences within each value of every other axis, bold where Holm p
+    (over all of them) is below 0.05."""
     read = read_sweep(folder, metrics[0])
-    lines = [f"| difference (paired) | at | `{metrics[0]}` [95% CI] | pairs |", "|---|---|---|---|"]
+    lines = [f"| difference (paired) | at | `{metrics[0]}` [95% CI] | pairs | Holm p |", "|---|---|---|---|---|"]
     for effect in simple_effects(read.sweep, read.records):
-        for value, estimate in effect.differences:
+        for (value, estimate), (_, holm_p) in zip(effect.differences, effect.tests, strict=True):
             lines.append(f"| {effect.label}: {value_text(value)} − {value_text(effect.reference)} | "
-                         f"{effect.given_label}={value_text(effect.given_value)} | {shown(estimate)} | {estimate.n} |")
+                         f"{effect.given_label}={value_text(effect.given_value)} | {shown(estimate, holm_p)} | "
+                         f"{estimate.n} | {holm_p:.2g} |")
     return "\n".join(lines) + "\n"
 
 
@@ -132,10 +136,16 @@ def by_kind(folder: Path, metrics: list[str]) -> str:
     kinds = [kind for kind, _ in next(iter(rows.values()))]
     lines = [f"| difference (paired), `{metrics[0]}` | " + " | ".join(f"kind={k} [95% CI]" for k in kinds)
              + f" | {kinds[0]} (A) against {kinds[1]} (B) |", "|---" * (len(kinds) + 2) + "|"]
+    adjusted = iter(holm([p_value(e) for cells in rows.values() for _, e in cells]))
     for label, cells in rows.items():
+        tests = [next(adjusted) for _ in cells]
         first, second = (oriented(e, goal_of(metrics[0])) for _, e in cells[:2])
-        lines.append(f"| {label} | " + " | ".join(shown(e) for _, e in cells) + f" | {verdict(first, second)} |")
-    return "\n".join(lines) + f"\n\nPairs per difference: {cells[0][1].n}; bold: the interval excludes zero.\n"
+        said = verdict(first, second, *tests[:2])
+        sides = {"only on A": f"only on {kinds[0]}", "only on B": f"only on {kinds[1]}"}
+        lines.append(f"| {label} | " + " | ".join(shown(e, p) for (_, e), p in zip(cells, tests))
+                     + f" | {sides.get(said, said)} |")
+    return "\n".join(lines) + (f"\n\nPairs per difference: {cells[0][1].n}; bold (and the verdict): Holm p < 0.05 "
+                                "over every difference of the table.\n")
 
 
 def falls(folder: Path, metrics: list[str], shown_runs: int = 4) -> str:
@@ -168,10 +178,10 @@ def transfer(folders: list[Path], metrics: list[str]) -> str:
              "| verdict |", "|---|---|---|---|"]
     sides = {"only on A": f"only on {a.sweep.name}", "only on B": f"only on {b.sweep.name}"}
     for ea, eb in measured.effects:
-        for (value, da), (_, db) in zip(ea.differences, eb.differences):
-            said = verdict(oriented(da, a.sweep.goal), oriented(db, b.sweep.goal))
-            lines.append(f"| {ea.label}: {value_text(value)} − {value_text(ea.values[0])} | {shown(da)} | {shown(db)} "
-                         f"| {sides.get(said, said)} |")
+        for (value, da), (_, db), (_, pa), (_, pb) in zip(ea.differences, eb.differences, ea.tests, eb.tests):
+            said = verdict(oriented(da, a.sweep.goal), oriented(db, b.sweep.goal), pa, pb)
+            lines.append(f"| {ea.label}: {value_text(value)} − {value_text(ea.values[0])} | {shown(da, pa)} | "
+                         f"{shown(db, pb)} | {sides.get(said, said)} |")
     agree = measured.agreement
     two = lambda x: f"{x:.2f}".replace("-", "−")
     lines += ["", f"Ranking of the {agree.n} variants on both: Kendall's tau-b {two(agree.tau)}, 95% bootstrap interval "
@@ -205,13 +215,13 @@ def against_paper(folder: Path, metrics: list[str]) -> str:
         said = paper["rows"][row]
         change = said["paper"] - said["baseline"]
         holm_p = first.tests[position][1]
-        others = [shown(per_metric[m].differences[position][1]) for m in metrics[1:]]
+        others = [shown(per_metric[m].differences[position][1], per_metric[m].tests[position][1]) for m in metrics[1:]]
         lines.append(f"| {row}: {said['label']} | {said['paper']:.3f} ({said['baseline']:.3f}) | {signed(change)} | "
-                     f"{shown(estimate)} | {holm_p:.2g} | " + " | ".join(others)
+                     f"{shown(estimate, holm_p)} | {holm_p:.2g} | " + " | ".join(others)
                      + f" | {direction(change, estimate, holm_p, goal)} |")
     pairs = sorted({e.n for _, e in first.differences})
-    lines += ["", f"Pairs per difference: {', '.join(map(str, pairs))} (seeds); bold: the 95% interval excludes zero; "
-              f"Holm p: adjusted over the {len(first.differences)} differences on `{metrics[0]}`. Source: "
+    lines += ["", f"Pairs per difference: {', '.join(map(str, pairs))} (seeds); Holm p: adjusted over the "
+              f"{len(first.differences)} differences on each metric; bold: Holm p < 0.05. Source: "
               f"{paper['source']}."]
     return "\n".join(lines) + "\n"
 

@@ -60,16 +60,22 @@ ROUNDING = 1e-12
 """A mean difference this close to zero is float rounding of equal values, not an effect."""
 
 
-def separates(e: Estimate) -> int:
-    """+1 or -1 where the 95% interval excludes zero on that side, else 0."""
-    if math.isnan(e.low) or abs(e.mean) <= ROUNDING:
+LEVEL = 0.05
+"""The one decision rule of every comparison: a difference separates where its Holm-adjusted p
+(over its sweep's family of paired differences) is below this; bold and verdicts read it alone."""
+
+
+def separates(e: Estimate, holm_p: float) -> int:
+    """+1 or -1, the difference's sign, where its Holm-adjusted p is below LEVEL, else 0."""
+    if not holm_p < LEVEL or abs(e.mean) <= ROUNDING:
         return 0
-    return 1 if e.low > 0 else -1 if e.high < 0 else 0
+    return 1 if e.mean > 0 else -1
 
 
-def verdict(a: Estimate, b: Estimate) -> str:
-    """How one paired effect (on the same oriented scale: positive is better) fares across two tasks."""
-    sa, sb = separates(a), separates(b)
+def verdict(a: Estimate, b: Estimate, holm_a: float, holm_b: float) -> str:
+    """How one paired effect (on the same oriented scale: positive is better) fares across two
+    tasks, each side judged by its Holm-adjusted p."""
+    sa, sb = separates(a, holm_a), separates(b, holm_b)
     if sa and sb:
         return "transfers" if sa == sb else "reverses"
     if sa or sb:

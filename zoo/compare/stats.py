@@ -237,6 +237,8 @@ class SimpleEffect:
     given_label: str
     given_value: Any
     differences: list[tuple[Any, Estimate]]
+    tests: list[tuple[float, float]] = field(default_factory=list)
+    """(p, Holm-adjusted p) of each difference; the family is every simple difference of the sweep."""
 
 
 def simple_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[SimpleEffect]:
@@ -251,4 +253,8 @@ def simple_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[
                 subset = [(r, v) for r, v in finished if r["assignment"][given] == g]
                 effects.append(SimpleEffect(key, labels[key], values[0], given, labels[given], g,
                                             paired_differences(subset, key, list(values))))
+    raw = [p_value(e) for effect in effects for _, e in effect.differences]
+    adjusted = iter(zip(raw, holm(raw), strict=True))
+    for effect in effects:
+        effect.tests = [next(adjusted) for _ in effect.differences]
     return effects

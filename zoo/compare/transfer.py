@@ -70,9 +70,9 @@ def effect_rows(a: SweepRecords, b: SweepRecords, effects) -> Rows:
     rows = []
     for ea, eb in effects:
         first = value_text(ea.values[0])
-        for (value, da), (_, db) in zip(ea.differences, eb.differences):
+        for (value, da), (_, db), (_, pa), (_, pb) in zip(ea.differences, eb.differences, ea.tests, eb.tests):
             rows.append([ea.label, f"{value_text(value)} − {first}", da.mean, interval(da), da.n, db.mean,
-                         interval(db), db.n, verdict(oriented(da, a.sweep.goal), oriented(db, b.sweep.goal))])
+                         interval(db), db.n, verdict(oriented(da, a.sweep.goal), oriented(db, b.sweep.goal), pa, pb)])
     return columns, rows
 
 
@@ -129,9 +129,10 @@ def transfer(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None
              f"({b.sweep.goal}). Final values, means over seeds. A: {a.progress}; B: {b.progress}.", "",
              "## Ranking", "", summary + ".", "",
              *markdown_table(variants[0], shown(variants[1])), "", "## Effect of each axis on both tasks", "",
-             "Paired differences with 95% t-intervals, each on its task's metric. The verdict reads the intervals "
-             "with each metric's direction: `transfers` (both exclude zero, the same way better), `reverses`, "
-             "`only on A`, `only on B`, `separates on neither`.", "",
+             "Paired differences with 95% t-intervals, each on its task's metric. A difference separates where its "
+             "Holm-adjusted p (over its sweep's paired differences) is below 0.05; the verdict reads that with each "
+             "metric's direction: `transfers` (both separate, the same way better), `reverses`, `only on A`, "
+             "`only on B`, `separates on neither`.", "",
              *markdown_table(effect_table[0], shown(effect_table[1])), "", "## Plot", "",
              *(f"![{p.stem}]({p.name})" for p in plots), ""]
     markdown = folder / "transfer.md"
