@@ -51,7 +51,7 @@ def interval(e: Estimate) -> str:
 def table(sweep: SweepSpec, rows: list[VariantRow]) -> tuple[list[str], list[list[str]]]:
     columns = ["rank", "variant", f"{sweep.metric} mean", "95% CI", "std", "seeds", "parameters"]
     if sweep.target is not None:
-        columns += [f"steps to {sweep.target:g}", f"seconds to {sweep.target:g}", "reached"]
+        columns += [f"steps to {sweep.target:g}", f"seconds to {sweep.target:g}", "reached", "steps per seed"]
     columns += ["diverged", "failed"]
     data = []
     for rank, row in enumerate(rows, 1):
@@ -59,10 +59,24 @@ def table(sweep: SweepSpec, rows: list[VariantRow]) -> tuple[list[str], list[lis
         line = [str(rank), row.variant, mean, interval(row.metric), number(row.metric.std),
                 str(row.metric.n), f"{row.parameters:,}" if row.parameters else "—"]
         if sweep.target is not None:
-            line += [number(row.steps_to_target), number(row.seconds_to_target, 3), str(row.reached)]
+            bound = "≥" if row.reached < len(row.seed_steps) else ""  # a censored seed: the mean is a lower bound
+            line += [bound + number(row.steps_to_target), bound + number(row.seconds_to_target, 3),
+                     f"{row.reached} of {len(row.seed_steps)}", seed_steps_text(row)]
         line += [str(row.diverged), str(row.failed)]
         data.append(line)
     return columns, data
+
+
+def seed_steps_text(row: VariantRow) -> str:
+    """`180, >240`: each seed's step at the target; `>N` for a seed that ended at step N without it."""
+    return ", ".join(f"{step}" if reached else f">{step}" for step, reached in row.seed_steps) or "—"
+
+
+CENSORED = ("Steps and seconds to {target:g}: the mean over finished seeds of the first evaluation that met it; a "
+            "seed that never did counts at its last step (`>N` per seed), so a mean marked ≥ is a lower bound.")
+
+def censored_note(sweep: SweepSpec) -> list[str]:
+    return [CENSORED.format(target=sweep.target), ""] if sweep.target is not None else []
 
 
 HOLM = ("p: two-sided paired t-test that the difference is 0. Holm p: adjusted by Holm's step-down method over "
@@ -181,7 +195,7 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
              f"{len(records)} runs; metric `{sweep.metric}` ({sweep.goal}), final value; means over seeds; "
              "intervals are 95% t-intervals.", "",
              *(f"- Note: {note}" for note in notes), *([""] if notes else []), "## Variants", "",
-             *markdown_table(columns, data_rows), "", "## Effect of each axis", "",
+             *markdown_table(columns, data_rows), "", *censored_note(sweep), "## Effect of each axis", "",
              "Each value's mean over every other grid value and seed; differences are paired over runs that "
              "share every other grid value and the seed.", "", HOLM.format(m=family), "", noise_line(noise), "",
              *effect_lines(effects), *interaction, "## Runs", "", *run_lines(sweep, records), "", "## Plots", "",

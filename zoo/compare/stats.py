@@ -73,6 +73,9 @@ class VariantRow:
     nonfinite: int
     """Seeds whose final metric is NaN or infinite: the variant then ranks after every finite one."""
     curve: list[Band] = field(default_factory=list)
+    seed_steps: list[tuple[int, bool]] = field(default_factory=list)
+    """Each finished seed's step at the target, and whether it got there: a seed that never did is
+    censored at its last step, so steps_to_target (their mean) is then a lower bound."""
     """The metric at each evaluated step, over the seeds that reached that step."""
 
 
@@ -148,6 +151,17 @@ def reached_at(history: list[dict[str, Any]], metric: str, target: float, goal: 
     return None
 
 
+def time_to_target(record: dict[str, Any], metric: str, target: float, goal: str) -> tuple[int, float, bool]:
+    """(step, seconds, reached) of a finished run: where it met the target, else where it ended
+    (censored: it would have needed more than that)."""
+    history = record.get("history") or []
+    hit = reached_at(history, metric, target, goal)
+    if hit is not None:
+        return (*hit, True)
+    last = history[-1] if history else {}
+    return int(record.get("steps") or last.get("train/step", 0)), float(last.get("train/wall_s", math.nan)), False
+
+
 def final_value(record: dict[str, Any], metric: str) -> float | None:
     if record.get("status") != "finished":
         return None
@@ -163,9 +177,9 @@ def variant_rows(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[Va
     for variant, runs in by_variant.items():
         values = [v for v in (final_value(r, sweep.metric) for r in runs) if v is not None]
         logged = curve_metric(sweep.metric)
-        hits = [reached_at(r.get("history") or [], logged, sweep.target, sweep.goal)
-                for r in runs if sweep.target is not None and r.get("status") == "finished"]
-        hits = [h for h in hits if h is not None]
+        done = sorted((r for r in runs if sweep.target is not None and r.get("status") == "finished"),
+                      key=lambda r: r.get("seed") or 0)
+        times = [time_to_target(r, logged, sweep.target, sweep.goal) for r in done]
         curve: dict[int, list[float]] = {}
         for run in runs:
             for row in run.get("history") or []:
@@ -174,10 +188,11 @@ def variant_rows(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[Va
         rows.append(VariantRow(
             variant, runs[0]["assignment"], Estimate.of(values),
             next((r.get("parameters") for r in runs if r.get("parameters")), None),
-            float(np.mean([h[0] for h in hits])) if hits else None,
-            float(np.mean([h[1] for h in hits])) if hits else None,
-            len(hits), sum(r["status"] == "diverged" for r in runs), sum(r["status"] == "failed" for r in runs),
-            sum(not math.isfinite(v) for v in values), [Band.of(step, values) for step, values in sorted(curve.items())]))
+            float(np.mean([t[0] for t in times])) if times else None,
+            float(np.mean([t[1] for t in times])) if times else None,
+            sum(t[2] for t in times), sum(r["status"] == "diverged" for r in runs), sum(r["status"] == "failed" for r in runs),
+            sum(not math.isfinite(v) for v in values), [Band.of(step, values) for step, values in sorted(curve.items())],
+            [(t[0], t[2]) for t in times]))
     sign = -1.0 if sweep.goal == "max" else 1.0
 
     def rank(row: VariantRow):  # the metric, then (for ties) fewer steps and seconds to the target
