@@ -169,7 +169,8 @@ def band_polygons(fig) -> dict[str, tuple[list, list, list]]:
 
 @pytest.mark.parametrize("seeds", [[0, 1, 2, 3], [0, 1]])
 def test_plotted_bands_are_the_computed_intervals(tmp_path, seeds):
-    """4 seeds: the 95% t-interval at each step; 2 seeds: the lowest and highest value."""
+    """4 seeds: the 95% t-interval at each step, held inside exact match's [0, 1]; 2 seeds: the
+    lowest and highest value."""
     from zoo.compare.plots import curve_figure
     from zoo.compare.stats import variant_rows
 
@@ -189,7 +190,7 @@ def test_plotted_bands_are_the_computed_intervals(tmp_path, seeds):
         for step, low, high in zip(steps, lows, highs):
             values = [known(row.assignment["model.norm"], row.assignment["model.ffn"], s) * step / 300 + 0.02 * s
                       for s in seeds]
-            expected = Estimate.of(values) if len(seeds) >= 3 else Estimate(0, 0, 2, min(values), max(values))
+            expected = Estimate.of(values).within(0, 1) if len(seeds) >= 3 else Estimate(0, 0, 2, min(values), max(values))
             assert (low, high) == pytest.approx((expected.low, expected.high))
 
 
@@ -247,3 +248,21 @@ def test_the_console_shows_the_comparison_not_the_wandb_banner(tmp_path):
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("W&B:")]
     run_dir = Path(line.split()[1])
     assert run_dir.is_dir() and list(run_dir.glob("run-*.wandb")), "the W&B run it names was written"
+
+
+def test_intervals_of_a_bounded_metric_stay_inside_its_range_and_the_report_says_so(tmp_path):
+    """Two seeds at 0.2 and 0.9 give a t-interval of [-3.9, 5.0] for an exact match; the mean and
+    the test stand, the interval is held inside [0, 1] (a difference inside [-1, 1])."""
+    sweep = sweepkit.write_sweep(tmp_path, "bounded", {"model.norm": ["post", "pre"]}, [0, 1],
+                                 lambda a, seed: [0.2, 0.9][seed] if a["model.norm"] == "post" else [0.9, 0.2][seed])
+    report = compare(sweep.directory(), wandb_mode="disabled", echo=lambda _: None)
+    for row in report.rows:
+        assert row.metric.mean == pytest.approx(0.55) and (row.metric.low, row.metric.high) == (0.0, 1.0)
+    (_, difference), = report.effects[0].differences
+    assert difference.mean == 0 and (difference.low, difference.high) == (-1.0, 1.0)
+    assert report.effects[0].tests[0][0] == pytest.approx(1.0), "the p-value is the t-test's, untouched"
+    assert "intervals are 95% t-intervals, held inside what `eval/exact_match` can be: [0, 1], and a difference " \
+           "inside [-1, 1]" in report.markdown.read_text()
+    unbounded = compare(sweep.directory(), wandb_mode="disabled", metric="eval/loss", echo=lambda _: None)
+    loss = unbounded.rows[0].metric  # 1 - the exact match: 0.8 and 0.1
+    assert loss.low == 0.0 and loss.high > 4, "a loss is held at 0 or more, and nothing above"

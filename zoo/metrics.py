@@ -3,6 +3,7 @@ curve metrics: how fast a run learned, not only where it ended."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
@@ -11,6 +12,15 @@ Goal = Literal["min", "max"]
 
 def goal_of(metric: str) -> Goal:
     return "min" if metric.rsplit("/", 1)[-1].endswith(("loss", "perplexity")) else "max"
+
+
+RANGES = {"exact_match": (0.0, 1.0), "token_acc": (0.0, 1.0), "bleu": (0.0, 100.0), "loss": (0.0, math.inf),
+          "perplexity": (1.0, math.inf)}
+"""What values a metric can take, by its last name part; an interval is held inside it."""
+
+
+def range_of(metric: str) -> tuple[float, float]:
+    return RANGES.get(metric.rsplit("/", 1)[-1], (-math.inf, math.inf))
 
 
 def better(metric: str, new: float, old: float | None) -> bool:

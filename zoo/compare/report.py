@@ -21,6 +21,7 @@ from zoo.compare.stats import (
 )
 from zoo.compare.wandb_run import Rows, log_tables
 from zoo.files import atomic_write
+from zoo.metrics import CURVE, range_of
 from zoo.sweep.spec import SweepSpec, value_text
 from zoo.trainer.tracking import resolved_mode
 
@@ -74,6 +75,24 @@ def seed_steps_text(row: VariantRow) -> str:
 
 CENSORED = ("Steps and seconds to {target:g}: the mean over finished seeds of the first evaluation that met it; a "
             "seed that never did counts at its last step (`>N` per seed), so a mean marked ≥ is a lower bound.")
+
+def value_kind(metric: str) -> str:
+    """What one run's value of the metric is: an eval_auc metric is no final value."""
+    if metric.startswith(CURVE + "/"):
+        return f"each run's mean of eval/{metric.split('/', 1)[1]} over its evaluations (the area under its curve)"
+    return "each run's final value"
+
+
+def range_text(metric: str) -> str:
+    """How the intervals of a bounded metric are held inside its range, said where they are."""
+    low, high = range_of(metric)
+    if math.isinf(low) and math.isinf(high):
+        return ""
+    if math.isinf(high):
+        return f", held at {low:g} or more, what `{metric}` can be"
+    width = high - low
+    return f", held inside what `{metric}` can be: [{low:g}, {high:g}], and a difference inside [{-width:g}, {width:g}]"
+
 
 def censored_note(sweep: SweepSpec) -> list[str]:
     return [CENSORED.format(target=sweep.target), ""] if sweep.target is not None else []
@@ -192,8 +211,8 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png")]
     plots += [effect_png(sweep, e, sweep_dir / f"effect_{value_text(e.label)}{suffix}.png") for e in effects]
     lines = [f"# Sweep {sweep.name}", "", f"{read.progress}.", "",
-             f"{len(records)} runs; metric `{sweep.metric}` ({sweep.goal}), final value; means over seeds; "
-             "intervals are 95% t-intervals.", "",
+             f"{len(records)} runs; metric `{sweep.metric}` ({sweep.goal}), {value_kind(sweep.metric)}; means over seeds; "
+             f"intervals are 95% t-intervals{range_text(sweep.metric)}.", "",
              *(f"- Note: {note}" for note in notes), *([""] if notes else []), "## Variants", "",
              *markdown_table(columns, data_rows), "", *censored_note(sweep), "## Effect of each axis", "",
              "Each value's mean over every other grid value and seed; differences are paired over runs that "

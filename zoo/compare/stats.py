@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from zoo.metrics import CURVE
+from zoo.metrics import CURVE, range_of
 from zoo.sweep.spec import SweepSpec
 
 
@@ -39,6 +39,14 @@ class Estimate:
         half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * std / math.sqrt(n)
         return cls(mean, std, n, mean - half, mean + half)
 
+    def within(self, low: float, high: float) -> Estimate:
+        """The interval held inside what the values can be: a t-interval of a bounded metric from
+        two seeds can reach past it (exact match [-2.48, 3.27]), which no value can; the mean and
+        the test are unchanged, and reports say the interval is clipped."""
+        if math.isnan(self.low):
+            return self
+        return Estimate(self.mean, self.std, self.n, min(max(self.low, low), high), max(min(self.high, high), low))
+
 
 @dataclass(frozen=True)
 class Band:
@@ -52,9 +60,9 @@ class Band:
     n: int
 
     @classmethod
-    def of(cls, step: int, values: Sequence[float]) -> Band:
+    def of(cls, step: int, values: Sequence[float], bounds: tuple[float, float] = (-math.inf, math.inf)) -> Band:
         if len(values) >= 3:
-            e = Estimate.of(values)
+            e = Estimate.of(values).within(*bounds)
             return cls(step, e.mean, e.low, e.high, e.n)
         return cls(step, float(np.mean(values)), float(min(values)), float(max(values)), len(values))
 
@@ -186,12 +194,13 @@ def variant_rows(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[Va
                 if logged in row:
                     curve.setdefault(int(row["train/step"]), []).append(float(row[logged]))
         rows.append(VariantRow(
-            variant, runs[0]["assignment"], Estimate.of(values),
+            variant, runs[0]["assignment"], Estimate.of(values).within(*range_of(sweep.metric)),
             next((r.get("parameters") for r in runs if r.get("parameters")), None),
             float(np.mean([t[0] for t in times])) if times else None,
             float(np.mean([t[1] for t in times])) if times else None,
             sum(t[2] for t in times), sum(r["status"] == "diverged" for r in runs), sum(r["status"] == "failed" for r in runs),
-            sum(not math.isfinite(v) for v in values), [Band.of(step, values) for step, values in sorted(curve.items())],
+            sum(not math.isfinite(v) for v in values),
+            [Band.of(step, values, range_of(logged)) for step, values in sorted(curve.items())],
             [(t[0], t[2]) for t in times]))
     sign = -1.0 if sweep.goal == "max" else 1.0
 
@@ -204,17 +213,18 @@ def variant_rows(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[Va
     return sorted(rows, key=rank)
 
 
-def paired_differences(finished: list[tuple[dict[str, Any], float]], key: str,
-                       values: list[Any]) -> list[tuple[Any, Estimate]]:
+def paired_differences(finished: list[tuple[dict[str, Any], float]], key: str, values: list[Any],
+                       bounds: tuple[float, float] = (-math.inf, math.inf)) -> list[tuple[Any, Estimate]]:
     """Each value's difference from values[0], paired over runs that share every other grid value
-    and the seed."""
+    and the seed; its interval held inside what a difference of the metric can be."""
+    low, high = bounds
     def rest(record):
         others = tuple(sorted((k, repr(v)) for k, v in record["assignment"].items() if k != key))
         return others, record["seed"]
 
     reference = {rest(r): v for r, v in finished if r["assignment"][key] == values[0]}
     return [(value, Estimate.of([v - reference[rest(r)] for r, v in finished
-                                 if r["assignment"][key] == value and rest(r) in reference]))
+                                 if r["assignment"][key] == value and rest(r) in reference]).within(low - high, high - low))
             for value in values[1:]]
 
 
@@ -231,8 +241,9 @@ def axis_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[Ax
     effects = []
     for key, values in sweep.grid.items():
         per_value = [[v for r, v in finished if r["assignment"][key] == value] for value in values]
-        effects.append(AxisEffect(key, labels[key], list(values), [Estimate.of(v) for v in per_value],
-                                  paired_differences(finished, key, list(values))))
+        bounds = range_of(sweep.metric)
+        effects.append(AxisEffect(key, labels[key], list(values), [Estimate.of(v).within(*bounds) for v in per_value],
+                                  paired_differences(finished, key, list(values), bounds)))
     raw = [p_value(e) for effect in effects for _, e in effect.differences]
     adjusted = iter(zip(raw, holm(raw), strict=True))
     for effect in effects:
@@ -267,7 +278,7 @@ def simple_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[
             for g in given_values:
                 subset = [(r, v) for r, v in finished if r["assignment"][given] == g]
                 effects.append(SimpleEffect(key, labels[key], values[0], given, labels[given], g,
-                                            paired_differences(subset, key, list(values))))
+                                            paired_differences(subset, key, list(values), range_of(sweep.metric))))
     raw = [p_value(e) for effect in effects for _, e in effect.differences]
     adjusted = iter(zip(raw, holm(raw), strict=True))
     for effect in effects:
