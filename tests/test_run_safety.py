@@ -35,9 +35,28 @@ def test_the_same_run_again_is_refused_and_loses_nothing(tmp_path):
     experiment = tiny_experiment(tmp_path, train={"steps": 20})
     first = zoo.train(experiment)
     before = {p.name: p.read_bytes() for p in first.run_dir.iterdir() if p.is_file()}
-    with pytest.raises(zoo.RunConflict, match=r"already holds a finished run of 20 steps; continue it with --resume"):
+    with pytest.raises(zoo.RunConflict, match=r"already holds a finished run of 20 steps; it trained the 20 steps "
+                                              r"asked: its result stands \(--resume prints it\); to train anew"):
         zoo.train(experiment)
     assert {p.name: p.read_bytes() for p in first.run_dir.iterdir() if p.is_file()} == before
+
+
+def test_another_step_count_meets_the_same_run_and_is_told_which_way_on_fits(tmp_path):
+    """The step count is not part of a run's identity: more steps continue the run (--resume),
+    fewer cannot, and the message says which, never a way that would be refused next."""
+    experiment = tiny_experiment(tmp_path, train={"steps": 20})
+    first = zoo.train(experiment)
+    more = tiny_experiment(tmp_path, train={"steps": 40})
+    with pytest.raises(zoo.RunConflict, match=r"continue it to 40 steps with --resume \(the same run, trained on\)"):
+        zoo.train(more)
+    assert zoo.train(more, resume=True).history[-1]["train/step"] == 40
+    fewer = tiny_experiment(tmp_path, train={"steps": 10})
+    with pytest.raises(zoo.RunConflict, match=r"its 40 steps are more than the 10 asked, so it cannot be continued to "
+                                              rf"them: its result stands \(zoo eval {first.checkpoint} scores"):
+        zoo.train(fewer)
+    with pytest.raises(zoo.ConfigError, match=r"--resume refused: train.steps 10 is fewer than the 40 steps"):
+        zoo.train(fewer, resume=True)
+    assert zoo.train({**fewer, "wandb": {**fewer["wandb"], "name": "ten"}}).run_dir.name == "ten", "a new name trains anew"
 
 
 def test_resume_refuses_a_changed_experiment_naming_each_field(tmp_path):

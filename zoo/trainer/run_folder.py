@@ -43,6 +43,22 @@ def describe_existing(run_dir: Path) -> str:
     return "a checkpoint"
 
 
+def what_to_do(run_dir: Path, steps: int) -> str:
+    """The ways on from a folder that holds a run, for a run of `steps`: the step count is not part
+    of a run's identity (more steps continue the same run), so say which way fits this one."""
+    done = None
+    if (run_dir / RESULT).exists():
+        with contextlib.suppress(ConfigError):  # unreadable: said by describe_existing
+            done = read_result(run_dir / RESULT).steps
+    anew = "to train anew, name a new run with --set wandb.name=NAME or remove the folder"
+    if done is not None and steps < done:
+        return (f"its {done} steps are more than the {steps} asked, so it cannot be continued to them: its result "
+                f"stands (zoo eval {run_dir / CHECKPOINT} scores its checkpoint again); {anew}")
+    if done is not None and steps == done:
+        return f"it trained the {steps} steps asked: its result stands (--resume prints it); {anew}"
+    return f"continue it to {steps} steps with --resume (the same run, trained on); {anew}"
+
+
 class RunFolder:
     """The folder `train.out_dir/<run name>` and, while training, its lock."""
 
@@ -100,9 +116,8 @@ class RunFolder:
         has_checkpoint = self.checkpoint.exists()
         if not resume:
             if has_checkpoint or self.result.exists():
-                raise RunConflict(
-                    f"{self.path} already holds {describe_existing(self.path)}; continue it with "
-                    "--resume, name a new run with --set wandb.name=NAME, or remove the folder")
+                raise RunConflict(f"{self.path} already holds {describe_existing(self.path)}; "
+                                  f"{what_to_do(self.path, experiment.train.steps)}")
             return None
         if not has_checkpoint:
             self._refuse_a_sibling(experiment)
