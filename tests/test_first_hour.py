@@ -77,7 +77,7 @@ def test_a_sweep_refused_for_another_base_names_the_way_out(tmp_path):
     assert run_sweep(grown, base, echo=lambda _: None)["norm=post,seed=1"] == "finished"
 
 
-def test_coinciding_curves_stay_apart_and_every_panel_has_numbers(tmp_path):
+def test_coinciding_curves_are_one_line_named_as_such_and_every_panel_has_numbers(tmp_path):
     grid = {"model.norm": ["post", "pre"], "model.position": ["sinusoidal", "learned"],
             "model.attention": ["per_head", "fused"], "model.ffn": ["relu", "gelu"]}
 
@@ -90,11 +90,12 @@ def test_coinciding_curves_stay_apart_and_every_panel_has_numbers(tmp_path):
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.lines]
     assert len(panels) == 4
     for ax in panels:
-        labels = [line.get_label() for line in ax.lines]
-        twins = [label for label in labels if "coincides with" in label]
-        assert len(twins) == 2 and all(label.startswith("attention=fused") for label in twins), labels
-        dashed = [line for line in ax.lines if "coincides" in line.get_label()]
-        assert all(line.get_linestyle() != "-" for line in dashed)
-        assert len(ax.collections) == len(ax.lines) - len(dashed) == 2, "one band per distinct curve, no blended twin"
+        labels = sorted(line.get_label() for line in ax.lines)
+        assert labels == [f"attention=per_head,ffn={f} = attention=fused,ffn={f} (the same curve)"
+                          for f in ("gelu", "relu")], "one line per distinct curve, naming every variant it stands for"
+        assert len(ax.collections) == len(ax.lines) == 2, "one band per distinct curve, no blended twin"
         assert all(label.get_visible() for label in ax.get_xticklabels() + ax.get_yticklabels())
         assert ax.xaxis.get_tick_params()["labelbottom"] and ax.yaxis.get_tick_params()["labelleft"]
+    (legend,) = fig.legends
+    assert legend.get_bbox_to_anchor().y0 <= fig.bbox.y0 + 1, "the legend sits below the panels"
+    assert fig.get_size_inches()[0] == 2 * 5.5, "no margin beside the panels for a legend"

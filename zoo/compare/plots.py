@@ -56,24 +56,27 @@ def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
         panels.setdefault(tuple(value_text(row.assignment[k]) for k in keys), []).append(row)
     columns = math.ceil(math.sqrt(len(panels)))
     height = math.ceil(len(panels) / columns)
-    fig, axes = plt.subplots(height, columns, figsize=(5.5 * columns + 2.5, 3.6 * height), sharex=True, sharey=True,
+    fig, axes = plt.subplots(height, columns, figsize=(5.5 * columns, 3.6 * height), sharex=True, sharey=True,
                              squeeze=False)
     colours: dict[str, Any] = {}
     for ax, (panel, members) in zip(axes.flat, panels.items()):
-        drawn: dict[tuple, str] = {}
+        drawn: dict[tuple, tuple[Any, list[str]]] = {}
         for row in sorted(members, key=lambda r: grid_order(sweep, r)):  # twins meet in the same order in every panel
             label = ",".join(f"{labels[k]}={value_text(v)}" for k, v in row.assignment.items() if k not in keys)
             label = label or row.variant
-            colour = colours.setdefault(label, f"C{len(colours) % 10}")
             if not row.curve:
                 continue
-            steps = [b.step for b in row.curve]
-            same = drawn.setdefault(tuple((b.step, b.mean) for b in row.curve), label)
-            if same != label:  # the same curve as one drawn: dashed over it, its band already there
-                ax.plot(steps, [b.mean for b in row.curve], marker="x", markersize=3, linewidth=1.2,
-                        linestyle=(0, (4, 3)), color=colour, label=f"{label} (coincides with {same})")
+            curve = tuple((b.step, b.mean, b.low, b.high) for b in row.curve)
+            if curve in drawn:  # the same curve as one drawn (fused and per_head): one line that names both
+                line, names = drawn[curve]
+                names.append(label)
+                line.set_label(" = ".join(names) + " (the same curve)")
                 continue
-            ax.plot(steps, [b.mean for b in row.curve], marker="o", markersize=3, linewidth=1.2, color=colour, label=label)
+            colour = colours.setdefault(label, f"C{len(colours) % 10}")
+            steps = [b.step for b in row.curve]
+            (line,) = ax.plot(steps, [b.mean for b in row.curve], marker="o", markersize=3, linewidth=1.2,
+                              color=colour, label=label)
+            drawn[curve] = (line, [label])
             ax.fill_between(steps, [b.low for b in row.curve], [b.high for b in row.curve], color=colour, alpha=0.18,
                             linewidth=0)
         if sweep.target is not None:
@@ -88,11 +91,12 @@ def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
     handles = {}
     for ax in axes.flat:
         handles.update(zip(*reversed(ax.get_legend_handles_labels())))
-    if handles:
-        fig.legend(list(handles.values()), list(handles), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
     fig.suptitle(f"{sweep.name}: {curve_title(sweep.metric)}; mean over seeds, "
                  "band: 95% interval (min-max under 3 seeds)", fontsize=10)
     fig.tight_layout()
+    if handles:  # below the panels, in columns: the figure's width stays the panels'
+        fig.legend(list(handles.values()), list(handles), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=max(1, min(len(handles), 2 * columns)), frameon=False)
     return fig
 
 
