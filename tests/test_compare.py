@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sweepkit
+import yaml
 
 import zoo
 from trainkit import offline_run
@@ -266,3 +267,29 @@ def test_intervals_of_a_bounded_metric_stay_inside_its_range_and_the_report_says
     unbounded = compare(sweep.directory(), wandb_mode="disabled", metric="eval/loss", echo=lambda _: None)
     loss = unbounded.rows[0].metric  # 1 - the exact match: 0.8 and 0.1
     assert loss.low == 0.0 and loss.high > 4, "a loss is held at 0 or more, and nothing above"
+
+
+def test_report_holds_the_recipe_the_code_and_the_loss_curves(tmp_path):
+    """report.md alone tells how the runs were made (every default of the base experiment, the
+    commit and device its records name) and shows the held-out loss beside the compared metric."""
+    def history(a, seed, final):
+        return [{"train/step": step, "train/wall_s": step / 10, "eval/exact_match": final * step / 200,
+                 "eval/loss": 2.0 - step / 200} for step in (100, 200)]
+
+    sweep = sweepkit.write_sweep(tmp_path, "recipe", {"model.norm": ["post", "pre"]}, [0, 1],
+                                 lambda a, seed: 0.5 + 0.1 * (a["model.norm"] == "pre"), history=history)
+    ledger = Ledger(sweep.directory() / "ledger.jsonl")
+    for line in ledger.latest().values():
+        ledger.append({**line, "environment": {"zoo_commit": "abc123", "torch_version": "9.9", "device": "cpu"}})
+    report = compare(sweep.directory(), wandb_mode="disabled", echo=lambda _: None)
+    text = report.markdown.read_text()
+    recipe = text.split("## Recipe")[1].split("## Plots")[0]
+    shown = yaml.safe_load(recipe.split("```yaml")[1].split("```")[0])
+    assert shown == zoo.ExperimentSpec.model_validate({"wandb": {"mode": "offline", "project": "zoo"}}).model_dump(
+        mode="json"), "every default written out"
+    assert "Recorded with zoo commit abc123; torch 9.9; device cpu." in recipe
+    loss = sweep.directory() / "loss_curves.png"
+    assert loss in report.plots and loss.read_bytes().startswith(b"\x89PNG") and "![loss_curves](loss_curves.png)" in text
+    assert "each run's final value" in text
+    auc = compare(sweep.directory(), wandb_mode="disabled", metric="eval/loss", echo=lambda _: None)
+    assert not any(p.name.startswith("loss_curves") for p in auc.plots), "the compared metric's own curve is the loss"

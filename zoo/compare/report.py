@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from zoo.compare.load import read_sweep
 from zoo.compare.plots import curves_png, effect_png
 from zoo.compare.stats import (
@@ -15,6 +17,7 @@ from zoo.compare.stats import (
     SimpleEffect,
     VariantRow,
     axis_effects,
+    curve_metric,
     seed_noise,
     simple_effects,
     variant_rows,
@@ -22,6 +25,8 @@ from zoo.compare.stats import (
 from zoo.compare.wandb_run import Rows, log_tables
 from zoo.files import atomic_write
 from zoo.metrics import CURVE, range_of
+from zoo.specs.experiment import ExperimentSpec
+from zoo.specs.yamlio import dump_yaml
 from zoo.sweep.spec import SweepSpec, value_text
 from zoo.trainer.tracking import resolved_mode
 
@@ -190,6 +195,32 @@ def text_table(columns: list[str], data: list[list[str]]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) for line in [columns, *data])
 
 
+def loss_curves(sweep: SweepSpec, records: list[dict], folder: Path, suffix: str) -> list[Path]:
+    """The held-out loss's curves beside the compared metric's, where that is another metric: a
+    variant can lead on accuracy while its loss says it is overfitting."""
+    if curve_metric(sweep.metric) == "eval/loss" or not any("eval/loss" in row for r in records
+                                                            for row in r.get("history") or []):
+        return []
+    loss = sweep.model_copy(update={"metric": "eval/loss", "goal": "min", "target": None})
+    return [curves_png(loss, variant_rows(loss, records), folder / f"loss_curves{suffix}.png")]
+
+
+def recipe_lines(sweep: SweepSpec, base: dict, records: list[dict]) -> list[str]:
+    """What the runs were: the base experiment as the sweep saved it, and the code and machines
+    their records name, so a reader of report.md alone can run them again."""
+    def recorded(key: str) -> str:
+        return ", ".join(sorted({str((r.get("environment") or {}).get(key, "unknown")) for r in records}))
+
+    try:  # every default written out (the learning rate, the schedule), as the runs used them
+        shown = ExperimentSpec.model_validate(base).model_dump(mode="json")
+    except (ValueError, ValidationError):  # a base this version no longer reads: as saved
+        shown = base
+    return ["## Recipe", "", f"The base experiment of every cell, before the grid ({', '.join(sweep.grid)}) and the "
+            f"seeds ({', '.join(map(str, sweep.seeds))}) set their values:", "", "```yaml", dump_yaml(shown).rstrip(),
+            "```", "", f"Recorded with zoo commit {recorded('zoo_commit')}; torch {recorded('torch_version')}; "
+            f"device {recorded('device')}. `zoo reproduce LEDGER` trains the cells again.", ""]
+
+
 def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | None = None,
             echo=print) -> Report:
     """Everything `zoo compare` shows, from the sweep folder alone (no network); see read_sweep
@@ -208,7 +239,7 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
                    "the differences are paired within one value of the other axis.", "",
                    *simple_lines(simple), ""] if simple else []
     columns, data_rows = table(sweep, rows)
-    plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png")]
+    plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png"), *loss_curves(sweep, records, sweep_dir, suffix)]
     plots += [effect_png(sweep, e, sweep_dir / f"effect_{value_text(e.label)}{suffix}.png") for e in effects]
     lines = [f"# Sweep {sweep.name}", "", f"{read.progress}.", "",
              f"{len(records)} runs; metric `{sweep.metric}` ({sweep.goal}), {value_kind(sweep.metric)}; means over seeds; "
@@ -217,7 +248,8 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
              *markdown_table(columns, data_rows), "", *censored_note(sweep), "## Effect of each axis", "",
              "Each value's mean over every other grid value and seed; differences are paired over runs that "
              "share every other grid value and the seed.", "", HOLM.format(m=family), "", noise_line(noise), "",
-             *effect_lines(effects), *interaction, "## Runs", "", *run_lines(sweep, records), "", "## Plots", "",
+             *effect_lines(effects), *interaction, "## Runs", "", *run_lines(sweep, records), "",
+             *recipe_lines(sweep, base, records), "## Plots", "",
              *(f"![{p.stem}]({p.name})" for p in plots), ""]
     markdown = sweep_dir / f"report{suffix}.md"
     atomic_write(markdown, "\n".join(lines))
