@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from functools import partial
+from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -78,6 +79,12 @@ class ZooModel(nn.Module):
         if spec.tie_embeddings:
             self.generator.weight = self.output_stack.embed.tokens.weight
         initialize(self, draw_seed() if seed is None else seed, gain=partial(init_gain, spec))
+
+    def save_pretrained(self, directory) -> Path:
+        """The model as a folder (config.json, model.safetensors) that zoo.from_pretrained reads."""
+        from zoo.model.pretrained import save_pretrained
+
+        return save_pretrained(self, directory)
 
     @property
     def output_stack(self) -> Stack:

@@ -1,0 +1,119 @@
+"""A model as a folder, as transformers keeps one: `config.json` (the zoo's spec) and
+`model.safetensors` (its weights, which hold no code to run). `zoo.from_pretrained` reads such a
+folder, and also a transformers model folder saved locally with `save_pretrained` (through
+`from_hf`; nothing is downloaded)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from pydantic import ValidationError
+
+from zoo.errors import CheckpointError, ConfigError, describe_validation
+from zoo.files import atomic_write
+from zoo.specs.model_spec import ModelSpec
+
+CONFIG, WEIGHTS = "config.json", "model.safetensors"
+FORMAT = 1
+
+
+def save_pretrained(model, directory: str | Path) -> Path:
+    """Write the model's spec and weights into `directory` (made if missing), each file whole or
+    not at all. A tensor that two names share (tied or shared embeddings) is stored once."""
+    from safetensors.torch import save
+
+    directory = Path(directory)
+    tensors, aliases, seen = {}, {}, {}
+    for name, tensor in model.state_dict().items():
+        where = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        if where in seen:
+            aliases[name] = seen[where]
+        else:
+            seen[where] = name
+            tensors[name] = tensor.detach().cpu().contiguous()
+    atomic_write(directory / WEIGHTS, save(tensors, metadata={"format": "pt", "zoo_aliases": json.dumps(aliases)}))
+    atomic_write(directory / CONFIG, json.dumps({"zoo_format": FORMAT, "spec": model.spec.model_dump(mode="json")},
+                                                indent=1))
+    return directory
+
+
+def read_config(directory: Path) -> dict:
+    file = directory / CONFIG
+    if not directory.is_dir():
+        raise ConfigError(f"{directory}: no such folder; from_pretrained reads a folder that save_pretrained wrote")
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{directory}: no {CONFIG}; from_pretrained reads a folder that save_pretrained wrote "
+                          "(a zoo model's, or a transformers model's saved locally)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{file}: not JSON ({err})") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{file}: holds a {type(config).__name__}, not a mapping")
+    return config
+
+
+def from_pretrained(directory: str | Path):
+    """The model a folder holds, in eval mode on the CPU: a zoo model's (its spec and weights), or
+    a transformers model's saved locally (read with transformers, offline, then `from_hf`)."""
+    directory = Path(directory)
+    config = read_config(directory)
+    if "zoo_format" not in config:
+        return from_transformers_folder(directory, config)
+    if not isinstance(config["zoo_format"], int) or config["zoo_format"] > FORMAT:
+        raise ConfigError(f"{directory / CONFIG}: zoo_format {config['zoo_format']!r}, written by a newer zoo; this one "
+                          f"reads up to {FORMAT}")
+    try:
+        spec = ModelSpec.model_validate(config.get("spec"))
+    except ValidationError as err:
+        raise ConfigError(f"{directory / CONFIG}: its spec: {describe_validation(err)}") from None
+    from zoo.model.kinds import build
+
+    model = build(spec, seed=0)
+    model.load_state_dict(read_weights(directory / WEIGHTS, model))
+    return model.eval()
+
+
+def read_weights(file: Path, model) -> dict[str, torch.Tensor]:
+    """The state dict a weights file holds, its shared names restored, checked against the model."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    try:
+        data = file.read_bytes()
+        tensors = load(data)
+        header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])  # the format: length, then JSON
+        aliases = json.loads((header.get("__metadata__") or {}).get("zoo_aliases", "{}"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{file}: missing; the folder holds a config but no weights") from None
+    except (SafetensorError, ValueError, OverflowError) as err:
+        raise CheckpointError(f"{file}: not a readable safetensors file ({err})") from None
+    state = {**tensors, **{name: tensors[source] for name, source in aliases.items() if source in tensors}}
+    expected = model.state_dict()
+    missing, unexpected = sorted(expected.keys() - state.keys()), sorted(state.keys() - expected.keys())
+    wrong = [f"{name} {tuple(state[name].shape)} (the spec gives {tuple(t.shape)})" for name, t in expected.items()
+             if name in state and state[name].shape != t.shape]
+    if missing or unexpected or wrong:
+        said = [*(f"{n} is missing" for n in missing[:3]), *(f"{n} is not the spec's" for n in unexpected[:3]), *wrong[:3]]
+        raise CheckpointError(f"{file}: its weights do not fit its spec {model.spec.name}: {'; '.join(said)}")
+    return state
+
+
+def from_transformers_folder(directory: Path, config: dict):
+    """A transformers model saved with save_pretrained: its class from the configuration, read
+    from the folder alone (local_files_only), then imported by from_hf."""
+    try:
+        import transformers
+    except ImportError as err:
+        raise ConfigError(f"{directory}: a transformers model folder needs transformers ({err}): "
+                          "pip install 'zoo[hf]'") from None
+    architectures = config.get("architectures") or []
+    cls = next((getattr(transformers, name) for name in architectures if hasattr(transformers, name)), None)
+    if cls is None:
+        raise ConfigError(f"{directory / CONFIG}: neither a zoo model's (no zoo_format) nor a transformers model's "
+                          f"whose class this transformers knows (architectures: {architectures or 'none'})")
+    from zoo.interop import from_hf
+
+    return from_hf(cls.from_pretrained(directory, local_files_only=True).eval())
