@@ -91,7 +91,9 @@ def test_benchmark_commands_name_real_scripts_and_flags():
 
 
 def test_ci_runs_exactly_the_readme_test_command():
-    (setup, tests) = blocks(README, "bash")[:2]
+    """The section for a fresh machine holds the two commands: the main job, then the tests (CI's)."""
+    fresh = README.split("## Fresh machine: the two commands", 1)[1]
+    (setup, tests) = blocks(fresh, "bash")[:2]
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert ci == tests.strip() and tests.strip().endswith("ruff check . && python -m pytest -q")
     assert setup.strip().endswith("zoo sweep experiments/seed_axes.yaml --workers 2 && zoo compare sweeps/seed-axes")
@@ -127,3 +129,19 @@ def test_an_error_the_readme_shows_must_be_the_one_raised():
     assert problem["gives"].startswith("ConfigError: unknown field 'd_modle' (did you mean 'd_model'?)")
     (problem,) = run_python([code.replace("d_modle=2", "d_model=16")])
     assert problem["gives"] == "no error"
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_first_screen_is_a_quick_start_then_contents_whose_links_resolve():
+    lines = README.splitlines()
+    assert lines.index("## Quick start") < 10 and lines.index("## Contents") < 80
+    anchors = {anchor(line.lstrip("#")) for line in lines if line.startswith("#")}
+    linked = re.findall(r"\]\(#([\w-]+)\)", README)
+    assert len(linked) >= 15 and set(linked) <= anchors, sorted(set(linked) - anchors)
+    contents = README.split("## Contents", 1)[1].split("\n## ", 1)[0]
+    sections = {anchor(line[3:]) for line in lines if line.startswith("## ")} - {"quick-start", "contents"}
+    assert sections <= set(re.findall(r"\]\(#([\w-]+)\)", contents)), "every section is in the contents"
