@@ -145,3 +145,19 @@ def test_the_first_screen_is_a_quick_start_then_contents_whose_links_resolve():
     contents = README.split("## Contents", 1)[1].split("\n## ", 1)[0]
     sections = {anchor(line[3:]) for line in lines if line.startswith("## ")} - {"quick-start", "contents"}
     assert sections <= set(re.findall(r"\]\(#([\w-]+)\)", contents)), "every section is in the contents"
+
+
+def test_a_shortened_experiment_file_shown_in_the_readme_agrees_with_the_file():
+    """A YAML block that starts `# experiments/NAME.yaml, shortened` shows only what the file holds."""
+    import yaml
+
+    shown = [block for block in blocks(README, "yaml") if re.match(r"# (experiments/[\w./-]+\.yaml), shortened", block)]
+    assert shown
+    for block in shown:
+        path = re.match(r"# (experiments/[\w./-]+\.yaml)", block).group(1)
+        actual, excerpt = yaml.safe_load((ROOT / path).read_text()), yaml.safe_load(block)
+        for key, value in excerpt.items():
+            if isinstance(value, dict):
+                assert all(actual[key][k] == v for k, v in value.items()), (path, key)
+            else:
+                assert actual[key] == value, (path, key)
