@@ -67,6 +67,9 @@ class TrainSpec(Strict):
                                            "a time, recomputed in the backward pass: the full logits never exist; "
                                            "null: all at once")
     seed: int = 0
+    init_from: str | None = Field(None, description="start from these weights instead of an initialization: a "
+                                  "run's checkpoint.pt, or a folder that save_pretrained wrote (the zoo's or "
+                                  "transformers'); its model must be the experiment's, vocabulary included")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field("auto", description="auto: bf16 on CUDA, fp32 on CPU")
     compile: bool = False

@@ -28,6 +28,7 @@ from zoo.trainer.evaluate import evaluate, evaluate_split
 from zoo.trainer.feed import Batch, BatchFeed
 from zoo.trainer.framing import check_kind_fits_task, sequence_lengths
 from zoo.trainer.guards import LossWatch, StopSignals, finite_weights, signals_to
+from zoo.trainer.init_from import initial_weights
 from zoo.trainer.lengths import check_lengths
 from zoo.trainer.objective import auxiliary_loss, batch_loss_sum
 from zoo.trainer.optim import make_optimizer, make_schedule
@@ -70,7 +71,10 @@ class Trainer:
         params = check_fits(self.spec, self.device, training=True, batch=(rows, *lengths))
         self.folder.check_space(3 * 4 * params + (1 << 20))  # weights and Adam's two moments, in float32
         torch.manual_seed(t.seed)
-        self.model = build(self.spec, seed=t.seed).to(self.device)
+        self.model = build(self.spec, seed=t.seed)
+        if t.init_from is not None and saved is None:  # a resume's own checkpoint wins over where it started
+            self.model.load_state_dict(initial_weights(t.init_from, self.spec))
+        self.model = self.model.to(self.device)
         check_lengths(self.model, self.task, t.eval_size, t.batch_size, self.device, t.eval_beams)
         self.optimizer = make_optimizer(self.model, t)
         self.schedule = make_schedule(self.optimizer, t)

@@ -1,0 +1,66 @@
+"""`train.init_from`: a run starts from another run's trained weights or from a model folder
+(save_pretrained's, the zoo's or transformers'), held to the experiment's model; its source is
+part of the run's identity, and a resume continues from the run's own checkpoint."""
+
+import pytest
+import torch
+
+import zoo
+from trainkit import tiny_experiment
+from zoo.specs.experiment import validate_experiment
+from zoo.trainer.identity import run_name
+
+STILL = {"steps": 1, "optimizer": {"lr": 1e-30}, "warmup_steps": 0, "eval_every": 1, "checkpoint_every": 1}
+"""One step at a learning rate no float32 weight can feel: the run ends on the weights it started from."""
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    return zoo.train(tiny_experiment(tmp_path_factory.mktemp("source"), train={"steps": 40}))
+
+
+def weights(checkpoint):
+    return zoo.load(checkpoint)[0].state_dict()
+
+
+def same(a, b) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_run_starts_from_another_runs_checkpoint(tmp_path, trained):
+    result = zoo.train(tiny_experiment(tmp_path, train={**STILL, "init_from": str(trained.checkpoint)}))
+    assert same(weights(result.checkpoint), weights(trained.checkpoint))
+    assert result.metrics["eval/loss"] == pytest.approx(trained.metrics["eval/loss"], rel=1e-5)
+    fresh = zoo.train(tiny_experiment(tmp_path / "fresh", train=STILL))
+    assert not same(weights(fresh.checkpoint), weights(trained.checkpoint)), "without it: an initialization"
+
+
+def test_a_run_starts_from_a_saved_model_folder(tmp_path, trained):
+    folder = zoo.load(trained.checkpoint)[0].save_pretrained(tmp_path / "model")
+    result = zoo.train(tiny_experiment(tmp_path, train={**STILL, "init_from": str(folder)}))
+    assert same(weights(result.checkpoint), weights(trained.checkpoint))
+
+
+def test_another_model_or_a_missing_source_is_refused_naming_what_differs(tmp_path, trained):
+    other = tiny_experiment(tmp_path, model={"norm": "pre", "ffn": "gelu"}, train={**STILL, "init_from": str(trained.checkpoint)})
+    with pytest.raises(zoo.ConfigError, match=r"its model is not the experiment's \(model\.ffn: 'relu' there, 'gelu' "
+                                              r"here; model\.norm: 'post' there, 'pre' here\)"):
+        zoo.train(other)
+    assert not list(tmp_path.glob("pre.*")), "nothing trained, no folder left"
+    with pytest.raises(zoo.ConfigError, match=r"train\.init_from '.*nowhere\.pt': no such file or folder"):
+        zoo.train(tiny_experiment(tmp_path, train={**STILL, "init_from": str(tmp_path / "nowhere.pt")}))
+
+
+def test_the_source_is_part_of_the_runs_identity_and_a_resume_keeps_its_own_weights(tmp_path, trained):
+    plain = validate_experiment(tiny_experiment(tmp_path))
+    started = validate_experiment(tiny_experiment(tmp_path, train={"init_from": str(trained.checkpoint)}))
+    assert run_name(plain) != run_name(started)
+    assert run_name(plain) == run_name(validate_experiment(tiny_experiment(tmp_path, train={"init_from": None})))
+    def experiment(folder, steps):
+        return tiny_experiment(folder, train={"steps": steps, "checkpoint_every": 2, "eval_every": 2,
+                                              "init_from": str(trained.checkpoint)})
+
+    zoo.train(experiment(tmp_path / "stopped", 4))
+    resumed = zoo.train(experiment(tmp_path / "stopped", 6), resume=True)
+    whole = zoo.train(experiment(tmp_path / "whole", 6))
+    assert same(weights(resumed.checkpoint), weights(whole.checkpoint)), "the resume went on from its own step 4"
