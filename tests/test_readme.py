@@ -19,6 +19,10 @@ from zoo.sweep import expand, load_sweep, shard
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+RESULTS_PAGE = (ROOT / "experiments" / "results" / "README.md").read_text(encoding="utf-8")
+"""The full ablation results, which the README summarizes in one line each; its commands are held
+to the code as the README's are."""
+PAGES = README + "\n" + RESULTS_PAGE
 
 
 def run_readme(text: str, tmp_path) -> list[dict]:
@@ -52,7 +56,7 @@ def test_a_failing_snippet_and_a_prose_comment_are_told_apart():
                         {"block": 2, "code": "y = undefined_name", "error": "NameError: name 'undefined_name' is not defined"}]
 
 
-ZOO_COMMANDS = commands(README, "zoo")
+ZOO_COMMANDS = commands(PAGES, "zoo")
 
 
 def test_the_readme_shows_the_main_commands():
@@ -77,14 +81,14 @@ def test_every_zoo_command_of_the_readme_parses_and_its_files_load(words, capsys
 
 def test_every_experiment_file_the_readme_runs_inline_loads():
     """Inline commands in the prose (`zoo sweep experiments/ffn.yaml --workers 2`) name real files."""
-    named = set(re.findall(r"`zoo (sweep|train) (experiments/[\w./-]+\.yaml)", README))
+    named = set(re.findall(r"`zoo (sweep|train) (experiments/[\w./-]+\.yaml)", PAGES))
     assert len(named) >= 5
     for verb, file in named:
         (load_sweep if verb == "sweep" else load_experiment)(ROOT / file)
 
 
 def test_benchmark_commands_name_real_scripts_and_flags():
-    for script, flags in re.findall(r"`python (experiments/benchmarks/\w+\.py)((?: --[\w-]+(?: [^`\s-][^`\s]*)?)*)`", README):
+    for script, flags in re.findall(r"`python (experiments/benchmarks/\w+\.py)((?: --[\w-]+(?: [^`\s-][^`\s]*)?)*)`", PAGES):
         source = (ROOT / script).read_text()
         for flag in re.findall(r"--[\w-]+", flags):
             assert f'"{flag}"' in source, f"{script} has no {flag}"
@@ -161,3 +165,21 @@ def test_a_shortened_experiment_file_shown_in_the_readme_agrees_with_the_file():
                 assert all(actual[key][k] == v for k, v in value.items()), (path, key)
             else:
                 assert actual[key] == value, (path, key)
+
+
+@pytest.mark.parametrize("page", ["README.md", "experiments/results/README.md"])
+def test_every_relative_link_of_a_page_resolves(page):
+    """Files the README and the results page link to exist, and so do the README's anchors they name."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    readme_anchors = {anchor(line.lstrip("#")) for line in README.splitlines() if line.startswith("#")}
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    checked = 0
+    for link in links:
+        if link.startswith(("http://", "https://", "#")) or link.endswith(".png"):
+            continue
+        target, _, fragment = link.partition("#")
+        assert (ROOT / page).parent.joinpath(target).resolve().exists(), f"{page}: {link}"
+        if fragment and target.endswith("README.md") and "results" not in target:
+            assert fragment in readme_anchors, f"{page}: {link}"
+        checked += 1
+    assert checked, "the page links to files"

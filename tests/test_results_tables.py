@@ -1,4 +1,4 @@
-"""The README's results tables are generated from committed ledgers: known answers for the
+"""The results page's tables (experiments/results/README.md) are generated from committed ledgers: known answers for the
 generator, a stale table caught, and the committed tables as the ledgers give them."""
 
 import importlib.util
@@ -97,7 +97,9 @@ def test_a_stale_table_is_rewritten_and_caught(tables, tmp_path, monkeypatch):
 
 
 def test_the_readmes_tables_are_the_committed_ledgers(tables):
-    assert tables.MARKER.findall((ROOT / "README.md").read_text()), "the README publishes generated tables"
+    assert tables.MARKER.findall((ROOT / "experiments" / "results" / "README.md").read_text()), \
+        "the results page publishes generated tables"
+    assert not tables.MARKER.findall((ROOT / "README.md").read_text()), "the README links to them, one line each"
     assert tables.main(["--check"]) == 0
 
 

@@ -1,10 +1,11 @@
-"""The README's results tables, written from the committed results folders, so none is typed by hand.
+"""The results page's tables (experiments/results/README.md), written from the committed results
+folders, so none is typed by hand.
 
     python experiments/results/tables.py --publish sweeps/seed-axes   # copy a finished sweep here
-    python experiments/results/tables.py                              # rewrite README.md's tables
+    python experiments/results/tables.py                              # rewrite the page's tables
     python experiments/results/tables.py --check                      # exit 1 if any table is stale
 
-A table stands between two markers in README.md:
+A table stands between two markers in the page:
 
     <!-- results seed-axes effects eval_auc/token_acc eval/token_acc -->
     ...generated...
@@ -42,7 +43,8 @@ from zoo.specs.yamlio import load_yaml
 from zoo.sweep.spec import value_text
 
 RESULTS = Path(__file__).resolve().parent
-README = RESULTS.parents[1] / "README.md"
+README = RESULTS / "README.md"
+"""The results page; the project's README gives one line of each result and links here."""
 MARKER = re.compile(r"(<!-- results (\S+) (\w+) ([^>]*?) -->\n)(.*?)(<!-- end results -->)", re.S)
 PUBLISHED = ("sweep.yaml", "ledger.jsonl", "report.md", "*.png")
 
@@ -253,7 +255,7 @@ def publish(sweep_dir: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md's tables differ from the ledgers")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the page's tables differ from the ledgers")
     parser.add_argument("--publish", type=Path, metavar="SWEEP_DIR", help="copy a finished, compared sweep here")
     args = parser.parse_args(argv)
     if args.publish:
@@ -263,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     rendered = render(text)
     if args.check:
         if rendered != text:
-            print("README.md: a results table differs from its committed ledger; run python experiments/results/tables.py")
+            print(f"{README}: a results table differs from its committed ledger; run python experiments/results/tables.py")
             return 1
         return 0
     README.write_text(rendered, encoding="utf-8")
