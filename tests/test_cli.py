@@ -98,7 +98,7 @@ def test_version_names_the_zoo_its_commit_and_torch(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0
-    assert re.fullmatch(r"zoo \S+ \(commit \S+; torch \S+\)\n", capsys.readouterr().err)
+    assert re.fullmatch(r"zoo \S+ \(commit \S+; torch \S+\)\n", capsys.readouterr().out), "on stdout, as --version is"
 
 
 def test_print_config_shows_the_resolved_experiment_and_its_folder_and_trains_nothing(tmp_path, capsys):

@@ -199,7 +199,8 @@ class PrintVersion(argparse.Action):
 
         from zoo.provenance import zoo_commit, zoo_version
 
-        parser.exit(message=f"zoo {zoo_version()} (commit {zoo_commit() or 'unknown'}; torch {torch.__version__})\n")
+        print(f"zoo {zoo_version()} (commit {zoo_commit() or 'unknown'}; torch {torch.__version__})")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
