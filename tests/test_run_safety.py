@@ -282,7 +282,11 @@ def test_sigint_outside_training_is_one_line_and_exit_130(tmp_path, monkeypatch,
 
     checkpoint = zoo.train(tiny_experiment(tmp_path, train={"steps": 2})).checkpoint
     monkeypatch.setattr(evaluate, "evaluate_split", lambda *args, **kwargs: sigint_to_self(1))
-    with pytest.raises(SystemExit) as exit_info:
-        main(["eval", str(checkpoint)])
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh `zoo` process has it
+    try:  # (a pytest-xdist worker ignores SIGINT, leaving Ctrl-C to its controller)
+        with pytest.raises(SystemExit) as exit_info:
+            main(["eval", str(checkpoint)])
+    finally:
+        signal.signal(signal.SIGINT, before)
     err = capsys.readouterr().err
     assert exit_info.value.code == 130 and err.startswith("zoo: interrupted (SIGINT)") and err.count("\n") == 1, err
