@@ -2,7 +2,6 @@
 finite checkpoints only, explosions marked diverged, locks, and a picture that cannot fail a run."""
 
 import json
-import os
 import signal
 import struct
 import subprocess
@@ -224,9 +223,11 @@ def test_sigterm_stops_zoo_train_after_a_step_with_a_checkpoint_of_that_step(tmp
 
 
 def sigint_to_self(times: int):
-    """A real SIGINT to this process, `times` times, as Ctrl-C pressed that often."""
+    """A real SIGINT, `times` times, as Ctrl-C pressed that often. Raised in this (the main) thread,
+    whose handler then runs before raise_signal returns: os.kill may hand it to another thread of
+    the process (torch's, W&B's), and the main thread would see it only some bytecodes later."""
     for _ in range(times):
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)
 
 
 def test_sigint_while_wandb_finishes_exits_130_with_the_result_intact(tmp_path, monkeypatch, capsys):
@@ -283,7 +284,7 @@ def test_sigint_outside_training_is_one_line_and_exit_130(tmp_path, monkeypatch,
     checkpoint = zoo.train(tiny_experiment(tmp_path, train={"steps": 2})).checkpoint
     monkeypatch.setattr(evaluate, "evaluate_split", lambda *args, **kwargs: sigint_to_self(1))
     before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh `zoo` process has it
-    try:  # (a pytest-xdist worker ignores SIGINT, leaving Ctrl-C to its controller)
+    try:
         with pytest.raises(SystemExit) as exit_info:
             main(["eval", str(checkpoint)])
     finally:
