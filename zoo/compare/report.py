@@ -81,6 +81,7 @@ def seed_steps_text(row: VariantRow) -> str:
 CENSORED = ("Steps and seconds to {target:g}: the mean over finished seeds of the first evaluation that met it; a "
             "seed that never did counts at its last step (`>N` per seed), so a mean marked ≥ is a lower bound.")
 
+
 def value_kind(metric: str) -> str:
     """What one run's value of the metric is: an eval_auc metric is no final value."""
     if metric.startswith(CURVE + "/"):

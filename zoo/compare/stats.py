@@ -81,10 +81,10 @@ class VariantRow:
     nonfinite: int
     """Seeds whose final metric is NaN or infinite: the variant then ranks after every finite one."""
     curve: list[Band] = field(default_factory=list)
+    """The metric at each evaluated step, over the seeds that reached that step."""
     seed_steps: list[tuple[int, bool]] = field(default_factory=list)
     """Each finished seed's step at the target, and whether it got there: a seed that never did is
     censored at its last step, so steps_to_target (their mean) is then a lower bound."""
-    """The metric at each evaluated step, over the seeds that reached that step."""
 
 
 @dataclass
@@ -237,13 +237,18 @@ def axis_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[Ax
     """For every grid key: each value's mean over all other grid values and seeds, and its paired
     difference from the key's first value, with its p-value and the Holm-adjusted one over every
     difference of every key."""
-    labels, finished = sweep.labels(), finished_values(sweep, records)
+    labels, finished, bounds = sweep.labels(), finished_values(sweep, records), range_of(sweep.metric)
     effects = []
     for key, values in sweep.grid.items():
         per_value = [[v for r, v in finished if r["assignment"][key] == value] for value in values]
-        bounds = range_of(sweep.metric)
         effects.append(AxisEffect(key, labels[key], list(values), [Estimate.of(v).within(*bounds) for v in per_value],
                                   paired_differences(finished, key, list(values), bounds)))
+    return with_tests(effects)
+
+
+def with_tests(effects: list) -> list:
+    """Give each effect's differences their (p, Holm p), the family being every difference of
+    every effect given: one adjustment, whichever table the effects are."""
     raw = [p_value(e) for effect in effects for _, e in effect.differences]
     adjusted = iter(zip(raw, holm(raw), strict=True))
     for effect in effects:
@@ -269,7 +274,7 @@ class SimpleEffect:
 
 def simple_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[SimpleEffect]:
     """For every ordered pair of grid keys (key, given): key's paired effects at each given value."""
-    labels, finished = sweep.labels(), finished_values(sweep, records)
+    labels, finished, bounds = sweep.labels(), finished_values(sweep, records), range_of(sweep.metric)
     effects = []
     for key, values in sweep.grid.items():
         for given, given_values in sweep.grid.items():
@@ -278,9 +283,5 @@ def simple_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[
             for g in given_values:
                 subset = [(r, v) for r, v in finished if r["assignment"][given] == g]
                 effects.append(SimpleEffect(key, labels[key], values[0], given, labels[given], g,
-                                            paired_differences(subset, key, list(values), range_of(sweep.metric))))
-    raw = [p_value(e) for effect in effects for _, e in effect.differences]
-    adjusted = iter(zip(raw, holm(raw), strict=True))
-    for effect in effects:
-        effect.tests = [next(adjusted) for _ in effect.differences]
-    return effects
+                                            paired_differences(subset, key, list(values), bounds)))
+    return with_tests(effects)

@@ -29,6 +29,11 @@ def copies_of(spec: ModelSpec) -> dict[str, tuple[str, int]]:
     return found
 
 
+def most_copies(spec: ModelSpec) -> int:
+    """The largest number of copies any part holds (1 without such a part)."""
+    return max([count for _, count in copies_of(spec).values()], default=1)
+
+
 def rough_parameters(spec: ModelSpec) -> int:
     """A quick count of the big matrices (token tables with their factorized projection, position
     tables, attention at its head width and key/value heads, feed-forwards times their copies),
@@ -36,7 +41,7 @@ def rough_parameters(spec: ModelSpec) -> int:
     d, (enc, dec), width = spec.d_model, spec.depths, spec.embedding_width
     kv = spec.kv_heads * spec.d_head
     attention = d * (2 * spec.attention_width + 2 * kv)
-    copies = max([count for _, count in copies_of(spec).values()], default=1)
+    copies = most_copies(spec)
     per_layer = attention + 3 * d * spec.ffn_width * copies + d * copies  # a gated ffn has three matrices
     cross = attention if enc and dec else 0
     tables = width * (spec.src_vocab_size * bool(enc) + spec.tgt_vocab_size * (1 + bool(dec)))
@@ -141,7 +146,7 @@ def activation_floats(spec: ModelSpec, batch: int, src_len: int, tgt_len: int) -
     and attention weights, and the logits with their softmax and gradient."""
     d, f, h, (enc, dec) = spec.d_model, spec.ffn_width, spec.n_heads, spec.depths
     a = spec.attention_width + 2 * spec.kv_heads * spec.d_head  # queries, keys and values
-    copies = max([count for _, count in copies_of(spec).values()], default=1)
+    copies = most_copies(spec)
     routed = 2 * f if copies == 1 else 3 * (d + 2 * f)  # top-k slots at a capacity above 1, and the router's
     buffers = 2 * copies * (d + f)  # each expert's buffer and hidden states, however few tokens it gets
     memory = src_len if enc and dec else 0

@@ -126,6 +126,14 @@ class TaskParams(StrictSettings):
     pass
 
 
+def held_out_part(params: Any, size: int | None, split: str) -> tuple[str, int | None]:
+    """(the file stem, how many of its first lines) a file task holds out for `split`: the valid
+    split's first `size`, the test split's first test_size (all when None)."""
+    if split == "valid":
+        return params.valid_split, size
+    return params.test_split, params.test_size
+
+
 class Task:
     """A source of (src, tgt) id batches with bos, eos and pad."""
 

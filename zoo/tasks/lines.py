@@ -16,7 +16,7 @@ from torch import Tensor
 
 from zoo.errors import ConfigError, DataError
 from zoo.specs.registries import registry
-from zoo.tasks.base import EpochOrder, Task, TaskParams, Vocabulary, pad_rows, step_generator
+from zoo.tasks.base import EpochOrder, Task, TaskParams, Vocabulary, held_out_part, pad_rows, step_generator
 from zoo.tasks.corpus import find, read_lines
 from zoo.tasks.text import TokenizerName, codec_from_state, train_codec
 
@@ -106,16 +106,15 @@ class TextLines(Task):
         return self.examples(pad_rows(rows), step_generator(self.seed, step, stream=2))
 
     def held_out_rows(self, size: int, split: str = "valid") -> int:
-        p = self.params
-        return len(self._split(p.valid_split if split == "valid" else p.test_split)[: size if split == "valid" else p.test_size])
+        stem, count = held_out_part(self.params, size, split)
+        return len(self._split(stem)[:count])
 
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
         """The first lines of the split, shortest first; masked (mlm) by a draw that depends on the
         split alone, so every run and seed is scored on the same masks."""
         self.check_split(split)
-        p = self.params
-        stem = p.valid_split if split == "valid" else p.test_split
-        lines = self._split(stem)[: size if split == "valid" else p.test_size]
+        stem, count = held_out_part(self.params, size, split)
+        lines = self._split(stem)[:count]
         ids = sorted(map(self.codec.encode, lines), key=len)
         draws = zlib.crc32(stem.encode()) % 65521  # a seed of the split alone, small enough for step_generator
         return [self.examples(pad_rows(ids[start : start + batch_size]), step_generator(draws, start, stream=3))

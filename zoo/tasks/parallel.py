@@ -12,7 +12,7 @@ from torch import Tensor
 
 from zoo.errors import ConfigError
 from zoo.specs.registries import registry
-from zoo.tasks.base import EpochOrder, Task, TaskParams, in_batches, pad_rows
+from zoo.tasks.base import EpochOrder, Task, TaskParams, held_out_part, in_batches, pad_rows
 from zoo.tasks.corpus import CorpusFormat, read_split, split_files
 from zoo.tasks.text import TokenizerName, codec_from_state, normalize, train_codec
 from zoo.tasks.token_batches import TokenPlan
@@ -104,16 +104,15 @@ class Parallel(Task):
         return pad_rows([s for s, _ in rows]), pad_rows([t for _, t in rows])
 
     def held_out_rows(self, size: int, split: str = "valid") -> int:
-        p = self.params
-        return len(self._split(p.valid_split if split == "valid" else p.test_split)[: size if split == "valid" else p.test_size])
+        stem, count = held_out_part(self.params, size, split)
+        return len(self._split(stem)[:count])
 
     def _held_out(self, size: int | None, split: str) -> list[tuple[list[int], str]]:
         """(source ids, target text) of the first `size` pairs of the split, shortest source first
         (less padding when decoding)."""
         self.check_split(split)
-        p = self.params
-        stem = p.valid_split if split == "valid" else p.test_split
-        pairs = self._split(stem)[: size if split == "valid" else p.test_size]
+        stem, count = held_out_part(self.params, size, split)
+        pairs = self._split(stem)[:count]
         return sorted(((self.src_vocab.encode(s), t) for s, t in pairs), key=lambda pair: len(pair[0]))
 
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:

@@ -33,30 +33,25 @@ class TrainResult:
     """`--resume` of a run that had finished all its steps: nothing was trained or logged again."""
 
 
-def describe_existing(run_dir: Path) -> str:
+def already_there(run_dir: Path, steps: int) -> str:
+    """What the folder holds, and the way on for a run of `steps`: the step count is not part of a
+    run's identity (more steps continue the same run), so say which way fits this one."""
+    done, held = None, "a checkpoint"
     if (run_dir / RESULT).exists():
         try:
             record = read_result(run_dir / RESULT)
-            return f"a {record.status} run of {record.steps} steps"
+            done, held = record.steps, f"a {record.status} run of {record.steps} steps"
         except ConfigError:
-            return "a run (its result.json is unreadable)"
-    return "a checkpoint"
-
-
-def what_to_do(run_dir: Path, steps: int) -> str:
-    """The ways on from a folder that holds a run, for a run of `steps`: the step count is not part
-    of a run's identity (more steps continue the same run), so say which way fits this one."""
-    done = None
-    if (run_dir / RESULT).exists():
-        with contextlib.suppress(ConfigError):  # unreadable: said by describe_existing
-            done = read_result(run_dir / RESULT).steps
+            held = "a run (its result.json is unreadable)"
     anew = "to train anew, name a new run with --set wandb.name=NAME or remove the folder"
     if done is not None and steps < done:
-        return (f"its {done} steps are more than the {steps} asked, so it cannot be continued to them: its result "
-                f"stands (zoo eval {run_dir / CHECKPOINT} scores its checkpoint again); {anew}")
-    if done is not None and steps == done:
-        return f"it trained the {steps} steps asked: its result stands (--resume prints it); {anew}"
-    return f"continue it to {steps} steps with --resume (the same run, trained on); {anew}"
+        way = (f"its {done} steps are more than the {steps} asked, so it cannot be continued to them: its result "
+               f"stands (zoo eval {run_dir / CHECKPOINT} scores its checkpoint again); {anew}")
+    elif done is not None and steps == done:
+        way = f"it trained the {steps} steps asked: its result stands (--resume prints it); {anew}"
+    else:
+        way = f"continue it to {steps} steps with --resume (the same run, trained on); {anew}"
+    return f"{run_dir} already holds {held}; {way}"
 
 
 class RunFolder:
@@ -116,8 +111,7 @@ class RunFolder:
         has_checkpoint = self.checkpoint.exists()
         if not resume:
             if has_checkpoint or self.result.exists():
-                raise RunConflict(f"{self.path} already holds {describe_existing(self.path)}; "
-                                  f"{what_to_do(self.path, experiment.train.steps)}")
+                raise RunConflict(already_there(self.path, experiment.train.steps))
             return None
         if not has_checkpoint:
             self._refuse_a_sibling(experiment)
