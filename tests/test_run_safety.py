@@ -230,6 +230,18 @@ def sigint_to_self(times: int):
         signal.raise_signal(signal.SIGINT)
 
 
+def train_interrupted(tmp_path, experiment: dict, capsys) -> tuple[str, str]:
+    """`zoo train` of the experiment, which a SIGINT must end with exit 130 and no traceback; the
+    experiment's file and what was said on stderr."""
+    file = str(tmp_path / "e.json")
+    (tmp_path / "e.json").write_text(json.dumps(experiment))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", file])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 130 and "Traceback" not in err, err
+    return file, err
+
+
 def test_sigint_while_wandb_finishes_exits_130_with_the_result_intact(tmp_path, monkeypatch, capsys):
     """The probe: Ctrl-C while W&B finished gave a KeyboardInterrupt traceback and exit 1."""
     from zoo.trainer.tracking import Tracker
@@ -242,11 +254,7 @@ def test_sigint_while_wandb_finishes_exits_130_with_the_result_intact(tmp_path, 
 
     monkeypatch.setattr(Tracker, "finish", finish_interrupted)
     experiment = tiny_experiment(tmp_path, train={"steps": 4, "eval_every": 2}, wandb={"mode": "offline"})
-    (tmp_path / "e.json").write_text(json.dumps(experiment))
-    with pytest.raises(SystemExit) as exit_info:
-        main(["train", str(tmp_path / "e.json")])
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 130 and "Traceback" not in err, err
+    _, err = train_interrupted(tmp_path, experiment, capsys)
     assert "SIGINT arrived while W&B finished; the run is complete: its result is " in err
     result = json.loads((run_dir_of(experiment) / "result.json").read_text())
     assert result["status"] == "finished" and result["steps"] == 4 and "eval/loss" in result["metrics"]
@@ -264,17 +272,13 @@ def test_two_sigints_during_an_evaluation_stop_at_once_with_exit_130_and_the_las
 
     monkeypatch.setattr(Trainer, "_evaluate", evaluate_interrupted)
     experiment = tiny_experiment(tmp_path, train={"steps": 8, "eval_every": 4, "checkpoint_every": 2})
-    (tmp_path / "e.json").write_text(json.dumps(experiment))
-    with pytest.raises(SystemExit) as exit_info:
-        main(["train", str(tmp_path / "e.json")])
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 130 and "Traceback" not in err, err
+    file, err = train_interrupted(tmp_path, experiment, capsys)
     assert "stopped at once by a second SIGINT at step 4; its last checkpoint is " in err
     run_dir = run_dir_of(experiment)
     assert json.loads((run_dir / "result.json").read_text())["status"] == "interrupted"
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["progress"]["step"] == 2, "step 4 was not saved"
     monkeypatch.setattr(Trainer, "_evaluate", real_evaluate)
-    main(["train", str(tmp_path / "e.json"), "--resume"])
+    main(["train", file, "--resume"])
     assert json.loads((run_dir / "result.json").read_text())["status"] == "finished"
 
 
