@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from pretrainedkit import save_pretrained_folder
 from readmekit import blocks, commands, run_python
 
 import zoo
+from trainkit import MULTI30K
 from zoo.cli import build_parser, main
 from zoo.specs.experiment import load_experiment
 from zoo.sweep import expand, load_sweep, shard
@@ -27,9 +29,13 @@ PAGES = README + "\n" + RESULTS_PAGE
 
 def run_readme(text: str, tmp_path) -> list[dict]:
     """What differs when the README's Python runs in a fresh process, in a folder that has the
-    project's experiments/ (so relative paths resolve as in a checkout)."""
+    project's experiments/ (so relative paths resolve as in a checkout), the Multi30k sample as
+    data/multi30k and a tiny T5 folder as t5-small."""
     (tmp_path / "README.md").write_text(text, encoding="utf-8")
     (tmp_path / "experiments").symlink_to(ROOT / "experiments")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "multi30k").symlink_to(MULTI30K)
+    save_pretrained_folder(tmp_path / "t5-small", "t5")  # what the fine-tuning example says the reader saved
     done = subprocess.run([sys.executable, str(Path(__file__).with_name("readmekit.py")), str(tmp_path / "README.md")],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "WANDB_MODE": "disabled"})

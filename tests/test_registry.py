@@ -162,3 +162,14 @@ def test_parts_that_implement_only_the_protocols_get_the_documented_defaults():
     done = subprocess.run([sys.executable, "-c", PROTOCOL_ONLY], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["32", "32", "False", "(1,", "2,", "11)"]
+
+
+def test_the_builtin_tasks_are_registered_in_a_fresh_process_without_the_trainer():
+    """`import zoo` is lazy: validating an experiment must not depend on having touched zoo.train."""
+    code = ("import zoo\nfrom zoo.specs.experiment import validate_experiment\n"
+            "print(validate_experiment({'task': {'name': 'parallel', 'data_dir': 'x'}}).task['name'])\n"
+            "print(sorted(zoo.registry('task').names()))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    name, names = done.stdout.splitlines()
+    assert name == "parallel" and {"parallel", "lm", "mlm", "reverse"} <= set(eval(names))

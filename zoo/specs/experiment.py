@@ -164,14 +164,16 @@ class ExperimentSpec(Strict):
     @model_validator(mode="after")
     def _special_ids_match_the_task(self) -> ExperimentSpec:
         """The task's vocabulary decides pad, bos and eos; a model that says otherwise is an error."""
-        ids = registry("task").get(self.task["name"]).special_ids
+        task = registry("task").get(self.task["name"])
+        ids = task.special_ids_for(task.Params.model_validate({k: v for k, v in self.task.items() if k != "name"}))
         spec = placeholder_spec(self.model)
         conflicts = [f"model.{k} {getattr(spec, k)} (the task's is {ids[k]})" for k in SPECIAL_IDS
                      if getattr(spec, k) != ids[k]]
         if conflicts:
+            wanted = ", ".join(f"model.{k}={ids[k]}" for k in SPECIAL_IDS)
             raise PydanticCustomError(
-                "special_ids", "{conflicts}: task {task} fixes pad, bos and eos ids in its vocabulary; leave them "
-                "out of the model or give the task's", {"conflicts": "; ".join(conflicts), "task": self.task["name"]})
+                "special_ids", "{conflicts}: task {task} fixes pad, bos and eos ids in its vocabulary; give the "
+                "task's ({wanted})", {"conflicts": "; ".join(conflicts), "task": self.task["name"], "wanted": wanted})
         return self
 
     @model_validator(mode="after")

@@ -131,8 +131,7 @@ _plugins_loaded = False
 
 
 def load_plugins() -> None:
-    """Import the built-in parts, then every `zoo.variants` entry point, once per process (the
-    built-in tasks register when `zoo` imports its trainer).
+    """Import the built-in parts and tasks, then every `zoo.variants` entry point, once per process.
 
     A broken third-party plugin is reported as a warning and skipped, so it cannot take the
     built-in variants down with it; a broken built-in is a bug and raises.
@@ -143,6 +142,7 @@ def load_plugins() -> None:
     _plugins_loaded = True
     try:
         importlib.import_module("zoo.variants")
+        importlib.import_module("zoo.tasks")
     except BaseException:
         _plugins_loaded = False
         raise

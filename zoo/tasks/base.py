@@ -141,6 +141,12 @@ class Task:
     special_ids: ClassVar[dict[str, int]] = {"pad_id": Vocabulary.pad_id, "bos_id": Vocabulary.bos_id,
                                              "eos_id": Vocabulary.eos_id}
     """The ids of pad, bos and eos in the task's vocabularies; the model takes them from here."""
+
+    @classmethod
+    def special_ids_for(cls, params: TaskParams) -> dict[str, int]:
+        """The special ids under these settings: a task whose tokenizer comes from a folder reads them there."""
+        return cls.special_ids
+
     text_metric: ClassVar[bool] = False
     """Whether eval/bleu (corpus BLEU of greedy decodes) is meaningful for this task."""
     METRICS: ClassVar[tuple[str, ...]] = ("loss", "token_acc", "exact_match")

@@ -3,6 +3,7 @@ tokenized by characters, words or BPE learned on the training split, scored by c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from zoo.errors import ConfigError
 from zoo.specs.registries import registry
 from zoo.tasks.base import EpochOrder, Task, TaskParams, held_out_part, in_batches, pad_rows
 from zoo.tasks.corpus import CorpusFormat, read_split, split_files
+from zoo.tasks.pretrained_tokenizer import PretrainedCodec, folder_files, special_ids
 from zoo.tasks.text import TokenizerName, codec_from_state, normalize, train_codec
 from zoo.tasks.token_batches import TokenPlan
 
@@ -27,6 +29,10 @@ class ParallelParams(TaskParams):
     test_split: str | None = Field("test", description="evaluated once at the end; null for none")
     format: CorpusFormat = Field("auto", description="pair: aligned files; tsv: SPLIT.tsv[.gz]; auto: whichever exists")
     tokenizer: TokenizerName = "bpe"
+    tokenizer_dir: str | None = Field(None, description="a pretrained model's tokenizer folder (tokenizer.json, "
+                                      "tokenizer_config.json): its vocabulary and special ids for both sides, "
+                                      "instead of learning one (tokenizer, vocab_size, min_frequency unused)")
+    source_prefix: str = Field("", description="text put before every source sentence (T5's task prefix)")
     vocab_size: int = Field(8000, ge=8, description="the most tokens of each side's vocabulary")
     shared_vocab: bool = Field(False, description="one vocabulary learned on both sides (a decoder-only model needs one)")
     min_frequency: PositiveInt = Field(2, description="pieces seen fewer times in training become <unk>")
@@ -55,17 +61,9 @@ class Parallel(Task):
         super().__init__(params, seed)
         p = params
         train = self._split(p.train_split)[: p.train_sentences]
-        if state is None and p.shared_vocab:
-            texts = [s for s, _ in train] + [t for _, t in train]
-            self.src_vocab = self.tgt_vocab = train_codec(p.tokenizer, texts, p.vocab_size, p.min_frequency, p.lowercase)
-        elif state is None:
-            self.src_vocab = train_codec(p.tokenizer, [s for s, _ in train], p.vocab_size, p.min_frequency, p.lowercase)
-            self.tgt_vocab = train_codec(p.tokenizer, [t for _, t in train], p.vocab_size, p.min_frequency, p.lowercase)
-        elif p.shared_vocab:
-            self.src_vocab = self.tgt_vocab = codec_from_state(state["src_vocab"])
-        else:
-            self.src_vocab, self.tgt_vocab = codec_from_state(state["src_vocab"]), codec_from_state(state["tgt_vocab"])
-        encoded = [(self.src_vocab.encode(s), self.tgt_vocab.encode(t)) for s, t in train]
+        self.src_vocab, self.tgt_vocab = self._codecs(train, state)
+        self.pad_id = self.tgt_vocab.ids["pad_id"] if isinstance(self.tgt_vocab, PretrainedCodec) else self.special_ids["pad_id"]
+        encoded = [(self.encode_source(s), self.tgt_vocab.encode(t)) for s, t in train]
         self.train_pairs = [(s, t) for s, t in encoded if max(len(s), len(t)) <= p.max_tokens]
         if not self.train_pairs:
             shortest = min(max(len(s), len(t)) for s, t in encoded)
@@ -73,6 +71,33 @@ class Parallel(Task):
                               f"pair's longer side holds {shortest} tokens, bos and eos counted)")
         self.order = EpochOrder(self.seed, len(self.train_pairs))
         self._plans: dict[tuple[int, int], TokenPlan] = {}
+
+    def _codecs(self, train: Sequence[tuple[str, str]], state: dict[str, Any] | None):
+        """(source codec, target codec): those a checkpoint holds, a pretrained tokenizer's, or learned
+        on the training split (one for both sides when shared_vocab)."""
+        p = self.params
+        if state is not None:
+            if p.shared_vocab and p.tokenizer_dir is None:
+                return (codec_from_state(state["src_vocab"]),) * 2
+            return codec_from_state(state["src_vocab"]), codec_from_state(state["tgt_vocab"])
+        if p.tokenizer_dir is not None:
+            return tuple(PretrainedCodec.from_folder(p.tokenizer_dir, target) for target in (False, True))
+
+        def learn(texts: list[str]):
+            return train_codec(p.tokenizer, texts, p.vocab_size, p.min_frequency, p.lowercase)
+
+        sources, targets = [s for s, _ in train], [t for _, t in train]
+        return (learn(sources + targets),) * 2 if p.shared_vocab else (learn(sources), learn(targets))
+
+    @classmethod
+    def special_ids_for(cls, params: ParallelParams) -> dict[str, int]:
+        return cls.special_ids if params.tokenizer_dir is None else special_ids(params.tokenizer_dir)
+
+    def encode_source(self, text: str) -> list[int]:
+        return self.src_vocab.encode(self.params.source_prefix + text)
+
+    def _padded(self, pairs: list[tuple[list[int], list[int]]]) -> tuple[Tensor, Tensor]:
+        return pad_rows([s for s, _ in pairs], self.pad_id), pad_rows([t for _, t in pairs], self.pad_id)
 
     def longest_training(self) -> tuple[int, int]:
         return max(len(s) for s, _ in self.train_pairs), max(len(t) for _, t in self.train_pairs)
@@ -84,8 +109,10 @@ class Parallel(Task):
     @classmethod
     def data_files(cls, params: ParallelParams) -> list[Path]:
         stems = [params.train_split, params.valid_split, *([params.test_split] if params.test_split else [])]
-        return [file for stem in stems
-                for file in split_files(params.data_dir, stem, params.src_lang, params.tgt_lang, params.format)]
+        tokenizer = folder_files(params.tokenizer_dir) if params.tokenizer_dir is not None else []
+        return [*(file for stem in stems
+                  for file in split_files(params.data_dir, stem, params.src_lang, params.tgt_lang, params.format)),
+                *tokenizer]
 
     def _split(self, stem: str) -> tuple[tuple[str, str], ...]:
         p = self.params
@@ -93,7 +120,7 @@ class Parallel(Task):
 
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
         rows = [self.train_pairs[i] for i in self.order.rows(step, batch_size)]
-        return pad_rows([s for s, _ in rows]), pad_rows([t for _, t in rows])
+        return self._padded(rows)
 
     def token_batch(self, step: int, budget: int, multiple: int = 1) -> tuple[Tensor, Tensor]:
         if (budget, multiple) not in self._plans:
@@ -101,7 +128,7 @@ class Parallel(Task):
             sides = [(len(s), len(t)) for s, t in self.train_pairs]
             self._plans[budget, multiple] = TokenPlan(lengths, self.seed, budget, multiple, sides)
         rows = [self.train_pairs[i] for i in self._plans[budget, multiple].rows(step)]
-        return pad_rows([s for s, _ in rows]), pad_rows([t for _, t in rows])
+        return self._padded(rows)
 
     def held_out_rows(self, size: int, split: str = "valid") -> int:
         stem, count = held_out_part(self.params, size, split)
@@ -113,12 +140,11 @@ class Parallel(Task):
         self.check_split(split)
         stem, count = held_out_part(self.params, size, split)
         pairs = self._split(stem)[:count]
-        return sorted(((self.src_vocab.encode(s), t) for s, t in pairs), key=lambda pair: len(pair[0]))
+        return sorted(((self.encode_source(s), t) for s, t in pairs), key=lambda pair: len(pair[0]))
 
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
         pairs = self._held_out(size, split)
-        src = pad_rows([ids for ids, _ in pairs])
-        tgt = pad_rows([self.tgt_vocab.encode(t) for _, t in pairs])
+        src, tgt = self._padded([(ids, self.tgt_vocab.encode(t)) for ids, t in pairs])
         return in_batches(src, tgt, batch_size)
 
     def references(self, size: int, split: str = "valid") -> list[str]:

@@ -119,4 +119,8 @@ def codec_from_state(state: dict[str, Any]):
         return SplitCodec(kind, Vocabulary.from_state(state["vocab"]), state["lowercase"])
     if kind == "vocabulary":
         return Vocabulary.from_state(state)
-    raise ValueError(f"unknown codec kind {kind!r} in a task state; choices: bpe, char, word, vocabulary")
+    if kind == "pretrained":
+        from zoo.tasks.pretrained_tokenizer import PretrainedCodec
+
+        return PretrainedCodec.from_state(state)
+    raise ValueError(f"unknown codec kind {kind!r} in a task state; choices: bpe, char, word, pretrained, vocabulary")

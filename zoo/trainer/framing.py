@@ -27,8 +27,14 @@ def check_kind_fits_task(kind: str, task) -> None:
     if kind not in task.kinds:
         raise ConfigError(f"model.kind {kind}: task {name} trains model.kind {' or '.join(task.kinds)}")
     if kind == "decoder" and task.src_vocab is not task.tgt_vocab:
-        fix = ("set task.shared_vocab: true" if "shared_vocab" in type(task.params).model_fields
-               else "use a task with one vocabulary")
+        from zoo.tasks.pretrained_tokenizer import PretrainedCodec
+
+        if isinstance(task.tgt_vocab, PretrainedCodec):
+            fix = "a pretrained tokenizer (task.tokenizer_dir) frames encoder-decoder models only; leave it out"
+        elif "shared_vocab" in type(task.params).model_fields:
+            fix = "set task.shared_vocab: true"
+        else:
+            fix = "use a task with one vocabulary"
         raise ConfigError(f"model.kind decoder reads source and target as one sequence in one vocabulary, but task "
                           f"{name} has a vocabulary per side; {fix}, or use kind encoder_decoder")
 

@@ -16,7 +16,8 @@ from zoo.specs.experiment import PLACEHOLDER_VOCAB, ExperimentSpec, placeholder_
 from zoo.specs.model_spec import ModelSpec
 
 ADDED_LATER = {"train.eval_beams": 1, "train.length_penalty": 1.0, "train.batch_tokens": None, "task.shared_vocab": False,
-               "train.z_loss": 0.0, "train.loss_chunk": None, "train.init_from": None}
+               "train.z_loss": 0.0, "train.loss_chunk": None, "train.init_from": None,
+               "task.tokenizer_dir": None, "task.source_prefix": ""}
 """Fields added after run names were first written: at these defaults they stay out of the
 fingerprint, so every earlier run keeps its folder."""
 RESUMABLE = ("train.steps", "train.eval_every", "train.log_every", "train.checkpoint_every", "train.out_dir")

@@ -9,12 +9,14 @@ from typing import Any
 
 from zoo.errors import ConfigError
 from zoo.specs.model_spec import ModelSpec
+from zoo.tasks.base import Task
 from zoo.trainer.identity import flatten
 
 
-def initial_weights(source: str, spec: ModelSpec) -> dict[str, Any]:
-    """The state dict to start from, once its model is found to be the experiment's: a difference
-    in any field (the vocabulary sizes the task gives included) is an error naming each."""
+def initial_weights(source: str, spec: ModelSpec, task: Task) -> dict[str, Any]:
+    """The state dict to start from, once its model is found to be the experiment's (a difference
+    in any field, the vocabulary sizes the task gives included, is an error naming each) and its
+    ids to mean the task's tokens."""
     from zoo.model.pretrained import from_pretrained
     from zoo.trainer.checkpoint import load
 
@@ -22,6 +24,7 @@ def initial_weights(source: str, spec: ModelSpec) -> dict[str, Any]:
     if not path.exists():
         raise ConfigError(f"train.init_from {source!r}: no such file or folder (a run's checkpoint.pt, or a folder "
                           "that save_pretrained wrote)")
+    check_same_tokens(path, task)
     model = from_pretrained(path) if path.is_dir() else load(path)[0]
     differences = spec_differences(model.spec, spec)
     if differences:
@@ -29,6 +32,30 @@ def initial_weights(source: str, spec: ModelSpec) -> dict[str, Any]:
                           f"{'; ...' if len(differences) > 6 else ''}); set the experiment's model to it "
                           f"(its spec: zoo show, or the folder's config.json)")
     return model.state_dict()
+
+
+def check_same_tokens(path: Path, task: Task) -> None:
+    """Trained weights read ids as the tokens they were trained on: a checkpoint's task vocabularies
+    (learned from its data) must be this task's, and a model folder with a tokenizer must be read
+    with that tokenizer's vocabulary (task.tokenizer_dir). Same sizes alone would train silently on
+    ids that mean other tokens."""
+    from zoo.trainer.checkpoint import read_checkpoint
+
+    if path.is_file():
+        if read_checkpoint(path, need=("task",))["task"] != task.state():
+            raise ConfigError(f"train.init_from {str(path)!r}: its run learned other vocabularies than this task's "
+                              "(other data or tokenizer settings), so the same ids would mean other tokens; give the "
+                              "task the source run's data and tokenizer settings")
+        return
+    if not (path / "tokenizer.json").is_file():
+        return  # a zoo model folder holds no vocabulary: the ids are the caller's to match
+    from zoo.tasks.pretrained_tokenizer import PretrainedCodec, read_folder
+
+    theirs = read_folder(str(path))[0].get_vocab()
+    if not all(isinstance(vocab, PretrainedCodec) and vocab.tokenizer.get_vocab() == theirs
+               for vocab in (task.src_vocab, task.tgt_vocab)):
+        raise ConfigError(f"train.init_from {str(path)!r}: the folder's model reads ids of its own tokenizer, and the "
+                          f"task does not use it; set task.tokenizer_dir: {str(path)!r}")
 
 
 def spec_differences(there: ModelSpec, here: ModelSpec) -> list[str]:

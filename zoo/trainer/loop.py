@@ -73,7 +73,7 @@ class Trainer:
         torch.manual_seed(t.seed)
         self.model = build(self.spec, seed=t.seed)
         if t.init_from is not None and saved is None:  # a resume's own checkpoint wins over where it started
-            self.model.load_state_dict(initial_weights(t.init_from, self.spec))
+            self.model.load_state_dict(initial_weights(t.init_from, self.spec, self.task))
         self.model = self.model.to(self.device)
         check_lengths(self.model, self.task, t.eval_size, t.batch_size, self.device, t.eval_beams)
         self.optimizer = make_optimizer(self.model, t)

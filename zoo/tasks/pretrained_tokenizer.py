@@ -1,0 +1,115 @@
+"""A tokenizer that came with a pretrained model (`task.tokenizer_dir`): the folder that a
+transformers tokenizer's save_pretrained writes (tokenizer.json, tokenizer_config.json), read
+with the `tokenizers` library, so fine-tuning an imported model feeds it the ids it was trained
+on. Its special ids are the model's, not the zoo's 0-3: pad and eos from the tokenizer's
+configuration, the decoder's start token from the model's config.json beside it when there is one
+(T5 starts from pad, BART from eos), else bos, else pad."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from zoo.errors import ConfigError
+
+FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json")
+"""What the folder may hold that decides how text becomes ids: each one present is data of the run."""
+
+
+def folder_files(folder: str) -> list[Path]:
+    return [path for name in FILES if (path := Path(folder) / name).is_file()]
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"task.tokenizer_dir: {path} is not readable JSON ({err})") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _token_text(value: Any) -> str | None:
+    """A special token as the configuration writes it: a string, or {"content": ...} (older files)."""
+    return value.get("content") if isinstance(value, dict) else value
+
+
+@lru_cache(maxsize=8)
+def _load(folder: str, stamp: tuple[float, ...]):
+    """(tokenizer, {"pad_id", "bos_id", "eos_id"}) of a folder, read again when a file changes (`stamp`)."""
+    from tokenizers import Tokenizer
+
+    path = Path(folder) / "tokenizer.json"
+    if not path.is_file():
+        raise ConfigError(f"task.tokenizer_dir {folder!r}: no tokenizer.json there (save the tokenizer with "
+                          "save_pretrained, or a `tokenizers` Tokenizer with .save)")
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as err:  # the library raises its own Exception subclass for a damaged file
+        raise ConfigError(f"task.tokenizer_dir: {path} is not a tokenizers file ({err})") from None
+    settings = {**_read_json(Path(folder) / "special_tokens_map.json"), **_read_json(Path(folder) / "tokenizer_config.json")}
+    ids = {}
+    for role in ("pad", "eos", "bos"):
+        token = _token_text(settings.get(f"{role}_token"))
+        found = tokenizer.token_to_id(token) if token else None
+        if token and found is None:
+            raise ConfigError(f"task.tokenizer_dir {folder!r}: its {role}_token {token!r} is not in tokenizer.json")
+        ids[role] = found
+    for role in ("pad", "eos"):
+        if ids[role] is None:
+            raise ConfigError(f"task.tokenizer_dir {folder!r}: tokenizer_config.json names no {role}_token; "
+                              "the model needs one to pad and to stop decoding")
+    start = _read_json(Path(folder) / "config.json").get("decoder_start_token_id")
+    if start is None:
+        start = ids["bos"] if ids["bos"] is not None else ids["pad"]
+    return tokenizer, {"pad_id": ids["pad"], "bos_id": int(start), "eos_id": ids["eos"]}
+
+
+def read_folder(folder: str):
+    stamp = tuple(path.stat().st_mtime_ns for path in folder_files(folder))
+    return _load(str(folder), stamp)
+
+
+def special_ids(folder: str) -> dict[str, int]:
+    return read_folder(folder)[1]
+
+
+class PretrainedCodec:
+    """Text <-> ids with a pretrained tokenizer. The source side is the tokenizer's own output
+    (its post-processor adds eos, and bos where the model had one); the target side starts with
+    the decoder's start token, so the trainer's shift gives the decoder what the model was trained on."""
+
+    def __init__(self, tokenizer, ids: dict[str, int], target: bool):
+        self.tokenizer, self.ids, self.target = tokenizer, dict(ids), target
+
+    @classmethod
+    def from_folder(cls, folder: str, target: bool) -> PretrainedCodec:
+        tokenizer, ids = read_folder(folder)
+        return cls(tokenizer, ids, target)
+
+    def __len__(self) -> int:
+        return self.tokenizer.get_vocab_size()
+
+    def encode(self, text: str) -> list[int]:
+        ids = self.tokenizer.encode(text).ids
+        return [self.ids["bos_id"], *ids] if self.target else ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        ids = [int(i) for i in ids]
+        if self.ids["eos_id"] in ids:
+            ids = ids[: ids.index(self.ids["eos_id"])]
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def piece(self, i: int) -> str:
+        return self.tokenizer.id_to_token(i)
+
+    def state(self) -> dict[str, Any]:
+        return {"kind": "pretrained", "tokenizer": self.tokenizer.to_str(), "ids": self.ids, "target": self.target}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> PretrainedCodec:
+        from tokenizers import Tokenizer
+
+        return cls(Tokenizer.from_str(state["tokenizer"]), state["ids"], state["target"])
