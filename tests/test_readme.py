@@ -173,7 +173,7 @@ def test_a_shortened_experiment_file_shown_in_the_readme_agrees_with_the_file():
                 assert actual[key] == value, (path, key)
 
 
-@pytest.mark.parametrize("page", ["README.md", "experiments/results/README.md"])
+@pytest.mark.parametrize("page", ["README.md", "experiments/results/README.md", "tests/README.md"])
 def test_every_relative_link_of_a_page_resolves(page):
     """Files the README and the results page link to exist, and so do the README's anchors they name."""
     text = (ROOT / page).read_text(encoding="utf-8")
