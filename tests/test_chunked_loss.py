@@ -8,9 +8,8 @@ from conftest import padded_batch, tiny
 
 import zoo
 from trainkit import run_dir_of, tiny_experiment
-from zoo.model.masks import input_masks
+from zoo.model.kinds import model_class
 from zoo.specs.model_spec import KINDS
-from zoo.trainer.framing import frame
 from zoo.trainer.objective import chunked_loss_sum, training_loss_sum
 
 GENERATORS = {
@@ -26,8 +25,8 @@ def batch_of(model):
     src, tgt = padded_batch([6, 3, 5], 19, seed=0, spec=spec), padded_batch([4, 6, 2], 19, seed=1, spec=spec)
     if spec.kind == "encoder":  # masked-token prediction: a label at some positions of the source
         tgt = torch.where(torch.arange(src.size(1)) % 2 == 0, src, spec.pad_id)
-    inputs, labels = frame(spec, src, tgt)
-    return inputs, input_masks(spec, inputs), labels
+    inputs, labels = model_class(spec).frame(spec, src, tgt)
+    return inputs, model_class(spec).input_masks(spec, inputs), labels
 
 
 def loss_and_grads(model, chunk, **loss):

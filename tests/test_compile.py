@@ -10,11 +10,11 @@ import torch
 import zoo
 import zoo.trainer.compiled as compiled
 from trainkit import tiny_experiment
+from zoo.model.kinds import model_class
 from zoo.tasks import build_task
 from zoo.trainer.buckets import bucket, bucketed, explicit
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.feed import BatchFeed
-from zoo.trainer.framing import frame
 
 LENGTHS = {"name": "reverse", "min_len": 3, "max_len": 40}
 """Strings of 3 to 40 symbols in batches of 4: nearly every step has other lengths."""
@@ -32,7 +32,7 @@ def test_a_bucketed_batch_is_the_batch_padded_with_masks_written_out():
     spec = zoo.spec("decoder.pre.rope.sdpa.relu", vocab_size=30, max_len=60)
     task = build_task(LENGTHS, seed=0)
     src, tgt = task.train_batch(3, 5)
-    inputs, labels = frame(spec, src, tgt)
+    inputs, labels = model_class(spec).frame(spec, src, tgt)
     (padded,), padded_labels = bucketed(inputs, labels, spec.pad_id, spec.max_len, rows=True)
     assert inputs[0].size(1) > 48, "prompt and continuation in one sequence"
     assert padded.shape == padded_labels.shape == (8, 60), "5 rows -> 8; the length's bucket, 64, stops at max_len"

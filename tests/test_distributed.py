@@ -18,8 +18,8 @@ import yaml
 import zoo
 from trainkit import offline_run, run_dir_of, text_task, tiny_experiment, write_corpus
 from zoo.model.canonical import canonical_state
+from zoo.model.kinds import model_class
 from zoo.tasks import build_task
-from zoo.trainer.framing import frame
 
 TOL = 1e-5
 
@@ -66,7 +66,7 @@ def test_two_gloo_processes_match_one_process(tmp_path, case):
     for name, tensor in one_state.items():
         if not name.endswith(".k.bias"):
             assert torch.allclose(tensor, two_state[name], rtol=0, atol=TOL), name
-    inputs, _ = frame(one.spec, *build_task(experiment["task"], seed=0).eval_batches(32, 32)[0])
+    inputs, _ = model_class(one.spec).frame(one.spec, *build_task(experiment["task"], seed=0).eval_batches(32, 32)[0])
     assert torch.allclose(one(*inputs), two(*inputs), rtol=0, atol=TOL)
 
 

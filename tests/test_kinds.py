@@ -45,7 +45,8 @@ def test_kinds_that_share_a_parameter_share_its_initial_value():
 
 
 def test_mistakes_in_the_kind_name_the_field_and_the_choices():
-    with pytest.raises(zoo.ConfigError, match=r"kind: Input should be 'encoder_decoder', 'decoder' or 'encoder'"):
+    with pytest.raises(zoo.ConfigError, match=r"kind: unknown kind 'decoder_only'; did you mean 'decoder'\? "
+                                              r"choices: decoder, encoder, encoder_decoder"):
         zoo.spec("pre.sinusoidal.fused.relu", kind="decoder_only", **TINY)
     with pytest.raises(ValueError, match=r"a model of kind decoder has one vocabulary: src_vocab_size 19 and "
                                               r"tgt_vocab_size 30 differ; give vocab_size"):

@@ -37,9 +37,9 @@ def test_lm_reads_one_side_of_a_parallel_corpus_and_scores_every_token_after_the
     src, tgt = task.train_batch(0, 4)
     assert src.tolist() == [[1]] * 4 and (tgt[:, 0] == 1).all()
     spec = zoo.spec("decoder.pre.sinusoidal.fused.relu", vocab_size=len(task.src_vocab))
-    from zoo.trainer.framing import frame
+    from zoo.model.kinds import model_class
 
-    (inputs,), labels = frame(spec, src, tgt)
+    (inputs,), labels = model_class(spec).frame(spec, src, tgt)
     assert torch.equal(inputs, tgt[:, :-1][:, : inputs.size(1)]) and torch.equal(labels, tgt[:, 1:][:, : labels.size(1)])
 
 

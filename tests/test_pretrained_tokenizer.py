@@ -12,9 +12,9 @@ from pretrainedkit import FAMILIES, save_pretrained_folder
 
 import zoo
 from trainkit import task_fields, tiny_experiment
+from zoo.model.kinds import model_class
 from zoo.specs.experiment import validate_experiment
 from zoo.tasks import build_task, data_digests
-from zoo.trainer.framing import frame
 
 pytest.importorskip("transformers")
 PREFIX = "translate German to English: "
@@ -54,7 +54,7 @@ def test_the_trainers_loss_on_a_batch_is_transformers_own(pretrained):
     task = build_task(task_of(folder), seed=0)
     src, tgt = task.train_batch(3, 8)
     ours = zoo.from_pretrained(folder).eval()
-    inputs, labels = frame(ours.spec, src, tgt)
+    inputs, labels = model_class(ours.spec).frame(ours.spec, src, tgt)
     with torch.no_grad():
         logits = ours(*inputs)
         loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=ours.spec.pad_id)

@@ -6,7 +6,7 @@ import torch
 
 import zoo
 from trainkit import offline_run, task_fields, tiny_experiment
-from zoo.trainer.framing import continuations, frame
+from zoo.model.kinds import model_class
 
 DECODER = {"kind": "decoder", "n_decoder_layers": 2}
 
@@ -15,13 +15,13 @@ def test_a_pair_becomes_prompt_then_continuation_and_only_the_continuation_is_sc
     spec = zoo.spec("decoder.pre.sinusoidal.fused.relu", vocab_size=9)
     src = torch.tensor([[1, 5, 6, 2], [1, 7, 2, 0]])
     tgt = torch.tensor([[1, 6, 5, 2], [1, 7, 2, 0]])
-    (inputs,), labels = frame(spec, src, tgt)
+    (inputs,), labels = model_class(spec).frame(spec, src, tgt)
     assert inputs.tolist() == [[1, 5, 6, 2, 6, 5], [1, 7, 2, 7, 2, 0]]
     assert labels.tolist() == [[0, 0, 0, 6, 5, 2], [0, 0, 7, 2, 0, 0]]
     generated = torch.tensor([[1, 5, 6, 2, 6, 5, 2], [1, 7, 2, 7, 2, 0, 0]])
-    assert continuations(spec, src, generated) == [[6, 5, 2], [7, 2, 0, 0]]
+    assert model_class(spec).continuations(spec, src, generated) == [[6, 5, 2], [7, 2, 0, 0]]
     pair = zoo.spec("pre.sinusoidal.fused.relu", vocab_size=9)
-    (s, t), labels = frame(pair, src, tgt)
+    (s, t), labels = model_class(pair).frame(pair, src, tgt)
     assert torch.equal(s, src) and torch.equal(t, tgt[:, :-1]) and torch.equal(labels, tgt[:, 1:])
 
 
@@ -48,7 +48,7 @@ def test_a_decoder_only_run_learns_reports_true_metrics_and_logs_its_kind(tmp_pa
     task = zoo.tasks.build_task(experiment["task"], 0)
     exact = rows = 0
     for src, tgt in task.eval_batches(32, 32):
-        for out, ref in zip(continuations(spec, src, model.generate(src, max_new_tokens=2 * src.size(1) + 10)),
+        for out, ref in zip(model_class(spec).continuations(spec, src, model.generate(src, max_new_tokens=2 * src.size(1) + 10)),
                             tgt.tolist(), strict=True):
             ended = out[: out.index(spec.eos_id) + 1] if spec.eos_id in out else out
             exact += ended == ref[1 : ref.index(spec.eos_id) + 1]

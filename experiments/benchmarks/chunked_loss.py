@@ -20,13 +20,12 @@ import torch
 from common import batch, emit, interleaved, machine, say
 
 import zoo
-from zoo.model.masks import input_masks
 from zoo.trainer.objective import chunked_loss_sum, training_loss_sum
 
 
 def loss_of(model, data, chunk: int | None) -> torch.Tensor:
     src, tgt_in, tgt = data
-    masks = input_masks(model.spec, (src.cpu(), tgt_in.cpu()))
+    masks = type(model).input_masks(model.spec, (src.cpu(), tgt_in.cpu()))
     masks = tuple(None if m is None else m.to(src.device) for m in masks)
     casting = torch.autocast("cuda", torch.bfloat16) if src.is_cuda else torch.autocast("cpu", enabled=False)
     with casting:

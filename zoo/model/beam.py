@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from zoo.errors import ConfigError
-from zoo.model.generate import empty_result, eval_mode, joined, never_emitted, prepare
+from zoo.model.generate import eval_mode, never_emitted, prepare
 
 Hypothesis = tuple[float, list[int]]
 """(length-normalized score, generated ids)."""
@@ -40,13 +40,13 @@ def beam_search(model, inputs: Tensor, num_beams: int, max_new_tokens: int | Non
     if not isinstance(length_penalty, int | float) or isinstance(length_penalty, bool) or not math.isfinite(length_penalty):
         raise ConfigError(f"length_penalty must be a finite number, got {length_penalty!r}")
     if inputs.size(0) == 0:
-        return empty_result(model, inputs)
+        return type(model).joined(model.spec, inputs, inputs.new_zeros((0, 0)))
     with eval_mode(model):
         best = _search(model, inputs, num_beams, max_new_tokens, length_penalty, use_cache)
     generated = torch.full((inputs.size(0), max(map(len, best))), model.spec.pad_id, dtype=torch.long)
     for row, ids in enumerate(best):
         generated[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-    return joined(model, inputs, generated.to(inputs.device))
+    return type(model).joined(model.spec, inputs, generated.to(inputs.device))
 
 
 def _search(model, inputs: Tensor, k: int, max_new_tokens: int, length_penalty: float, use_cache: bool) -> list[list[int]]:

@@ -15,21 +15,16 @@ from torch import Tensor
 
 from zoo.errors import ConfigError
 from zoo.model.inputs import check_ids
-from zoo.model.masks import real_tokens
 from zoo.model.memory import check_decoding_fits
 
 
-def start_columns(spec, inputs: Tensor) -> int:
-    """Positions taken before the first new token: the start token, or a decoder-only model's prompt."""
-    return inputs.size(1) if spec.kind == "decoder" else 1
-
-
-def default_new_tokens(spec, inputs: Tensor) -> int:
+def default_new_tokens(model, inputs: Tensor) -> int:
     """New tokens decoded when the caller names no number: twice the input's (padded) length plus
     10, a length that fits a translation of the input, within max_len (which a decoder-only
     model's prompt shares); decoding up to max_len would cost a long step loop for short inputs
     whose rows never stop."""
-    room = spec.max_len - start_columns(spec, inputs)
+    spec = model.spec
+    room = spec.max_len - type(model).start_columns(spec, inputs.size(1))
     return max(0, min(room, 2 * inputs.size(1) + 10))
 
 
@@ -37,15 +32,13 @@ def prepare(model, inputs: Tensor, max_new_tokens: int | None, num_beams: int = 
     """Checks shared by every decoder, all before any allocation; returns the number of new tokens
     to decode at most (by default default_new_tokens)."""
     spec = model.spec
-    if spec.kind == "encoder":
-        raise ConfigError("a model of kind encoder does not decode; its forward gives per-token logits")
-    name, vocab = ("src", spec.src_vocab_size) if spec.kind == "encoder_decoder" else ("prompt", spec.tgt_vocab_size)
+    name, vocab = type(model).decoding_input(spec)
     check_ids(name, inputs, vocab)
     if max_new_tokens is None:
-        max_new_tokens = default_new_tokens(spec, inputs)
+        max_new_tokens = default_new_tokens(model, inputs)
     max_new_tokens = whole_number("max_new_tokens", max_new_tokens, 0)
     num_beams = whole_number("num_beams", num_beams, 1)
-    model.decoder.embed.position.check_length(start_columns(spec, inputs) + max_new_tokens)
+    model.check_decoding_length(type(model).start_columns(spec, inputs.size(1)) + max_new_tokens)
     check_decoding_fits(spec, inputs.size(0), inputs.size(1), num_beams, max_new_tokens, inputs.device)
     return max_new_tokens
 
@@ -68,29 +61,6 @@ def never_emitted(spec) -> list[int]:
     return sorted({spec.pad_id, spec.bos_id} - {spec.eos_id})
 
 
-def empty_result(model, inputs: Tensor) -> Tensor:
-    """What decoding an empty batch gives: no rows; the bos column alone, or the empty prompts."""
-    if model.spec.kind == "decoder":
-        return inputs.clone()
-    return torch.full((0, 1), model.spec.bos_id, dtype=torch.long, device=inputs.device)
-
-
-def joined(model, inputs: Tensor, generated: Tensor) -> Tensor:
-    """The output of decoding: an encoder-decoder's start column and generated ids; a decoder-only
-    model's prompts each followed by its continuation (as transformers returns them), right-padded
-    to the longest row (generated ids are never the pad id, so what is not padding is the row)."""
-    spec = model.spec
-    if spec.kind != "decoder":
-        return torch.cat([torch.full((generated.size(0), 1), spec.bos_id, dtype=torch.long, device=generated.device),
-                          generated], dim=1)
-    lengths, new = real_tokens(inputs, spec).sum(1).tolist(), (generated != spec.pad_id).sum(1).tolist()
-    rows = [torch.cat([inputs[i, :n], generated[i, :g]]) for i, (n, g) in enumerate(zip(lengths, new, strict=True))]
-    out = torch.full((len(rows), max(map(len, rows))), spec.pad_id, dtype=torch.long, device=inputs.device)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = row
-    return out
-
-
 @contextmanager
 def eval_mode(model):
     """Decoding with dropout would not be the model's best guess: eval mode, then the caller's."""
@@ -109,9 +79,9 @@ def greedy(model, inputs: Tensor, max_new_tokens: int | None = None, use_cache: 
     pad or bos (see never_emitted)."""
     max_new_tokens = prepare(model, inputs, max_new_tokens)
     if inputs.size(0) == 0:
-        return empty_result(model, inputs)
+        return type(model).joined(model.spec, inputs, inputs.new_zeros((0, 0)))
     with eval_mode(model):
-        return joined(model, inputs, _greedy(model, inputs, max_new_tokens, use_cache))
+        return type(model).joined(model.spec, inputs, _greedy(model, inputs, max_new_tokens, use_cache))
 
 
 def _greedy(model, inputs: Tensor, max_new_tokens: int, use_cache: bool) -> Tensor:

@@ -35,17 +35,6 @@ def target_mask(tgt: Tensor, spec) -> Tensor | None:
     return padding_mask(tgt, spec.pad_id, spec.start_is_pad)
 
 
-def input_masks(spec, inputs: tuple[Tensor, ...]) -> tuple[Tensor | None, ...]:
-    """The padding masks a model of the spec's kind takes with its inputs: an encoder-decoder's
-    source and (start-token-led) target, a decoder-only model's (start-token-led) input, an
-    encoder's input."""
-    if spec.kind == "encoder_decoder":
-        return padding_mask(inputs[0], spec.pad_id), target_mask(inputs[1], spec)
-    if spec.kind == "encoder":
-        return (padding_mask(inputs[0], spec.pad_id),)
-    return (target_mask(inputs[0], spec),)
-
-
 def causal_mask(q_len: int, k_len: int, device: torch.device) -> Tensor:
     """(1, 1, q_len, k_len): the last q_len of k_len positions each see themselves and earlier keys."""
     return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(k_len - q_len)[None, None]

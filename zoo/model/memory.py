@@ -209,7 +209,10 @@ def check_evaluation_fits(spec: ModelSpec, device: torch.device | str, split: st
                           f"tokens needs about {human_bytes(need)}, but only {human_bytes(free)} is available; use "
                           "shorter held-out lines or a smaller train.batch_size (found before any training step)")
     if beams:
-        new_tokens = max(0, min(spec.max_len - (src_len if spec.kind == "decoder" else 1), 2 * src_len + 10))
+        from zoo.model.kinds import model_class  # the kinds build on this module
+
+        start = model_class(spec).start_columns(spec, src_len)
+        new_tokens = max(0, min(spec.max_len - start, 2 * src_len + 10))
         try:
             check_decoding_fits(spec, rows, src_len, beams, new_tokens, device)
         except ConfigError as err:

@@ -14,12 +14,12 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from zoo.specs.choices import AxisChoice, Choice
-from zoo.specs.registries import AXES, NAMED_AXES, registry
+from zoo.specs.registries import AXES, KIND_STACKS, NAMED_AXES, describe_unknown, registry
 from zoo.specs.strict import StrictSettings
 from zoo.specs.yamlio import dump_yaml
 
-Kind = Literal["encoder_decoder", "decoder", "encoder"]
-KINDS: tuple[str, ...] = ("encoder_decoder", "decoder", "encoder")
+KINDS = KIND_STACKS
+"""The model kinds by name (the three built in, and any registered with zoo.model.kinds.register_kind)."""
 DEFAULT_KIND = "encoder_decoder"
 
 
@@ -41,7 +41,7 @@ class ModelSpec(StrictSettings):
         "block_size": "'max_len'", "causal": "kind: 'decoder'", "activation": "'ffn'",
     }
 
-    kind: Kind = Field(
+    kind: str = Field(
         DEFAULT_KIND, description="encoder_decoder; decoder: a causal language model (n_decoder_layers); encoder: "
                                   "bidirectional, a masked-language-model head (n_encoder_layers)"
     )
@@ -125,6 +125,13 @@ class ModelSpec(StrictSettings):
     )
     bias: bool = Field(True, description="biases in the linear layers")
 
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        if kind not in KIND_STACKS:
+            raise PydanticCustomError("kind", "{problem}", {"problem": describe_unknown("kind", kind, KIND_STACKS)})
+        return kind
+
     @field_validator("qk_norm")
     @classmethod
     def _known_qk_norm(cls, value: str | None) -> str | None:
@@ -184,12 +191,12 @@ class ModelSpec(StrictSettings):
                 "special_id_distinct", "pad_id and eos_id must differ (bos_id may equal either), got {ids}",
                 {"ids": ", ".join(f"{k} {v}" for k, v in specials.items())},
             )
-        if self.kind != DEFAULT_KIND and self.src_vocab_size != self.tgt_vocab_size:
+        if len(KIND_STACKS[self.kind]) == 1 and self.src_vocab_size != self.tgt_vocab_size:
             raise PydanticCustomError(
                 "one_vocab", "a model of kind {kind} has one vocabulary: src_vocab_size {src} and tgt_vocab_size {tgt} "
                 "differ; give vocab_size", {"kind": self.kind, "src": self.src_vocab_size, "tgt": self.tgt_vocab_size},
             )
-        if self.share_embeddings and self.kind != DEFAULT_KIND:
+        if self.share_embeddings and len(KIND_STACKS[self.kind]) == 1:
             raise PydanticCustomError(
                 "one_table", "share_embeddings shares the encoder's and the decoder's tables; a model of kind {kind} "
                 "has one table", {"kind": self.kind},
@@ -219,8 +226,8 @@ class ModelSpec(StrictSettings):
     @property
     def depths(self) -> tuple[int, int]:
         """(encoder layers, decoder layers) of the model built, 0 for a stack its kind lacks."""
-        return (0 if self.kind == "decoder" else self.n_encoder_layers,
-                0 if self.kind == "encoder" else self.n_decoder_layers)
+        stacks = KIND_STACKS[self.kind]
+        return (self.n_encoder_layers if "encoder" in stacks else 0, self.n_decoder_layers if "decoder" in stacks else 0)
 
     @property
     def embedding_width(self) -> int:

@@ -25,7 +25,11 @@ default, so the names, folders and ledgers written before it existed stay valid.
 
 PLUGIN_GROUP = "zoo.variants"
 
-RESERVED = ("encoder_decoder", "decoder", "encoder")
+KIND_STACKS: dict[str, tuple[str, ...]] = {"encoder_decoder": ("encoder", "decoder"), "decoder": ("decoder",),
+                                           "encoder": ("encoder",)}
+"""Each model kind and the stacks its models have (zoo.model.kinds.register_kind adds a kind). A kind
+of one stack has one vocabulary; the spec builds only the layers of the stacks its kind has."""
+RESERVED = KIND_STACKS
 """The model kinds, which may begin a canonical name, so no part may take their names."""
 
 T = TypeVar("T")

@@ -152,8 +152,11 @@ class Task:
     METRICS: ClassVar[tuple[str, ...]] = ("loss", "token_acc", "exact_match")
     generates: ClassVar[bool] = True
     """Whether held-out targets are decoded (exact match, BLEU): not for language modeling."""
-    kinds: ClassVar[tuple[str, ...]] = ("encoder_decoder", "decoder")
-    """The model kinds the task trains (see zoo.trainer.framing)."""
+    shape: ClassVar[str] = "sequences"
+    """What the task's (src, tgt) pairs are: "sequences" (a target to generate for each source) or
+    "positions" (a label at each source position); every model kind that trains on them fits."""
+    kinds: ClassVar[tuple[str, ...] | None] = None
+    """The only model kinds the task trains, where it narrows those that fit its examples."""
     token_batches: ClassVar[bool] = False
     """Whether the task can batch by a token budget (`token_batch`, train.batch_tokens)."""
 

@@ -165,7 +165,7 @@ class MaskedLanguageModeling(TextLines):
     become <mask>, 10% a random ordinary token, 10% stay. The source is the line so changed, the
     target the chosen tokens (padding elsewhere), so loss and token accuracy count exactly them."""
 
-    kinds: ClassVar[tuple[str, ...]] = ("encoder",)
+    shape: ClassVar[str] = "positions"
     CHOSEN, MASKED, RANDOM = 0.15, 0.8, 0.5  # RANDOM: half of what is not masked
 
     def wrap(self, codec):

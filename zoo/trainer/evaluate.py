@@ -1,5 +1,5 @@
 """Held-out metrics: teacher-forced loss and token accuracy, greedy exact match, corpus BLEU; of the
-target (a decoder-only model's continuation), framed by the model's kind (zoo.trainer.framing)."""
+target (a decoder-only model's continuation), framed by the model's kind (zoo.model.zoo_model)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from torch import Tensor
 from zoo.model.generate import default_new_tokens
 from zoo.model.kinds import ZooModel
 from zoo.tasks.base import Task
-from zoo.trainer.framing import continuations, frame
 
 
 def until_eos(row: list[int], eos_id: int) -> list[int]:
@@ -28,12 +27,12 @@ def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], 
     looks at the target, not even for its length."""
     was_training = model.training
     model.eval()
-    spec = model.spec
+    spec, kind = model.spec, type(model)
     loss_sum = correct = tokens = exact = rows = 0
     hypotheses, decoded_refs = [], []
     for src, tgt in batches:
         src, tgt = src.to(device), tgt.to(device)
-        inputs, labels = frame(spec, src, tgt)
+        inputs, labels = kind.frame(spec, src, tgt)
         logits = model(*inputs).float()
         real = labels != spec.pad_id
         loss_sum += F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=spec.pad_id, reduction="sum").item()
@@ -42,9 +41,9 @@ def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], 
         rows += src.size(0)
         if not task.generates:
             continue
-        decoded = model.generate(src, max_new_tokens=default_new_tokens(spec, src),
+        decoded = model.generate(kind.prompts(spec, src), max_new_tokens=default_new_tokens(model, src),
                                  num_beams=num_beams, length_penalty=length_penalty)
-        for out, ref in zip(continuations(spec, src, decoded), tgt.tolist(), strict=True):
+        for out, ref in zip(kind.continuations(spec, src, decoded), tgt.tolist(), strict=True):
             hyp, ref = until_eos(out, spec.eos_id), until_eos(ref[1:], spec.eos_id)
             exact += hyp == ref
             hypotheses.append(task.tgt_vocab.decode(hyp))

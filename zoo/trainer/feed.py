@@ -15,12 +15,11 @@ import torch
 from torch import Tensor
 
 from zoo.model.inputs import check_ids
-from zoo.model.masks import input_masks
+from zoo.model.kinds import model_class
 from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task
 from zoo.trainer.buckets import bucketed, explicit
 from zoo.trainer.distributed import Distributed
-from zoo.trainer.framing import frame
 
 
 class Batch(NamedTuple):
@@ -36,6 +35,7 @@ class BatchFeed:
                  batch_tokens: int | None = None, buckets: bool = False):
         self.task, self.batch_size, self.spec, self.dist, self.device = task, batch_size, spec, dist, device
         self.batch_tokens, self.buckets = batch_tokens, buckets
+        self.kind = model_class(spec)
         self._ready: tuple[int, Batch] | None = None
 
     def global_batch(self, step: int) -> tuple[Tensor, Tensor]:
@@ -51,12 +51,13 @@ class BatchFeed:
         src, tgt = self.global_batch(step)
         check_ids("src", src, spec.src_vocab_size)
         check_ids("tgt", tgt, spec.tgt_vocab_size)
-        inputs, labels = frame(spec, src, tgt)
+        inputs, labels = self.kind.frame(spec, src, tgt)
         tokens = max(1, int((labels != spec.pad_id).sum()))  # a batch may hold none (masked LM, rarely)
         inputs, labels = tuple(self.dist.shard(t) for t in inputs), self.dist.shard(labels)
         if self.buckets:
             inputs, labels = bucketed(inputs, labels, spec.pad_id, spec.max_len, rows=self.batch_tokens is not None)
-        masks = explicit(input_masks(spec, inputs), inputs) if self.buckets else input_masks(spec, inputs)
+        masks = self.kind.input_masks(spec, inputs)
+        masks = explicit(masks, inputs) if self.buckets else masks
         batch = Batch(inputs, masks, labels, tokens)
         self._ready = (step, Batch(tuple(map(self._to_device, batch.inputs)), tuple(map(self._to_device, batch.padding)),
                                    self._to_device(labels), tokens))

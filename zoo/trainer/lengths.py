@@ -8,7 +8,6 @@ from zoo.errors import ConfigError
 from zoo.files import human_bytes
 from zoo.model.memory import available_bytes, check_evaluation_fits
 from zoo.tasks import Task
-from zoo.trainer.framing import sequence_lengths
 
 SAMPLE = 256
 """Held-out examples drawn to measure a split's lengths before all of them are made."""
@@ -46,11 +45,9 @@ def check_lengths(model, task: Task, eval_size: int, batch_size: int, device="cp
     for split, lengths in longest.items():
         if lengths is None:
             continue
-        encoder, decoder = sequence_lengths(model.spec, *lengths)
-        read = ([("source", model.encoder, encoder)] if encoder else []) + (
-            [("target" if encoder else "source and target", model.decoder, decoder)] if decoder else [])
-        for side, stack, length in read:
-            table = stack.embed.position.max_length
+        read = dict(zip(("encoder", "decoder"), type(model).sequence_lengths(model.spec, *lengths), strict=True))
+        for stack, table in model.position_limits().items():
+            side, length = type(model).reads[stack], read[stack]
             if table is not None and length > table:
                 raise ConfigError(f"the task's {split} data holds a {side} of {length} positions, more than the "
                                   f"model.max_len {table} of its '{model.spec.position.name}' positions; raise "

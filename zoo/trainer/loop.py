@@ -13,7 +13,7 @@ import torch
 
 from zoo.errors import CheckpointError, Diverged, Interrupted
 from zoo.metrics import better, curve_means
-from zoo.model.kinds import build
+from zoo.model.kinds import build, model_class
 from zoo.model.memory import check_fits
 from zoo.provenance import environment
 from zoo.records import CheckpointProgress, RunRecord
@@ -26,7 +26,7 @@ from zoo.trainer.devices import autocast_dtype, pick_device
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.evaluate import evaluate, evaluate_split
 from zoo.trainer.feed import Batch, BatchFeed
-from zoo.trainer.framing import check_kind_fits_task, sequence_lengths
+from zoo.trainer.framing import check_kind_fits_task
 from zoo.trainer.guards import LossWatch, StopSignals, finite_weights, signals_to
 from zoo.trainer.init_from import initial_weights
 from zoo.trainer.lengths import check_lengths
@@ -67,7 +67,7 @@ class Trainer:
         self.feed = BatchFeed(self.task, t.batch_size, self.spec, self.dist, self.device, t.batch_tokens, t.compile)
         sample_src, sample_tgt = self.feed.global_batch(0) if t.batch_tokens else self.task.train_batch(0, min(t.batch_size, 8))
         rows = max(1, (sample_src.size(0) if t.batch_tokens else t.batch_size) // self.dist.world)
-        lengths = sequence_lengths(self.spec, sample_src.size(1), sample_tgt.size(1))
+        lengths = model_class(self.spec).sequence_lengths(self.spec, sample_src.size(1), sample_tgt.size(1))
         params = check_fits(self.spec, self.device, training=True, batch=(rows, *lengths))
         self.folder.check_space(3 * 4 * params + (1 << 20))  # weights and Adam's two moments, in float32
         torch.manual_seed(t.seed)

@@ -37,7 +37,7 @@ def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, pa
     model.eval()
     device = next(model.parameters()).device  # evaluation batches stay on the host; the model may not
     src = src[:1, : int((src[0] != model.spec.pad_id).sum())].to(device)
-    out = model.generate(src, max_new_tokens=min(default_new_tokens(model.spec, src), MAX_TOKENS))
+    out = model.generate(src, max_new_tokens=min(default_new_tokens(model, src), MAX_TOKENS))
     weights = model.attention_maps(src, out[:, :-1]).decoder_cross[-1][0].float().cpu()  # (H, T, S)
     model.train(was_training)
     weights = weights[:MAX_HEADS, :MAX_TOKENS, :MAX_TOKENS]
@@ -64,7 +64,7 @@ def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, pa
 def try_cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, path: Path) -> str | None:
     """cross_attention_png, where a failure costs the picture (a warning), never the run; its caption or None.
     A model without cross-attention (one stack) has no picture to draw."""
-    if model.spec.kind != "encoder_decoder":
+    if not model.cross_attention:
         return None
     try:
         return cross_attention_png(model, task, src, path)
