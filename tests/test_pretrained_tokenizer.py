@@ -26,7 +26,7 @@ def pretrained(request, tmp_path_factory):
 
 
 def task_of(folder, **fields):
-    return task_fields("parallel", tokenizer_dir=str(folder), source_prefix=PREFIX, **fields)
+    return task_fields("parallel", tokenizer_dir=str(folder), source_prefix=PREFIX, test_size=16, **fields)
 
 
 def test_the_task_encodes_as_the_models_tokenizer_does(pretrained):

@@ -43,7 +43,7 @@ def count_starts(monkeypatch) -> list[int]:
 
 
 def test_cells_trained_in_one_worker_match_runs_of_their_own(tmp_path, monkeypatch):
-    base = tiny_experiment(tmp_path, model={"dropout": 0.1}, train={"steps": 30, "eval_every": 15, "log_every": 5})
+    base = tiny_experiment(tmp_path, model={"dropout": 0.1}, train={"steps": 12, "eval_every": 6, "log_every": 3})
     sweep = SweepSpec.model_validate({"name": "one", "grid": {"model.norm": ["post", "pre"]}, "seeds": [0, 1],
                                       "out_dir": str(tmp_path)})
     pids = count_starts(monkeypatch)

@@ -5,7 +5,7 @@ that for a gated one, whose three matrices then hold about as many parameters as
 """
 
 import math
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from pydantic import Field
@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from zoo.model.dropout import Dropout
 from zoo.model.routing import balance_loss, capacity_of, route
+from zoo.roles import HoldsWeights, Role
 from zoo.specs.choices import PartSettings
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
@@ -20,8 +21,10 @@ from zoo.specs.registries import registry
 register = registry("ffn").register
 
 
-class TwoLayerFeedForward(nn.Module):
+class TwoLayerFeedForward(HoldsWeights, nn.Module):
     """Linear(d_model, d_ff), activation, dropout, Linear(d_ff, d_model)."""
+
+    weight_roles: ClassVar[dict[str, Role]] = {"linear1.weight": "ffn.input", "linear2.weight": "ffn.output"}
 
     activation: type[nn.Module]
 
@@ -99,8 +102,11 @@ class SquaredReLUFeedForward(TwoLayerFeedForward):
     activation = SquaredReLU
 
 
-class GatedFeedForward(nn.Module):
+class GatedFeedForward(HoldsWeights, nn.Module):
     """(act(x W) * x V) W2 (Shazeer 2020): `gate` is W, `linear1` is V, `linear2` is W2."""
+
+    weight_roles: ClassVar[dict[str, Role]] = {"gate.weight": "ffn.gate", "linear1.weight": "ffn.input",
+                                               "linear2.weight": "ffn.output"}
 
     activation: type[nn.Module]
 
@@ -177,7 +183,7 @@ class ExpertSettings(PartSettings):
 
 
 @register("moe")
-class MixtureOfExperts(nn.Module):
+class MixtureOfExperts(HoldsWeights, nn.Module):
     """A learned router sends each real token to its top-k of `experts` dense feed-forwards and
     sums their outputs weighted by the gate (Shazeer et al. 2017; Switch with top_k 1, Fedus et
     al. 2022). Padding is not routed (its output is 0); capacity drops apply in training only (see
@@ -187,6 +193,8 @@ class MixtureOfExperts(nn.Module):
     or not, so data-parallel training sees a gradient for every parameter."""
 
     Settings = ExpertSettings
+    weight_roles: ClassVar[dict[str, Role]] = {"router.weight": "ffn.router"}
+    """Each expert, a feed-forward part, declares its own."""
     takes_real_tokens = True
     copies = "experts"
     """Its size is linear in this setting (zoo.model.memory counts a million experts from two and three)."""

@@ -1,14 +1,14 @@
 """Axis `norm`: where the normalization (LN: the spec's norm_type) sits around each sublayer F
 (attention or feed-forward), and how a block's sublayers combine."""
 
-import re
 from collections.abc import Sequence
 
 import torch
 from pydantic import Field
 from torch import Tensor, nn
 
-from zoo.parts import NormPlacement, Site, Step, build_part, stack_sites
+from zoo.parts import NormPlacement, Site, Step, build_part
+from zoo.roles import Role
 from zoo.specs.choices import PartSettings
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
@@ -69,8 +69,9 @@ def deepnorm_constants(site: Site) -> tuple[float, float]:
     return 0.81 * (n**4 * m) ** (1 / 16), 0.87 * (n**4 * m) ** (-1 / 16)
 
 
-BETA_SCALED = re.compile(r"^(encoder|decoder)\.layers\.\d+\.(ffn\.[\w.]+|(self|cross)_attn\.(v|out))\.weight$")
-"""The weights DeepNet draws with gain beta: the feed-forward, value and output projections."""
+BETA_SCALED: frozenset[str] = frozenset({"attention.value", "attention.output", "ffn.input", "ffn.gate", "ffn.output",
+                                         "ffn.router"})
+"""The roles DeepNet draws with gain beta: the feed-forward, value and output projections."""
 
 
 @register("deepnorm")
@@ -86,11 +87,8 @@ class DeepNorm(NormPlacement):
         return self.norm(self.alpha * x + self.dropout(sublayer(x)))
 
     @classmethod
-    def init_gain(cls, spec: ModelSpec, name: str) -> float:
-        found = BETA_SCALED.match(name)
-        if found is None:
-            return 1.0
-        return deepnorm_constants(stack_sites(spec)[found.group(1)])[1]
+    def init_gain(cls, spec: ModelSpec, role: Role | None, site: Site | None) -> float:
+        return deepnorm_constants(site)[1] if role in BETA_SCALED and site is not None else 1.0
 
 
 @register("rezero")
@@ -132,9 +130,9 @@ class LayerScale(NormPlacement):
         return x + self.scale * self.dropout(sublayer(self.norm(x)))
 
 
-FIXUP_ZEROED = re.compile(r"\.((self|cross)_attn\.out|ffn\.(\w+\.)*linear2)\.weight$")
+FIXUP_ZEROED: frozenset[str] = frozenset({"attention.output", "ffn.output"})
 """The last weight of each residual branch, which Fixup starts at zero."""
-FIXUP_SCALED = re.compile(r"\.((self|cross)_attn\.v|ffn\.(\w+\.)*(linear1|gate))\.weight$")
+FIXUP_SCALED: frozenset[str] = frozenset({"attention.value", "ffn.input", "ffn.gate"})
 """The other weights on each branch's path from input to output (values; the feed-forward's first layer)."""
 
 
@@ -155,10 +153,10 @@ class Fixup(NormPlacement):
         return x + self.multiplier * self.dropout(sublayer(x + self.in_bias)) + self.out_bias
 
     @classmethod
-    def init_gain(cls, spec: ModelSpec, name: str) -> float:
-        if FIXUP_ZEROED.search(name):
+    def init_gain(cls, spec: ModelSpec, role: Role | None, site: Site | None) -> float:
+        if role in FIXUP_ZEROED:
             return 0.0
-        if FIXUP_SCALED.search(name):
+        if role in FIXUP_SCALED:
             encoder, decoder = spec.depths
             return (2 * encoder + (3 if encoder else 2) * decoder) ** -0.5
         return 1.0

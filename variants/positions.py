@@ -76,10 +76,11 @@ class Learned(PositionScheme):
         super().__init__(spec, site)
         self.max_length, self.offset = spec.max_len, spec.position.offset
         self.table = nn.Embedding(spec.max_len + self.offset, spec.d_model)
-        self.table.init_std = 2**-0.5
+        self.weight_roles = {"table.weight": "embedding.positions"}
         if spec.position.token_types:
             self.types = nn.Embedding(spec.position.token_types, spec.d_model)
-            self.types.init_std = 2**-0.5
+            self.weight_roles = {**self.weight_roles, "types.weight": "embedding.types"}
+        self.init_std = 2**-0.5
 
     def forward(self, x: Tensor, positions: Tensor) -> Tensor:
         x = x + self.table(positions + self.offset if self.offset else positions)
@@ -209,7 +210,7 @@ class T5Bias(PositionScheme):
         super().__init__(spec, site)
         self.num_buckets, self.max_distance = spec.position.num_buckets, spec.position.max_distance
         self.bias = nn.Embedding(self.num_buckets, spec.n_heads)
-        self.bias.init_std = spec.d_model**-0.5
+        self.weight_roles, self.init_std = {"bias.weight": "attention.position_bias"}, spec.d_model**-0.5
 
     def score_bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         relative = k_positions[:, None, :] - q_positions[:, :, None]

@@ -20,15 +20,16 @@ Optional hooks (Protocols of their own), and what happens when a part omits them
   part's needs (RoPE: an even d_head) fail at the spec; without it nothing is checked.
 - `auto_width(d_model) -> int` (staticmethod of a feed-forward, AutoWidth): the width `d_ff: auto`
   resolves to; without it, 4 d_model.
-- `init_std` (float attribute of an nn.Embedding a part holds, InitStd): the std of its normal
-  initial draw; without it, 1.
+- `weight_roles` and `init_std` (zoo.roles.HoldsWeights, which Attention and PositionScheme
+  subclass): what each matrix and table of the part is for, and the std of its tables' normal
+  draw; without them, matrices are drawn with gain 1 and tables with std 1.
 - `wants_final_norm` (bool class attribute of a placement, or a classmethod of the spec where
   the part's settings decide): whether `final_norm: auto` adds a norm after the last block;
   without it, no.
 - `compose(x, steps) -> Tensor` (classmethod of a placement): how a block's sublayers combine;
   without it, in turn (see compose_sublayers).
-- `init_gain(spec, name) -> float` (classmethod of a placement): the gain of the initial draw of
-  a canonical parameter; without it, 1.
+- `init_gain(spec, role, site) -> float` (classmethod of a placement): the gain of the initial
+  draw of a matrix of that role (zoo.roles) in the stack at `site`; without it, 1.
 - `takes_real_tokens` (bool attribute of a feed-forward): the block calls it as `ffn(x, real=...)`
   with the (B, T) bool mask of real tokens, or None where none is padding (MoE routes only
   those); without it, `ffn(x)`.
@@ -50,6 +51,7 @@ from torch import Tensor, nn
 
 from zoo.model.attend import KVCache
 from zoo.model.dropout import Dropout
+from zoo.roles import HoldsWeights, Role
 from zoo.specs.choices import Choice
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
@@ -142,10 +144,6 @@ class AutoWidth(Protocol):
     def auto_width(d_model: int) -> int: ...
 
 
-class InitStd(Protocol):
-    init_std: float
-
-
 Step = tuple[nn.Module, Callable[[Tensor], Tensor]]
 """One sublayer of a block: the placement part built for it, and the sublayer F itself."""
 
@@ -179,13 +177,14 @@ class NormPlacement(nn.Module):
         raise NotImplementedError
 
     @classmethod
-    def init_gain(cls, spec: ModelSpec, name: str) -> float:
-        """The gain of the initial draw of the canonical parameter `name` (`decoder.layers.0.ffn.
-        linear1.weight`): 1 unless the placement rescales the initialization (DeepNorm)."""
+    def init_gain(cls, spec: ModelSpec, role: Role | None, site: Site | None) -> float:
+        """The gain of the initial draw of a matrix of `role` (None: a part that declares no roles)
+        in the stack at `site` (None: outside the stacks, the output projection): 1 unless the
+        placement rescales the initialization (DeepNorm, Fixup)."""
         return 1.0
 
 
-class PositionScheme(nn.Module):
+class PositionScheme(HoldsWeights, nn.Module):
     """Where order enters the model. Positions are int64 tensors (B or 1, T): each row's own
     positions, so a batch of right-padded prompts can decode with each row at its own length.
 
@@ -225,7 +224,7 @@ class PositionScheme(nn.Module):
             )
 
 
-class Attention(nn.Module):
+class Attention(HoldsWeights, nn.Module):
     """How heads are held. Subclasses implement forward with the signature below and expose their
     weights in one canonical form: a `q` projection (n_heads * d_head) x d_model, `k` and `v`
     projections (kv_heads * d_head) x d_model, rows grouped by head, and an `out` projection
@@ -245,6 +244,9 @@ class Attention(nn.Module):
     cache grows. Cross-attention otherwise: keys come from the memory and are computed once per
     cache. `mask` is a padding mask or None (see zoo.model.attend); `causal` hides later keys.
     """
+
+    weight_roles: ClassVar[dict[str, Role]] = {"q.weight": "attention.query", "k.weight": "attention.key",
+                                               "v.weight": "attention.value", "out.weight": "attention.output"}
 
     def __init__(self, spec: ModelSpec):
         super().__init__()

@@ -4,6 +4,7 @@ output projection."""
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -12,6 +13,7 @@ from zoo.model.attend import DecoderCache, LayerCache
 from zoo.model.blocks import Block
 from zoo.model.dropout import Dropout
 from zoo.parts import Site, build_part
+from zoo.roles import HoldsWeights, Role
 from zoo.specs.model_spec import ModelSpec
 
 
@@ -19,7 +21,7 @@ def final_norm(spec: ModelSpec) -> nn.Module:
     return build_part("norm_type", spec) if spec.uses_final_norm else nn.Identity()
 
 
-class Embedder(nn.Module):
+class Embedder(HoldsWeights, nn.Module):
     """Token embedding (projected to d_model where factorized, ALBERT; times sqrt(d_model) if the
     spec scales), positions, optional norm, dropout. Its position scheme serves every layer of the
     stack (so a learned bias is shared by them)."""
@@ -27,10 +29,12 @@ class Embedder(nn.Module):
     def __init__(self, spec: ModelSpec, vocab_size: int, site: Site):
         super().__init__()
         self.tokens = nn.Embedding(vocab_size, spec.embedding_width)
+        self.weight_roles = {"tokens.weight": "embedding.tokens"}
         if spec.embedding_dim is not None:
             self.project = nn.Linear(spec.embedding_dim, spec.d_model, bias=False)
+            self.weight_roles = {**self.weight_roles, "project.weight": "embedding.projection"}
         # Scaled embeddings start at std d^-1/2 so that, scaled, they have unit variance either way.
-        self.tokens.init_std = spec.d_model**-0.5 if spec.scale_embeddings else 1.0
+        self.init_std = spec.d_model**-0.5 if spec.scale_embeddings else 1.0
         self.scale = math.sqrt(spec.d_model) if spec.scale_embeddings else 1.0
         self.position = build_part("position", spec, site=site)
         self.norm = build_part("norm_type", spec) if spec.embedding_norm else nn.Identity()
@@ -45,8 +49,10 @@ class Embedder(nn.Module):
         return self.dropout(self.norm(self.position(x, positions)))
 
 
-class OutputTransform(nn.Module):
+class OutputTransform(HoldsWeights, nn.Module):
     """Dense, GELU, norm: BERT's transform of the last hidden states before its output projection."""
+
+    weight_roles: ClassVar[dict[str, Role]] = {"dense.weight": "output.transform"}
 
     def __init__(self, spec: ModelSpec):
         super().__init__()
@@ -58,7 +64,7 @@ class OutputTransform(nn.Module):
         return self.norm(self.act(self.dense(x)))
 
 
-class Generator(nn.Linear):
+class Generator(HoldsWeights, nn.Linear):
     """The output projection to the target vocabulary, of d_model^-1/2 times the last stack's
     output where the spec scales it (T5 1.0), after the spec's output transform (BERT), with the
     spec's logits bias: trained, fixed (a parameter the optimizer never changes, BART's
@@ -69,8 +75,10 @@ class Generator(nn.Linear):
         factorized = spec.tie_embeddings and spec.embedding_dim is not None
         super().__init__(spec.embedding_width if factorized else spec.d_model, spec.tgt_vocab_size,
                          bias=spec.logits_bias != "none")
+        self.weight_roles = {"weight": "output.projection"}
         if factorized:
             self.project = nn.Linear(spec.d_model, spec.embedding_dim, bias=False)
+            self.weight_roles = {**self.weight_roles, "project.weight": "output.projection"}
         if spec.logits_bias == "fixed":
             self.bias.requires_grad_(False)
         self.scale = spec.d_model**-0.5 if spec.scale_output else 1.0

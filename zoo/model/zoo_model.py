@@ -9,7 +9,6 @@ class.
 
 from __future__ import annotations
 
-import re
 from functools import partial
 from pathlib import Path
 from typing import ClassVar, NamedTuple
@@ -23,22 +22,21 @@ from zoo.model.init import draw_seed, initialize
 from zoo.model.masks import real_tokens, target_mask
 from zoo.model.memory import check_fits
 from zoo.model.stacks import Generator, Stack, model_stack
-from zoo.parts import stack_sites
+from zoo.parts import NormPlacement, Site, stack_sites
+from zoo.roles import Role
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
 
-QUERY_WEIGHT = re.compile(r"\.(self|cross)_attn\.q\.weight$")
 
-
-def init_gain(spec: ModelSpec, name: str) -> float:
-    """The norm placement's gain (DeepNorm's beta), times d_head^-1/2 for query weights where the
-    scores are not scaled: T5's way of starting from the same function as scaled attention."""
-    placement_gain = getattr(registry("norm").get(spec.norm.name), "init_gain", None)  # optional: zoo.parts
-    gain = 1.0 if placement_gain is None else placement_gain(spec, name)
-    if not spec.scale_scores and QUERY_WEIGHT.search(name):
+def init_gain(spec: ModelSpec, role: Role | None, site: Site | None) -> float:
+    """The norm placement's gain for a matrix of this role (DeepNorm's beta, Fixup's), times
+    d_head^-1/2 for query weights where the scores are not scaled: T5's way of starting from the
+    same function as scaled attention."""
+    placement = registry("norm").get(spec.norm.name)
+    gain = placement.init_gain(spec, role, site) if isinstance(placement, type) and issubclass(placement, NormPlacement) else 1.0
+    if not spec.scale_scores and role == "attention.query":
         gain *= spec.d_head**-0.5
     return gain
-
 
 
 class AttentionMaps(NamedTuple):
@@ -75,7 +73,7 @@ class ZooModel(nn.Module):
                 self.decoder.embed.project.weight = self.encoder.embed.project.weight
         if spec.tie_embeddings:
             self.generator.weight = self.output_stack.embed.tokens.weight
-        initialize(self, draw_seed() if seed is None else seed, gain=partial(init_gain, spec))
+        initialize(self, draw_seed() if seed is None else seed, sites, gain=partial(init_gain, spec))
 
     def save_pretrained(self, directory) -> Path:
         """The model as a folder (config.json, model.safetensors) that zoo.from_pretrained reads."""
