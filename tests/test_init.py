@@ -7,7 +7,10 @@ import torch
 from conftest import TINY, padded_batch
 
 import zoo
-from zoo.model.canonical import canonical_state
+from zoo.model.canonical import canonical_entries, canonical_state
+from zoo.model.init import placements
+from zoo.model.zoo_model import init_gain
+from zoo.parts import stack_sites
 
 PAIRS = [
     (axis, a, b)
@@ -19,18 +22,27 @@ OWN = {"norm": "_residual.", "position": ".position.", "attention": "_attn.", "f
 """Where each axis's own parameters sit, which two of its parts need not share (an MoE's experts)."""
 
 
+def draw_gains(model) -> dict[str, float]:
+    """The gain each canonical weight was drawn with: its role's, in its stack (zoo.roles)."""
+    entries = list(canonical_entries(model))
+    placed = placements(model, entries, stack_sites(model.spec))
+    return {name: init_gain(model.spec, p.role, p.site) for name, p in placed.items()}
+
+
 @pytest.mark.parametrize("axis, a, b", PAIRS, ids=[f"{axis}:{a}-{b}" for axis, a, b in PAIRS])
 def test_variants_share_initial_values_of_shared_parameters(axis, a, b):
     """Equal wherever both have a parameter, up to the gain a norm placement gives a draw (DeepNorm's
     beta; Fixup's 0 and L^-1/2); every matrix of the one with fewer is drawn by the other too."""
     base = zoo.spec("vaswani2017", **TINY)
     left_spec, right_spec = (zoo.resolve(base, **{axis: value}) for value in (a, b))
-    left, right = (canonical_state(zoo.build(spec, seed=7)) for spec in (left_spec, right_spec))
+    left_model, right_model = (zoo.build(spec, seed=7) for spec in (left_spec, right_spec))
+    left, right = canonical_state(left_model), canonical_state(right_model)
+    gains_of = [draw_gains(model) for model in (left_model, right_model)]
     shared = left.keys() & right.keys()
     fewer, own = min(left, right, key=len), OWN[axis]
     assert {name for name, tensor in fewer.items() if tensor.dim() >= 2 and own not in name} <= shared
     for name in (name for name in shared if left[name].shape == right[name].shape):  # else each part's own
-        gains = [zoo.registry("norm").get(spec.norm.name).init_gain(spec, name) for spec in (left_spec, right_spec)]
+        gains = [gains_of[0][name], gains_of[1][name]]
         if 0.0 in gains:  # drawn as zeros
             assert not (left, right)[gains.index(0.0)][name].any(), name
             continue

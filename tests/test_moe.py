@@ -127,7 +127,7 @@ def test_the_auxiliary_loss_sums_every_moe_layer_and_reaches_every_router():
     model = zoo.build(MOE, seed=0, **TINY).train()
     src, tgt = padded_batch([5, 4], 19, seed=1), padded_batch([4, 3], 19, seed=2)
     model(src, tgt)
-    total = zoo.trainer.objective.auxiliary_loss(model)
+    total = zoo.trainer.objective.auxiliary_loss(zoo.trainer.objective.auxiliary_losses(model))
     layers = [m for m in model.modules() if isinstance(m, zoo.registry("ffn").get("moe"))]
     assert len(layers) == 3 and torch.allclose(total, sum(m.aux_loss for m in layers))
     total.backward()

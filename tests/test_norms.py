@@ -1,12 +1,18 @@
 """The numbers that define the norm placements and norm types (the grid tests their invariants)."""
 
+import re
+
 import pytest
 import torch
 from conftest import TINY
 
 import zoo
 from zoo.parts import Site
-from zoo.variants.norms import BETA_SCALED, deepnorm_constants
+from zoo.variants.norms import deepnorm_constants
+
+BETA_SCALED = re.compile(r"^(encoder|decoder)\.layers\.\d+\.(ffn\.[\w.]+|(self|cross)_attn\.(v|out))\.weight$")
+"""The weights DeepNet draws with gain beta, by the built-in parts' names: the feed-forward, value
+and output projections (the test's own statement of the paper, against which the roles are held)."""
 
 
 @pytest.mark.parametrize("layers, encoder, decoder", [

@@ -13,7 +13,8 @@ from torch import Tensor, nn
 
 from zoo.model.dropout import Dropout
 from zoo.model.routing import balance_loss, capacity_of, route
-from zoo.roles import HoldsWeights, Role
+from zoo.parts import FeedForwardBase
+from zoo.roles import Role
 from zoo.specs.choices import PartSettings
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
@@ -21,16 +22,12 @@ from zoo.specs.registries import registry
 register = registry("ffn").register
 
 
-class TwoLayerFeedForward(HoldsWeights, nn.Module):
+class TwoLayerFeedForward(FeedForwardBase):
     """Linear(d_model, d_ff), activation, dropout, Linear(d_ff, d_model)."""
 
     weight_roles: ClassVar[dict[str, Role]] = {"linear1.weight": "ffn.input", "linear2.weight": "ffn.output"}
 
     activation: type[nn.Module]
-
-    @staticmethod
-    def auto_width(d_model: int) -> int:
-        return 4 * d_model
 
     def __init__(self, spec: ModelSpec):
         super().__init__()
@@ -102,7 +99,7 @@ class SquaredReLUFeedForward(TwoLayerFeedForward):
     activation = SquaredReLU
 
 
-class GatedFeedForward(HoldsWeights, nn.Module):
+class GatedFeedForward(FeedForwardBase):
     """(act(x W) * x V) W2 (Shazeer 2020): `gate` is W, `linear1` is V, `linear2` is W2."""
 
     weight_roles: ClassVar[dict[str, Role]] = {"gate.weight": "ffn.gate", "linear1.weight": "ffn.input",
@@ -183,7 +180,7 @@ class ExpertSettings(PartSettings):
 
 
 @register("moe")
-class MixtureOfExperts(HoldsWeights, nn.Module):
+class MixtureOfExperts(FeedForwardBase):
     """A learned router sends each real token to its top-k of `experts` dense feed-forwards and
     sums their outputs weighted by the gate (Shazeer et al. 2017; Switch with top_k 1, Fedus et
     al. 2022). Padding is not routed (its output is 0); capacity drops apply in training only (see

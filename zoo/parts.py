@@ -14,7 +14,10 @@ schemes are built knowing their `Site` (is the stack's self-attention causal, ho
 model), never the name of a stack, so one part serves encoder-decoders, decoder-only and
 encoder-only models alike.
 
-Optional hooks (Protocols of their own), and what happens when a part omits them:
+Optional hooks, each a runtime-checkable Protocol (zoo.specs.hooks for those the spec asks, the
+rest below) that callers check a part against, never a name; the base classes (NormPlacement,
+FeedForwardBase, PositionScheme, Attention) declare them with their defaults. What a part that
+omits one gets:
 - `Settings` (a zoo.specs.choices.PartSettings): without it the part takes no settings.
 - `spec_problem(spec) -> str | None` (classmethod, SpecCheck): ModelSpec validation asks it, so a
   part's needs (RoPE: an even d_head) fail at the spec; without it nothing is checked.
@@ -134,28 +137,49 @@ class FeedForward(Protocol):
     def __call__(self, x: Tensor) -> Tensor: ...
 
 
-class SpecCheck(Protocol):
+@runtime_checkable
+class Composes(Protocol):
+    """A placement whose class combines a block's sublayers itself (parallel); without it, in turn."""
+
     @classmethod
-    def spec_problem(cls, spec: ModelSpec) -> str | None: ...
+    def compose(cls, x: Tensor, steps: Sequence[Step]) -> Tensor: ...
 
 
-class AutoWidth(Protocol):
-    @staticmethod
-    def auto_width(d_model: int) -> int: ...
+@runtime_checkable
+class InitGain(Protocol):
+    """A placement that rescales the initial draw of matrices by role (DeepNorm, Fixup); without it, 1."""
+
+    @classmethod
+    def init_gain(cls, spec: ModelSpec, role: Role | None, site: Site | None) -> float: ...
+
+
+@runtime_checkable
+class TakesRealTokens(Protocol):
+    """A feed-forward called as `ffn(x, real=...)` with the (B, T) bool mask of real tokens, or None
+    where none is padding (MoE routes only those) when `takes_real_tokens` is true; without it, `ffn(x)`."""
+
+    takes_real_tokens: bool
+
+
+@runtime_checkable
+class AuxLoss(Protocol):
+    """A part that sets a scalar `aux_loss` (or None) in each training forward, which the trainer
+    adds to the loss (MoE's load balancing); without it, nothing is added."""
+
+    aux_loss: Tensor | None
 
 
 Step = tuple[nn.Module, Callable[[Tensor], Tensor]]
 """One sublayer of a block: the placement part built for it, and the sublayer F itself."""
 
 
-def compose_sublayers(x: Tensor, steps: Sequence[Step]) -> Tensor:
-    """A block's sublayers as its placement combines them (in turn where it says nothing)."""
-    compose = getattr(type(steps[0][0]), "compose", None)  # optional: WrapsSublayers
-    if compose is None:
-        for part, sublayer in steps:
-            x = part(x, sublayer)
-        return x
-    return compose(x, steps)
+def compose_sublayers(x: Tensor, steps: Sequence[Step], compose: Callable | None = None) -> Tensor:
+    """A block's sublayers as its placement's `compose` combines them (Composes), or in turn."""
+    if compose is not None:
+        return compose(x, steps)
+    for part, sublayer in steps:
+        x = part(x, sublayer)
+    return x
 
 
 class NormPlacement(nn.Module):
@@ -177,11 +201,30 @@ class NormPlacement(nn.Module):
         raise NotImplementedError
 
     @classmethod
+    def compose(cls, x: Tensor, steps: Sequence[Step]) -> Tensor:
+        """A block's sublayers, each wrapped by its placement part, in turn (Parallel sums them)."""
+        for part, sublayer in steps:
+            x = part(x, sublayer)
+        return x
+
+    @classmethod
     def init_gain(cls, spec: ModelSpec, role: Role | None, site: Site | None) -> float:
         """The gain of the initial draw of a matrix of `role` (None: a part that declares no roles)
         in the stack at `site` (None: outside the stacks, the output projection): 1 unless the
         placement rescales the initialization (DeepNorm, Fixup)."""
         return 1.0
+
+
+class FeedForwardBase(HoldsWeights, nn.Module):
+    """The built-in feed-forwards' base, declaring their optional hooks with the defaults a part
+    that omits them gets: d_ff auto is 4 d_model, called as ffn(x), no auxiliary loss."""
+
+    takes_real_tokens: ClassVar[bool] = False
+    aux_loss: Tensor | None = None
+
+    @staticmethod
+    def auto_width(d_model: int) -> int:
+        return 4 * d_model
 
 
 class PositionScheme(HoldsWeights, nn.Module):

@@ -14,7 +14,7 @@ from functools import partial
 from torch import Tensor, nn
 
 from zoo.model.attend import LayerCache
-from zoo.parts import PositionScheme, Site, build_part, compose_sublayers
+from zoo.parts import Composes, PositionScheme, Site, TakesRealTokens, build_part, compose_sublayers
 from zoo.specs.model_spec import ModelSpec
 
 
@@ -28,8 +28,10 @@ class Block(nn.Module):
             self.cross_attn = build_part("attention", spec)
             self.cross_attn_residual = build_part("norm", spec, site=site, index=1)
         self.ffn = build_part("ffn", spec)
-        self.ffn_takes_real_tokens = getattr(self.ffn, "takes_real_tokens", False)  # optional: zoo.parts
+        self.ffn_takes_real_tokens = isinstance(self.ffn, TakesRealTokens) and self.ffn.takes_real_tokens
         self.ffn_residual = build_part("norm", spec, site=site, index=2 if cross else 1)
+        placement = type(self.ffn_residual)
+        self.compose = placement.compose if isinstance(placement, Composes) else None  # found once, not per step
 
     def forward(
         self,
@@ -62,7 +64,7 @@ class Block(nn.Module):
         if self.cross:
             steps.append((self.cross_attn_residual, cross_attention))
         steps.append((self.ffn_residual, partial(self.feed_forward, mask=mask) if self.ffn_takes_real_tokens else self.ffn))
-        return compose_sublayers(x, steps), weights
+        return compose_sublayers(x, steps, self.compose), weights
 
     def feed_forward(self, h: Tensor, mask: Tensor | None) -> Tensor:
         """The feed-forward told which of the new positions are real tokens (MoE routes only those)."""

@@ -8,14 +8,24 @@ models whose canonical states have the same keys and shapes can exchange weights
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor, nn
 
 
+@runtime_checkable
+class CanonicalLayout(Protocol):
+    """A part that holds its weights in a layout of its own and gives and takes them in the
+    canonical one (attention: packed or per head, canonical q, k, v, out)."""
+
+    def canonical_state(self) -> dict[str, Tensor]: ...
+    def load_canonical_state(self, state: dict[str, Tensor]) -> None: ...
+
+
 def canonical_entries(model: nn.Module, prefix: str = "") -> Iterator[tuple[str, Tensor, nn.Module]]:
     """(name, tensor, owning module) in module order. Canonical parts give fresh tensors."""
-    if hasattr(model, "canonical_state"):
+    if isinstance(model, CanonicalLayout):
         for name, tensor in model.canonical_state().items():
             yield prefix + name, tensor, model
         return
@@ -32,7 +42,7 @@ def canonical_state(model: nn.Module) -> dict[str, Tensor]:
 @torch.no_grad()
 def load_canonical_state(model: nn.Module, state: dict[str, Tensor], prefix: str = "") -> None:
     """Copy a canonical state into the model; every key of the model must be in `state`."""
-    if hasattr(model, "load_canonical_state"):
+    if isinstance(model, CanonicalLayout):
         own = {name[len(prefix):]: t for name, t in state.items() if name.startswith(prefix)}
         model.load_canonical_state(own)
         return

@@ -12,6 +12,7 @@ import torch
 
 from zoo.errors import ConfigError
 from zoo.files import human_bytes
+from zoo.specs.hooks import Copies
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
 
@@ -23,9 +24,9 @@ def copies_of(spec: ModelSpec) -> dict[str, tuple[str, int]]:
     them and its value. Such a part declares `copies = "SETTING"`; its size is linear in it."""
     found = {}
     for axis, choice in spec.axes().items():
-        setting = getattr(registry(axis).get(choice.name), "copies", None)
-        if setting is not None:
-            found[axis] = (setting, int(getattr(choice.settings, setting)))
+        part = registry(axis).get(choice.name)
+        if isinstance(part, Copies):
+            found[axis] = (part.copies, int(getattr(choice.settings, part.copies)))
     return found
 
 

@@ -14,6 +14,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from zoo.specs.choices import AxisChoice, Choice
+from zoo.specs.hooks import AutoWidth, SpecCheck, wants_final_norm
 from zoo.specs.registries import AXES, KIND_STACKS, NAMED_AXES, describe_unknown, registry
 from zoo.specs.strict import StrictSettings
 from zoo.specs.yamlio import dump_yaml
@@ -207,8 +208,8 @@ class ModelSpec(StrictSettings):
                 "differ", {"src": self.src_vocab_size, "tgt": self.tgt_vocab_size},
             )
         for axis in AXES:  # a part may say what it cannot do with the rest of the spec
-            check = getattr(registry(axis).get(getattr(self, axis).name), "spec_problem", None)
-            problem = check(self) if check is not None else None
+            part = registry(axis).get(getattr(self, axis).name)
+            problem = part.spec_problem(self) if isinstance(part, SpecCheck) else None
             if problem:
                 raise PydanticCustomError("part_needs", "{problem}", {"problem": problem})
         return self
@@ -260,8 +261,8 @@ class ModelSpec(StrictSettings):
         """d_ff, with `auto` resolved by the feed-forward part (gated ones keep the parameter count)."""
         if self.d_ff != "auto":
             return self.d_ff
-        auto_width = getattr(registry("ffn").get(self.ffn.name), "auto_width", None)  # optional: zoo.parts
-        return 4 * self.d_model if auto_width is None else auto_width(self.d_model)
+        part = registry("ffn").get(self.ffn.name)
+        return part.auto_width(self.d_model) if isinstance(part, AutoWidth) else 4 * self.d_model
 
     @property
     def kv_heads(self) -> int:
@@ -271,8 +272,7 @@ class ModelSpec(StrictSettings):
     @property
     def uses_final_norm(self) -> bool:
         if self.final_norm == "auto":
-            wants = getattr(registry("norm").get(self.norm.name), "wants_final_norm", False)  # optional: zoo.parts
-            return bool(wants(self) if callable(wants) else wants)
+            return wants_final_norm(registry("norm").get(self.norm.name), self)
         return self.final_norm
 
     def to_yaml(self) -> str:

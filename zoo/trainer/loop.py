@@ -30,7 +30,7 @@ from zoo.trainer.framing import check_kind_fits_task
 from zoo.trainer.guards import LossWatch, StopSignals, finite_weights, signals_to
 from zoo.trainer.init_from import initial_weights
 from zoo.trainer.lengths import check_lengths
-from zoo.trainer.objective import auxiliary_loss, batch_loss_sum
+from zoo.trainer.objective import auxiliary_loss, auxiliary_losses, batch_loss_sum
 from zoo.trainer.optim import make_optimizer, make_schedule
 from zoo.trainer.picture import try_cross_attention_png
 from zoo.trainer.progress import ProgressBar
@@ -75,6 +75,7 @@ class Trainer:
         if t.init_from is not None and saved is None:  # a resume's own checkpoint wins over where it started
             self.model.load_state_dict(initial_weights(t.init_from, self.spec, self.task))
         self.model = self.model.to(self.device)
+        self.aux_parts = auxiliary_losses(self.model)
         check_lengths(self.model, self.task, t.eval_size, t.batch_size, self.device, t.eval_beams)
         self.optimizer = make_optimizer(self.model, t)
         self.schedule = make_schedule(self.optimizer, t)
@@ -145,7 +146,7 @@ class Trainer:
         t, pad = self.experiment.train, self.spec.pad_id
         autocast = torch.autocast(self.device.type, self.amp_dtype) if self.amp_dtype else nullcontext()
         loss_sum = batch_loss_sum(self.forward, self.model.generator, batch, pad, t, autocast)
-        aux = auxiliary_loss(self.model)  # a mean over this rank's tokens, which DDP's averaging keeps
+        aux = auxiliary_loss(self.aux_parts)  # a mean over this rank's tokens, which DDP's averaging keeps
         # DDP averages gradients over ranks, so each rank scales its sum to give the global mean.
         loss = loss_sum * self.dist.world / batch.tokens + (0.0 if aux is None else aux)
         self.optimizer.zero_grad(set_to_none=True)

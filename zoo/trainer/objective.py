@@ -17,6 +17,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from zoo.parts import AuxLoss
+
 
 def training_loss_sum(logits: Tensor, labels: Tensor, pad_id: int, label_smoothing: float = 0.0,
                       z_loss: float = 0.0) -> Tensor:
@@ -55,8 +57,13 @@ def batch_loss_sum(forward, generator: nn.Module, batch, pad_id: int, train, aut
     return training_loss_sum(output, batch.labels, pad_id, train.label_smoothing, train.z_loss)
 
 
-def auxiliary_loss(model: nn.Module) -> Tensor | None:
-    """The sum of the `aux_loss` each part set in the model's last training forward, or None
-    where no part sets one (see zoo.parts)."""
-    losses = [module.aux_loss for module in model.modules() if getattr(module, "aux_loss", None) is not None]
+def auxiliary_losses(model: nn.Module) -> list[nn.Module]:
+    """The parts that may set an auxiliary loss (zoo.parts.AuxLoss), found once per model."""
+    return [module for module in model.modules() if isinstance(module, AuxLoss)]
+
+
+def auxiliary_loss(parts: list[nn.Module]) -> Tensor | None:
+    """The sum of the `aux_loss` each of these parts set in the model's last training forward, or
+    None where none set one."""
+    losses = [part.aux_loss for part in parts if part.aux_loss is not None]
     return torch.stack(losses).sum() if losses else None

@@ -1,0 +1,56 @@
+"""The optional hooks a part may implement, as runtime-checkable Protocols: every place that asks
+for one checks the part against its Protocol (`isinstance(part, AutoWidth)`), never by a string
+name, and a part that omits it gets the default written beside it. The built-in base classes
+(zoo.parts) declare each hook with its default; a plugin written against the Protocols alone
+implements only the hooks it needs. Here, below the model's layers, so the spec can ask too."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class HasSettings(Protocol):
+    """Settings of a part's own (a zoo.specs.choices.PartSettings); without it, none."""
+
+    Settings: ClassVar[type]
+
+
+@runtime_checkable
+class SpecCheck(Protocol):
+    """A classmethod that names what the part cannot do with the rest of the spec (RoPE: an odd
+    head width); without it, nothing is checked."""
+
+    @classmethod
+    def spec_problem(cls, spec: Any) -> str | None: ...
+
+
+@runtime_checkable
+class AutoWidth(Protocol):
+    """A feed-forward's width for `d_ff: auto`; without it, 4 d_model."""
+
+    @staticmethod
+    def auto_width(d_model: int) -> int: ...
+
+
+@runtime_checkable
+class FinalNorm(Protocol):
+    """Whether `final_norm: auto` puts a norm after a stack's last block: a bool class attribute, or
+    a classmethod of the spec where the part's settings decide; without it, no."""
+
+    wants_final_norm: Any
+
+
+@runtime_checkable
+class Copies(Protocol):
+    """The setting that counts a part's copies of a module (an MoE's `experts`), in which its size
+    is linear, so memory estimates count a million from two and three; without it, one copy."""
+
+    copies: ClassVar[str]
+
+
+def wants_final_norm(part: Any, spec: Any) -> bool:
+    if not isinstance(part, FinalNorm):
+        return False
+    wants = part.wants_final_norm
+    return bool(wants(spec) if callable(wants) else wants)
