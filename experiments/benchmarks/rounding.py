@@ -36,7 +36,8 @@ CHANGES = {"as recorded": {}, "2 threads": {"threads": 2}, "z_loss 1e-4": {"z_lo
 def train_changed(experiment: dict, threads: int, gain: float = 1.0, **train) -> zoo.TrainResult:
     experiment = {**experiment, "train": {**experiment["train"], **train}}
     drawn, before = init._fill, torch.get_num_threads()
-    init._fill = lambda name, tensor, owner, generator, g: drawn(name, tensor, owner, generator, gain * g)
+    init._fill = lambda name, tensor, owner, placed, generator, g: drawn(
+        name, tensor, owner, placed, generator, lambda role, site: gain * g(role, site))
     torch.set_num_threads(threads)
     try:
         with tempfile.TemporaryDirectory() as scratch, contextlib.redirect_stdout(sys.stderr):  # stdout: the JSON
