@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from zoo.model.attend import LayerCache
 from zoo.parts import Composes, PositionScheme, Site, TakesRealTokens, build_part, compose_sublayers
+from zoo.specs.hooks import implements
 from zoo.specs.model_spec import ModelSpec
 
 
@@ -28,10 +29,10 @@ class Block(nn.Module):
             self.cross_attn = build_part("attention", spec)
             self.cross_attn_residual = build_part("norm", spec, site=site, index=1)
         self.ffn = build_part("ffn", spec)
-        self.ffn_takes_real_tokens = isinstance(self.ffn, TakesRealTokens) and self.ffn.takes_real_tokens
+        self.ffn_takes_real_tokens = implements(self.ffn, TakesRealTokens) and self.ffn.takes_real_tokens
         self.ffn_residual = build_part("norm", spec, site=site, index=2 if cross else 1)
         placement = type(self.ffn_residual)
-        self.compose = placement.compose if isinstance(placement, Composes) else None  # found once, not per step
+        self.compose = placement.compose if implements(placement, Composes) else None  # found once, not per step
 
     def forward(
         self,

@@ -13,6 +13,8 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor, nn
 
+from zoo.specs.hooks import implements
+
 
 @runtime_checkable
 class CanonicalLayout(Protocol):
@@ -25,7 +27,7 @@ class CanonicalLayout(Protocol):
 
 def canonical_entries(model: nn.Module, prefix: str = "") -> Iterator[tuple[str, Tensor, nn.Module]]:
     """(name, tensor, owning module) in module order. Canonical parts give fresh tensors."""
-    if isinstance(model, CanonicalLayout):
+    if implements(model, CanonicalLayout):
         for name, tensor in model.canonical_state().items():
             yield prefix + name, tensor, model
         return
@@ -42,7 +44,7 @@ def canonical_state(model: nn.Module) -> dict[str, Tensor]:
 @torch.no_grad()
 def load_canonical_state(model: nn.Module, state: dict[str, Tensor], prefix: str = "") -> None:
     """Copy a canonical state into the model; every key of the model must be in `state`."""
-    if isinstance(model, CanonicalLayout):
+    if implements(model, CanonicalLayout):
         own = {name[len(prefix):]: t for name, t in state.items() if name.startswith(prefix)}
         model.load_canonical_state(own)
         return

@@ -12,7 +12,7 @@ import torch
 
 from zoo.errors import ConfigError
 from zoo.files import human_bytes
-from zoo.specs.hooks import Copies
+from zoo.specs.hooks import Copies, implements
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
 
@@ -25,7 +25,7 @@ def copies_of(spec: ModelSpec) -> dict[str, tuple[str, int]]:
     found = {}
     for axis, choice in spec.axes().items():
         part = registry(axis).get(choice.name)
-        if isinstance(part, Copies):
+        if implements(part, Copies):
             found[axis] = (part.copies, int(getattr(choice.settings, part.copies)))
     return found
 

@@ -24,6 +24,7 @@ from zoo.model.memory import check_fits
 from zoo.model.stacks import Generator, Stack, model_stack
 from zoo.parts import InitGain, Site, stack_sites
 from zoo.roles import Role
+from zoo.specs.hooks import implements
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
 
@@ -33,7 +34,7 @@ def init_gain(spec: ModelSpec, role: Role | None, site: Site | None) -> float:
     d_head^-1/2 for query weights where the scores are not scaled: T5's way of starting from the
     same function as scaled attention."""
     placement = registry("norm").get(spec.norm.name)
-    gain = placement.init_gain(spec, role, site) if isinstance(placement, InitGain) else 1.0
+    gain = placement.init_gain(spec, role, site) if implements(placement, InitGain) else 1.0
     if not spec.scale_scores and role == "attention.query":
         gain *= spec.d_head**-0.5
     return gain

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError, model_validator
 from pydantic_core import PydanticCustomError, core_schema
 
-from zoo.specs.hooks import HasSettings
+from zoo.specs.hooks import HasSettings, implements
 from zoo.specs.registries import UnknownChoiceError, registry
 from zoo.specs.strict import StrictSettings
 from zoo.specs.yamlio import load_yaml
@@ -39,7 +39,7 @@ class PartSettings(StrictSettings):
 
 
 def settings_model(part: Any) -> type[PartSettings]:
-    return part.Settings if isinstance(part, HasSettings) else PartSettings
+    return part.Settings if implements(part, HasSettings) else PartSettings
 
 
 def value_text(value: Any) -> str:

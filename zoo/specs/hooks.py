@@ -1,5 +1,5 @@
 """The optional hooks a part may implement, as runtime-checkable Protocols: every place that asks
-for one checks the part against its Protocol (`isinstance(part, AutoWidth)`), never by a string
+for one checks the part against its Protocol (`implements(part, AutoWidth)`), never by a string
 name, and a part that omits it gets the default written beside it. The built-in base classes
 (zoo.parts) declare each hook with its default; a plugin written against the Protocols alone
 implements only the hooks it needs. Here, below the model's layers, so the spec can ask too."""
@@ -7,6 +7,18 @@ implements only the hooks it needs. Here, below the model's layers, so the spec 
 from __future__ import annotations
 
 from typing import Any, ClassVar, Protocol, runtime_checkable
+
+_FOUND: dict[tuple[type, bool, type], bool] = {}
+
+
+def implements(part: Any, protocol: type) -> bool:
+    """isinstance(part, protocol) for a part or a part's class, remembered per class: Python's
+    runtime Protocol check costs microseconds, and model building asks it of every module. The
+    hooks are class attributes (or set by every instance's __init__), so the class decides."""
+    key = (part if isinstance(part, type) else type(part), isinstance(part, type), protocol)
+    if key not in _FOUND:
+        _FOUND[key] = isinstance(part, protocol)
+    return _FOUND[key]
 
 
 @runtime_checkable
@@ -50,7 +62,7 @@ class Copies(Protocol):
 
 
 def wants_final_norm(part: Any, spec: Any) -> bool:
-    if not isinstance(part, FinalNorm):
+    if not implements(part, FinalNorm):
         return False
     wants = part.wants_final_norm
     return bool(wants(spec) if callable(wants) else wants)

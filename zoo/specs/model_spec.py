@@ -14,7 +14,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from zoo.specs.choices import AxisChoice, Choice
-from zoo.specs.hooks import AutoWidth, SpecCheck, wants_final_norm
+from zoo.specs.hooks import AutoWidth, SpecCheck, implements, wants_final_norm
 from zoo.specs.registries import AXES, KIND_STACKS, NAMED_AXES, describe_unknown, registry
 from zoo.specs.strict import StrictSettings
 from zoo.specs.yamlio import dump_yaml
@@ -209,7 +209,7 @@ class ModelSpec(StrictSettings):
             )
         for axis in AXES:  # a part may say what it cannot do with the rest of the spec
             part = registry(axis).get(getattr(self, axis).name)
-            problem = part.spec_problem(self) if isinstance(part, SpecCheck) else None
+            problem = part.spec_problem(self) if implements(part, SpecCheck) else None
             if problem:
                 raise PydanticCustomError("part_needs", "{problem}", {"problem": problem})
         return self
@@ -262,7 +262,7 @@ class ModelSpec(StrictSettings):
         if self.d_ff != "auto":
             return self.d_ff
         part = registry("ffn").get(self.ffn.name)
-        return part.auto_width(self.d_model) if isinstance(part, AutoWidth) else 4 * self.d_model
+        return part.auto_width(self.d_model) if implements(part, AutoWidth) else 4 * self.d_model
 
     @property
     def kv_heads(self) -> int:

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from zoo.parts import AuxLoss
+from zoo.specs.hooks import implements
 
 
 def training_loss_sum(logits: Tensor, labels: Tensor, pad_id: int, label_smoothing: float = 0.0,
@@ -59,7 +60,7 @@ def batch_loss_sum(forward, generator: nn.Module, batch, pad_id: int, train, aut
 
 def auxiliary_losses(model: nn.Module) -> list[nn.Module]:
     """The parts that may set an auxiliary loss (zoo.parts.AuxLoss), found once per model."""
-    return [module for module in model.modules() if isinstance(module, AuxLoss)]
+    return [module for module in model.modules() if implements(module, AuxLoss)]
 
 
 def auxiliary_loss(parts: list[nn.Module]) -> Tensor | None:
