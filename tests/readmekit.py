@@ -16,7 +16,9 @@ from pathlib import Path
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 
 TINY = {'"steps": 300, "batch_size": 64': '"steps": 3, "batch_size": 8',
-        '"steps": 3000, "batch_size": 32': '"steps": 2, "batch_size": 8'}
+        '"steps": 3000, "batch_size": 32': '"steps": 2, "batch_size": 8',
+        '"eval_size": 200, "out_dir": "runs"': '"eval_size": 16, "out_dir": "runs"',
+        '"translate German to English: "}': '"translate German to English: ", "test_size": 16}'}
 """Text of the README's Python that runs at a tiny size in the test (each must occur exactly once):
 the training examples train for minutes as written; their shown metrics are prose, not checked."""
 

@@ -38,7 +38,7 @@ def test_generate_without_a_length_decodes_what_fits_the_input():
 
 def test_zoo_show_without_a_vocabulary_shows_a_placeholder_and_says_so(capsys):
     from zoo.cli import main
-    from zoo.model.memory import exact_parameters
+    from zoo.model.size_checks import exact_parameters
 
     main(["show", "pre-ln"])
     out = capsys.readouterr().out

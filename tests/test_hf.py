@@ -16,7 +16,7 @@ import zoo
 from zoo.interop.hf import FAMILIES, family_of
 from zoo.model.canonical import canonical_state
 from zoo.model.generate import never_emitted
-from zoo.model.memory import exact_parameters
+from zoo.model.size_checks import exact_parameters
 
 SMALL = dict(d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
              encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40)

@@ -12,7 +12,7 @@ import transformers as hf
 
 import zoo
 from zoo.model.generate import never_emitted
-from zoo.model.memory import exact_parameters
+from zoo.model.size_checks import exact_parameters
 
 VOCAB = 12
 IDS = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)

@@ -8,7 +8,7 @@ from conftest import AXIS_VALUES, GRID, PAIRWISE, SEED_AXES, TINY, padded_batch
 
 import zoo
 from zoo.model.canonical import canonical_state
-from zoo.model.memory import exact_parameters
+from zoo.model.size_checks import exact_parameters
 from zoo.specs.model_spec import KINDS
 
 CLASSES = {"encoder_decoder": zoo.EncoderDecoder, "decoder": zoo.DecoderOnly, "encoder": zoo.EncoderOnly}

@@ -12,7 +12,7 @@ from test_bad_input import cli_error
 import zoo
 from trainkit import tiny_experiment
 from zoo.cli import main
-from zoo.model.memory import exact_parameters
+from zoo.model.size_checks import exact_parameters
 from zoo.specs.yamlio import load_yaml
 from zoo.sweep import load_sweep
 

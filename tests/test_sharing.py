@@ -5,7 +5,7 @@ from conftest import TINY, padded_batch
 from invariants import away_from_init
 
 import zoo
-from zoo.model.memory import exact_parameters
+from zoo.model.size_checks import exact_parameters
 
 SRC, TGT = padded_batch([7, 4], 19, seed=1), padded_batch([5, 6], 19, seed=2)
 

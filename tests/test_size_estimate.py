@@ -11,7 +11,7 @@ from test_limits import AXIS_PARTS
 
 import zoo
 from trainkit import tiny_experiment
-from zoo.model.memory import exact_parameters, rough_parameters
+from zoo.model.size_checks import exact_parameters, rough_parameters
 
 SHAPES = {"plain": {}, "head_width": {"head_width": 48}, "embedding_dim": {"embedding_dim": 8},
           "kv_heads": {"n_kv_heads": 1}}

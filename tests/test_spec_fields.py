@@ -19,7 +19,7 @@ from invariants import (
 import zoo
 from zoo.model.canonical import canonical_state
 from zoo.model.masks import target_mask
-from zoo.model.memory import exact_parameters
+from zoo.model.size_checks import exact_parameters
 
 FIELD_CASES = {
     "head_width": {"head_width": 6},

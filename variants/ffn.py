@@ -194,7 +194,7 @@ class MixtureOfExperts(FeedForwardBase):
     """Each expert, a feed-forward part, declares its own."""
     takes_real_tokens = True
     copies = "experts"
-    """Its size is linear in this setting (zoo.model.memory counts a million experts from two and three)."""
+    """Its size is linear in this setting (zoo.model.size_checks counts a million experts from two and three)."""
 
     @classmethod
     def spec_problem(cls, spec: ModelSpec) -> str | None:

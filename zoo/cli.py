@@ -67,7 +67,7 @@ def task_metrics_text(task) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> None:
-    from zoo.model.memory import exact_parameters
+    from zoo.model.size_checks import exact_parameters
 
     sets = model_sets(args.set)
     if "preset" in sets:

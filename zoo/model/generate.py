@@ -15,7 +15,7 @@ from torch import Tensor
 
 from zoo.errors import ConfigError
 from zoo.model.inputs import check_ids
-from zoo.model.memory import check_decoding_fits
+from zoo.model.size_checks import check_decoding_fits
 
 
 def default_new_tokens(model, inputs: Tensor) -> int:

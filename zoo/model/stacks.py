@@ -64,7 +64,7 @@ class OutputTransform(HoldsWeights, nn.Module):
         return self.norm(self.act(self.dense(x)))
 
 
-class Generator(HoldsWeights, nn.Linear):
+class OutputProjection(HoldsWeights, nn.Linear):
     """The output projection to the target vocabulary, of d_model^-1/2 times the last stack's
     output where the spec scales it (T5 1.0), after the spec's output transform (BERT), with the
     spec's logits bias: trained, fixed (a parameter the optimizer never changes, BART's

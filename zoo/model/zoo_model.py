@@ -20,8 +20,8 @@ from zoo.errors import ConfigError
 from zoo.model.decoding import Decoding
 from zoo.model.init import draw_seed, initialize
 from zoo.model.masks import real_tokens, target_mask
-from zoo.model.memory import check_fits
-from zoo.model.stacks import Generator, Stack, model_stack
+from zoo.model.size_checks import check_fits
+from zoo.model.stacks import OutputProjection, Stack, model_stack
 from zoo.parts import InitGain, Site, stack_sites
 from zoo.roles import Role
 from zoo.specs.hooks import implements
@@ -67,7 +67,7 @@ class ZooModel(nn.Module):
         with torch.random.fork_rng(devices=[]):  # construction's own draws are replaced by initialize
             for name in sites:  # `encoder` and/or `decoder`
                 setattr(self, name, model_stack(spec, name, sites))
-            self.generator = Generator(spec)
+            self.generator = OutputProjection(spec)
         if spec.share_embeddings:  # the table, and its projection where factorized
             self.decoder.embed.tokens.weight = self.encoder.embed.tokens.weight
             if spec.embedding_dim is not None:

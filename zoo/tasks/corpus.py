@@ -24,7 +24,7 @@ CorpusFormat = Literal["auto", "pair", "tsv"]
 def readable_bytes() -> int:
     """The most text a corpus file may hold: an eighth of the host's available memory, since its
     text, lines and token ids take several times its bytes."""
-    from zoo.model.memory import available_bytes
+    from zoo.model.size_checks import available_bytes
 
     return available_bytes("cpu") // 8
 

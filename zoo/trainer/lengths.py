@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from zoo.errors import ConfigError
 from zoo.files import human_bytes
-from zoo.model.memory import available_bytes, check_evaluation_fits
+from zoo.model.size_checks import available_bytes, check_evaluation_fits
 from zoo.tasks import Task
 
 SAMPLE = 256

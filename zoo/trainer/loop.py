@@ -14,7 +14,7 @@ import torch
 from zoo.errors import CheckpointError, Diverged, Interrupted
 from zoo.metrics import better, curve_means
 from zoo.model.kinds import build, model_class
-from zoo.model.memory import check_fits
+from zoo.model.size_checks import check_fits
 from zoo.provenance import environment
 from zoo.records import CheckpointProgress, RunRecord
 from zoo.specs.experiment import ExperimentSpec, validate_experiment
@@ -30,13 +30,13 @@ from zoo.trainer.framing import check_kind_fits_task
 from zoo.trainer.guards import LossWatch, StopSignals, finite_weights, signals_to
 from zoo.trainer.init_from import initial_weights
 from zoo.trainer.lengths import check_lengths
+from zoo.trainer.log_window import Window
 from zoo.trainer.objective import auxiliary_loss, auxiliary_losses, batch_loss_sum
 from zoo.trainer.optim import make_optimizer, make_schedule
 from zoo.trainer.picture import try_cross_attention_png
 from zoo.trainer.progress import ProgressBar
 from zoo.trainer.run_folder import RunFolder, TrainResult
 from zoo.trainer.tracking import Tracker
-from zoo.trainer.window import Window
 
 
 class Trainer:
@@ -142,7 +142,7 @@ class Trainer:
 
     def _device_step(self, step: int, batch: Batch) -> None:
         """Forward, loss, backward, optimizer step: nothing is read back from the device, so the
-        host runs ahead to the next batch (see zoo.trainer.window)."""
+        host runs ahead to the next batch (see zoo.trainer.log_window)."""
         t, pad = self.experiment.train, self.spec.pad_id
         autocast = torch.autocast(self.device.type, self.amp_dtype) if self.amp_dtype else nullcontext()
         loss_sum = batch_loss_sum(self.forward, self.model.generator, batch, pad, t, autocast)
