@@ -14,8 +14,8 @@ schemes are built knowing their `Site` (is the stack's self-attention causal, ho
 model), never the name of a stack, so one part serves encoder-decoders, decoder-only and
 encoder-only models alike.
 
-Optional hooks, each a runtime-checkable Protocol (zoo.specs.hooks for those the spec asks, the
-rest below) that callers check a part against, never a name; the base classes (NormPlacement,
+Optional hooks, each a runtime-checkable Protocol in zoo.specs.hooks that callers check a part
+against (`implements`), never a name; the base classes (NormPlacement,
 FeedForwardBase, PositionScheme, Attention) declare them with their defaults. What a part that
 omits one gets:
 - `Settings` (a zoo.specs.choices.PartSettings): without it the part takes no settings.
@@ -135,38 +135,6 @@ class FeedForward(Protocol):
     """A feed-forward: built as `part(spec)`, of width `spec.ffn_width`."""
 
     def __call__(self, x: Tensor) -> Tensor: ...
-
-
-@runtime_checkable
-class Composes(Protocol):
-    """A placement whose class combines a block's sublayers itself (parallel); without it, in turn."""
-
-    @classmethod
-    def compose(cls, x: Tensor, steps: Sequence[Step]) -> Tensor: ...
-
-
-@runtime_checkable
-class InitGain(Protocol):
-    """A placement that rescales the initial draw of matrices by role (DeepNorm, Fixup); without it, 1."""
-
-    @classmethod
-    def init_gain(cls, spec: ModelSpec, role: Role | None, site: Site | None) -> float: ...
-
-
-@runtime_checkable
-class TakesRealTokens(Protocol):
-    """A feed-forward called as `ffn(x, real=...)` with the (B, T) bool mask of real tokens, or None
-    where none is padding (MoE routes only those) when `takes_real_tokens` is true; without it, `ffn(x)`."""
-
-    takes_real_tokens: bool
-
-
-@runtime_checkable
-class AuxLoss(Protocol):
-    """A part that sets a scalar `aux_loss` (or None) in each training forward, which the trainer
-    adds to the loss (MoE's load balancing); without it, nothing is added."""
-
-    aux_loss: Tensor | None
 
 
 Step = tuple[nn.Module, Callable[[Tensor], Tensor]]

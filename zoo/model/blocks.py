@@ -14,8 +14,8 @@ from functools import partial
 from torch import Tensor, nn
 
 from zoo.model.attend import LayerCache
-from zoo.parts import Composes, PositionScheme, Site, TakesRealTokens, build_part, compose_sublayers
-from zoo.specs.hooks import implements
+from zoo.parts import PositionScheme, Site, build_part, compose_sublayers
+from zoo.specs.hooks import Composes, TakesRealTokens, implements
 from zoo.specs.model_spec import ModelSpec
 
 

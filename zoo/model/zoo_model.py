@@ -22,9 +22,9 @@ from zoo.model.init import draw_seed, initialize
 from zoo.model.masks import real_tokens, target_mask
 from zoo.model.size_checks import check_fits
 from zoo.model.stacks import OutputProjection, Stack, model_stack
-from zoo.parts import InitGain, Site, stack_sites
+from zoo.parts import Site, stack_sites
 from zoo.roles import Role
-from zoo.specs.hooks import implements
+from zoo.specs.hooks import InitGain, implements
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
 

@@ -61,6 +61,38 @@ class Copies(Protocol):
     copies: ClassVar[str]
 
 
+@runtime_checkable
+class Composes(Protocol):
+    """A placement whose class combines a block's sublayers itself (parallel); without it, in turn."""
+
+    @classmethod
+    def compose(cls, x: Any, steps: Any) -> Any: ...
+
+
+@runtime_checkable
+class InitGain(Protocol):
+    """A placement that rescales the initial draw of matrices by role (DeepNorm, Fixup); without it, 1."""
+
+    @classmethod
+    def init_gain(cls, spec: Any, role: str | None, site: Any) -> float: ...
+
+
+@runtime_checkable
+class TakesRealTokens(Protocol):
+    """A feed-forward called as `ffn(x, real=...)` with the (B, T) bool mask of real tokens, or None
+    where none is padding (MoE routes only those) when `takes_real_tokens` is true; without it, `ffn(x)`."""
+
+    takes_real_tokens: bool
+
+
+@runtime_checkable
+class AuxLoss(Protocol):
+    """A part that sets a scalar `aux_loss` (or None) in each training forward, which the trainer
+    adds to the loss (MoE's load balancing); without it, nothing is added."""
+
+    aux_loss: Any
+
+
 def wants_final_norm(part: Any, spec: Any) -> bool:
     if not implements(part, FinalNorm):
         return False

@@ -17,8 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from zoo.parts import AuxLoss
-from zoo.specs.hooks import implements
+from zoo.specs.hooks import AuxLoss, implements
 
 
 def training_loss_sum(logits: Tensor, labels: Tensor, pad_id: int, label_smoothing: float = 0.0,
