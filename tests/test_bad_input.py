@@ -65,8 +65,8 @@ def test_yaml_numbers_and_booleans_read_as_yaml_1_2(tmp_path):
     path = tmp_path / "e.yaml"
     path.write_text("train: {optimizer: {lr: 1e-3}}\nmodel: {bias: false, d_model: 064, n_heads: 4, d_ff: 0x80}\n")
     experiment = load_experiment(path)
-    assert experiment.train.optimizer.lr == 0.001 and experiment.model["d_model"] == 64
-    assert experiment.model["d_ff"] == 128 and experiment.model["bias"] is False
+    assert experiment.train.optimizer.lr == 0.001 and experiment.model.d_model == 64
+    assert experiment.model.d_ff == 128 and experiment.model.bias is False
 
 
 @pytest.mark.parametrize("train, text", [

@@ -8,7 +8,7 @@ import torch
 
 import zoo
 from zoo.errors import RunConflict
-from zoo.trainer.identity import run_name
+from zoo.specs.identity import run_name
 
 FIXTURE = Path(__file__).parent / "fixtures" / "before_part_settings"
 RUN = "pre.learned.per_head.gelu-seed0-e19acfd1"

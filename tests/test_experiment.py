@@ -25,7 +25,7 @@ def test_yaml_round_trip(tmp_path):
     path = tmp_path / "exp.yaml"
     path.write_text(experiment.to_yaml())
     assert load_experiment(path) == experiment
-    assert experiment.model["norm"] == "pre" and experiment.train.steps == 7 and experiment.wandb.tags == ("a", "b")
+    assert experiment.model.norm == "pre" and experiment.train.steps == 7 and experiment.wandb.tags == ("a", "b")
     assert experiment.task == {"name": "sort", **{k: v for k, v in zoo.ExperimentSpec().task.items() if k != "name"}}
 
 

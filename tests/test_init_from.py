@@ -8,7 +8,7 @@ import torch
 import zoo
 from trainkit import tiny_experiment
 from zoo.specs.experiment import validate_experiment
-from zoo.trainer.identity import run_name
+from zoo.specs.identity import run_name
 
 STILL = {"steps": 1, "optimizer": {"lr": 1e-30}, "warmup_steps": 0, "eval_every": 1, "checkpoint_every": 1}
 """One step at a learning rate no float32 weight can feel: the run ends on the weights it started from."""

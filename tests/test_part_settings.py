@@ -12,8 +12,8 @@ import zoo
 from trainkit import tiny_experiment
 from zoo.specs.choices import settings_model
 from zoo.specs.experiment import load_experiment, validate_experiment
+from zoo.specs.identity import fingerprint
 from zoo.sweep import SweepSpec, cell_experiment, expand
-from zoo.trainer.identity import fingerprint
 
 SMALL = dict(vocab_size=13, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1, max_len=24)
 PARTS = [(axis, name) for axis in zoo.AXES for name in zoo.registry(axis).names()]

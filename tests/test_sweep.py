@@ -42,8 +42,8 @@ def test_a_cell_is_the_base_with_its_values_in_the_sweeps_group(tmp_path):
     sweep = sweep_spec(tmp_path)
     cell = expand(sweep)[13]
     experiment = cell_experiment(sweep, {"wandb": {"tags": ["mine"]}}, cell)
-    assert (experiment.model["norm"], experiment.model["ffn"], experiment.train.optimizer.lr) == ("pre", "relu", 0.003)
-    assert experiment.model["d_model"] == 128, "fields the grid leaves alone keep the base's (default) values"
+    assert (experiment.model.norm, experiment.model.ffn, experiment.train.optimizer.lr) == ("pre", "relu", 0.003)
+    assert experiment.model.d_model == 128, "fields the grid leaves alone keep the base's (default) values"
     assert experiment.train.seed == 1 and experiment.wandb.name == cell.name
     assert (experiment.wandb.group, experiment.wandb.job_type) == ("s", cell.variant), "a variant's seeds share a job"
     assert cell.variant == "norm=pre,ffn=relu,lr=0.003"
@@ -108,7 +108,7 @@ def test_exported_wandb_sweep_names_the_grid_and_runs_zoo_train(tmp_path, monkey
     assert command[:2] == ["zoo", "train"]
     args = build_parser().parse_args(command[1:])
     experiment = load_experiment(args.file, args.set)
-    assert (experiment.model["norm"], experiment.train.seed, experiment.task["name"]) == ("pre", 1, "copy")
+    assert (experiment.model.norm, experiment.train.seed, experiment.task["name"]) == ("pre", 1, "copy")
     assert (experiment.wandb.group, experiment.wandb.job_type, experiment.wandb.mode) == ("s", "sweep", "online")
 
 
@@ -242,9 +242,9 @@ def test_rows_are_one_at_a_time_changes_to_the_base_swept_as_the_grid_key_row():
     assert [c.variant for c in cells[:3]] == ["row=baseline,norm=post", "row=baseline,norm=pre", "row=gelu,norm=post"]
     base = {"task": {"name": "copy"}, "model": {"d_model": 32, "n_heads": 2}}
     deep = cell_experiment(sweep, base, cells[4]).model
-    assert {k: deep[k] for k in ("n_encoder_layers", "d_ff", "norm")} == {"n_encoder_layers": 2, "d_ff": 16, "norm": "post"}
-    assert cell_experiment(sweep, base, cells[3]).model["ffn"] == "gelu"
-    assert "n_encoder_layers" not in cell_experiment(sweep, base, cells[0]).model
+    assert (deep.n_encoder_layers, deep.d_ff, deep.norm) == (2, 16, "post")
+    assert cell_experiment(sweep, base, cells[3]).model.ffn == "gelu"
+    assert cell_experiment(sweep, base, cells[0]).model.n_encoder_layers == 6, "the baseline keeps the base's (default)"
 
 
 @pytest.mark.parametrize("rows, grid, message", [

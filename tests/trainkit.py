@@ -62,7 +62,7 @@ def diverged_run(tmp_path, match: str, **train) -> tuple[Exception, int, Path, d
 def run_dir_of(experiment: dict) -> Path:
     """The folder the trainer gives an experiment: out_dir/<variant>-seed<seed>-<fingerprint>."""
     from zoo.specs.experiment import ExperimentSpec
-    from zoo.trainer.identity import run_name
+    from zoo.specs.identity import run_name
 
     spec = ExperimentSpec.model_validate(experiment)
     return Path(spec.train.out_dir) / run_name(spec)

@@ -16,10 +16,10 @@ _HOMES = {
     "zoo.model.convert": ("convert",),
     "zoo.model.pretrained": ("from_pretrained",),
     "zoo.model.kinds": ("AttentionMaps", "DecoderOnly", "EncoderDecoder", "EncoderOnly", "ZooModel", "build"),
-    "zoo.specs.catalog": ("list_variants", "load_spec", "register_preset", "resolve", "spec"),
+    "zoo.specs.catalog": ("list_variants", "load_spec", "recipe", "register_preset", "resolve", "spec"),
     "zoo.specs.choices": ("Choice", "PartSettings"),
     "zoo.specs.experiment": ("ExperimentSpec", "load_experiment"),
-    "zoo.specs.model_spec": ("ModelSpec",),
+    "zoo.specs.model_spec": ("ModelRecipe", "ModelSpec"),
     "zoo.specs.registries": ("AXES", "Registry", "UnknownChoiceError", "registry"),
     "zoo.trainer": ("TrainResult", "load", "train"),
 }

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from zoo.cli_sweeps import cmd_compare, cmd_reproduce, cmd_sweep
 from zoo.errors import ConfigError, Interrupted, ZooError, describe_validation
-from zoo.specs.catalog import list_variants, name_fields, preset_chain, preset_description, resolve
+from zoo.specs.catalog import list_variants, name_fields, preset_chain, preset_description, recipe, resolve
 from zoo.specs.choices import part_text, settings_text
 from zoo.specs.experiment import assign, parse_sets
 from zoo.specs.model_spec import ModelSpec
@@ -73,14 +73,9 @@ def cmd_show(args: argparse.Namespace) -> None:
     if "preset" in sets:
         raise ConfigError(f"zoo show {args.name} --set preset={sets['preset']}: the variant is the name already; "
                           f"show the other one as zoo show {sets['preset']}")
-    placeholder = None
-    try:
-        spec = resolve({**name_fields(args.name), **sets})
-    except ConfigError as err:
-        if "vocab_size: Field required" not in str(err):
-            raise
-        placeholder = PLACEHOLDER_VOCABULARY
-        spec = resolve({**name_fields(args.name), "vocab_size": placeholder, **sets})
+    written = recipe({**name_fields(args.name), **sets})
+    placeholder = None if written.src_vocab_size and written.tgt_vocab_size else PLACEHOLDER_VOCABULARY
+    spec = written.sized(PLACEHOLDER_VOCABULARY, PLACEHOLDER_VOCABULARY)
     if args.name in list_variants():
         print(f"# preset {' -> '.join(preset_chain(args.name))}: {preset_description(args.name)}")
     if placeholder:

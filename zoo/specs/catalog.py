@@ -12,15 +12,17 @@ import fnmatch
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from zoo.errors import ConfigError, describe_validation
 from zoo.specs.choices import Choice, parse_choice_text, split_name
-from zoo.specs.model_spec import DEFAULT_KIND, KINDS, ModelSpec
+from zoo.specs.model_spec import DEFAULT_KIND, KINDS, ModelRecipe, ModelSpec
 from zoo.specs.registries import AXES, NAMED_AXES, UnknownChoiceError, load_plugins, registry
 from zoo.specs.yamlio import load_yaml, read_mapping
+
+Spec = TypeVar("Spec", bound=ModelRecipe)
 
 _PRESETS: dict[str, dict[str, Any]] = {}
 _builtin_loaded = False
@@ -155,11 +157,11 @@ def name_fields(name: str) -> dict[str, Any]:
     )
 
 
-def validated(fields: Mapping[str, Any]) -> ModelSpec:
-    """A ModelSpec of `fields`; a bad field is the zoo's ConfigError (naming the field and what is
-    wrong), with pydantic's ValidationError as its cause."""
+def validated(fields: Mapping[str, Any], into: type[Spec] = ModelSpec) -> Spec:
+    """A ModelSpec (or another `into`) of `fields`; a bad field is the zoo's ConfigError (naming
+    the field and what is wrong), with pydantic's ValidationError as its cause."""
     try:
-        return ModelSpec.model_validate(fields)
+        return into.model_validate(fields)
     except ValidationError as err:
         raise ConfigError(describe_validation(err)) from err
 
@@ -178,11 +180,26 @@ def resolve(source: ModelSpec | str | Mapping[str, Any], **overrides: Any) -> Mo
     if isinstance(source, str):
         return spec(source, **overrides)
     if isinstance(source, Mapping):
-        fields = dict(source)
-        preset = fields.pop("preset", None)
-        base = name_fields(preset) if preset is not None else {}
-        return validated(merge_fields(merge_fields(base, fields), overrides))
+        return validated(written_fields(source, overrides))
+    if isinstance(source, ModelRecipe):
+        raise TypeError("a ModelRecipe leaves its vocabulary sizes to a task: give them with recipe.sized(src, tgt)")
     raise TypeError(f"cannot make a ModelSpec from {type(source).__name__}; give a ModelSpec, a name or a mapping")
+
+
+def written_fields(source: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The fields a mapping stands for: its `preset`'s (if it names one), then its own, then `overrides`."""
+    fields = dict(source)
+    preset = fields.pop("preset", None)
+    base = name_fields(preset) if preset is not None else {}
+    return merge_fields(merge_fields(base, fields), overrides or {})
+
+
+def recipe(source: ModelRecipe | str | Mapping[str, Any]) -> ModelRecipe:
+    """A ModelRecipe (vocabulary sizes optional) from a recipe, a name, or a mapping that may name
+    a `preset`: an experiment's model, whose sizes its task fills in."""
+    if isinstance(source, ModelRecipe):
+        return source if type(source) is ModelRecipe else validated(source.model_dump(), ModelRecipe)
+    return validated(name_fields(source) if isinstance(source, str) else written_fields(source), ModelRecipe)
 
 
 def load_spec(path: str | Path, **overrides: Any) -> ModelSpec:

@@ -23,8 +23,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from zoo.errors import ConfigError, describe_validation
-from zoo.specs.catalog import resolve
-from zoo.specs.model_spec import ModelSpec
+from zoo.specs.catalog import recipe
+from zoo.specs.model_spec import ModelRecipe, ModelSpec
 from zoo.specs.registries import AXES, UnknownChoiceError, registry
 from zoo.specs.strict import StrictSettings
 from zoo.specs.yamlio import dump_yaml, load_yaml, read_mapping
@@ -117,32 +117,35 @@ DEFAULT_MODEL = {
     "preset": "vaswani2017", "d_model": 128, "n_heads": 4, "d_ff": 512,
     "n_encoder_layers": 1, "n_decoder_layers": 1, "dropout": 0.0,
 }
-PLACEHOLDER_VOCAB = {"src_vocab_size": 1 << 20, "tgt_vocab_size": 1 << 20}
+DEFAULT_TASK = {"name": "reverse"}
 SPECIAL_IDS = ("pad_id", "bos_id", "eos_id")
 
 
-def placeholder_spec(model: Mapping[str, Any]) -> ModelSpec:
-    """The model's spec with vocabularies large enough for any id: everything but the sizes the
-    task decides."""
-    return resolve({**PLACEHOLDER_VOCAB, **model})
+def written_defaults() -> dict[str, Any]:
+    """The model and task of the default experiment as written (a preset and the fields it
+    changes), for `--set` and a sweep's grid to change as a user would the file: a preset set on
+    top replaces the written one, where the resolved fields would override it."""
+    return {"model": dict(DEFAULT_MODEL), "task": dict(DEFAULT_TASK)}
 
 
 class ExperimentSpec(Strict):
-    model: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_MODEL), validate_default=True)
-    task: dict[str, Any] = Field(default_factory=lambda: {"name": "reverse"}, validate_default=True)
+    model: ModelRecipe = Field(default_factory=lambda: recipe(DEFAULT_MODEL))
+    task: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_TASK), validate_default=True)
     train: TrainSpec = TrainSpec()
     wandb: WandbSpec = WandbSpec()
 
-    @field_validator("model")
+    @field_validator("model", mode="before")
     @classmethod
-    def _model_resolves(cls, model: dict[str, Any]) -> dict[str, Any]:
+    def _model_resolves(cls, model: Any) -> ModelRecipe:
+        """The model as written (a preset or canonical name, a mapping that may name a preset, a
+        recipe) becomes its recipe here, once; the task fills in its vocabulary sizes."""
+        if not isinstance(model, str | Mapping | ModelRecipe):
+            raise PydanticCustomError("model_spec", "a mapping of model fields (or a preset or variant name), got "
+                                      "{kind}", {"kind": type(model).__name__})
         try:
-            placeholder_spec(model)
-        except ValidationError as err:
-            raise PydanticCustomError("model_spec", "{problems}", {"problems": describe_validation(err)}) from None
+            return recipe(model)
         except ConfigError as err:
             raise PydanticCustomError("model_spec", "{problem}", {"problem": str(err)}) from None
-        return model
 
     @field_validator("task")
     @classmethod
@@ -166,9 +169,8 @@ class ExperimentSpec(Strict):
         """The task's vocabulary decides pad, bos and eos; a model that says otherwise is an error."""
         task = registry("task").get(self.task["name"])
         ids = task.special_ids_for(task.Params.model_validate({k: v for k, v in self.task.items() if k != "name"}))
-        spec = placeholder_spec(self.model)
-        conflicts = [f"model.{k} {getattr(spec, k)} (the task's is {ids[k]})" for k in SPECIAL_IDS
-                     if getattr(spec, k) != ids[k]]
+        conflicts = [f"model.{k} {getattr(self.model, k)} (the task's is {ids[k]})" for k in SPECIAL_IDS
+                     if getattr(self.model, k) != ids[k]]
         if conflicts:
             wanted = ", ".join(f"model.{k}={ids[k]}" for k in SPECIAL_IDS)
             raise PydanticCustomError(
@@ -189,11 +191,11 @@ class ExperimentSpec(Strict):
     @property
     def variant(self) -> str:
         """The model's canonical name (no vocabulary needed)."""
-        return placeholder_spec(self.model).name
+        return self.model.name
 
     def model_spec(self, src_vocab_size: int, tgt_vocab_size: int) -> ModelSpec:
         """The ModelSpec, with the task's vocabulary sizes unless the experiment gives them."""
-        return resolve({"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size, **self.model})
+        return self.model.sized(src_vocab_size, tgt_vocab_size)
 
     def to_yaml(self) -> str:
         return dump_yaml(self.model_dump(mode="json"))
@@ -252,6 +254,5 @@ def load_experiment(path: str | Path | None = None, sets: Sequence[str] = ()) ->
         raise ConfigError(f"{path} is a sweep file (it has {', '.join(sorted({'grid', 'rows', 'base'} & data.keys()))}); "
                           f"run it with zoo sweep {path}, or train its base experiment alone with zoo train BASE")
     if sets:
-        defaults = ExperimentSpec().model_dump(mode="json")
-        data = with_sets({**{k: defaults[k] for k in ("model", "task") if k not in data}, **data}, sets)
+        data = with_sets({**written_defaults(), **data}, sets)
     return validate_experiment(data, str(path) if path is not None else "experiment")

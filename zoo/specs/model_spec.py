@@ -1,4 +1,5 @@
-"""ModelSpec: the single, validated description of one variant, of any of the three kinds."""
+"""ModelSpec: the single, validated description of one variant, of any kind; ModelRecipe: the
+same without the vocabulary sizes, which an experiment's task fills in."""
 
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ KINDS = KIND_STACKS
 DEFAULT_KIND = "encoder_decoder"
 
 
-class ModelSpec(StrictSettings):
-    """Every choice that defines a model. Immutable; unknown keys are rejected.
+class ModelRecipe(StrictSettings):
+    """Every choice that defines a model, the vocabulary sizes optional: what an experiment holds,
+    validated at load, whose sizes the task's vocabulary fills in (`sized`). Immutable; unknown
+    keys are rejected.
 
     `vocab_size` is accepted as shorthand for equal source and target vocabularies. A model of one
     stack (`decoder`, `encoder`) has one vocabulary, so its two sizes must be equal; it ignores the
@@ -46,8 +49,8 @@ class ModelSpec(StrictSettings):
         DEFAULT_KIND, description="encoder_decoder; decoder: a causal language model (n_decoder_layers); encoder: "
                                   "bidirectional, a masked-language-model head (n_encoder_layers)"
     )
-    src_vocab_size: PositiveInt
-    tgt_vocab_size: PositiveInt
+    src_vocab_size: PositiveInt | None = Field(None, description="null: the task's")
+    tgt_vocab_size: PositiveInt | None = Field(None, description="null: the task's")
     d_model: PositiveInt = 512
     n_heads: PositiveInt = 8
     n_kv_heads: PositiveInt | None = Field(
@@ -160,7 +163,7 @@ class ModelSpec(StrictSettings):
         return data
 
     @model_validator(mode="after")
-    def _fits_together(self) -> ModelSpec:
+    def _fits_together(self) -> ModelRecipe:
         """Rules between fields, checked on the assembled spec so that defaults count too."""
         if self.head_width is None and self.d_model % self.n_heads:
             raise PydanticCustomError(
@@ -181,7 +184,7 @@ class ModelSpec(StrictSettings):
         for field, value in specials.items():
             for side in ("src_vocab_size", "tgt_vocab_size"):
                 size = getattr(self, side)
-                if value >= size:
+                if size is not None and value >= size:
                     raise PydanticCustomError(
                         "special_id_range",
                         "{field} {value} is outside {side} {size} (valid ids 0..{last})",
@@ -192,7 +195,8 @@ class ModelSpec(StrictSettings):
                 "special_id_distinct", "pad_id and eos_id must differ (bos_id may equal either), got {ids}",
                 {"ids": ", ".join(f"{k} {v}" for k, v in specials.items())},
             )
-        if len(KIND_STACKS[self.kind]) == 1 and self.src_vocab_size != self.tgt_vocab_size:
+        sized = self.src_vocab_size is not None and self.tgt_vocab_size is not None
+        if sized and len(KIND_STACKS[self.kind]) == 1 and self.src_vocab_size != self.tgt_vocab_size:
             raise PydanticCustomError(
                 "one_vocab", "a model of kind {kind} has one vocabulary: src_vocab_size {src} and tgt_vocab_size {tgt} "
                 "differ; give vocab_size", {"kind": self.kind, "src": self.src_vocab_size, "tgt": self.tgt_vocab_size},
@@ -202,7 +206,7 @@ class ModelSpec(StrictSettings):
                 "one_table", "share_embeddings shares the encoder's and the decoder's tables; a model of kind {kind} "
                 "has one table", {"kind": self.kind},
             )
-        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+        if sized and self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise PydanticCustomError(
                 "shared_vocab", "share_embeddings needs one vocabulary: src_vocab_size {src} and tgt_vocab_size {tgt} "
                 "differ", {"src": self.src_vocab_size, "tgt": self.tgt_vocab_size},
@@ -280,3 +284,15 @@ class ModelSpec(StrictSettings):
 
     def axes(self) -> dict[str, Choice]:
         return {axis: getattr(self, axis) for axis in AXES}
+
+    def sized(self, src_vocab_size: int, tgt_vocab_size: int) -> ModelSpec:
+        """The ModelSpec of this recipe with the task's vocabulary sizes, unless the recipe gives its own."""
+        return ModelSpec.model_validate({**self.model_dump(), "src_vocab_size": self.src_vocab_size or src_vocab_size,
+                                         "tgt_vocab_size": self.tgt_vocab_size or tgt_vocab_size})
+
+
+class ModelSpec(ModelRecipe):
+    """A recipe with its vocabulary sizes: all a model is built from."""
+
+    src_vocab_size: PositiveInt
+    tgt_vocab_size: PositiveInt

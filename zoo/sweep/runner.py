@@ -24,13 +24,14 @@ from zoo.errors import ConfigError, Interrupted, RunConflict, ZooError
 from zoo.files import FolderLock, atomic_write, lock_holder
 from zoo.records import DONE, RunRecord, read_result
 from zoo.specs.experiment import ExperimentSpec
+from zoo.specs.identity import changes_between, flatten
 from zoo.specs.yamlio import dump_yaml, read_mapping
 from zoo.sweep.ledger import Ledger
 from zoo.sweep.spec import Cell, SweepSpec, cell_experiment, expand, read_saved_sweep, shard
 from zoo.sweep.worker import KEEP_GOING
 from zoo.tasks import data_digests
 from zoo.trainer.guards import signals_to
-from zoo.trainer.identity import changed_fields, changes_between, data_changes, flatten
+from zoo.trainer.resume_checks import changed_fields, data_changes
 
 
 def threads_per_worker(workers: int) -> int:

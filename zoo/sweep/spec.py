@@ -27,7 +27,7 @@ from pydantic_core import PydanticCustomError
 
 from zoo.errors import ConfigError, describe_validation
 from zoo.metrics import goal_of
-from zoo.specs.experiment import ExperimentSpec, Strict, assign, parse_sets, validate_experiment
+from zoo.specs.experiment import ExperimentSpec, Strict, assign, parse_sets, validate_experiment, written_defaults
 from zoo.specs.yamlio import read_mapping
 from zoo.tasks import task_params
 
@@ -212,7 +212,7 @@ def job_type(cell: Cell) -> str:
 
 def cell_experiment(sweep: SweepSpec, base: dict[str, Any], cell: Cell) -> ExperimentSpec:
     """The cell's experiment: the base, the grid values and the seed, logged into the sweep's group."""
-    data = ExperimentSpec.model_validate(base).model_dump(mode="json")
+    data = {**written_defaults(), **copy.deepcopy(dict(base))}  # as written: a grid's preset replaces the base's
     for key, value in cell.assignment:
         for field, setting in (sweep.rows[value].items() if key == ROW else [(key, value)]):
             assign(data, field, setting, f"row {value!r}: " if key == ROW else "grid ")

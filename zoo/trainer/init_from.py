@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from zoo.errors import ConfigError
+from zoo.specs.identity import flatten
 from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task
-from zoo.trainer.identity import flatten
 
 
 def initial_weights(source: str, spec: ModelSpec, task: Task) -> dict[str, Any]:

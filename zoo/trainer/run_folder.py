@@ -12,9 +12,10 @@ from zoo.errors import ConfigError, RunConflict
 from zoo.files import FolderLock, check_writable_folder
 from zoo.records import RunRecord, read_result, write_result
 from zoo.specs.experiment import ExperimentSpec
+from zoo.specs.identity import RESUMABLE, run_name
 from zoo.tasks import data_digests
 from zoo.trainer.checkpoint import read_checkpoint
-from zoo.trainer.identity import RESUMABLE, changed_fields, check_resumable, check_same_data, run_name
+from zoo.trainer.resume_checks import changed_fields, check_resumable, check_same_data
 
 CHECKPOINT, RESULT = "checkpoint.pt", "result.json"
 
