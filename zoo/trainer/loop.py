@@ -59,7 +59,7 @@ class Trainer:
         self.task = build_task(experiment.task, t.seed, saved and saved["task"])
         self.data = data_digests(experiment.task)
         sizes = len(self.task.src_vocab), len(self.task.tgt_vocab)
-        check_kind_fits_task(experiment.model_spec(max(sizes), max(sizes)).kind, self.task)
+        check_kind_fits_task(experiment.model.kind, self.task)  # before sizing: a one-stack kind needs one vocabulary
         self.spec = experiment.model_spec(*sizes)
         if saved is not None and ModelSpec.model_validate(saved["spec"]) != self.spec:
             raise CheckpointError(f"{self.checkpoint_path}: its model spec differs from the experiment's "
