@@ -48,7 +48,7 @@ def test_attention_layouts_convert_exactly(source, target, position, n_kv_heads)
 def test_weight_compatible_function_changes_keep_every_weight():
     model = trained_like("post.sinusoidal.fused.relu")
     converted = zoo.convert(model, norm="res_post", ffn="gelu", position="none", dropout=0.3)
-    assert converted.spec.name == "res_post.none.fused.gelu" and converted.spec.dropout == 0.3
+    assert converted.spec.name == "res_post.none.fused.gelu.n_kv_heads=2" and converted.spec.dropout == 0.3
     after = canonical_state(converted)
     assert after.keys() == canonical_state(model).keys()
     assert all(torch.equal(after[k], v) for k, v in canonical_state(model).items())

@@ -51,7 +51,9 @@ def test_from_torch_reproduces_the_reference(norm_first, activation, scale):
         reference.transformer, reference.src_embedding, reference.tgt_embedding, reference.generator,
         scale_embeddings=scale,
     ).eval()
-    assert model.spec.name == f"{'pre' if norm_first else 'post'}.sinusoidal.fused.{activation}"
+    switches = [*([] if norm_first else ["final_norm=true"]), *([] if scale else ["scale_embeddings=false"])]
+    assert model.spec.name == ".".join([f"{'pre' if norm_first else 'post'}.sinusoidal.fused.{activation}",
+                                        *(["+".join(switches)] if switches else [])])
     assert model.spec.uses_final_norm and model.spec.dropout == 0.1
     src_lengths, tgt_lengths = [9, 4, 7, 2], [8, 3, 6, 5]
     src, tgt = padded_batch(src_lengths, VOCAB, seed=1), padded_batch(tgt_lengths, VOCAB, seed=2)

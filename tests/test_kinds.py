@@ -17,7 +17,7 @@ CLASSES = {"encoder_decoder": zoo.EncoderDecoder, "decoder": zoo.DecoderOnly, "e
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_kind_is_in_the_name_unless_it_is_the_default_and_builds_its_class(kind):
     spec = zoo.spec("pre.rope.sdpa.swiglu", kind=kind, **TINY)
-    assert spec.name == ("pre.rope.sdpa.swiglu" if kind == "encoder_decoder" else f"{kind}.pre.rope.sdpa.swiglu")
+    assert spec.axes_name == ("pre.rope.sdpa.swiglu" if kind == "encoder_decoder" else f"{kind}.pre.rope.sdpa.swiglu")
     assert zoo.spec(spec.name, **TINY) == spec
     model = zoo.build(spec, seed=0)
     assert type(model) is CLASSES[kind] and model.kind == kind

@@ -29,7 +29,7 @@ def test_core_invariants(variant):
     equal to a full recompute for the kinds that decode."""
     torch.manual_seed(0)
     model = away_from_init(zoo.build(variant, **TINY))
-    assert model.spec.name == variant and model.spec == tiny(variant)
+    assert model.spec.axes_name == variant and model.spec == tiny(variant)
     model.eval()
     with torch.no_grad():
         check_padding_invariance(model)

@@ -122,7 +122,7 @@ def cmd_build_all(args: argparse.Namespace) -> None:
             logits = model(src.clamp(max=spec.src_vocab_size - 1), tgt.clamp(max=spec.tgt_vocab_size - 1))
         if not torch.isfinite(logits).all():
             raise SystemExit(f"zoo: {spec.name} produced non-finite logits")
-        print(f"{spec.name:36s} {model.num_parameters():>12,d} parameters")
+        print(f"{spec.axes_name:36s} {model.num_parameters():>12,d} parameters")  # the sizes' switches are on line 1
     print(f"built and ran {len(combos)} models in {time.perf_counter() - start:.1f} s")
 
 

@@ -9,6 +9,7 @@ is not the default, `decoder.pre.learned.per_head.gelu`) without being listed.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from zoo.errors import ConfigError, describe_validation
-from zoo.specs.choices import Choice, parse_choice_text, split_name
+from zoo.specs.choices import SETTING_SEPARATOR, Choice, parse_choice_text, split_name
 from zoo.specs.model_spec import DEFAULT_KIND, KINDS, ModelRecipe, ModelSpec
 from zoo.specs.registries import AXES, NAMED_AXES, UnknownChoiceError, load_plugins, registry
 from zoo.specs.yamlio import load_yaml, read_mapping
@@ -141,6 +142,21 @@ def axis_fields(parts: list[str]) -> dict[str, Any]:
     return fields
 
 
+SWITCH_TEXT = re.compile(r"[A-Za-z_]\w*=")
+"""A canonical name's last part holds its switches where it starts with `key=` (no part does)."""
+
+
+def switch_fields(text: str) -> dict[str, Any]:
+    """The switches of a canonical name's last part: `qk_norm=rmsnorm+window=128` -> fields."""
+    fields = {}
+    for switch in SETTING_SEPARATOR.split(text):
+        key, _, value = switch.partition("=")
+        if key in fields:
+            raise ConfigError(f"a canonical name gives the switch {key} twice: {text}")
+        fields[key] = load_yaml(value, f"switch {key} of {text!r}")
+    return fields
+
+
 def name_fields(name: str) -> dict[str, Any]:
     """The fields a preset or canonical name stands for."""
     if not isinstance(name, str):
@@ -149,8 +165,9 @@ def name_fields(name: str) -> dict[str, Any]:
         return preset_fields(name)
     parts = split_name(name)
     kind = {"kind": parts.pop(0)} if parts and parts[0] in KINDS and parts[0] != DEFAULT_KIND else {}
+    switches = switch_fields(parts.pop()) if parts and SWITCH_TEXT.match(parts[-1]) else {}
     if len(parts) >= len(NAMED_AXES) and all(parts):
-        return {**kind, **axis_fields(parts)}
+        return {**kind, **axis_fields(parts), **switches}
     raise UnknownChoiceError(
         "variant", name, _presets(), hint=f"; or a canonical name [decoder. or encoder.]{'.'.join(NAMED_AXES)}, "
         "e.g. post.sinusoidal.fused.relu or decoder.pre.rope.sdpa.swiglu"

@@ -81,10 +81,12 @@ def fingerprint(experiment: ExperimentSpec) -> str:
 
 
 def run_name(experiment: ExperimentSpec) -> str:
-    """`wandb.name` when the user names the run, else `<variant>-seed<seed>-<fingerprint>`."""
+    """`wandb.name` when the user names the run, else `<axes name>-seed<seed>-<fingerprint>`: the
+    fingerprint tells apart what the axes' name leaves out (sizes, switches), so a folder's name
+    stays short and every earlier folder keeps its name."""
     if experiment.wandb.name:
         return experiment.wandb.name
-    return f"{experiment.variant}-seed{experiment.train.seed}-{fingerprint(experiment)}"
+    return f"{experiment.model.axes_name}-seed{experiment.train.seed}-{fingerprint(experiment)}"
 
 
 def show(value: Any) -> str:
