@@ -13,7 +13,7 @@ import time
 
 import yaml
 
-import zoo.cli
+import zoo.cli_runs
 from trainkit import tiny_experiment
 from zoo.records import read_result
 from zoo.specs.experiment import validate_experiment
@@ -107,14 +107,11 @@ def test_a_worker_that_died_between_cells_is_replaced_before_the_next(tmp_path):
 
 
 def test_a_refusal_keeps_the_worker_and_a_bug_ends_it_with_its_traceback_in_the_cells_log(tmp_path, monkeypatch):
-    real_main = zoo.cli.main
+    def train_and_report(experiment, resume):
+        raise RuntimeError("a bug in the trainer")
 
-    def main(argv):
-        if argv[1].endswith("bug.yaml"):
-            raise RuntimeError("a bug in the trainer")
-        real_main(argv)
-
-    monkeypatch.setattr(zoo.cli, "main", main)
+    monkeypatch.setattr(zoo.cli_runs, "train_and_report", train_and_report)
+    (tmp_path / "bug.yaml").write_text("train: {steps: 1}\n")  # valid: the bug is in training
     cells = ["missing.yaml", "bug.yaml", "never.yaml"]
     requests = io.StringIO("".join(json.dumps({"experiment": str(tmp_path / cell), "log": str(tmp_path / f"{cell}.log")})
                                    + "\n" for cell in cells))

@@ -7,22 +7,19 @@ import argparse
 import fnmatch
 import itertools
 import math
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
+from zoo.cli_runs import cmd_eval, cmd_train
 from zoo.cli_sweeps import cmd_compare, cmd_reproduce, cmd_sweep
-from zoo.errors import ConfigError, Interrupted, ZooError, describe_validation
+from zoo.errors import ConfigError
+from zoo.exit_codes import exit_code_of
 from zoo.specs.catalog import list_variants, name_fields, preset_chain, preset_description, recipe, resolve
 from zoo.specs.choices import part_text, settings_text
 from zoo.specs.experiment import assign, parse_sets
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import AXES, NAMED_AXES, registry
-from zoo.specs.yamlio import dump_yaml
 
 EXAMPLES = """examples:
   zoo list                                          presets, every axis's parts, tasks and their metrics
@@ -124,47 +121,6 @@ def cmd_build_all(args: argparse.Namespace) -> None:
             raise SystemExit(f"zoo: {spec.name} produced non-finite logits")
         print(f"{spec.axes_name:36s} {model.num_parameters():>12,d} parameters")  # the sizes' switches are on line 1
     print(f"built and ran {len(combos)} models in {time.perf_counter() - start:.1f} s")
-
-
-def cmd_train(args: argparse.Namespace) -> None:
-    from zoo.specs.experiment import load_experiment
-    from zoo.trainer import train
-    from zoo.trainer.guards import die_with_parent
-
-    die_with_parent()
-    experiment = load_experiment(args.file, args.set)
-    if args.print_config:
-        from zoo.trainer.run_folder import RunFolder
-
-        print(f"# run folder: {RunFolder(experiment).path}  (the model: {experiment.variant})")
-        print(dump_yaml(experiment.model_dump(mode="json")), end="")
-        return
-    result = train(experiment, resume=args.resume)
-    if result.already_finished:
-        print(f"{result.run_dir} finished all {experiment.train.steps} steps already: nothing to train (raise "
-              "train.steps to train on); its recorded result:")
-    if result.metrics:
-        print("final " + " ".join(f"{k}={v:.4g}" for k, v in result.metrics.items()))
-        print(f"run directory:     {result.run_dir}")
-        print(f"checkpoint:        {result.checkpoint}")
-        if result.attention_png:  # a model with cross-attention draws one
-            print(f"attention picture: {result.attention_png}")
-        if result.wandb_dir:
-            runs = Path(result.wandb_dir).parent.parent
-            runs = runs if runs.is_absolute() else f"./{runs}"
-            print(f"W&B run:           {Path(result.wandb_dir).parent}  (browse: wandb leet {runs}; upload: wandb sync)")
-
-
-def cmd_eval(args: argparse.Namespace) -> None:
-    import json
-
-    from zoo.trainer.evaluate import evaluate_checkpoint
-
-    start = time.perf_counter()
-    metrics = evaluate_checkpoint(args.checkpoint, args.split, args.beams, args.length_penalty, tuple(args.set))
-    decoding = "greedy" if args.beams == 1 else f"beam {args.beams}, length_penalty {args.length_penalty}"
-    print(json.dumps({"checkpoint": str(args.checkpoint), "split": args.split, "decoding": decoding,
-                      "seconds": round(time.perf_counter() - start, 1), **metrics}, indent=1))
 
 
 def finite_float(text: str) -> float:
@@ -299,26 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    try:
-        args.run(args)
-    except Interrupted as err:
-        print(f"zoo: {err}", file=sys.stderr)
-        raise SystemExit(err.exit_code) from None
-    except ZooError as err:  # the zoo's own errors: a user's mistake or a refusal, never a bug
-        print(f"zoo: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
-    except ValidationError as err:
-        print(f"zoo: {describe_validation(err)}", file=sys.stderr)
-        raise SystemExit(2) from None
-    except KeyboardInterrupt:  # Ctrl-C outside training (which says what it kept): nothing half-written stays
-        print("zoo: interrupted (SIGINT); every file the zoo writes is written whole or not at all", file=sys.stderr)
-        raise SystemExit(130) from None
-    except BrokenPipeError:  # `zoo list | head`: the reader has all it wanted
-        sys.stderr.close()
-        raise SystemExit(0) from None
-    except OSError as err:  # files and folders the user named: missing, unreadable, no space
-        print(f"zoo: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
+    code = exit_code_of(lambda: args.run(args))
+    if code:
+        raise SystemExit(code)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """A sweep's worker process: it trains cell after cell, so a cell no longer pays a process start
 (Python, torch, the CUDA context, W&B's service: about 5 s a cell on CPU, measured by
-experiments/benchmarks/sweep_workers.py). Each cell is still `zoo train FILE --resume` (the same
-code, the same exit codes), its output goes to its own log.txt, and a cell that ends in anything
-but a result or a user's mistake (a bug's traceback, a signal) ends the worker too, so the next
-cell starts in a fresh process and no cell can change another.
+experiments/benchmarks/sweep_workers.py). Each cell is what `zoo train FILE --resume` does (the
+same function, called without argument strings, with the same exit codes), its output goes to
+its own log.txt, and a cell that ends in anything but a result or a user's mistake (a bug's
+traceback, a signal) ends the worker too, so the next cell starts in a fresh process and no cell
+can change another.
 
 Protocol: one JSON line per cell on stdin, {"experiment": FILE, "log": FILE}; one JSON line back,
 {"code": EXIT_CODE}, on the stdout the worker was started with (cells never write there).
@@ -42,20 +43,19 @@ def output_to(log_file: str) -> Iterator[None]:
 
 
 def train_cell(experiment_file: str) -> int:
-    """`zoo train FILE --resume` in this process; its exit code (1 with the traceback printed for
-    anything the command does not catch, as Python would)."""
-    from zoo.cli import main
+    """What `zoo train FILE --resume` does, called in this process: its exit code (1 with the
+    traceback printed for anything the zoo does not catch, as Python would)."""
+    from zoo.cli_runs import train_and_report
+    from zoo.exit_codes import exit_code_of
+    from zoo.specs.experiment import load_experiment
 
     try:
-        main(["train", experiment_file, "--resume"])
+        return exit_code_of(lambda: train_and_report(load_experiment(experiment_file), resume=True))
     except SystemExit as done:
         return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    except KeyboardInterrupt:
-        return 130
     except Exception:  # a bug: shown in the cell's log, and this process is not trusted further
         traceback.print_exc()
         return 1
-    return 0
 
 
 def forget_compiled() -> None:
@@ -79,6 +79,9 @@ def serve(requests: IO[str], replies: IO[str]) -> None:
 
 
 def main() -> None:
+    from zoo.trainer.guards import die_with_parent
+
+    die_with_parent()  # as `zoo train` does: a worker outlives no sweep
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # nothing but replies may reach the sweep through the worker's stdout
