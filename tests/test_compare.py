@@ -180,8 +180,8 @@ def test_plotted_bands_are_the_computed_intervals(tmp_path, seeds):
                 for step in (100, 200, 300)]
     sweep = sweepkit.write_sweep(tmp_path, "bands", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]},
                                  seeds, lambda a, seed: known(a["model.norm"], a["model.ffn"], seed), history=history)
-    rows = variant_rows(sweep, [r for r in Ledger(sweep.directory() / "ledger.jsonl").latest().values()
-                                if r["status"] == "finished"])
+    rows = variant_rows(sweep, [r for r in Ledger(sweep.directory() / "ledger.jsonl").read().latest().values()
+                                if r.status == "finished"])
     fig = curve_figure(sweep, rows)
     drawn = band_polygons(fig)
     assert len(drawn) == 4 and len(fig.axes) == 1, "4 variants fit one panel"
@@ -203,7 +203,7 @@ def test_sixteen_variants_get_four_panels_of_four(tmp_path):
             "model.attention": ["per_head", "fused"], "model.ffn": ["relu", "gelu"]}
     distinct = lambda a, seed: 0.4 + 0.1 * (a["model.attention"] == "fused") + 0.05 * (a["model.ffn"] == "gelu")
     sweep = sweepkit.write_sweep(tmp_path, "sixteen", grid, [0], distinct)
-    rows = variant_rows(sweep, list(Ledger(sweep.directory() / "ledger.jsonl").latest().values()))
+    rows = variant_rows(sweep, list(Ledger(sweep.directory() / "ledger.jsonl").read().latest().values()))
     fig = curve_figure(sweep, rows)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert titles == ["norm=post, position=sinusoidal", "norm=post, position=learned",

@@ -97,7 +97,7 @@ def ranking(folder: Path, metrics: list[str]) -> str:
     """Every variant, best first, with its value in each seed."""
     read = read_sweep(folder, metrics[0])
     rows = variant_rows(read.sweep, read.records)
-    by_seed = {(r["variant"], r["seed"]): (r.get("metrics") or {}).get(metrics[0]) for r in read.records}
+    by_seed = {(r.variant, r.seed): r.metrics.get(metrics[0]) for r in read.records}
     seeds = read.sweep.seeds
 
     def value(variant: str, seed: int) -> str:
@@ -156,11 +156,11 @@ def falls(folder: Path, metrics: list[str], shown_runs: int = 4) -> str:
     read = read_sweep(folder, metrics[0])
     found = []
     for record in read.records:
-        values = [row[metrics[0]] for row in record.get("history") or [] if metrics[0] in row]
-        steps = [int(row["train/step"]) for row in record.get("history") or [] if metrics[0] in row]
+        values = [row[metrics[0]] for row in record.history if metrics[0] in row]
+        steps = [int(row["train/step"]) for row in record.history if metrics[0] in row]
         if len(values) > 1:
             fall, at = max((values[i] - values[i + 1], steps[i + 1]) for i in range(len(values) - 1))
-            found.append((fall, at, record["cell"]))
+            found.append((fall, at, record.cell))
     fell = [run for run in sorted(found, reverse=True) if run[0] > 0][:shown_runs]
     if not fell:
         return f"No run's `{metrics[0]}` fell between two evaluations.\n"

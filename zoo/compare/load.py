@@ -9,6 +9,7 @@ from typing import Any
 
 from zoo.errors import ConfigError
 from zoo.metrics import goal_of
+from zoo.records import RunRecord
 from zoo.specs.registries import describe_unknown
 from zoo.sweep.ledger import Ledger
 from zoo.sweep.spec import SweepSpec, expand, read_saved_sweep, safe_text
@@ -19,7 +20,7 @@ class SweepRecords:
     sweep: SweepSpec
     """The saved sweep, with `metric` (and its goal) replaced when another metric was asked for."""
     base: dict[str, Any]
-    records: list[dict[str, Any]]
+    records: list[RunRecord]
     notes: list[str]
     progress: str
     """How many cells of the grid are finished, diverged, failed, running, interrupted or missing."""
@@ -27,9 +28,9 @@ class SweepRecords:
     """"" for the sweep's own metric, else "-<metric>": the files of another metric get their own names."""
 
 
-def logged_metrics(records: list[dict[str, Any]]) -> list[str]:
+def logged_metrics(records: list[RunRecord]) -> list[str]:
     """Every metric a finished run of the sweep reported at its end."""
-    return sorted({name for r in records for name in (r.get("metrics") or {})})
+    return sorted({name for r in records for name in r.metrics})
 
 
 def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords:
@@ -54,7 +55,7 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
     if foreign:
         notes.append(f"{len(foreign)} cell(s) have ledger records whose grid values differ from the cell's, left out "
                      f"(e.g. {foreign[0]})")
-    records = [r.model_dump() for r in current.values() if r.status not in ("running", "interrupted")]
+    records = [r for r in current.values() if r.status not in ("running", "interrupted")]
     progress = grid_progress(len(cells), [r.status for r in current.values()])
     if not records:
         raise ConfigError(f"{sweep_dir}: the ledger holds no finished, diverged or failed cell of this grid yet "
@@ -70,11 +71,10 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
     return SweepRecords(sweep, base, records, notes, progress, suffix)
 
 
-def missing_metric(records: list[dict[str, Any]], metric: str) -> list[str]:
+def missing_metric(records: list[RunRecord], metric: str) -> list[str]:
     """A finished cell without the compared metric counts as finished yet adds nothing to the
     table: it is named, not dropped in silence."""
-    lacking = [str(r.get("cell") or r.get("name")) for r in records
-               if r.get("status") == "finished" and (r.get("metrics") or {}).get(metric) is None]
+    lacking = [str(r.cell or r.name) for r in records if r.status == "finished" and r.metrics.get(metric) is None]
     if not lacking:
         return []
     shown = ", ".join(lacking[:5]) + (f" and {len(lacking) - 5} more" if len(lacking) > 5 else "")

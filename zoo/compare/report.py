@@ -25,6 +25,7 @@ from zoo.compare.stats import (
 from zoo.compare.wandb_run import Rows, log_tables
 from zoo.files import atomic_write
 from zoo.metrics import CURVE, range_of
+from zoo.records import RunRecord
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.yamlio import dump_yaml
 from zoo.sweep.spec import SweepSpec, value_text
@@ -177,13 +178,12 @@ def curve_table(rows: list[VariantRow]) -> Rows:
             [[row.variant, b.step, b.mean, b.low, b.high, b.n] for row in rows for b in row.curve])
 
 
-def run_lines(sweep: SweepSpec, records: list[dict]) -> list[str]:
+def run_lines(sweep: SweepSpec, records: list[RunRecord]) -> list[str]:
     """Every run the comparison rests on, one row each: its seed's value (what the means and
     intervals summarize), its status, and the W&B run that holds its curves."""
-    rows = [[str(r.get("variant")), str(r.get("seed")), r.get("status", ""),
-             number((r.get("metrics") or {}).get(sweep.metric)), str(r.get("steps", "")),
-             f"`{r['wandb_run']}` ({r['wandb_dir']})" if r.get("wandb_run") else "—"]
-            for r in sorted(records, key=lambda r: (str(r.get("variant")), r.get("seed") or 0))]
+    rows = [[str(r.variant), str(r.seed), r.status, number(r.metrics.get(sweep.metric)), str(r.steps),
+             f"`{r.wandb_run}` ({r.wandb_dir})" if r.wandb_run else "—"]
+            for r in sorted(records, key=lambda r: (str(r.variant), r.seed or 0))]
     return markdown_table(["variant", "seed", "status", sweep.metric, "steps", "W&B run (local folder)"], rows)
 
 
@@ -196,21 +196,21 @@ def text_table(columns: list[str], data: list[list[str]]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) for line in [columns, *data])
 
 
-def loss_curves(sweep: SweepSpec, records: list[dict], folder: Path, suffix: str) -> list[Path]:
+def loss_curves(sweep: SweepSpec, records: list[RunRecord], folder: Path, suffix: str) -> list[Path]:
     """The held-out loss's curves beside the compared metric's, where that is another metric: a
     variant can lead on accuracy while its loss says it is overfitting."""
     if curve_metric(sweep.metric) == "eval/loss" or not any("eval/loss" in row for r in records
-                                                            for row in r.get("history") or []):
+                                                            for row in r.history):
         return []
     loss = sweep.model_copy(update={"metric": "eval/loss", "goal": "min", "target": None})
     return [curves_png(loss, variant_rows(loss, records), folder / f"loss_curves{suffix}.png")]
 
 
-def recipe_lines(sweep: SweepSpec, base: dict, records: list[dict]) -> list[str]:
+def recipe_lines(sweep: SweepSpec, base: dict, records: list[RunRecord]) -> list[str]:
     """What the runs were: the base experiment as the sweep saved it, and the code and machines
     their records name, so a reader of report.md alone can run them again."""
     def recorded(key: str) -> str:
-        return ", ".join(sorted({str((r.get("environment") or {}).get(key, "unknown")) for r in records}))
+        return ", ".join(sorted({str((r.environment or {}).get(key, "unknown")) for r in records}))
 
     try:  # every default written out (the learning rate, the schedule), as the runs used them
         shown = ExperimentSpec.model_validate(base).model_dump(mode="json")

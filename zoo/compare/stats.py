@@ -13,6 +13,7 @@ import numpy as np
 from scipy import stats
 
 from zoo.metrics import CURVE, range_of
+from zoo.records import RunRecord
 from zoo.sweep.spec import SweepSpec
 
 
@@ -123,14 +124,14 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def seed_noise(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> tuple[float, int]:
+def seed_noise(sweep: SweepSpec, records: Sequence[RunRecord]) -> tuple[float, int]:
     """The seed-to-seed standard deviation of the metric within a variant, pooled over the variants
     with two or more finished seeds, and its degrees of freedom: the noise floor below which a
     difference between variants cannot be told from a change of seed."""
     groups: dict[str, list[float]] = {}
     for record, value in finished_values(sweep, records):
         if math.isfinite(value):
-            groups.setdefault(record["variant"], []).append(value)
+            groups.setdefault(record.variant, []).append(value)
     spread = [(len(v) - 1, float(np.var(v, ddof=1))) for v in groups.values() if len(v) > 1]
     df = sum(d for d, _ in spread)
     return (math.sqrt(sum(d * var for d, var in spread) / df) if df else math.nan), df
@@ -159,46 +160,43 @@ def reached_at(history: list[dict[str, Any]], metric: str, target: float, goal: 
     return None
 
 
-def time_to_target(record: dict[str, Any], metric: str, target: float, goal: str) -> tuple[int, float, bool]:
+def time_to_target(record: RunRecord, metric: str, target: float, goal: str) -> tuple[int, float, bool]:
     """(step, seconds, reached) of a finished run: where it met the target, else where it ended
     (censored: it would have needed more than that)."""
-    history = record.get("history") or []
+    history = record.history
     hit = reached_at(history, metric, target, goal)
     if hit is not None:
         return (*hit, True)
     last = history[-1] if history else {}
-    return int(record.get("steps") or last.get("train/step", 0)), float(last.get("train/wall_s", math.nan)), False
+    return int(record.steps or last.get("train/step", 0)), float(last.get("train/wall_s", math.nan)), False
 
 
-def final_value(record: dict[str, Any], metric: str) -> float | None:
-    if record.get("status") != "finished":
-        return None
-    return (record.get("metrics") or {}).get(metric)
+def final_value(record: RunRecord, metric: str) -> float | None:
+    return record.metrics.get(metric) if record.status == "finished" else None
 
 
-def variant_rows(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[VariantRow]:
+def variant_rows(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[VariantRow]:
     """One row per variant (grid values), best first by the sweep's goal."""
-    by_variant: dict[str, list[dict[str, Any]]] = {}
+    by_variant: dict[str, list[RunRecord]] = {}
     for record in records:
-        by_variant.setdefault(record["variant"], []).append(record)
+        by_variant.setdefault(record.variant, []).append(record)
     rows = []
     for variant, runs in by_variant.items():
         values = [v for v in (final_value(r, sweep.metric) for r in runs) if v is not None]
         logged = curve_metric(sweep.metric)
-        done = sorted((r for r in runs if sweep.target is not None and r.get("status") == "finished"),
-                      key=lambda r: r.get("seed") or 0)
+        done = sorted((r for r in runs if sweep.target is not None and r.status == "finished"), key=lambda r: r.seed or 0)
         times = [time_to_target(r, logged, sweep.target, sweep.goal) for r in done]
         curve: dict[int, list[float]] = {}
         for run in runs:
-            for row in run.get("history") or []:
+            for row in run.history:
                 if logged in row:
                     curve.setdefault(int(row["train/step"]), []).append(float(row[logged]))
         rows.append(VariantRow(
-            variant, runs[0]["assignment"], Estimate.of(values).within(*range_of(sweep.metric)),
-            next((r.get("parameters") for r in runs if r.get("parameters")), None),
+            variant, runs[0].assignment, Estimate.of(values).within(*range_of(sweep.metric)),
+            next((r.parameters for r in runs if r.parameters), None),
             float(np.mean([t[0] for t in times])) if times else None,
             float(np.mean([t[1] for t in times])) if times else None,
-            sum(t[2] for t in times), sum(r["status"] == "diverged" for r in runs), sum(r["status"] == "failed" for r in runs),
+            sum(t[2] for t in times), sum(r.status == "diverged" for r in runs), sum(r.status == "failed" for r in runs),
             sum(not math.isfinite(v) for v in values),
             [Band.of(step, values, range_of(logged)) for step, values in sorted(curve.items())],
             [(t[0], t[2]) for t in times]))
@@ -213,34 +211,34 @@ def variant_rows(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[Va
     return sorted(rows, key=rank)
 
 
-def paired_differences(finished: list[tuple[dict[str, Any], float]], key: str, values: list[Any],
+def paired_differences(finished: list[tuple[RunRecord, float]], key: str, values: list[Any],
                        bounds: tuple[float, float] = (-math.inf, math.inf)) -> list[tuple[Any, Estimate]]:
     """Each value's difference from values[0], paired over runs that share every other grid value
     and the seed; its interval held inside what a difference of the metric can be."""
     low, high = bounds
     def rest(record):
-        others = tuple(sorted((k, repr(v)) for k, v in record["assignment"].items() if k != key))
-        return others, record["seed"]
+        others = tuple(sorted((k, repr(v)) for k, v in record.assignment.items() if k != key))
+        return others, record.seed
 
-    reference = {rest(r): v for r, v in finished if r["assignment"][key] == values[0]}
+    reference = {rest(r): v for r, v in finished if r.assignment[key] == values[0]}
     return [(value, Estimate.of([v - reference[rest(r)] for r, v in finished
-                                 if r["assignment"][key] == value and rest(r) in reference]).within(low - high, high - low))
+                                 if r.assignment[key] == value and rest(r) in reference]).within(low - high, high - low))
             for value in values[1:]]
 
 
-def finished_values(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
+def finished_values(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[tuple[RunRecord, float]]:
     pairs = [(r, final_value(r, sweep.metric)) for r in records]
     return [(r, v) for r, v in pairs if v is not None]
 
 
-def axis_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[AxisEffect]:
+def axis_effects(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[AxisEffect]:
     """For every grid key: each value's mean over all other grid values and seeds, and its paired
     difference from the key's first value, with its p-value and the Holm-adjusted one over every
     difference of every key."""
     labels, finished, bounds = sweep.labels(), finished_values(sweep, records), range_of(sweep.metric)
     effects = []
     for key, values in sweep.grid.items():
-        per_value = [[v for r, v in finished if r["assignment"][key] == value] for value in values]
+        per_value = [[v for r, v in finished if r.assignment[key] == value] for value in values]
         effects.append(AxisEffect(key, labels[key], list(values), [Estimate.of(v).within(*bounds) for v in per_value],
                                   paired_differences(finished, key, list(values), bounds)))
     return with_tests(effects)
@@ -272,7 +270,7 @@ class SimpleEffect:
     """(p, Holm-adjusted p) of each difference; the family is every simple difference of the sweep."""
 
 
-def simple_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[SimpleEffect]:
+def simple_effects(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[SimpleEffect]:
     """For every ordered pair of grid keys (key, given): key's paired effects at each given value."""
     labels, finished, bounds = sweep.labels(), finished_values(sweep, records), range_of(sweep.metric)
     effects = []
@@ -281,7 +279,7 @@ def simple_effects(sweep: SweepSpec, records: Sequence[dict[str, Any]]) -> list[
             if given == key:
                 continue
             for g in given_values:
-                subset = [(r, v) for r, v in finished if r["assignment"][given] == g]
+                subset = [(r, v) for r, v in finished if r.assignment[given] == g]
                 effects.append(SimpleEffect(key, labels[key], values[0], given, labels[given], g,
                                             paired_differences(subset, key, list(values), bounds)))
     return with_tests(effects)
