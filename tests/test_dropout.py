@@ -4,7 +4,7 @@ eval mode, gradient through the kept elements only), drawn from uniform floats o
 import pytest
 import torch
 
-from zoo.model.dropout import Dropout, dropout
+from zoo.dropout import Dropout, dropout
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])

@@ -7,10 +7,10 @@ import torch
 from conftest import TINY, padded_batch
 
 import zoo
+from zoo.model.assembly import stack_sites
 from zoo.model.canonical import canonical_entries, canonical_state
 from zoo.model.init import placements
 from zoo.model.zoo_model import init_gain
-from zoo.parts import stack_sites
 
 PAIRS = [
     (axis, a, b)

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import zoo
+from zoo.model.assembly import stack_sites
 from zoo.model.canonical import canonical_entries
 from zoo.model.init import placements
-from zoo.parts import stack_sites
 from zoo.specs.registries import registry
 from zoo.variants.ffn import ReLUFeedForward
 

@@ -13,7 +13,7 @@ import time
 
 import yaml
 
-import zoo.cli_runs
+import zoo.trainer.console
 from trainkit import tiny_experiment
 from zoo.records import read_result
 from zoo.specs.experiment import validate_experiment
@@ -110,7 +110,7 @@ def test_a_refusal_keeps_the_worker_and_a_bug_ends_it_with_its_traceback_in_the_
     def train_and_report(experiment, resume):
         raise RuntimeError("a bug in the trainer")
 
-    monkeypatch.setattr(zoo.cli_runs, "train_and_report", train_and_report)
+    monkeypatch.setattr(zoo.trainer.console, "train_and_report", train_and_report)
     (tmp_path / "bug.yaml").write_text("train: {steps: 1}\n")  # valid: the bug is in training
     cells = ["missing.yaml", "bug.yaml", "never.yaml"]
     requests = io.StringIO("".join(json.dumps({"experiment": str(tmp_path / cell), "log": str(tmp_path / f"{cell}.log")})

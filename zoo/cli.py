@@ -13,8 +13,7 @@ from typing import Any
 
 from zoo.cli_runs import cmd_eval, cmd_train
 from zoo.cli_sweeps import cmd_compare, cmd_reproduce, cmd_sweep
-from zoo.errors import ConfigError
-from zoo.exit_codes import exit_code_of
+from zoo.errors import ConfigError, exit_code_of
 from zoo.specs.catalog import list_variants, name_fields, preset_chain, preset_description, recipe, resolve
 from zoo.specs.choices import part_text, settings_text
 from zoo.specs.experiment import assign, parse_sets

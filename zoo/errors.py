@@ -1,7 +1,12 @@
-"""The zoo's own errors. The command line prints a ZooError (and the I/O and validation errors a
-user can cause) as one line; anything else is a bug and keeps its traceback."""
+"""The zoo's own errors, and what each means as an exit code. The command line (and a sweep's
+worker, for each cell) prints a ZooError, and the I/O and validation errors a user can cause, as
+one line: 2 a user's mistake or a refusal the zoo explained, 130 Ctrl-C, an interruption's own
+code. Anything else is a bug and keeps its traceback (Python's exit 1)."""
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable
 
 from pydantic import ValidationError
 
@@ -56,3 +61,28 @@ def describe_validation(err: ValidationError) -> str:
         loc = ".".join(str(p) for p in e["loc"])
         parts.append(f"{loc}: {e['msg']}" if loc else e["msg"])
     return "; ".join(parts)
+
+
+def exit_code_of(command: Callable[[], None]) -> int:
+    """Run `command`; the exit code its ending means, with the zoo's one-line message on stderr."""
+    try:
+        command()
+    except Interrupted as err:
+        print(f"zoo: {err}", file=sys.stderr)
+        return err.exit_code
+    except ZooError as err:  # the zoo's own errors: a user's mistake or a refusal, never a bug
+        print(f"zoo: {err}", file=sys.stderr)
+        return 2
+    except ValidationError as err:
+        print(f"zoo: {describe_validation(err)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C outside training (which says what it kept): nothing half-written stays
+        print("zoo: interrupted (SIGINT); every file the zoo writes is written whole or not at all", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `zoo list | head`: the reader has all it wanted
+        sys.stderr.close()
+        return 0
+    except OSError as err:  # files and folders the user named: missing, unreadable, no space
+        print(f"zoo: {err}", file=sys.stderr)
+        return 2
+    return 0

@@ -30,7 +30,7 @@ omits one gets:
   the part's settings decide): whether `final_norm: auto` adds a norm after the last block;
   without it, no.
 - `compose(x, steps) -> Tensor` (classmethod of a placement): how a block's sublayers combine;
-  without it, in turn (see compose_sublayers).
+  without it, in turn (see zoo.model.assembly.compose_sublayers).
 - `init_gain(spec, role, site) -> float` (classmethod of a placement): the gain of the initial
   draw of a matrix of that role (zoo.roles) in the stack at `site`; without it, 1.
 - `takes_real_tokens` (bool attribute of a feed-forward): the block calls it as `ffn(x, real=...)`
@@ -45,19 +45,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
 from pydantic import BaseModel
 from torch import Tensor, nn
 
-from zoo.model.attend import KVCache
-from zoo.model.dropout import Dropout
+from zoo.dropout import Dropout
 from zoo.roles import HoldsWeights, Role
 from zoo.specs.choices import Choice
 from zoo.specs.model_spec import ModelSpec
-from zoo.specs.registries import registry
+from zoo.specs.registries import build_part
 
 
 @dataclass(frozen=True)
@@ -76,17 +75,13 @@ class Site:
         return self.decoder_layers if self.causal else self.encoder_layers
 
 
-def stack_sites(spec: ModelSpec) -> dict[str, Site]:
-    """The site of each stack of the spec's model, by the stack's name in the model."""
-    encoder, decoder = spec.depths
-    sites = {"encoder": Site(False, encoder, decoder), "decoder": Site(True, encoder, decoder)}
-    return {name: site for name, site in sites.items() if site.layers}
+class CachesKeys(Protocol):
+    """What attention asks of a decoding cache (zoo.model.attend.KVCache is one): self-attention
+    appends each step's keys and values under its slot; cross-attention computes the memory's once."""
 
+    def append(self, slot: object, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]: ...
 
-def build_part(axis: str, spec: ModelSpec, **context: Any) -> nn.Module:
-    """The part the spec names on an axis, built from the spec (and, for norm placements and
-    position schemes, the `site` they serve)."""
-    return registry(axis).get(getattr(spec, axis).name)(spec, **context)
+    def memo(self, slot: object, compute: Callable[[], tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]: ...
 
 
 class WrapsSublayers(Protocol):
@@ -117,7 +112,7 @@ class Attends(Protocol):
 
     def __call__(self, x: Tensor, memory: Tensor | None = None, *, mask: Tensor | None, causal: bool = False,
                  position: EncodesPositions | None = None, positions: Tensor | None = None,
-                 key_positions: Tensor | None = None, cache: KVCache | None = None,
+                 key_positions: Tensor | None = None, cache: CachesKeys | None = None,
                  need_weights: bool = False) -> tuple[Tensor, Tensor | None]: ...
     def canonical_state(self) -> dict[str, Tensor]: ...
     def load_canonical_state(self, state: dict[str, Tensor]) -> None: ...
@@ -139,15 +134,6 @@ class FeedForward(Protocol):
 
 Step = tuple[nn.Module, Callable[[Tensor], Tensor]]
 """One sublayer of a block: the placement part built for it, and the sublayer F itself."""
-
-
-def compose_sublayers(x: Tensor, steps: Sequence[Step], compose: Callable | None = None) -> Tensor:
-    """A block's sublayers as its placement's `compose` combines them (Composes), or in turn."""
-    if compose is not None:
-        return compose(x, steps)
-    for part, sublayer in steps:
-        x = part(x, sublayer)
-    return x
 
 
 class NormPlacement(nn.Module):
@@ -313,7 +299,7 @@ class Attention(HoldsWeights, nn.Module):
         return q if position is None else position.rotate(q, positions)
 
     @staticmethod
-    def self_keys(slot, k, v, position, positions: Tensor | None, cache: KVCache | None):
+    def self_keys(slot, k, v, position, positions: Tensor | None, cache: CachesKeys | None):
         """Self-attention: rotate the new keys at their positions, then extend the cache."""
         if position is not None:
             k = position.rotate(k, positions)
@@ -322,7 +308,7 @@ class Attention(HoldsWeights, nn.Module):
         return k, v
 
     @staticmethod
-    def memory_keys(slot, project, memory: Tensor, cache: KVCache | None):
+    def memory_keys(slot, project, memory: Tensor, cache: CachesKeys | None):
         """Cross-attention: keys and values of the memory, once per cache."""
         return cache.memo(slot, lambda: project(memory)) if cache is not None else project(memory)
 

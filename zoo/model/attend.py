@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from zoo.model.dropout import dropout as zoo_dropout
+from zoo.dropout import dropout as zoo_dropout
 from zoo.model.masks import causal_mask
 
 

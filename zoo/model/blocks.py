@@ -13,10 +13,12 @@ from functools import partial
 
 from torch import Tensor, nn
 
+from zoo.model.assembly import compose_sublayers
 from zoo.model.attend import LayerCache
-from zoo.parts import PositionScheme, Site, build_part, compose_sublayers
+from zoo.parts import PositionScheme, Site
 from zoo.specs.hooks import Composes, TakesRealTokens, implements
 from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import build_part
 
 
 class Block(nn.Module):

@@ -67,8 +67,8 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
     on the meta device (no memory used) from stacks of one and two layers: every layer after the
     first is the same as the second, so a stack of N holds one + (N - 1) x (two - one), and a
     depth of 10^6 counts as fast as 2."""
+    from zoo.model.assembly import stack_sites
     from zoo.model.stacks import model_stack
-    from zoo.parts import stack_sites
 
     check_countable(spec)
     linear = {axis: (setting, n) for axis, (setting, n) in copies_of(spec).items() if n > 3}

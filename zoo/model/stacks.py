@@ -9,12 +9,13 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
+from zoo.dropout import Dropout
 from zoo.model.attend import DecoderCache, LayerCache
 from zoo.model.blocks import Block
-from zoo.model.dropout import Dropout
-from zoo.parts import Site, build_part
+from zoo.parts import Site
 from zoo.roles import HoldsWeights, Role
 from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import build_part
 
 
 def final_norm(spec: ModelSpec) -> nn.Module:
@@ -140,7 +141,7 @@ class Stack(nn.Module):
 
 
 def model_stack(spec: ModelSpec, name: str, sites: dict[str, Site], layers: int | None = None) -> Stack:
-    """The model's stack `name` (see zoo.parts.stack_sites): the encoder reads the source
+    """The model's stack `name` (see zoo.model.assembly.stack_sites): the encoder reads the source
     vocabulary, the decoder the target's and cross-attends where the model has an encoder; its
     depth is the site's unless `layers` says otherwise (counting parameters from small stacks)."""
     site = sites[name]

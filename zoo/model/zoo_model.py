@@ -17,12 +17,13 @@ import torch
 from torch import Tensor, nn
 
 from zoo.errors import ConfigError
+from zoo.model.assembly import stack_sites
 from zoo.model.decoding import Decoding
 from zoo.model.init import draw_seed, initialize
 from zoo.model.masks import real_tokens, target_mask
 from zoo.model.size_checks import check_fits
 from zoo.model.stacks import OutputProjection, Stack, model_stack
-from zoo.parts import Site, stack_sites
+from zoo.parts import Site
 from zoo.roles import Role
 from zoo.specs.hooks import InitGain, implements
 from zoo.specs.model_spec import ModelSpec

@@ -12,7 +12,7 @@ import importlib
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import entry_points
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from zoo.errors import ConfigError
 
@@ -159,3 +159,9 @@ def load_plugins() -> None:
                 RuntimeWarning,
                 stacklevel=2,
             )
+
+
+def build_part(axis: str, spec: Any, **context: Any) -> Any:
+    """The part (an nn.Module) the spec names on an axis, built from the spec (and, for norm
+    placements and position schemes, the `site` they serve)."""
+    return registry(axis).get(getattr(spec, axis).name)(spec, **context)

@@ -45,9 +45,9 @@ def output_to(log_file: str) -> Iterator[None]:
 def train_cell(experiment_file: str) -> int:
     """What `zoo train FILE --resume` does, called in this process: its exit code (1 with the
     traceback printed for anything the zoo does not catch, as Python would)."""
-    from zoo.cli_runs import train_and_report
-    from zoo.exit_codes import exit_code_of
+    from zoo.errors import exit_code_of
     from zoo.specs.experiment import load_experiment
+    from zoo.trainer.console import train_and_report
 
     try:
         return exit_code_of(lambda: train_and_report(load_experiment(experiment_file), resume=True))
