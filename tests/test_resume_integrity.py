@@ -19,6 +19,7 @@ import zoo
 from trainkit import run_dir_of, tiny_experiment
 from zoo.cli import main
 from zoo.sweep import Ledger, run_sweep
+from zoo.tasks import corpus
 from zoo.trainer.loop import Trainer
 
 
@@ -92,6 +93,18 @@ def test_resume_refuses_changed_data_naming_the_files(tmp_path, change):
         zoo.train(corpus_experiment(tmp_path, 8), resume=True)
     record = json.loads((run_dir_of(corpus_experiment(tmp_path, 4)) / "result.json").read_text())
     assert record["status"] == "finished" and str(valid) in record["data"], "the result names the data it read"
+
+
+def test_a_resume_reads_the_data_once_and_records_what_it_read(tmp_path, monkeypatch):
+    small_corpus(tmp_path / "corpus")
+    zoo.train(corpus_experiment(tmp_path, 4))
+    real, calls = corpus.cached_digest, []
+    monkeypatch.setattr(corpus, "cached_digest", lambda path: calls.append(path) or real(path))
+    result = zoo.train(corpus_experiment(tmp_path, 8), resume=True)
+    record = json.loads((result.run_dir / "result.json").read_text())
+    assert record["steps"] == 8 and sorted(record["data"]) == sorted(map(str, calls)), "each file asked once: the "\
+        "resume check and the record share one digest of the corpus"
+    assert len(calls) == 4 and record["data"] == {str(path): real(path) for path in calls}
 
 
 def test_a_sweep_refuses_to_add_cells_on_changed_data(tmp_path):

@@ -19,7 +19,7 @@ from zoo.provenance import environment
 from zoo.records import CheckpointProgress, RunRecord
 from zoo.specs.experiment import ExperimentSpec, validate_experiment
 from zoo.specs.model_spec import ModelSpec
-from zoo.tasks import build_task, data_digests
+from zoo.tasks import build_task
 from zoo.trainer.checkpoint import restore_training, save_checkpoint, training_state
 from zoo.trainer.compiled import CompileClock, compiled
 from zoo.trainer.devices import autocast_dtype, pick_device
@@ -40,12 +40,13 @@ from zoo.trainer.tracking import Tracker
 
 
 class Trainer:
-    def __init__(self, experiment: ExperimentSpec, resume: bool = False):
+    def __init__(self, experiment: ExperimentSpec, resume: bool = False, folder: RunFolder | None = None):
         self.experiment, t = experiment, experiment.train
         self.device = pick_device(t.device)
         self.dist = Distributed.from_env(self.device)
         self.amp_dtype = autocast_dtype(t.precision, self.device)
-        self.folder = RunFolder(experiment, self.dist.is_main)
+        self.folder = folder or RunFolder(experiment)  # the one `train` checked for a finished result, if any
+        self.folder.is_main = self.dist.is_main
         self.name, self.run_dir, self.checkpoint_path = self.folder.name, self.folder.path, self.folder.checkpoint
         saved = self.folder.claim(experiment, resume)
         try:
@@ -57,7 +58,7 @@ class Trainer:
     def _setup(self, saved: dict[str, Any] | None) -> None:
         experiment, t = self.experiment, self.experiment.train
         self.task = build_task(experiment.task, t.seed, saved and saved["task"])
-        self.data = data_digests(experiment.task)
+        self.data = self.folder.data
         sizes = len(self.task.src_vocab), len(self.task.tgt_vocab)
         check_kind_fits_task(experiment.model.kind, self.task)  # before sizing: a one-stack kind needs one vocabulary
         self.spec = experiment.model_spec(*sizes)
@@ -308,8 +309,9 @@ def train(experiment: ExperimentSpec | dict, resume: bool = False) -> TrainResul
     """Train one experiment; returns the final metrics and where the checkpoint is."""
     if not isinstance(experiment, ExperimentSpec):
         experiment = validate_experiment(experiment)
+    folder = RunFolder(experiment)
     if resume:
-        done = RunFolder(experiment).finished_result(experiment)
+        done = folder.finished_result(experiment)
         if done is not None:
             return done
-    return Trainer(experiment, resume).run()
+    return Trainer(experiment, resume, folder).run()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -59,12 +60,19 @@ class RunFolder:
     """The folder `train.out_dir/<run name>` and, while training, its lock."""
 
     def __init__(self, experiment: ExperimentSpec, is_main: bool = True):
+        self.task = experiment.task
         self.name = run_name(experiment)
         self.path = Path(experiment.train.out_dir) / self.name
         self.checkpoint = self.path / CHECKPOINT
         self.result = self.path / RESULT
         self.is_main = is_main
         self._lock: FolderLock | None = None
+
+    @cached_property
+    def data(self) -> dict[str, str]:
+        """{file: content digest} of the task's data, read once per folder: the resume check and
+        the record share it."""
+        return data_digests(self.task)
 
     def claim(self, experiment: ExperimentSpec, resume: bool) -> dict[str, Any] | None:
         """Lock the folder (rank 0), check it may hold this run, and return the checkpoint's state
@@ -119,7 +127,7 @@ class RunFolder:
             return None
         saved = read_checkpoint(self.checkpoint)
         check_resumable(saved["experiment"], experiment, saved["progress"].step, str(self.checkpoint))
-        check_same_data(saved.get("data"), data_digests(experiment.task), str(self.checkpoint))
+        check_same_data(saved.get("data"), self.data, str(self.checkpoint))
         return saved
 
     def _refuse_a_sibling(self, experiment: ExperimentSpec) -> None:
