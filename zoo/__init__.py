@@ -14,7 +14,7 @@ _HOMES = {
     "zoo.errors": ("CheckpointError", "ConfigError", "DataError", "Diverged", "Interrupted", "RunConflict", "ZooError"),
     "zoo.interop": ("from_hf", "to_hf"),
     "zoo.model.convert": ("convert",),
-    "zoo.model.pretrained": ("from_pretrained",),
+    "zoo.interop.folders": ("from_pretrained",),
     "zoo.model.kinds": ("AttentionMaps", "DecoderOnly", "EncoderDecoder", "EncoderOnly", "ZooModel", "build"),
     "zoo.specs.catalog": ("list_variants", "load_spec", "recipe", "register_preset", "resolve", "spec"),
     "zoo.specs.choices": ("Choice", "PartSettings"),

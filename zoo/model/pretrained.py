@@ -55,13 +55,9 @@ def read_config(directory: Path) -> dict:
     return config
 
 
-def from_pretrained(directory: str | Path):
-    """The model a folder holds, in eval mode on the CPU: a zoo model's (its spec and weights), or
-    a transformers model's saved locally (read with transformers, offline, then `from_hf`)."""
-    directory = Path(directory)
-    config = read_config(directory)
-    if "zoo_format" not in config:
-        return from_transformers_folder(directory, config)
+def load_zoo_folder(directory: Path, config: dict):
+    """The zoo model a folder that save_pretrained wrote holds (its spec and weights), in eval mode
+    on the CPU; zoo.from_pretrained (zoo.interop.folders) reads a transformers folder too."""
     if not isinstance(config["zoo_format"], int) or config["zoo_format"] > FORMAT:
         raise ConfigError(f"{directory / CONFIG}: zoo_format {config['zoo_format']!r}, written by a newer zoo; this one "
                           f"reads up to {FORMAT}")
@@ -99,21 +95,3 @@ def read_weights(file: Path, model) -> dict[str, torch.Tensor]:
         said = [*(f"{n} is missing" for n in missing[:3]), *(f"{n} is not the spec's" for n in unexpected[:3]), *wrong[:3]]
         raise CheckpointError(f"{file}: its weights do not fit its spec {model.spec.name}: {'; '.join(said)}")
     return state
-
-
-def from_transformers_folder(directory: Path, config: dict):
-    """A transformers model saved with save_pretrained: its class from the configuration, read
-    from the folder alone (local_files_only), then imported by from_hf."""
-    try:
-        import transformers
-    except ImportError as err:
-        raise ConfigError(f"{directory}: a transformers model folder needs transformers ({err}): "
-                          "pip install 'zoo[hf]'") from None
-    architectures = config.get("architectures") or []
-    cls = next((getattr(transformers, name) for name in architectures if hasattr(transformers, name)), None)
-    if cls is None:
-        raise ConfigError(f"{directory / CONFIG}: neither a zoo model's (no zoo_format) nor a transformers model's "
-                          f"whose class this transformers knows (architectures: {architectures or 'none'})")
-    from zoo.interop import from_hf
-
-    return from_hf(cls.from_pretrained(directory, local_files_only=True).eval())

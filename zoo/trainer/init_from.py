@@ -17,7 +17,7 @@ def initial_weights(source: str, spec: ModelSpec, task: Task) -> dict[str, Any]:
     """The state dict to start from, once its model is found to be the experiment's (a difference
     in any field, the vocabulary sizes the task gives included, is an error naming each) and its
     ids to mean the task's tokens."""
-    from zoo.model.pretrained import from_pretrained
+    from zoo.interop.folders import from_pretrained
     from zoo.trainer.checkpoint import load
 
     path = Path(source)

@@ -1,0 +1,64 @@
+"""The layers of the code stay layers (issue 32): every import runs down a floor, nothing outside
+the model classes asks which kind a model is, and no optional hook is found by name."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from zoo.specs import hooks
+
+ROOT = Path(__file__).resolve().parent.parent
+FLOORS = {
+    "errors": 0, "dropout": 0, "metrics": 0, "provenance": 0, "roles": 0, "files": 1, "records": 2, "specs": 2,
+    "parts": 3, "model": 4, "tasks": 5, "variants": 5, "interop": 6, "trainer": 7, "sweep": 8, "compare": 9,
+    "cli_runs": 10, "cli_sweeps": 10, "cli": 11, "__init__": 12,
+}
+"""Each room of the zoo (a top-level module or package of zoo/, and variants/ installed as
+zoo.variants) on its floor: a room imports only from rooms on lower floors."""
+MODEL_CLASSES = {"zoo_model.py", "encoder_decoder.py", "decoder_only.py", "encoder_only.py", "kinds.py"}
+
+
+def sources() -> list[tuple[str, Path]]:
+    """(room, file) of every Python file of the zoo and its parts."""
+    files = [(p.relative_to(ROOT / "zoo").parts[0].removesuffix(".py"), p) for p in (ROOT / "zoo").rglob("*.py")]
+    return files + [("variants", p) for p in (ROOT / "variants").rglob("*.py")]
+
+
+def imported_rooms(path: Path) -> set[str]:
+    rooms = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
+            [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+        rooms |= {name.split(".")[1] if name.count(".") else "__init__" for name in names if name.split(".")[0] == "zoo"}
+    return rooms
+
+
+def test_every_room_has_a_floor():
+    assert {room for room, _ in sources()} <= FLOORS.keys(), "place a new module or package on a floor in FLOORS"
+
+
+@pytest.mark.parametrize("room, path", sources(), ids=[str(p.relative_to(ROOT)) for _, p in sources()])
+def test_imports_run_down(room, path):
+    upward = sorted(there for there in imported_rooms(path) - {room} if FLOORS[there] >= FLOORS[room])
+    assert not upward, f"{path.relative_to(ROOT)} ({room}, floor {FLOORS[room]}) imports from {upward}"
+
+
+def test_no_kind_is_asked_for_by_name_outside_the_model_classes():
+    asked = re.compile(r"\.kind\s*(==|!=|\bin\b|\bnot in\b)\s*[\"'(\[{]")
+    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}" for _, path in sources()
+             if path.name not in MODEL_CLASSES or path.parent.name != "model"
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if asked.search(line)]
+    assert not found, "ask the model's class (zoo.model.kinds.model_class) instead:\n" + "\n".join(found)
+
+
+def test_no_optional_hook_is_found_with_getattr():
+    protocols = [value for value in vars(hooks).values() if isinstance(value, type) and getattr(value, "_is_protocol", False)]
+    members = {name for protocol in protocols for name in [*vars(protocol), *getattr(protocol, "__annotations__", {})]
+               if not name.startswith("_")}
+    assert {"spec_problem", "auto_width", "init_gain", "aux_loss", "compose", "takes_real_tokens"} <= members
+    by_name = re.compile(r"(getattr|hasattr)\([^,]+,\s*[\"'](" + "|".join(sorted(members)) + r")[\"']")
+    found = [f"{path.relative_to(ROOT)}:{number}" for _, path in sources()
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if by_name.search(line)]
+    assert not found, f"check a part against its Protocol with zoo.specs.hooks.implements: {found}"
