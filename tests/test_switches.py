@@ -3,7 +3,7 @@
 import pytest
 
 import zoo
-from zoo.specs.model_spec import NOT_SWITCHES
+from zoo.specs.naming import NOT_SWITCHES
 
 SIZES = {"vocab_size": 40, "d_model": 32, "n_heads": 4}
 AWAY = {  # a value away from the default (and from what the default stands for) of every switch

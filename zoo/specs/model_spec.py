@@ -14,23 +14,18 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from zoo.specs.choices import AxisChoice, Choice, value_text
+from zoo.specs.choices import AxisChoice, Choice
 from zoo.specs.hooks import AutoWidth, SpecCheck, implements, wants_final_norm
-from zoo.specs.registries import AXES, KIND_STACKS, NAMED_AXES, describe_unknown, registry
+from zoo.specs.naming import DEFAULT_KIND, CanonicalName
+from zoo.specs.registries import AXES, KIND_STACKS, describe_unknown, registry
 from zoo.specs.strict import StrictSettings
 from zoo.specs.yamlio import dump_yaml
 
-NOT_SWITCHES = frozenset({"kind", "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "n_encoder_layers",
-                          "n_decoder_layers", "dropout", "max_len", "pad_id", "bos_id", "eos_id"})
-"""The kind (a name's first part) and the fields that size a model, regularize its training or
-number its special tokens: no canonical name shows them. Every other field beside the axes is a
-switch, shown where it differs from its default."""
 KINDS = KIND_STACKS
 """The model kinds by name (the three built in, and any registered with zoo.model.kinds.register_kind)."""
-DEFAULT_KIND = "encoder_decoder"
 
 
-class ModelRecipe(StrictSettings):
+class ModelRecipe(CanonicalName, StrictSettings):
     """Every choice that defines a model, the vocabulary sizes optional: what an experiment holds,
     validated at load, whose sizes the task's vocabulary fills in (`sized`). Immutable; unknown
     keys are rejected.
@@ -222,37 +217,6 @@ class ModelRecipe(StrictSettings):
             if problem:
                 raise PydanticCustomError("part_needs", "{problem}", {"problem": problem})
         return self
-
-    @property
-    def name(self) -> str:
-        """Canonical variant name, e.g. `pre.learned.per_head.gelu`: the axes' name (`axes_name`),
-        then every switch away from its default as `key=value` joined by `+`
-        (`pre.rope.sdpa.swiglu.rmsnorm.qk_norm=rmsnorm+window=128`), so a name identifies a model
-        up to its sizes."""
-        switches = self.switches()
-        return ".".join([self.axes_name, *(["+".join(f"{key}={value_text(value)}" for key, value in switches.items())]
-                                           if switches else [])])
-
-    @property
-    def axes_name(self) -> str:
-        """The kind unless it is the default (`decoder.pre.rope.sdpa.swiglu`), the axes of
-        NAMED_AXES always, then each later axis whose value is not its default; every part with its
-        non-default settings (`pre.rope+base=500000.0.fused.relu`). A run folder's name starts
-        with it, as it always has."""
-        kind = [] if self.kind == DEFAULT_KIND else [self.kind]
-        return ".".join([*kind, *(str(getattr(self, axis)) for axis in AXES
-                                  if axis in NAMED_AXES or getattr(self, axis) != type(self).model_fields[axis].default)])
-
-    def switches(self) -> dict[str, Any]:
-        """The design fields beyond the kind and the axes (window, qk_norm, tie_embeddings, ...)
-        whose values differ from their defaults, in the spec's order; a field whose default stands
-        for a value (auto, or null for the usual width) only where it differs from that value
-        (`final_norm: true` beside pre is pre's own, `head_width: 64` of 8 heads of 512 the usual)."""
-        auto = {"final_norm": self._auto_final_norm(), "output_bias": "trained" if self.bias else "none",
-                "n_kv_heads": self.n_heads, "head_width": self.d_model / self.n_heads, "embedding_dim": self.d_model}
-        return {key: getattr(self, key) for key, field in type(self).model_fields.items()
-                if key not in NOT_SWITCHES and key not in AXES and getattr(self, key) != field.default
-                and getattr(self, key) != auto.get(key, field.default)}
 
     def _auto_final_norm(self) -> bool:
         return wants_final_norm(registry("norm").get(self.norm.name), self)

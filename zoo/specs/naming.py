@@ -1,0 +1,53 @@
+"""How a spec is named: its canonical name shows every design choice away from its default, so a
+name identifies a model up to its sizes (zoo.specs.catalog reads names back into fields)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zoo.specs.choices import value_text
+from zoo.specs.registries import AXES, NAMED_AXES
+
+DEFAULT_KIND = "encoder_decoder"
+"""The kind a name leaves out."""
+NOT_SWITCHES = frozenset({"kind", "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "n_encoder_layers",
+                          "n_decoder_layers", "dropout", "max_len", "pad_id", "bos_id", "eos_id"})
+"""The kind (a name's first part) and the fields that size a model, regularize its training or
+number its special tokens: no canonical name shows them. Every other field beside the axes is a
+switch, shown where it differs from its default."""
+
+
+class CanonicalName:
+    """The naming of ModelRecipe and ModelSpec, which give it their fields, `model_fields` and
+    `_auto_final_norm()` (what final_norm auto resolves to)."""
+
+    @property
+    def name(self) -> str:
+        """Canonical variant name, e.g. `pre.learned.per_head.gelu`: the axes' name (`axes_name`),
+        then every switch away from its default as `key=value` joined by `+`
+        (`pre.rope.sdpa.swiglu.rmsnorm.qk_norm=rmsnorm+window=128`), so a name identifies a model
+        up to its sizes."""
+        switches = self.switches()
+        return ".".join([self.axes_name, *(["+".join(f"{key}={value_text(value)}" for key, value in switches.items())]
+                                           if switches else [])])
+
+    @property
+    def axes_name(self) -> str:
+        """The kind unless it is the default (`decoder.pre.rope.sdpa.swiglu`), the axes of
+        NAMED_AXES always, then each later axis whose value is not its default; every part with its
+        non-default settings (`pre.rope+base=500000.0.fused.relu`). A run folder's name starts
+        with it, as it always has."""
+        kind = [] if self.kind == DEFAULT_KIND else [self.kind]
+        return ".".join([*kind, *(str(getattr(self, axis)) for axis in AXES
+                                  if axis in NAMED_AXES or getattr(self, axis) != type(self).model_fields[axis].default)])
+
+    def switches(self) -> dict[str, Any]:
+        """The design fields beyond the kind and the axes (window, qk_norm, tie_embeddings, ...)
+        whose values differ from their defaults, in the spec's order; a field whose default stands
+        for a value (auto, or null for the usual width) only where it differs from that value
+        (`final_norm: true` beside pre is pre's own, `head_width: 64` of 8 heads of 512 the usual)."""
+        auto = {"final_norm": self._auto_final_norm(), "output_bias": "trained" if self.bias else "none",
+                "n_kv_heads": self.n_heads, "head_width": self.d_model / self.n_heads, "embedding_dim": self.d_model}
+        return {key: getattr(self, key) for key, field in type(self).model_fields.items()
+                if key not in NOT_SWITCHES and key not in AXES and getattr(self, key) != field.default
+                and getattr(self, key) != auto.get(key, field.default)}
