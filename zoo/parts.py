@@ -30,7 +30,7 @@ omits one gets:
   the part's settings decide): whether `final_norm: auto` adds a norm after the last block;
   without it, no.
 - `compose(x, steps) -> Tensor` (classmethod of a placement): how a block's sublayers combine;
-  without it, in turn (see zoo.model.assembly.compose_sublayers).
+  without it, in turn (NormPlacement.compose).
 - `init_gain(spec, role, site) -> float` (classmethod of a placement): the gain of the initial
   draw of a matrix of that role (zoo.roles) in the stack at `site`; without it, 1.
 - `takes_real_tokens` (bool attribute of a feed-forward): the block calls it as `ffn(x, real=...)`

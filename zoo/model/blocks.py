@@ -4,7 +4,7 @@ Self-attention (causal in a decoder, bidirectional in an encoder), cross-attenti
 where the stack has one (the decoder of an encoder-decoder), then the feed-forward. The spec's
 norm placement owns the residual connections, the normalization (the spec's norm_type) and the
 dropout: one part per sublayer holds its state, and the placement combines the block's sublayers,
-in turn or side by side (zoo.parts.compose_sublayers).
+in turn (NormPlacement.compose) or side by side (a placement's own `compose`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from functools import partial
 
 from torch import Tensor, nn
 
-from zoo.model.assembly import compose_sublayers
 from zoo.model.attend import LayerCache
-from zoo.parts import PositionScheme, Site
+from zoo.parts import NormPlacement, PositionScheme, Site
 from zoo.specs.hooks import Composes, TakesRealTokens, implements
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import build_part
@@ -34,7 +33,8 @@ class Block(nn.Module):
         self.ffn_takes_real_tokens = implements(self.ffn, TakesRealTokens) and self.ffn.takes_real_tokens
         self.ffn_residual = build_part("norm", spec, site=site, index=2 if cross else 1)
         placement = type(self.ffn_residual)
-        self.compose = placement.compose if implements(placement, Composes) else None  # found once, not per step
+        # found once, not per step; a placement without the hook combines the sublayers in turn
+        self.compose = placement.compose if implements(placement, Composes) else NormPlacement.compose
 
     def forward(
         self,
@@ -67,7 +67,7 @@ class Block(nn.Module):
         if self.cross:
             steps.append((self.cross_attn_residual, cross_attention))
         steps.append((self.ffn_residual, partial(self.feed_forward, mask=mask) if self.ffn_takes_real_tokens else self.ffn))
-        return compose_sublayers(x, steps, self.compose), weights
+        return self.compose(x, steps), weights
 
     def feed_forward(self, h: Tensor, mask: Tensor | None) -> Tensor:
         """The feed-forward told which of the new positions are real tokens (MoE routes only those)."""
