@@ -6,7 +6,8 @@ intervals) and where W&B logs stay out, so a resume may change them.
 
 A field enters the identity where it differs from its default, so a field added with a default
 keeps every earlier name by construction. The one exception is frozen: the training and task
-fields the first names were fingerprinted with count at any value (FIRST_NAMES), as they did then.
+fields the first names were fingerprinted with count at any value (FIRST_TRAIN, FIRST_TASK), as
+they did then.
 """
 
 from __future__ import annotations
@@ -25,16 +26,17 @@ _LENGTHS = frozenset({"min_len", "max_len", "eval_min_len", "eval_max_len", "alp
                       "long_eval_max_len"})
 _CORPUS = frozenset({"data_dir", "train_split", "valid_split", "test_split", "tokenizer", "vocab_size",
                      "min_frequency", "lowercase", "max_tokens", "train_sentences", "test_size"})
-FIRST_NAMES: dict[str, frozenset[str]] = {
-    "train": frozenset({"batch_size", "compile", "device", "eval_size", "explosion.factor", "explosion.logs",
-                        "grad_clip", "label_smoothing", "optimizer.betas", "optimizer.eps", "optimizer.lr",
-                        "optimizer.name", "optimizer.weight_decay", "precision", "schedule", "seed", "warmup_steps"}),
+FIRST_TRAIN = frozenset({"batch_size", "compile", "device", "eval_size", "explosion.factor", "explosion.logs",
+                         "grad_clip", "label_smoothing", "optimizer.betas", "optimizer.eps", "optimizer.lr",
+                         "optimizer.name", "optimizer.weight_decay", "precision", "schedule", "seed", "warmup_steps"})
+FIRST_TASK: dict[str, frozenset[str]] = {
     "copy": _LENGTHS, "reverse": _LENGTHS, "sort": _LENGTHS, "random": frozenset({"vocab_size", "src_len", "tgt_len"}),
     "toy_translation": frozenset({"eval_fraction"}), "lm": _CORPUS | {"lang"}, "mlm": _CORPUS | {"lang"},
     "parallel": _CORPUS | {"src_lang", "tgt_lang", "format"},
 }
-"""Frozen, never to grow: the training fields, and each task's fields, that the first run names
-were fingerprinted with at every value. Fields added since count only away from their defaults."""
+"""Frozen, never to grow: the training fields, and each task's fields by the task's name, that the
+first run names were fingerprinted with at every value. Fields added since (and every field of a
+task added since) count only away from their defaults."""
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -69,9 +71,9 @@ def identity(experiment: ExperimentSpec) -> dict[str, Any]:
     task = {key: value for key, value in experiment.task.items() if key != "name"}
     fields = {**flatten(model, "model."), "task.name": experiment.task["name"],
               **away_from_defaults("task", task, task_defaults(experiment.task),
-                                   FIRST_NAMES.get(experiment.task["name"], frozenset())),
+                                   FIRST_TASK.get(experiment.task["name"], frozenset())),
               **away_from_defaults("train", experiment.train.model_dump(mode="json"),
-                                   type(experiment.train)().model_dump(mode="json"), FIRST_NAMES["train"])}
+                                   type(experiment.train)().model_dump(mode="json"), FIRST_TRAIN)}
     return {key: value for key, value in fields.items() if key not in RESUMABLE}
 
 
