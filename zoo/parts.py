@@ -14,31 +14,12 @@ schemes are built knowing their `Site` (is the stack's self-attention causal, ho
 model), never the name of a stack, so one part serves encoder-decoders, decoder-only and
 encoder-only models alike.
 
-Optional hooks, each a runtime-checkable Protocol in zoo.specs.hooks that callers check a part
-against (`implements`), never a name; the base classes (NormPlacement,
-FeedForwardBase, PositionScheme, Attention) declare them with their defaults. What a part that
-omits one gets:
-- `Settings` (a zoo.specs.choices.PartSettings): without it the part takes no settings.
-- `spec_problem(spec) -> str | None` (classmethod, SpecCheck): ModelSpec validation asks it, so a
-  part's needs (RoPE: an even d_head) fail at the spec; without it nothing is checked.
-- `auto_width(d_model) -> int` (staticmethod of a feed-forward, AutoWidth): the width `d_ff: auto`
-  resolves to; without it, 4 d_model.
-- `weight_roles` and `init_std` (zoo.roles.HoldsWeights, which Attention and PositionScheme
-  subclass): what each matrix and table of the part is for, and the std of its tables' normal
-  draw; without them, matrices are drawn with gain 1 and tables with std 1.
-- `wants_final_norm` (bool class attribute of a placement, or a classmethod of the spec where
-  the part's settings decide): whether `final_norm: auto` adds a norm after the last block;
-  without it, no.
-- `compose(x, steps) -> Tensor` (classmethod of a placement): how a block's sublayers combine;
-  without it, in turn (NormPlacement.compose).
-- `init_gain(spec, role, site) -> float` (classmethod of a placement): the gain of the initial
-  draw of a matrix of that role (zoo.roles) in the stack at `site`; without it, 1.
-- `takes_real_tokens` (bool attribute of a feed-forward): the block calls it as `ffn(x, real=...)`
-  with the (B, T) bool mask of real tokens, or None where none is padding (MoE routes only
-  those); without it, `ffn(x)`.
-- `aux_loss` (a scalar tensor or None a part sets in each forward): the trainer adds every part's
-  to the training loss and logs the sum as `train/aux_loss` (MoE's load balancing); without it,
-  nothing is added.
+Optional hooks (`Settings`, `spec_problem`, `auto_width`, `wants_final_norm`, `compose`,
+`init_gain`, `takes_real_tokens`, `aux_loss`, `copies`) are runtime-checkable Protocols in
+zoo.specs.hooks, each with what a part that omits it gets; `weight_roles` and `init_std` are
+declared by zoo.roles.HoldsWeights. Callers check a part against a Protocol (`implements`), never a
+name; the base classes below (NormPlacement, FeedForwardBase, PositionScheme, Attention) declare
+the hooks with their defaults.
 """
 
 from __future__ import annotations

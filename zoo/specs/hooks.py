@@ -63,7 +63,8 @@ class Copies(Protocol):
 
 @runtime_checkable
 class Composes(Protocol):
-    """A placement whose class combines a block's sublayers itself (parallel); without it, in turn."""
+    """A placement whose class combines a block's sublayers itself (a classmethod: parallel sums
+    them); without it, in turn (NormPlacement.compose)."""
 
     @classmethod
     def compose(cls, x: Any, steps: Any) -> Any: ...
@@ -71,7 +72,9 @@ class Composes(Protocol):
 
 @runtime_checkable
 class InitGain(Protocol):
-    """A placement that rescales the initial draw of matrices by role (DeepNorm, Fixup); without it, 1."""
+    """A placement (classmethod) that rescales the initial draw of a matrix of a role (zoo.roles) in
+    the stack at `site` (None: outside the stacks, the output projection), as DeepNorm and Fixup do;
+    without it, 1."""
 
     @classmethod
     def init_gain(cls, spec: Any, role: str | None, site: Any) -> float: ...
@@ -88,7 +91,8 @@ class TakesRealTokens(Protocol):
 @runtime_checkable
 class AuxLoss(Protocol):
     """A part that sets a scalar `aux_loss` (or None) in each training forward, which the trainer
-    adds to the loss (MoE's load balancing); without it, nothing is added."""
+    adds to the loss and logs, summed over parts, as `train/aux_loss` (MoE's load balancing);
+    without it, nothing is added."""
 
     aux_loss: Any
 
