@@ -51,7 +51,7 @@ def train_cell(experiment_file: str) -> int:
 
     try:
         return exit_code_of(lambda: train_and_report(load_experiment(experiment_file), resume=True))
-    except SystemExit as done:
+    except SystemExit as done:  # the zoo raises none; a plugin's sys.exit still gets the cell its code
         return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
     except Exception:  # a bug: shown in the cell's log, and this process is not trusted further
         traceback.print_exc()
