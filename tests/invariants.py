@@ -57,7 +57,7 @@ def check_causality(model):
     moved = (after - before).abs().amax(dim=-1)  # (changed token j, position)
     distance = (steps[None, :] - steps[:, None]).abs()  # row j, position i: |i - j|
     layers = spec.n_encoder_layers if spec.kind == "encoder" else spec.n_decoder_layers
-    reached = distance < (length if spec.window is None else (spec.window - 1) * layers + 1)
+    reached = distance < (length if spec.attn.window is None else (spec.attn.window - 1) * layers + 1)
     earlier = torch.ones(length, length, dtype=torch.bool).tril(-1)  # row j, positions before j
     if spec.kind == "encoder":
         assert (moved[earlier & reached] > ROUNDING).all(), "an encoder position does not see a later token"

@@ -18,7 +18,7 @@ def test_vaswani2017_is_the_transformer_base():
     spec = zoo.spec("vaswani2017", vocab_size=37000)
     assert spec.name == "post.sinusoidal.fused.relu"
     assert (spec.d_model, spec.n_heads, spec.d_ff, spec.n_encoder_layers, spec.n_decoder_layers) == (512, 8, 2048, 6, 6)
-    assert spec.dropout == 0.1 and spec.scale_embeddings and not spec.uses_final_norm
+    assert spec.dropout == 0.1 and spec.embeddings.scale and not spec.uses_final_norm
 
 
 def test_presets_chain_from_their_base():

@@ -36,9 +36,9 @@ def test_a_float_setting_float32_cannot_hold_is_refused_by_name(owner, field, va
     assert "cannot be held in float32" in first["msg"] or first["msg"].startswith("Input should be"), "or its own bound"
 
 
-@pytest.mark.parametrize("field", ["attn_softcap", "logit_softcap"])
-def test_the_softcaps_of_the_probe_are_refused_in_a_spec(field):
-    with pytest.raises(zoo.ConfigError, match=f"{field}: .*1e\\+39 cannot be held in float32"):
+@pytest.mark.parametrize("field, path", [("attn_softcap", "attn.softcap"), ("logit_softcap", "output.softcap")])
+def test_the_softcaps_of_the_probe_are_refused_in_a_spec(field, path):
+    with pytest.raises(zoo.ConfigError, match=f"{path}: .*1e\\+39 cannot be held in float32"):
         zoo.spec("pre-ln", vocab_size=100, **{field: 1e39})
 
 

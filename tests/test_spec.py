@@ -22,7 +22,7 @@ def test_defaults_are_the_transformer_base():
     assert (spec.dropout, spec.max_len, spec.pad_id, spec.bos_id, spec.eos_id) == (0.1, 512, 0, 1, 2)
     assert spec.name == "post.sinusoidal.fused.relu"
     assert spec.final_norm == "auto" and not spec.uses_final_norm
-    assert spec.scale_embeddings and not spec.embedding_norm and not spec.tie_embeddings and spec.bias
+    assert spec.embeddings.scale and not spec.embeddings.norm and not spec.embeddings.tie and spec.bias
     assert spec.d_head == 64
 
 
@@ -65,8 +65,8 @@ def test_spec_is_immutable_and_hashable():
                                   "eos_id 0"),
         ({"src_vocab_size": 10, "tgt_vocab_size": 12, "share_embeddings": True}, "share_embeddings",
          "share_embeddings needs one vocabulary: src_vocab_size 10 and tgt_vocab_size 12 differ"),
-        ({"head_width": 0}, "head_width", "greater than 0"),
-        ({"output_bias": "learned"}, "output_bias", "'auto', 'trained', 'fixed' or 'none'"),
+        ({"head_width": 0}, "attn.head_width", "greater than 0"),
+        ({"output_bias": "learned"}, "output.bias", "'auto', 'trained', 'fixed' or 'none'"),
         ({"pad_id": -1}, "pad_id", "greater than or equal to 0"),
         ({"final_norm": "sometimes"}, "final_norm", "auto"),
     ],
@@ -74,8 +74,10 @@ def test_spec_is_immutable_and_hashable():
 def test_bad_values_name_their_field(fields, loc, text):
     base = {"vocab_size": 10} if "src_vocab_size" not in fields else {}
     errors = errors_of(**base, **fields)
-    # a field's own rule is reported at the field; a rule between fields on the whole spec, naming them
-    assert any((e["loc"][:1] == (loc,) or (e["loc"] == () and loc in e["msg"])) and text in e["msg"] for e in errors), errors
+    # a field's own rule is reported at the field (a switch in its group); a rule between fields on the whole spec
+    at = [".".join(map(str, e["loc"][:loc.count(".") + 1])) for e in errors]
+    assert any((where == loc or (e["loc"] == () and loc in e["msg"])) and text in e["msg"]
+               for where, e in zip(at, errors)), errors
 
 
 @pytest.mark.parametrize("axis", zoo.AXES)

@@ -1,9 +1,14 @@
-"""A canonical name identifies a model up to its sizes: every switch away from its default shows."""
+"""A canonical name identifies a model up to its sizes: every switch away from its default shows.
+The switches are grouped (attn, embeddings, output) and each keeps its flat key."""
+
+import json
 
 import pytest
+import torch
 
 import zoo
-from zoo.specs.naming import NOT_SWITCHES
+from zoo.specs.experiment import load_experiment
+from zoo.specs.switches import FLAT, GROUPS, flat_fields
 
 SIZES = {"vocab_size": 40, "d_model": 32, "n_heads": 4}
 AWAY = {  # a value away from the default (and from what the default stands for) of every switch
@@ -12,11 +17,45 @@ AWAY = {  # a value away from the default (and from what the default stands for)
     "output_bias": "fixed", "attn_softcap": 50.0, "logit_softcap": 30.0, "qk_norm": "rmsnorm", "window": 8,
     "share_layers": True, "embedding_dim": 16, "output_transform": True, "bias": False,
 }
-SWITCHES = [field for field in zoo.ModelSpec.model_fields if field not in NOT_SWITCHES and field not in zoo.AXES]
+SWITCHES = list(FLAT)
+NOT_SWITCHES = {"kind", "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "n_encoder_layers",
+                "n_decoder_layers", "dropout", "max_len", "pad_id", "bos_id", "eos_id"}
+"""The kind and the fields that size a model, regularize its training or number its special tokens."""
 
 
 def test_every_switch_has_a_value_here():
-    assert sorted(AWAY) == sorted(SWITCHES), "a new field beside the axes is a switch: give it a value in AWAY"
+    assert sorted(AWAY) == sorted(SWITCHES), "a new switch needs a value in AWAY"
+
+
+def test_every_field_beyond_the_axes_and_sizes_is_a_switch_with_a_flat_key():
+    top = set(zoo.ModelSpec.model_fields) - NOT_SWITCHES - set(zoo.AXES) - set(GROUPS)
+    grouped = {(group, field) for group, settings in GROUPS.items() for field in settings.model_fields}
+    assert {path for path in FLAT.values() if path[0] is not None} == grouped, "give a new group field a flat key"
+    assert {field for group, field in FLAT.values() if group is None} == top, "a new field of the spec: a switch?"
+
+
+@pytest.mark.parametrize("switch", [key for key, (group, _) in FLAT.items() if group is not None])
+def test_a_switch_reads_the_same_by_its_flat_key_and_in_its_group(switch):
+    group, field = FLAT[switch]
+    flat = zoo.spec("pre-ln", **SIZES, **{switch: AWAY[switch]})
+    assert flat == zoo.spec("pre-ln", **SIZES, **{group: {field: AWAY[switch]}})
+    assert getattr(getattr(flat, group), field) == AWAY[switch]
+    assert load_experiment(None, [f"model.{switch}={AWAY[switch]}"]).model == \
+        load_experiment(None, [f"model.{group}.{field}={AWAY[switch]}"]).model
+    assert flat.replace(**{switch: getattr(getattr(zoo.spec("pre-ln", **SIZES), group), field)}) == \
+        zoo.spec("pre-ln", **SIZES), "replace by the flat key changes that switch alone"
+
+
+def test_a_switch_given_both_ways_must_agree_and_a_group_change_keeps_the_rest():
+    assert zoo.spec("pre-ln", **SIZES, window=8, attn={"window": 8}).attn.window == 8
+    with pytest.raises(zoo.ConfigError, match=r"window 8 and attn.window 16 are one switch given twice"):
+        zoo.spec("pre-ln", **SIZES, window=8, attn={"window": 16})
+    spec = zoo.spec("pre-ln", **SIZES, window=8, qk_norm="rmsnorm")
+    assert spec.replace(attn={"window": 4}).attn.qk_norm == "rmsnorm"
+    assert zoo.spec("pre-ln", **SIZES, attn={"window": 4, "qk_norm": "rmsnorm"}).replace(window=2).attn.qk_norm == "rmsnorm"
+    assert load_experiment(None, ["model.attn.window=4", "model.window=2"]).model.attn.window == 2, "the last one set"
+    with pytest.raises(zoo.ConfigError, match=r"unknown field 'windw' \(did you mean 'window'\?\)"):
+        zoo.spec("pre-ln", **SIZES, attn={"windw": 4})
 
 
 @pytest.mark.parametrize("switch", SWITCHES)
@@ -40,7 +79,7 @@ def test_a_value_the_default_stands_for_does_not_show(same):
 def test_several_switches_show_in_the_specs_order_and_parse_with_numbers_inside():
     name = "pre.rope.sdpa.swiglu.rmsnorm.attn_softcap=50.0+qk_norm=rmsnorm+window=128"
     spec = zoo.spec(name, **SIZES)
-    assert (spec.attn_softcap, spec.qk_norm, spec.window, spec.name) == (50.0, "rmsnorm", 128, name)
+    assert (spec.attn.softcap, spec.attn.qk_norm, spec.attn.window, spec.name) == (50.0, "rmsnorm", 128, name)
     assert zoo.spec("pre.rope.sdpa.swiglu.rmsnorm.window=128+qk_norm=rmsnorm+attn_softcap=50.0", **SIZES).name == name
     with pytest.raises(zoo.ConfigError, match="gives the switch window twice"):
         zoo.spec("pre.rope.sdpa.swiglu.window=8+window=16", **SIZES)
@@ -55,3 +94,24 @@ def test_two_presets_that_differ_beyond_their_axes_have_different_names():
     assert len(set(names.values())) == len(names), "no two presets share a name"
     axes = [zoo.spec(preset, vocab_size=100).axes_name for preset in ("torch-transformer", "vaswani2017")]
     assert axes[0] == axes[1], "as they did when names held the axes alone"
+
+
+@pytest.mark.parametrize("preset", zoo.list_variants())
+def test_a_spec_stored_flat_before_the_groups_reads_as_the_same_spec(preset):
+    """Checkpoints, save_pretrained folders and W&B configs written before the groups hold flat keys."""
+    spec = zoo.spec(preset, vocab_size=100)
+    stored = flat_fields(spec.model_dump(mode="json"))
+    assert not GROUPS.keys() & stored.keys() and zoo.ModelSpec.model_validate(stored) == spec
+
+
+def test_an_old_flat_folder_of_a_model_with_switches_loads(tmp_path):
+    model = zoo.build(zoo.spec("pre-ln", **SIZES, n_decoder_layers=1, n_encoder_layers=1, window=3, qk_norm="l2",
+                               tie_embeddings=True, logit_softcap=20.0), seed=0)
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["spec"] = flat_fields(config["spec"])  # as save_pretrained wrote it before the groups
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    loaded = zoo.from_pretrained(tmp_path)
+    assert loaded.spec == model.spec and "logit_softcap" in config["spec"]
+    ids = torch.tensor([[3, 4, 5, 6]])
+    torch.testing.assert_close(loaded.eval()(ids, ids), model.eval()(ids, ids), rtol=0, atol=0)

@@ -39,7 +39,7 @@ def test_every_settings_model_names_the_field_a_typo_meant_and_the_fields_of_its
         (error,) = err.value.errors()
         assert error["type"] == "unknown_field"
         assert error["msg"].startswith(f"unknown field '{typo(name)}' (did you mean '{name}'?); fields: "), error["msg"]
-        assert error["msg"].endswith(", ".join(sorted(field_names(model))))
+        assert error["msg"].endswith(", ".join(sorted([*field_names(model), *model.shorthands])))
 
 
 @pytest.mark.parametrize("key, meant", [("n_layers", "'n_encoder_layers' and 'n_decoder_layers'"),

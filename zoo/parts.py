@@ -232,15 +232,16 @@ class Attention(HoldsWeights, nn.Module):
         self.kv_heads, self.group = spec.kv_heads, spec.n_heads // spec.kv_heads
         self.kv_width = self.kv_heads * self.d_head
         self.q_width = spec.attention_width
-        self.scale = self.d_head**-0.5 if spec.scale_scores else 1.0
-        self.softcap, self.window = spec.attn_softcap, spec.window
+        self.scale = self.d_head**-0.5 if spec.attn.scale_scores else 1.0
+        self.softcap, self.window = spec.attn.softcap, spec.attn.window
         self.param_kinds = ("weight", "bias") if spec.bias else ("weight",)
         self.dropout = spec.dropout
-        if spec.qk_norm == "l2":  # scores g cos(q, k) / sqrt(d_head): g = d_head gives them standard spread
+        if spec.attn.qk_norm == "l2":  # scores g cos(q, k) / sqrt(d_head): g = d_head gives them standard spread
             self.qk_scale = nn.Parameter(torch.full((spec.n_heads,), float(spec.d_head)))
-        elif spec.qk_norm is not None:
+        elif spec.attn.qk_norm is not None:
             # a norm part reads d_model and norm_type alone: a copy that is not a model spec, so not validated as one
-            width = BaseModel.model_copy(spec, update={"d_model": spec.d_head, "norm_type": Choice("norm_type", spec.qk_norm)})
+            norm_type = Choice("norm_type", spec.attn.qk_norm)
+            width = BaseModel.model_copy(spec, update={"d_model": spec.d_head, "norm_type": norm_type})
             self.q_norm, self.k_norm = build_part("norm_type", width), build_part("norm_type", width)
 
     def norm_queries(self, q: Tensor) -> Tensor:

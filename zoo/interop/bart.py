@@ -57,9 +57,9 @@ def shared_config(spec: ModelSpec) -> dict[str, Any]:
         d_model=spec.d_model, encoder_layers=spec.n_encoder_layers, decoder_layers=spec.n_decoder_layers,
         encoder_attention_heads=spec.n_heads, decoder_attention_heads=spec.n_heads, encoder_ffn_dim=spec.ffn_width,
         decoder_ffn_dim=spec.ffn_width, activation_function=act, dropout=spec.dropout, attention_dropout=spec.dropout,
-        activation_dropout=spec.dropout, max_position_embeddings=spec.max_len, scale_embedding=spec.scale_embeddings,
+        activation_dropout=spec.dropout, max_position_embeddings=spec.max_len, scale_embedding=spec.embeddings.scale,
         pad_token_id=spec.pad_id, eos_token_id=spec.eos_id, decoder_start_token_id=spec.bos_id,
-        forced_eos_token_id=None, tie_word_embeddings=spec.tie_embeddings,
+        forced_eos_token_id=None, tie_word_embeddings=spec.embeddings.tie,
     )
 
 

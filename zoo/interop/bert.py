@@ -50,7 +50,7 @@ def config(spec: ModelSpec):
         attention_probs_dropout_prob=spec.dropout, max_position_embeddings=spec.max_len,
         type_vocab_size=spec.position.token_types if learned else 2,
         layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-12,
-        pad_token_id=spec.pad_id, tie_word_embeddings=spec.tie_embeddings,
+        pad_token_id=spec.pad_id, tie_word_embeddings=spec.embeddings.tie,
     )
 
 

@@ -26,6 +26,7 @@ from zoo.model.canonical import canonical_state, load_canonical_state
 from zoo.model.kinds import ZooModel, build
 from zoo.specs.catalog import validated
 from zoo.specs.model_spec import ModelSpec
+from zoo.specs.switches import flat_fields
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh",
                "gelu_pytorch_tanh": "gelu_tanh", "silu": "swish", "swish": "swish", "relu2": "relu2"}
@@ -159,7 +160,7 @@ def expressible(spec: ModelSpec) -> dict[str, Any]:
     """The fields a reference must reproduce, `auto` resolved, each axis as in canonical names, and
     the layer count of a stack the kind lacks as 0: the model has no such layers, whatever it says."""
     encoder, decoder = spec.depths
-    return {**spec.model_dump(), **{axis: str(choice) for axis, choice in spec.axes().items()},
+    return {**flat_fields(spec.model_dump()), **{axis: str(choice) for axis, choice in spec.axes().items()},
             "n_encoder_layers": encoder, "n_decoder_layers": decoder,
             "d_ff": spec.ffn_width, "final_norm": spec.uses_final_norm, "output_bias": spec.logits_bias,
             "head_width": spec.d_head, "n_kv_heads": spec.kv_heads}
@@ -174,7 +175,7 @@ def problems(family: Family, spec: ModelSpec) -> list[str]:
     except (ValueError, TypeError, KeyError) as err:
         return [f"its configuration cannot be built ({err})"]
     have, want = expressible(spec), expressible(expected)
-    untie = not spec.tie_embeddings and expected.tie_embeddings  # to_hf unties the built reference
+    untie = not spec.embeddings.tie and expected.embeddings.tie  # to_hf unties the built reference
     return [f"{key} {have[key]!r} ({family.name}: {want[key]!r})" for key in have
             if have[key] != want[key] and key not in family.free and not (key == "tie_embeddings" and untie)]
 

@@ -53,7 +53,7 @@ def config(spec: ModelSpec):
         num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads, num_key_value_heads=spec.kv_heads,
         head_dim=spec.d_head, max_position_embeddings=spec.max_len, attention_dropout=spec.dropout,
         rms_norm_eps=spec.norm_type.eps if spec.norm_type.name == "rmsnorm" else 1e-6,
-        rope_parameters={"rope_type": "default", "rope_theta": rope}, tie_word_embeddings=spec.tie_embeddings,
+        rope_parameters={"rope_type": "default", "rope_theta": rope}, tie_word_embeddings=spec.embeddings.tie,
         bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id,
     )
 

@@ -31,7 +31,7 @@ def config(spec: ModelSpec):
     from transformers import MarianConfig
 
     return MarianConfig(vocab_size=spec.src_vocab_size, decoder_vocab_size=spec.tgt_vocab_size,
-                        share_encoder_decoder_embeddings=spec.share_embeddings, **shared_config(spec))
+                        share_encoder_decoder_embeddings=spec.embeddings.share, **shared_config(spec))
 
 
 def computed(spec: ModelSpec) -> dict[str, Tensor]:

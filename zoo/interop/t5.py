@@ -59,7 +59,7 @@ def config(spec: ModelSpec):
         relative_attention_num_buckets=spec.position.num_buckets if t5 else 32,
         relative_attention_max_distance=spec.position.max_distance if t5 else 128,
         dropout_rate=spec.dropout, layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "rmsnorm" else 1e-6,
-        feed_forward_proj=PROJECTIONS.get(spec.ffn.name, "relu"), tie_word_embeddings=spec.scale_output,
+        feed_forward_proj=PROJECTIONS.get(spec.ffn.name, "relu"), tie_word_embeddings=spec.output.scale,
         pad_token_id=spec.pad_id, eos_token_id=spec.eos_id, decoder_start_token_id=spec.bos_id,
     )
 

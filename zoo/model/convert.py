@@ -14,13 +14,14 @@ from zoo.errors import ConfigError
 from zoo.model.canonical import canonical_state, load_canonical_state
 from zoo.model.kinds import ZooModel, build
 from zoo.specs.catalog import resolve
+from zoo.specs.switches import flat_fields
 
 
 def convert(model: ZooModel, **changes: Any) -> ZooModel:
     """A new model with `changes` applied to the spec and every weight of `model` carried over."""
     old_spec = model.spec
     new_spec = resolve(old_spec, **changes)
-    old_fields, new_fields = old_spec.model_dump(), new_spec.model_dump()
+    old_fields, new_fields = flat_fields(old_spec.model_dump()), flat_fields(new_spec.model_dump())
     changed = {field: (old, new_fields[field]) for field, old in old_fields.items() if old != new_fields[field]}
     described = ", ".join(f"{field} {old!r} -> {new!r}" for field, (old, new) in changed.items()) or "nothing"
     for tying in ("tie_embeddings", "share_embeddings"):

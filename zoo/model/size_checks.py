@@ -46,7 +46,7 @@ def rough_parameters(spec: ModelSpec) -> int:
     per_layer = attention + 3 * d * spec.ffn_width * copies + d * copies  # a gated ffn has three matrices
     cross = attention if enc and dec else 0
     tables = width * (spec.src_vocab_size * bool(enc) + spec.tgt_vocab_size * (1 + bool(dec)))
-    return (tables + d * width * (spec.embedding_dim is not None) * 2 + 2 * spec.max_len * d
+    return (tables + d * width * (spec.embeddings.dim is not None) * 2 + 2 * spec.max_len * d
             + enc * per_layer + dec * (per_layer + cross))
 
 
@@ -94,12 +94,12 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
     for name, site in sites.items():
         one, two = count(name, 1), count(name, 2)
         total += one + (site.layers - 1) * (two - one)
-    width, projection = spec.embedding_width, spec.d_model * (spec.embedding_dim or 0)
-    shared = (width * spec.tgt_vocab_size + projection) * spec.share_embeddings  # the decoder's are the encoder's
+    width, projection = spec.embedding_width, spec.d_model * (spec.embeddings.dim or 0)
+    shared = (width * spec.tgt_vocab_size + projection) * spec.embeddings.share  # the decoder's are the encoder's
     counted_bias = spec.logits_bias == "trained" or (buffers and spec.logits_bias == "fixed")
-    generator = (spec.d_model * spec.tgt_vocab_size * (not spec.tie_embeddings) + projection * spec.tie_embeddings
+    generator = (spec.d_model * spec.tgt_vocab_size * (not spec.embeddings.tie) + projection * spec.embeddings.tie
                  + spec.tgt_vocab_size * counted_bias)
-    if spec.output_transform:
+    if spec.output.transform:
         from zoo.model.stacks import OutputTransform
 
         with torch.device("meta"):
@@ -110,7 +110,7 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
 def size_text(spec: ModelSpec) -> str:
     layers = "+".join(str(n) for n in spec.depths if n)
     extra = [f"{spec.n_heads} heads of width {spec.d_head}"] if spec.attention_width != spec.d_model else []
-    extra += [f"embedding_dim {spec.embedding_dim}"] if spec.embedding_dim is not None else []
+    extra += [f"embedding_dim {spec.embeddings.dim}"] if spec.embeddings.dim is not None else []
     extra += [f"ffn {setting} {count}" for setting, count in copies_of(spec).values()]
     return ", ".join([f"d_model {spec.d_model}", f"d_ff {spec.ffn_width}", *extra, f"{layers} layers",
                       f"vocabularies {spec.src_vocab_size}/{spec.tgt_vocab_size}", f"max_len {spec.max_len}"])

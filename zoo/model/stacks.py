@@ -31,14 +31,14 @@ class Embedder(HoldsWeights, nn.Module):
         super().__init__()
         self.tokens = nn.Embedding(vocab_size, spec.embedding_width)
         self.weight_roles = {"tokens.weight": "embedding.tokens"}
-        if spec.embedding_dim is not None:
-            self.project = nn.Linear(spec.embedding_dim, spec.d_model, bias=False)
+        if spec.embeddings.dim is not None:
+            self.project = nn.Linear(spec.embeddings.dim, spec.d_model, bias=False)
             self.weight_roles = {**self.weight_roles, "project.weight": "embedding.projection"}
         # Scaled embeddings start at std d^-1/2 so that, scaled, they have unit variance either way.
-        self.init_std = spec.d_model**-0.5 if spec.scale_embeddings else 1.0
-        self.scale = math.sqrt(spec.d_model) if spec.scale_embeddings else 1.0
+        self.init_std = spec.d_model**-0.5 if spec.embeddings.scale else 1.0
+        self.scale = math.sqrt(spec.d_model) if spec.embeddings.scale else 1.0
         self.position = build_part("position", spec, site=site)
-        self.norm = build_part("norm_type", spec) if spec.embedding_norm else nn.Identity()
+        self.norm = build_part("norm_type", spec) if spec.embeddings.norm else nn.Identity()
         self.dropout = Dropout(spec.dropout)
 
     def forward(self, ids: Tensor, positions: Tensor) -> Tensor:
@@ -73,18 +73,18 @@ class OutputProjection(HoldsWeights, nn.Linear):
     factorized table, it first projects d_model to the table's width (ALBERT)."""
 
     def __init__(self, spec: ModelSpec):
-        factorized = spec.tie_embeddings and spec.embedding_dim is not None
+        factorized = spec.embeddings.tie and spec.embeddings.dim is not None
         super().__init__(spec.embedding_width if factorized else spec.d_model, spec.tgt_vocab_size,
                          bias=spec.logits_bias != "none")
         self.weight_roles = {"weight": "output.projection"}
         if factorized:
-            self.project = nn.Linear(spec.d_model, spec.embedding_dim, bias=False)
+            self.project = nn.Linear(spec.d_model, spec.embeddings.dim, bias=False)
             self.weight_roles = {**self.weight_roles, "project.weight": "output.projection"}
         if spec.logits_bias == "fixed":
             self.bias.requires_grad_(False)
-        self.scale = spec.d_model**-0.5 if spec.scale_output else 1.0
-        self.transform = OutputTransform(spec) if spec.output_transform else nn.Identity()
-        self.softcap = spec.logit_softcap
+        self.scale = spec.d_model**-0.5 if spec.output.scale else 1.0
+        self.transform = OutputTransform(spec) if spec.output.transform else nn.Identity()
+        self.softcap = spec.output.softcap
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.transform(x)

@@ -36,7 +36,7 @@ def init_gain(spec: ModelSpec, role: Role | None, site: Site | None) -> float:
     same function as scaled attention."""
     placement = registry("norm").get(spec.norm.name)
     gain = placement.init_gain(spec, role, site) if implements(placement, InitGain) else 1.0
-    if not spec.scale_scores and role == "attention.query":
+    if not spec.attn.scale_scores and role == "attention.query":
         gain *= spec.d_head**-0.5
     return gain
 
@@ -69,11 +69,11 @@ class ZooModel(nn.Module):
             for name in sites:  # `encoder` and/or `decoder`
                 setattr(self, name, model_stack(spec, name, sites))
             self.generator = OutputProjection(spec)
-        if spec.share_embeddings:  # the table, and its projection where factorized
+        if spec.embeddings.share:  # the table, and its projection where factorized
             self.decoder.embed.tokens.weight = self.encoder.embed.tokens.weight
-            if spec.embedding_dim is not None:
+            if spec.embeddings.dim is not None:
                 self.decoder.embed.project.weight = self.encoder.embed.project.weight
-        if spec.tie_embeddings:
+        if spec.embeddings.tie:
             self.generator.weight = self.output_stack.embed.tokens.weight
         initialize(self, draw_seed() if seed is None else seed, sites, gain=partial(init_gain, spec))
 

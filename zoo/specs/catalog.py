@@ -21,6 +21,7 @@ from zoo.errors import ConfigError, describe_validation
 from zoo.specs.choices import SETTING_SEPARATOR, Choice, parse_choice_text, split_name
 from zoo.specs.model_spec import DEFAULT_KIND, KINDS, ModelRecipe, ModelSpec
 from zoo.specs.registries import AXES, NAMED_AXES, UnknownChoiceError, load_plugins, registry
+from zoo.specs.switches import grouped, merge_groups
 from zoo.specs.yamlio import load_yaml, read_mapping
 
 Spec = TypeVar("Spec", bound=ModelRecipe)
@@ -99,10 +100,12 @@ def preset_description(name: str) -> str:
 
 
 def merge_fields(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Overrides on top of base, where `vocab_size` stands for both vocabulary sizes and an axis
-    mapping without a name changes settings of the base's part (`position: {base: 500000}`)."""
-    merged = dict(base)
+    """Overrides on top of base, where `vocab_size` stands for both vocabulary sizes, an axis
+    mapping without a name changes settings of the base's part (`position: {base: 500000}`), and a
+    switch, by its flat key or in its group, changes that switch alone."""
+    merged, overrides = grouped(base), grouped(overrides)
     overrides = {key: _merge_axis(key, merged.get(key), value) for key, value in overrides.items()}
+    overrides.update(merge_groups(merged, overrides))
     if "vocab_size" in merged and ({"vocab_size", "src_vocab_size", "tgt_vocab_size"} & set(overrides)):
         size = merged.pop("vocab_size")
         merged.setdefault("src_vocab_size", size)

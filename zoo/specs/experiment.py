@@ -27,6 +27,7 @@ from zoo.specs.catalog import recipe
 from zoo.specs.model_spec import ModelRecipe, ModelSpec
 from zoo.specs.registries import AXES, UnknownChoiceError, registry
 from zoo.specs.strict import StrictSettings
+from zoo.specs.switches import FLAT, grouped_key
 from zoo.specs.yamlio import dump_yaml, load_yaml, read_mapping
 
 
@@ -222,6 +223,11 @@ def assign(data: dict[str, Any], key: str, value: Any, origin: str = "", fields:
         raise ConfigError(f"{origin}{key}: a dotted key with an empty part; write group.field, e.g. model.d_model")
     if parts[0] not in fields:
         raise ConfigError(f"{origin}{key}: unknown key '{parts[0]}'; valid keys start with one of: " + ", ".join(fields))
+    if parts[0] == "model" and len(parts) == 2:  # a switch by its flat key is set in its group
+        parts = ["model", *grouped_key(parts[1])]
+    if parts[0] == "model" and len(parts) == 3 and isinstance(data.get("model"), dict):
+        for flat in [key for key, path in FLAT.items() if list(path) == parts[1:]]:
+            data["model"].pop(flat, None)  # the value set replaces the one written under the flat key
     node = data
     for part in parts[:-1]:
         if part in AXES and isinstance(node.get(part), str):

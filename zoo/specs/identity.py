@@ -18,6 +18,7 @@ from typing import Any
 
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.registries import registry
+from zoo.specs.switches import flat_defaults, flat_fields
 
 RESUMABLE = ("train.steps", "train.eval_every", "train.log_every", "train.checkpoint_every", "train.out_dir")
 """Fields a resume may change, which then take effect; every `wandb.*` field may change too."""
@@ -66,8 +67,10 @@ def away_from_defaults(group: str, values: dict[str, Any], defaults: dict[str, A
 def identity(experiment: ExperimentSpec) -> dict[str, Any]:
     """The dotted fields that define what a run trains: the model recipe's, the task's and the
     training recipe's fields away from their defaults (and the first names' fields)."""
-    model = {key: value for key, value in experiment.model.model_dump(mode="json").items()
-             if value != type(experiment.model).model_fields[key].default}  # vocabulary sizes too, where the recipe gives them
+    recipe = type(experiment.model)
+    defaults = {**{key: field.default for key, field in recipe.model_fields.items()}, **flat_defaults(recipe)}
+    model = {key: value for key, value in flat_fields(experiment.model.model_dump(mode="json")).items()
+             if value != defaults[key]}  # vocabulary sizes too, where the recipe gives them
     task = {key: value for key, value in experiment.task.items() if key != "name"}
     fields = {**flatten(model, "model."), "task.name": experiment.task["name"],
               **away_from_defaults("task", task, task_defaults(experiment.task),

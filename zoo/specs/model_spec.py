@@ -14,11 +14,13 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from zoo.errors import ConfigError
 from zoo.specs.choices import AxisChoice, Choice
 from zoo.specs.hooks import AutoWidth, SpecCheck, implements, wants_final_norm
 from zoo.specs.naming import DEFAULT_KIND, CanonicalName
 from zoo.specs.registries import AXES, KIND_STACKS, describe_unknown, registry
 from zoo.specs.strict import StrictSettings
+from zoo.specs.switches import FLAT, AttentionSwitches, EmbeddingSwitches, OutputSwitches, grouped, merge_groups
 from zoo.specs.yamlio import dump_yaml
 
 KINDS = KIND_STACKS
@@ -44,6 +46,7 @@ class ModelRecipe(CanonicalName, StrictSettings):
         "dim_head": "'head_width'", "max_seq_len": "'max_len'", "max_position_embeddings": "'max_len'",
         "block_size": "'max_len'", "causal": "kind: 'decoder'", "activation": "'ffn'",
     }
+    shorthands: ClassVar[tuple[str, ...]] = tuple(key for key, (group, _) in FLAT.items() if group is not None)
 
     kind: str = Field(
         DEFAULT_KIND, description="encoder_decoder; decoder: a causal language model (n_decoder_layers); encoder: "
@@ -53,12 +56,6 @@ class ModelRecipe(CanonicalName, StrictSettings):
     tgt_vocab_size: PositiveInt | None = Field(None, description="null: the task's")
     d_model: PositiveInt = 512
     n_heads: PositiveInt = 8
-    n_kv_heads: PositiveInt | None = Field(
-        None, description="key/value heads (grouped-query attention); null: n_heads, 1: multi-query"
-    )
-    head_width: PositiveInt | None = Field(
-        None, description="the width of each attention head; null: d_model / n_heads (T5's d_kv may differ)"
-    )
     d_ff: PositiveInt | Literal["auto"] = Field(
         2048, description="feed-forward width; auto: 4 d_model, or 2/3 of it (to a multiple of 8) for a gated ffn"
     )
@@ -82,51 +79,17 @@ class ModelRecipe(CanonicalName, StrictSettings):
     final_norm: Literal["auto"] | bool = Field(
         "auto", description="a norm after the last block of each stack; auto: as the norm placement wants"
     )
-    scale_embeddings: bool = Field(True, description="multiply token embeddings by sqrt(d_model)")
-    embedding_norm: bool = Field(False, description="a norm after adding positions (BERT-style)")
-    tie_embeddings: bool = Field(False, description="output projection shares the target embedding")
-    share_embeddings: bool = Field(False, description="source and target share one embedding table (T5, BART, Marian)")
-    scale_scores: bool = Field(
-        True, description="divide attention scores by sqrt(d_head); T5 does not, and folds the factor into the "
-                          "initial query weights, as the zoo does then"
-    )
-    scale_output: bool = Field(
-        False, description="multiply the decoder's output by d_model^-1/2 before the output projection (T5 1.0, "
-                           "whose projection is the tied embedding)"
-    )
-    output_bias: Literal["auto", "trained", "fixed", "none"] = Field(
-        "auto", description="a bias on the logits: trained, fixed (kept with the weights, never trained: BART's and "
-                            "Marian's final_logits_bias), none; auto: trained when `bias`, else none"
-    )
-    attn_softcap: float | None = Field(
-        None, gt=0.0, description="cap tanh(s / cap) on the scaled attention scores s, before any position bias and "
-                                  "mask (Gemma 2: 50); null: none"
-    )
-    logit_softcap: float | None = Field(
-        None, gt=0.0, description="cap tanh(z / cap) on the output logits z (Gemma 2: 30); null: none"
-    )
-    qk_norm: str | None = Field(
-        None, description="normalize each head's queries and keys before the scores: a norm_type (rmsnorm: OLMo 2, "
-                          "Qwen3, Gemma 3) over d_head, or l2 (unit length, scores times a learned per-head scale; "
-                          "Henry et al. 2020); null: none"
-    )
-    window: PositiveInt | None = Field(
-        None, description="sliding-window self-attention: a query sees the keys fewer than `window` positions away "
-                          "(in a causal stack, itself and the window - 1 before it: Mistral, Gemma 2); the decoding "
-                          "cache keeps only the window; null: every key"
-    )
     share_layers: bool = Field(
         False, description="one set of layer weights applied at every depth of each stack (Universal Transformer, "
                            "ALBERT)"
     )
-    embedding_dim: PositiveInt | None = Field(
-        None, description="factorized embeddings (ALBERT): token tables of this width projected to d_model, and a "
-                          "tied output projection reads through the same width; null: d_model"
-    )
-    output_transform: bool = Field(
-        False, description="a dense layer, GELU and a norm (norm_type) before the output projection: BERT's masked-LM "
-                           "head"
-    )
+    attn: AttentionSwitches = Field(default_factory=AttentionSwitches,
+                                    description="attention's switches: n_kv_heads, head_width, scale_scores, softcap, "
+                                                "qk_norm, window")
+    embeddings: EmbeddingSwitches = Field(default_factory=EmbeddingSwitches,
+                                          description="the token tables' switches: scale, norm, tie, share, dim")
+    output: OutputSwitches = Field(default_factory=OutputSwitches,
+                                   description="the output head's switches: scale, bias, softcap, transform")
     bias: bool = Field(True, description="biases in the linear layers")
 
     @field_validator("kind")
@@ -136,14 +99,17 @@ class ModelRecipe(CanonicalName, StrictSettings):
             raise PydanticCustomError("kind", "{problem}", {"problem": describe_unknown("kind", kind, KIND_STACKS)})
         return kind
 
-    @field_validator("qk_norm")
+    @model_validator(mode="before")
     @classmethod
-    def _known_qk_norm(cls, value: str | None) -> str | None:
-        choices = ["l2", *registry("norm_type").names()]
-        if value is not None and value not in choices:
-            raise PydanticCustomError("qk_norm", "unknown qk_norm '{value}'; choices: null, {choices}",
-                                      {"value": value, "choices": ", ".join(choices)})
-        return value
+    def _group_flat_switches(cls, data: Any) -> Any:
+        """Today's flat keys (`window`, `tie_embeddings`, ...) go into their groups, so every file,
+        `--set`, sweep, checkpoint and folder written before the groups reads as it did."""
+        if not isinstance(data, dict):
+            return data
+        try:
+            return grouped(data)
+        except ConfigError as err:
+            raise PydanticCustomError("switch_twice", "{problem}", {"problem": str(err)}) from None
 
     @model_validator(mode="before")
     @classmethod
@@ -165,7 +131,7 @@ class ModelRecipe(CanonicalName, StrictSettings):
     @model_validator(mode="after")
     def _fits_together(self) -> ModelRecipe:
         """Rules between fields, checked on the assembled spec so that defaults count too."""
-        if self.head_width is None and self.d_model % self.n_heads:
+        if self.attn.head_width is None and self.d_model % self.n_heads:
             raise PydanticCustomError(
                 "heads_divide_width",
                 "d_model {d_model} is not divisible by n_heads {n_heads}; choose n_heads among {choices}, or set "
@@ -201,12 +167,12 @@ class ModelRecipe(CanonicalName, StrictSettings):
                 "one_vocab", "a model of kind {kind} has one vocabulary: src_vocab_size {src} and tgt_vocab_size {tgt} "
                 "differ; give vocab_size", {"kind": self.kind, "src": self.src_vocab_size, "tgt": self.tgt_vocab_size},
             )
-        if self.share_embeddings and len(KIND_STACKS[self.kind]) == 1:
+        if self.embeddings.share and len(KIND_STACKS[self.kind]) == 1:
             raise PydanticCustomError(
                 "one_table", "share_embeddings shares the encoder's and the decoder's tables; a model of kind {kind} "
                 "has one table", {"kind": self.kind},
             )
-        if sized and self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+        if sized and self.embeddings.share and self.src_vocab_size != self.tgt_vocab_size:
             raise PydanticCustomError(
                 "shared_vocab", "share_embeddings needs one vocabulary: src_vocab_size {src} and tgt_vocab_size {tgt} "
                 "differ", {"src": self.src_vocab_size, "tgt": self.tgt_vocab_size},
@@ -230,11 +196,11 @@ class ModelRecipe(CanonicalName, StrictSettings):
     @property
     def embedding_width(self) -> int:
         """The width of the token tables: embedding_dim, or d_model without factorization."""
-        return self.d_model if self.embedding_dim is None else self.embedding_dim
+        return self.d_model if self.embeddings.dim is None else self.embeddings.dim
 
     @property
     def d_head(self) -> int:
-        return self.d_model // self.n_heads if self.head_width is None else self.head_width
+        return self.d_model // self.n_heads if self.attn.head_width is None else self.attn.head_width
 
     @property
     def attention_width(self) -> int:
@@ -244,9 +210,9 @@ class ModelRecipe(CanonicalName, StrictSettings):
     @property
     def logits_bias(self) -> str:
         """`trained`, `fixed` or `none`: output_bias with `auto` resolved by `bias`."""
-        if self.output_bias == "auto":
+        if self.output.bias == "auto":
             return "trained" if self.bias else "none"
-        return self.output_bias
+        return self.output.bias
 
     @property
     def start_is_pad(self) -> bool:
@@ -264,11 +230,17 @@ class ModelRecipe(CanonicalName, StrictSettings):
     @property
     def kv_heads(self) -> int:
         """Key/value heads: n_kv_heads, or n_heads when it is not set."""
-        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+        return self.n_heads if self.attn.n_kv_heads is None else self.attn.n_kv_heads
 
     @property
     def uses_final_norm(self) -> bool:
         return self._auto_final_norm() if self.final_norm == "auto" else self.final_norm
+
+    def replace(self, **changes: Any):
+        """A copy with `changes`, validated: a switch changes alone, by its flat key or in its group
+        (`replace(window=128)` and `replace(attn={"window": 128})` keep `attn.qk_norm`)."""
+        dumped, changes = self.model_dump(), grouped(changes)
+        return type(self).model_validate({**dumped, **changes, **merge_groups(dumped, changes)})
 
     def to_yaml(self) -> str:
         return dump_yaml(self.model_dump())

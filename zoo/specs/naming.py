@@ -7,14 +7,10 @@ from typing import Any
 
 from zoo.specs.choices import value_text
 from zoo.specs.registries import AXES, NAMED_AXES
+from zoo.specs.switches import flat_defaults, flat_switches
 
 DEFAULT_KIND = "encoder_decoder"
 """The kind a name leaves out."""
-NOT_SWITCHES = frozenset({"kind", "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "n_encoder_layers",
-                          "n_decoder_layers", "dropout", "max_len", "pad_id", "bos_id", "eos_id"})
-"""The kind (a name's first part) and the fields that size a model, regularize its training or
-number its special tokens: no canonical name shows them. Every other field beside the axes is a
-switch, shown where it differs from its default."""
 
 
 class CanonicalName:
@@ -42,12 +38,12 @@ class CanonicalName:
                                   if axis in NAMED_AXES or getattr(self, axis) != type(self).model_fields[axis].default)])
 
     def switches(self) -> dict[str, Any]:
-        """The design fields beyond the kind and the axes (window, qk_norm, tie_embeddings, ...)
-        whose values differ from their defaults, in the spec's order; a field whose default stands
+        """The switches (window, qk_norm, tie_embeddings, ...: zoo.specs.switches.FLAT) whose values
+        differ from their defaults, by their flat keys in FLAT's order; a field whose default stands
         for a value (auto, or null for the usual width) only where it differs from that value
         (`final_norm: true` beside pre is pre's own, `head_width: 64` of 8 heads of 512 the usual)."""
         auto = {"final_norm": self._auto_final_norm(), "output_bias": "trained" if self.bias else "none",
                 "n_kv_heads": self.n_heads, "head_width": self.d_model / self.n_heads, "embedding_dim": self.d_model}
-        return {key: getattr(self, key) for key, field in type(self).model_fields.items()
-                if key not in NOT_SWITCHES and key not in AXES and getattr(self, key) != field.default
-                and getattr(self, key) != auto.get(key, field.default)}
+        defaults = flat_defaults(type(self))
+        return {key: value for key, value in flat_switches(self).items()
+                if value != defaults[key] and value != auto.get(key, defaults[key])}

@@ -57,6 +57,8 @@ class StrictSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
     synonyms: ClassVar[dict[str, str]] = {}
     """Keys other libraries use for a field (`n_layers`, `hidden_size`) -> what to write here, quoted."""
+    shorthands: ClassVar[tuple[str, ...]] = ()
+    """Keys a before-validator turns into fields (a switch's flat key): named among the level's keys."""
 
     def replace(self, **changes: Any):
         """A copy with `changes`, validated as the original was: the way to change a frozen spec
@@ -78,7 +80,8 @@ class StrictSettings(BaseModel):
             known = field_names(cls)
             unknown = [key for key in data if key not in known]
             if unknown:
-                raise PydanticCustomError("unknown_field", "{text}", {"text": unknown_keys(unknown, known, cls.synonyms)})
+                text = unknown_keys(unknown, [*known, *cls.shorthands], cls.synonyms)
+                raise PydanticCustomError("unknown_field", "{text}", {"text": text})
         return data
 
     @field_validator("*", mode="after")

@@ -1,0 +1,164 @@
+"""The switches beyond the axes, grouped by what they change: attention (`attn`), the token tables
+(`embeddings`) and the output head (`output`). Each also has a flat key, the one the spec took
+before the groups (`window`, `tie_embeddings`, `logit_softcap`): files, `--set`, sweeps and
+stored specs may still write it, canonical names show it, and a run's identity counts it, so
+every earlier name and fingerprint holds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field, PositiveInt, field_validator
+from pydantic_core import PydanticCustomError
+
+from zoo.errors import ConfigError
+from zoo.specs.registries import registry
+from zoo.specs.strict import StrictSettings
+
+
+class AttentionSwitches(StrictSettings):
+    """How attention forms its heads and scores, whichever axis part computes them."""
+
+    n_kv_heads: PositiveInt | None = Field(
+        None, description="key/value heads (grouped-query attention); null: n_heads, 1: multi-query"
+    )
+    head_width: PositiveInt | None = Field(
+        None, description="the width of each attention head; null: d_model / n_heads (T5's d_kv may differ)"
+    )
+    scale_scores: bool = Field(
+        True, description="divide attention scores by sqrt(d_head); T5 does not, and folds the factor into the "
+                          "initial query weights, as the zoo does then"
+    )
+    softcap: float | None = Field(
+        None, gt=0.0, description="cap tanh(s / cap) on the scaled attention scores s, before any position bias and "
+                                  "mask (Gemma 2: 50); null: none"
+    )
+    qk_norm: str | None = Field(
+        None, description="normalize each head's queries and keys before the scores: a norm_type (rmsnorm: OLMo 2, "
+                          "Qwen3, Gemma 3) over d_head, or l2 (unit length, scores times a learned per-head scale; "
+                          "Henry et al. 2020); null: none"
+    )
+    window: PositiveInt | None = Field(
+        None, description="sliding-window self-attention: a query sees the keys fewer than `window` positions away "
+                          "(in a causal stack, itself and the window - 1 before it: Mistral, Gemma 2); the decoding "
+                          "cache keeps only the window; null: every key"
+    )
+
+    @field_validator("qk_norm")
+    @classmethod
+    def _known_qk_norm(cls, value: str | None) -> str | None:
+        choices = ["l2", *registry("norm_type").names()]
+        if value is not None and value not in choices:
+            raise PydanticCustomError("qk_norm", "unknown qk_norm '{value}'; choices: null, {choices}",
+                                      {"value": value, "choices": ", ".join(choices)})
+        return value
+
+
+class EmbeddingSwitches(StrictSettings):
+    """How the token tables are sized, scaled, normalized and shared."""
+
+    scale: bool = Field(True, description="multiply token embeddings by sqrt(d_model)")
+    norm: bool = Field(False, description="a norm after adding positions (BERT-style)")
+    tie: bool = Field(False, description="the output projection shares the target embedding")
+    share: bool = Field(False, description="source and target share one embedding table (T5, BART, Marian)")
+    dim: PositiveInt | None = Field(
+        None, description="factorized embeddings (ALBERT): token tables of this width projected to d_model, and a "
+                          "tied output projection reads through the same width; null: d_model"
+    )
+
+
+class OutputSwitches(StrictSettings):
+    """What stands between the last block and the logits."""
+
+    scale: bool = Field(
+        False, description="multiply the decoder's output by d_model^-1/2 before the output projection (T5 1.0, "
+                           "whose projection is the tied embedding)"
+    )
+    bias: Literal["auto", "trained", "fixed", "none"] = Field(
+        "auto", description="a bias on the logits: trained, fixed (kept with the weights, never trained: BART's and "
+                            "Marian's final_logits_bias), none; auto: trained when `bias`, else none"
+    )
+    softcap: float | None = Field(
+        None, gt=0.0, description="cap tanh(z / cap) on the output logits z (Gemma 2: 30); null: none"
+    )
+    transform: bool = Field(
+        False, description="a dense layer, GELU and a norm (norm_type) before the output projection: BERT's masked-LM "
+                           "head"
+    )
+
+
+GROUPS: dict[str, type[StrictSettings]] = {"attn": AttentionSwitches, "embeddings": EmbeddingSwitches,
+                                           "output": OutputSwitches}
+"""The spec's switch groups by field name."""
+
+FLAT: dict[str, tuple[str | None, str]] = {
+    "n_kv_heads": ("attn", "n_kv_heads"), "head_width": ("attn", "head_width"), "final_norm": (None, "final_norm"),
+    "scale_embeddings": ("embeddings", "scale"), "embedding_norm": ("embeddings", "norm"),
+    "tie_embeddings": ("embeddings", "tie"), "share_embeddings": ("embeddings", "share"),
+    "scale_scores": ("attn", "scale_scores"), "scale_output": ("output", "scale"), "output_bias": ("output", "bias"),
+    "attn_softcap": ("attn", "softcap"), "logit_softcap": ("output", "softcap"), "qk_norm": ("attn", "qk_norm"),
+    "window": ("attn", "window"), "share_layers": (None, "share_layers"), "embedding_dim": ("embeddings", "dim"),
+    "output_transform": ("output", "transform"), "bias": (None, "bias"),
+}
+"""Every switch's flat key -> (its group, or None for a switch of the whole model, and its field
+there), in the order a canonical name shows them (the spec's order before the groups)."""
+
+
+def grouped_key(key: str) -> tuple[str, ...]:
+    """The path of a flat key in the grouped spec (`window` -> ('attn', 'window')); any other key as it is."""
+    group, field = FLAT.get(key, (None, key))
+    return (field,) if group is None else (group, field)
+
+
+def _as_mapping(value: Any) -> dict[str, Any]:
+    if isinstance(value, StrictSettings):
+        return value.model_dump()
+    return dict(value) if isinstance(value, Mapping) else value
+
+
+def grouped(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Spec fields with every flat switch key moved into its group (`window: 8` -> `attn: {window: 8}`).
+    A switch given both ways must agree: `window: 8` beside `attn: {window: 16}` is an error that
+    names both."""
+    out = dict(fields)
+    for key in [key for key in fields if FLAT.get(key, (None,))[0] is not None]:
+        group, field = FLAT[key]
+        value = out.pop(key)
+        holder = _as_mapping(out.get(group, {}))
+        if not isinstance(holder, dict):
+            raise ConfigError(f"{group} is a group of switches ({', '.join(GROUPS[group].model_fields)}), "
+                              f"got {holder!r}")
+        if field in holder and holder[field] != value:
+            raise ConfigError(f"{key} {value!r} and {group}.{field} {holder[field]!r} are one switch given twice; "
+                              f"give one of them")
+        out[group] = {**holder, field: value}
+    return out
+
+
+def merge_groups(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Overrides on top of base for the switch groups, field by field (an override of `attn.window`
+    keeps the base's `attn.qk_norm`); both in grouped form."""
+    return {group: {**_as_mapping(base.get(group, {})), **_as_mapping(value)}
+            if isinstance(value, (Mapping, StrictSettings)) and isinstance(base.get(group, {}), (Mapping, StrictSettings))
+            else value for group, value in overrides.items() if group in GROUPS}
+
+
+def flat_switches(recipe: Any) -> dict[str, Any]:
+    """Every switch of a recipe by its flat key, in FLAT's order."""
+    return {key: getattr(recipe if group is None else getattr(recipe, group), field)
+            for key, (group, field) in FLAT.items()}
+
+
+def flat_defaults(recipe_class: Any) -> dict[str, Any]:
+    """Every switch's default by its flat key."""
+    return {key: (recipe_class.model_fields[field] if group is None else GROUPS[group].model_fields[field]).default
+            for key, (group, field) in FLAT.items()}
+
+
+def flat_fields(dumped: Mapping[str, Any]) -> dict[str, Any]:
+    """A dumped recipe as it was before the groups: each switch under its flat key, for a run's
+    identity (whose fingerprints were computed from the flat keys)."""
+    flat = {key: value for key, value in dumped.items() if key not in GROUPS}
+    flat.update({key: dumped[group][field] for key, (group, field) in FLAT.items() if group is not None})
+    return flat
