@@ -67,11 +67,11 @@ def test_a_training_step_on_cuda_never_synchronizes(tmp_path):
             torch.cuda.synchronize()
             torch.cuda.set_sync_debug_mode("error")
             try:
-                trainer._device_step(step, batch)
+                trainer.train_step(step, batch)
             finally:
                 torch.cuda.set_sync_debug_mode("default")
             trainer.feed.prepare(step + 1)
-        trainer.window.settle()
+        trainer.train_step.window.settle()
     finally:
         trainer.tracker.finish(failed=False)
         trainer.folder.release()

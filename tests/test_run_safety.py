@@ -15,6 +15,7 @@ from trainkit import run_dir_of, tiny_experiment
 from zoo.cli import main
 from zoo.specs.experiment import ExplosionSpec
 from zoo.trainer import Trainer, picture
+from zoo.trainer.evaluator import Evaluator
 from zoo.trainer.guards import LossWatch
 from zoo.trainer.optim import lr_multiplier
 
@@ -263,21 +264,21 @@ def test_sigint_while_wandb_finishes_exits_130_with_the_result_intact(tmp_path, 
 
 def test_two_sigints_during_an_evaluation_stop_at_once_with_exit_130_and_the_last_checkpoint(tmp_path, monkeypatch,
                                                                                                capsys):
-    real_evaluate = Trainer._evaluate
+    real_evaluate = Evaluator.__call__
 
-    def evaluate_interrupted(self, *args, **kwargs):
-        if self.step == 4:
+    def evaluate_interrupted(self, model, step, *args, **kwargs):
+        if step == 4:
             sigint_to_self(2)  # the first asks for a stop after the step; the second stops at once
-        return real_evaluate(self, *args, **kwargs)
+        return real_evaluate(self, model, step, *args, **kwargs)
 
-    monkeypatch.setattr(Trainer, "_evaluate", evaluate_interrupted)
+    monkeypatch.setattr(Evaluator, "__call__", evaluate_interrupted)
     experiment = tiny_experiment(tmp_path, train={"steps": 8, "eval_every": 4, "checkpoint_every": 2})
     file, err = train_interrupted(tmp_path, experiment, capsys)
     assert "stopped at once by a second SIGINT at step 4; its last checkpoint is " in err
     run_dir = run_dir_of(experiment)
     assert json.loads((run_dir / "result.json").read_text())["status"] == "interrupted"
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["progress"]["step"] == 2, "step 4 was not saved"
-    monkeypatch.setattr(Trainer, "_evaluate", real_evaluate)
+    monkeypatch.setattr(Evaluator, "__call__", real_evaluate)
     main(["train", file, "--resume"])
     assert json.loads((run_dir / "result.json").read_text())["status"] == "finished"
 

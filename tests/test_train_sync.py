@@ -59,11 +59,11 @@ def test_a_training_step_reads_nothing_back(tmp_path, axis, value):
         trainer._train_step(1)  # the optimizer's state is made at its first step
         for step in (2, 3, 4):
             batch = trainer.feed.take(step)
-            steps = [state["step"] for state in trainer.optimizer.state.values()]
+            steps = [state["step"] for state in trainer.train_step.optimizer.state.values()]
             with ReadBacks(steps) as mode:
-                trainer._device_step(step, batch)
+                trainer.train_step(step, batch)
             assert mode.seen == [], f"step {step} read values back: {mode.seen}"
-        trainer.window.settle()
+        trainer.train_step.window.settle()
     finally:
         trainer.tracker.finish(failed=False)
         trainer.folder.release()

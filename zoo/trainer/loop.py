@@ -2,44 +2,37 @@
 
 from __future__ import annotations
 
-import math
 import time
-from contextlib import nullcontext
 from pathlib import Path
 from signal import SIGINT
 from typing import Any
 
 import torch
 
-from zoo.errors import CheckpointError, Diverged, Interrupted
-from zoo.metrics import better, curve_means
-from zoo.model.kinds import build, model_class
-from zoo.model.size_checks import check_fits
+from zoo.errors import Diverged, Interrupted
 from zoo.provenance import environment
 from zoo.records import CheckpointProgress, RunRecord
 from zoo.specs.experiment import ExperimentSpec, validate_experiment
-from zoo.specs.model_spec import ModelSpec
 from zoo.tasks import build_task
-from zoo.trainer.checkpoint import restore_training, save_checkpoint, training_state
-from zoo.trainer.compiled import CompileClock, compiled
+from zoo.trainer.checkpointer import Checkpointer
 from zoo.trainer.devices import autocast_dtype, pick_device
 from zoo.trainer.distributed import Distributed
-from zoo.trainer.evaluate import evaluate, evaluate_split
-from zoo.trainer.feed import Batch, BatchFeed
-from zoo.trainer.framing import check_kind_fits_task
-from zoo.trainer.guards import LossWatch, StopSignals, finite_weights, signals_to
-from zoo.trainer.init_from import initial_weights
-from zoo.trainer.lengths import check_lengths
-from zoo.trainer.log_window import Window
-from zoo.trainer.objective import auxiliary_loss, auxiliary_losses, batch_loss_sum
-from zoo.trainer.optim import make_optimizer, make_schedule
-from zoo.trainer.picture import try_cross_attention_png
+from zoo.trainer.evaluator import Evaluator
+from zoo.trainer.feed import BatchFeed
+from zoo.trainer.guards import LossWatch, StopSignals, signals_to
 from zoo.trainer.progress import ProgressBar
 from zoo.trainer.run_folder import RunFolder, TrainResult
+from zoo.trainer.run_model import run_model, run_spec
+from zoo.trainer.step import TrainStep
 from zoo.trainer.tracking import Tracker
 
 
 class Trainer:
+    """A run assembled from its helpers: the run folder (zoo.trainer.run_folder), the feed of
+    batches (feed), the model (run_model), the optimizer step (step), evaluation (evaluator),
+    checkpointing (checkpointer) and tracking (tracking). The trainer owns the loop, the progress
+    and what a run's end writes."""
+
     def __init__(self, experiment: ExperimentSpec, resume: bool = False, folder: RunFolder | None = None):
         self.experiment, t = experiment, experiment.train
         self.device = pick_device(t.device)
@@ -50,56 +43,28 @@ class Trainer:
         self.name, self.run_dir, self.checkpoint_path = self.folder.name, self.folder.path, self.folder.checkpoint
         saved = self.folder.claim(experiment, resume)
         try:
-            self._setup(saved)
+            self._assemble(saved)
         except BaseException:
             self.folder.abandon()
             raise
 
-    def _setup(self, saved: dict[str, Any] | None) -> None:
+    def _assemble(self, saved: dict[str, Any] | None) -> None:
+        """Each helper in the order a run has always made them (a resume's random state is restored
+        with the training state, before W&B starts and the held-out batches are made)."""
         experiment, t = self.experiment, self.experiment.train
         self.task = build_task(experiment.task, t.seed, saved and saved["task"])
-        self.data = self.folder.data
-        sizes = len(self.task.src_vocab), len(self.task.tgt_vocab)
-        check_kind_fits_task(experiment.model.kind, self.task)  # before sizing: a one-stack kind needs one vocabulary
-        self.spec = experiment.model_spec(*sizes)
-        if saved is not None and ModelSpec.model_validate(saved["spec"]) != self.spec:
-            raise CheckpointError(f"{self.checkpoint_path}: its model spec differs from the experiment's "
-                                  f"({ModelSpec.model_validate(saved['spec']).name} against {self.spec.name})")
+        self.spec = run_spec(experiment, self.task, saved, self.folder)
         self.feed = BatchFeed(self.task, t.batch_size, self.spec, self.dist, self.device, t.batch_tokens, t.compile)
-        sample_src, sample_tgt = self.feed.global_batch(0) if t.batch_tokens else self.task.train_batch(0, min(t.batch_size, 8))
-        rows = max(1, (sample_src.size(0) if t.batch_tokens else t.batch_size) // self.dist.world)
-        lengths = model_class(self.spec).sequence_lengths(self.spec, sample_src.size(1), sample_tgt.size(1))
-        params = check_fits(self.spec, self.device, training=True, batch=(rows, *lengths))
-        self.folder.check_space(3 * 4 * params + (1 << 20))  # weights and Adam's two moments, in float32
-        torch.manual_seed(t.seed)
-        self.model = build(self.spec, seed=t.seed)
-        if t.init_from is not None and saved is None:  # a resume's own checkpoint wins over where it started
-            self.model.load_state_dict(initial_weights(t.init_from, self.spec, self.task))
-        self.model = self.model.to(self.device)
-        self.aux_parts = auxiliary_losses(self.model)
-        check_lengths(self.model, self.task, t.eval_size, t.batch_size, self.device, t.eval_beams)
-        self.optimizer = make_optimizer(self.model, t)
-        self.schedule = make_schedule(self.optimizer, t)
-        self.scaler = torch.amp.GradScaler("cuda") if self.amp_dtype == torch.float16 else None
-        self.progress = CheckpointProgress(step=0)
-        self.working_on = 0
-        self.run_id = None
-        if saved is not None:
-            self._restore(saved)
+        self.model = run_model(self.spec, experiment, self.task, self.feed, self.folder, self.device, self.dist, saved)
+        self.progress = CheckpointProgress(step=0) if saved is None else saved["progress"]
+        self.run_id = None if saved is None else saved.get("wandb_id")
+        self.train_step = TrainStep(self.model, t, self.device, self.dist, self.amp_dtype, saved)
         self.watch = LossWatch(t.explosion, self.progress.first_loss, self.progress.high_logs)
         self.start = time.perf_counter() - self.progress.wall_s  # wall time counts on across a resume
-        self.forward = self.model
-        if self.dist.world > 1:
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            self.forward = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
-        if t.compile:
-            self.forward = compiled(self.forward)
-        self.clock = CompileClock(enabled=t.compile)
+        self.working_on = 0
         self.tracker = Tracker(experiment, self.spec, self.name, self.dist.is_main, self.run_id)
-        self.window = Window(self.device, self.dist)
-        self.eval_batches = self.task.eval_batches(t.eval_size, t.batch_size) if self.dist.is_main else []
-        self.eval_references = self.task.references(t.eval_size) if self.dist.is_main else None
-        self.decoding = {"num_beams": t.eval_beams, "length_penalty": t.length_penalty}
+        self.evaluator = Evaluator(self.task, t, self.device, self.dist, self.progress)
+        self.checkpointer = Checkpointer(self.folder, experiment, self.spec, self.task, self.dist)
 
     @property
     def step(self) -> int:
@@ -113,76 +78,22 @@ class Trainer:
     def history(self) -> list[dict[str, float]]:
         return self.progress.history
 
-    def _restore(self, state: dict[str, Any]) -> None:
-        restore_training(state, self.model, self.optimizer, self.schedule, self.scaler, self.device)
-        self.progress = state["progress"]
-        self.run_id = state.get("wandb_id")
-
     def _checkpoint(self) -> None:
-        """Only finite weights are written (checked on every rank, whose weights are the same)."""
-        if not finite_weights(self.model):
-            raise Diverged(f"step {self.step}: the weights are no longer finite")
-        if not self.dist.is_main:
-            return
         self.progress.wall_s = time.perf_counter() - self.start
         self.progress.first_loss, self.progress.high_logs = self.watch.first_loss, self.watch.high_logs
-        save_checkpoint(self.checkpoint_path, {
-            "experiment": self.experiment.model_dump(mode="json"), "spec": self.spec.model_dump(),
-            **training_state(self.model, self.optimizer, self.schedule, self.scaler, self.device),
-            "progress": self.progress.model_dump(), "task": self.task.state(),
-            "wandb_id": self.tracker.run_id or self.run_id, "data": self.data,
-        })
+        self.checkpointer.save(self.train_step, self.progress, self.tracker.run_id or self.run_id)
 
     def _train_step(self, step: int) -> None:
         """One optimizer step on the global batch of `step`; then the next batch is prepared while
         the device works."""
-        with self.clock.step():
-            self._device_step(step, self.feed.take(step))
+        with self.train_step.clock.step():
+            self.train_step(step, self.feed.take(step))
         if step < self.experiment.train.steps:
             self.feed.prepare(step + 1)
-
-    def _device_step(self, step: int, batch: Batch) -> None:
-        """Forward, loss, backward, optimizer step: nothing is read back from the device, so the
-        host runs ahead to the next batch (see zoo.trainer.log_window)."""
-        t, pad = self.experiment.train, self.spec.pad_id
-        autocast = torch.autocast(self.device.type, self.amp_dtype) if self.amp_dtype else nullcontext()
-        loss_sum = batch_loss_sum(self.forward, self.model.generator, batch, pad, t, autocast)
-        aux = auxiliary_loss(self.aux_parts)  # a mean over this rank's tokens, which DDP's averaging keeps
-        # DDP averages gradients over ranks, so each rank scales its sum to give the global mean.
-        loss = loss_sum * self.dist.world / batch.tokens + (0.0 if aux is None else aux)
-        self.optimizer.zero_grad(set_to_none=True)
-        (self.scaler.scale(loss) if self.scaler else loss).backward()
-        if self.scaler:
-            self.scaler.unscale_(self.optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.grad_clip or math.inf)
-        if self.scaler:  # skips a step whose gradient is not finite (and reads that back: fp16 only)
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
-        self.lr = self.optimizer.param_groups[0]["lr"]  # the rate this step used, before the schedule moves on
-        self.schedule.step()
-        self.window.add(step, loss_sum, batch.tokens, grad_norm, grad_must_be_finite=self.scaler is None, aux=aux)
 
     def _log(self, metrics: dict[str, float], step: int) -> None:
         self.history.append({"train/step": step, "train/wall_s": time.perf_counter() - self.start, **metrics})
         self.tracker.log(metrics, step)
-
-    def _evaluate(self, collective: bool = True) -> dict[str, float]:
-        """Rank 0 evaluates; with `collective`, every rank learns whether the loss was finite, and
-        all stop together (every rank must then call it)."""
-        metrics = {}
-        if self.dist.is_main:
-            metrics = evaluate(self.model, self.task, self.eval_batches, self.device, self.eval_references,
-                               **self.decoding)
-        bad = torch.tensor(float(not math.isfinite(metrics.get("eval/loss", 0.0))), device=self.device)
-        if (self.dist.sum(bad) if collective else bad).item() > 0:
-            raise Diverged(f"step {self.step}: the evaluation loss is {metrics.get('eval/loss', 'not finite')}")
-        for name, value in metrics.items():
-            if better(name, value, self.best.get(name)):
-                self.best[name] = value
-        self.progress.last_eval = metrics
-        return metrics
 
     def _stop_requested(self, stop: StopSignals, step: int, logged: bool) -> bool:
         """Single process: at once. Under torchrun, ranks agree at logging steps."""
@@ -200,23 +111,23 @@ class Trainer:
             self._train_step(step)
             self.progress.step = step
             if step == 1:
-                self.watch.first_step(self.window.mean_loss())
+                self.watch.first_step(self.train_step.window.mean_loss())
             logged = step % t.log_every == 0 or step == t.steps
             evaluating = step % t.eval_every == 0 or step == t.steps
             stopping = self._stop_requested(stop, step, logged)
             saving = step % t.checkpoint_every == 0 or step == t.steps or stopping
             if logged:
-                row = {**self.window.read(), "train/lr": self.lr, "train/wall_s": time.perf_counter() - self.start,
-                       **self.clock.metrics()}
+                row = {**self.train_step.window.read(), "train/lr": self.train_step.lr,
+                       "train/wall_s": time.perf_counter() - self.start, **self.train_step.clock.metrics()}
                 self._log(row, step)
                 bar.update(step, row)
                 self.watch.observe(row["train/loss"], step)
                 if step == t.steps:
                     self.watch.at_end(row["train/loss"], step)
             elif evaluating or saving:
-                self.window.settle()
+                self.train_step.window.settle()
             if evaluating:
-                metrics = self._evaluate()
+                metrics = self.evaluator(self.model, step)
                 if self.dist.is_main:
                     self._log(metrics, step)
                     bar.update(step, metrics)
@@ -229,25 +140,15 @@ class Trainer:
 
     def _picture(self) -> Path | None:
         png = self.run_dir / "cross_attention.png"
-        caption = try_cross_attention_png(self.model, self.task, self.eval_batches[0][0], png)
+        caption = self.evaluator.picture(self.model, png)
         if caption is None:
             return None
         self.tracker.image("eval/cross_attention", png, caption, self.step)
         return png
 
     def _finish(self) -> tuple[dict[str, float], Path | None]:
-        """On rank 0: the test split if the task has one, the picture, the summary, result.json."""
-        t = self.experiment.train
-        if not self.progress.last_eval:
-            self._evaluate(collective=False)
-        final = dict(self.progress.last_eval)
-        final.update(curve_means(self.history) or curve_means([final]))
-        for split in self.task.eval_splits[1:]:
-            final.update(evaluate_split(self.model, self.task, split, t.eval_size, t.batch_size, self.device,
-                                        **self.decoding))
-        broken = {k: v for k, v in final.items() if not math.isfinite(v)}
-        if broken:
-            raise Diverged(f"step {self.step}: the final evaluation is not finite ({broken})")
+        """On rank 0: the final metrics (zoo.trainer.evaluator), the picture, the summary, result.json."""
+        final = self.evaluator.final(self.model, self.step)
         png = self._picture()
         self.tracker.summary({**final, **{f"best/{k}": v for k, v in self.best.items()},
                               "wall_time_s": time.perf_counter() - self.start, "steps": self.step})
@@ -261,7 +162,7 @@ class Trainer:
             return ""
         record = RunRecord(status=status, name=self.name, metrics=final, best=self.best, steps=self.step,
                            wall_time_s=time.perf_counter() - self.start, parameters=self.model.num_parameters(),
-                           model_name=self.spec.name, threads=torch.get_num_threads(), data=self.data or None,
+                           model_name=self.spec.name, threads=torch.get_num_threads(), data=self.folder.data or None,
                            environment=environment(self.device), history=self.history, **self.tracker.where,
                            **extra)
         if not self.folder.write_result(record):

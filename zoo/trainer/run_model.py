@@ -1,0 +1,52 @@
+"""The model a run trains: its spec sized by the task's vocabularies (and held to a resumed
+checkpoint's), checked against the device's memory and the disk before anything is built, then
+built from its seed (or `train.init_from`'s weights) on the device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from zoo.errors import CheckpointError
+from zoo.model.kinds import ZooModel, build, model_class
+from zoo.model.size_checks import check_fits
+from zoo.specs.experiment import ExperimentSpec
+from zoo.specs.model_spec import ModelSpec
+from zoo.tasks.base import Task
+from zoo.trainer.distributed import Distributed
+from zoo.trainer.feed import BatchFeed
+from zoo.trainer.framing import check_kind_fits_task
+from zoo.trainer.init_from import initial_weights
+from zoo.trainer.lengths import check_lengths
+from zoo.trainer.run_folder import RunFolder
+
+
+def run_spec(experiment: ExperimentSpec, task: Task, saved: dict[str, Any] | None, folder: RunFolder) -> ModelSpec:
+    """The experiment's recipe with the task's vocabulary sizes; a resumed checkpoint must hold it."""
+    check_kind_fits_task(experiment.model.kind, task)  # before sizing: a one-stack kind needs one vocabulary
+    spec = experiment.model_spec(len(task.src_vocab), len(task.tgt_vocab))
+    if saved is not None and ModelSpec.model_validate(saved["spec"]) != spec:
+        raise CheckpointError(f"{folder.checkpoint}: its model spec differs from the experiment's "
+                              f"({ModelSpec.model_validate(saved['spec']).name} against {spec.name})")
+    return spec
+
+
+def run_model(spec: ModelSpec, experiment: ExperimentSpec, task: Task, feed: BatchFeed, folder: RunFolder,
+              device: torch.device, dist: Distributed, saved: dict[str, Any] | None) -> ZooModel:
+    """The model on its device, after its training memory (at the first batch's shape) and its
+    checkpoint's disk space were found to fit; a resume's own weights are restored later, with the
+    rest of its training state (zoo.trainer.step)."""
+    t = experiment.train
+    sample_src, sample_tgt = feed.global_batch(0) if t.batch_tokens else task.train_batch(0, min(t.batch_size, 8))
+    rows = max(1, (sample_src.size(0) if t.batch_tokens else t.batch_size) // dist.world)
+    lengths = model_class(spec).sequence_lengths(spec, sample_src.size(1), sample_tgt.size(1))
+    params = check_fits(spec, device, training=True, batch=(rows, *lengths))
+    folder.check_space(3 * 4 * params + (1 << 20))  # weights and Adam's two moments, in float32
+    torch.manual_seed(t.seed)
+    model = build(spec, seed=t.seed)
+    if t.init_from is not None and saved is None:  # a resume's own checkpoint wins over where it started
+        model.load_state_dict(initial_weights(t.init_from, spec, task))
+    model = model.to(device)
+    check_lengths(model, task, t.eval_size, t.batch_size, device, t.eval_beams)
+    return model

@@ -1,0 +1,72 @@
+"""One optimizer step on the device: what the trainer's loop calls once per step, with the state a
+step needs (optimizer, schedule, fp16 scaler, the wrapped forward, the log window)."""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from typing import Any
+
+import torch
+
+from zoo.model.kinds import ZooModel
+from zoo.specs.experiment import TrainSpec
+from zoo.trainer.checkpoint import restore_training, training_state
+from zoo.trainer.compiled import CompileClock, compiled
+from zoo.trainer.distributed import Distributed
+from zoo.trainer.feed import Batch
+from zoo.trainer.log_window import Window
+from zoo.trainer.objective import auxiliary_loss, auxiliary_losses, batch_loss_sum
+from zoo.trainer.optim import make_optimizer, make_schedule
+
+
+class TrainStep:
+    """Forward, loss, backward, optimizer step. Built after the model is on its device; a resume's
+    training state is restored before the forward is wrapped (DDP, compile), as it always was."""
+
+    def __init__(self, model: ZooModel, train: TrainSpec, device: torch.device, dist: Distributed,
+                 amp_dtype: torch.dtype | None, saved: dict[str, Any] | None = None):
+        self.model, self.train, self.device, self.amp_dtype = model, train, device, amp_dtype
+        self.aux_parts = auxiliary_losses(model)
+        self.optimizer = make_optimizer(model, train)
+        self.schedule = make_schedule(self.optimizer, train)
+        self.scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
+        if saved is not None:
+            restore_training(saved, model, self.optimizer, self.schedule, self.scaler, device)
+        self.forward = model
+        if dist.world > 1:
+            ids = [device.index] if device.type == "cuda" else None
+            self.forward = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        if train.compile:
+            self.forward = compiled(self.forward)
+        self.world = dist.world
+        self.clock = CompileClock(enabled=train.compile)
+        self.window = Window(device, dist)
+        self.lr = self.optimizer.param_groups[0]["lr"]
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint needs to continue bitwise (zoo.trainer.checkpoint.training_state)."""
+        return training_state(self.model, self.optimizer, self.schedule, self.scaler, self.device)
+
+    def __call__(self, step: int, batch: Batch) -> None:
+        """Nothing is read back from the device, so the host runs ahead to the next batch (see
+        zoo.trainer.log_window)."""
+        t, pad = self.train, self.model.spec.pad_id
+        autocast = torch.autocast(self.device.type, self.amp_dtype) if self.amp_dtype else nullcontext()
+        loss_sum = batch_loss_sum(self.forward, self.model.generator, batch, pad, t, autocast)
+        aux = auxiliary_loss(self.aux_parts)  # a mean over this rank's tokens, which DDP's averaging keeps
+        # DDP averages gradients over ranks, so each rank scales its sum to give the global mean.
+        loss = loss_sum * self.world / batch.tokens + (0.0 if aux is None else aux)
+        self.optimizer.zero_grad(set_to_none=True)
+        (self.scaler.scale(loss) if self.scaler else loss).backward()
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.grad_clip or math.inf)
+        if self.scaler:  # skips a step whose gradient is not finite (and reads that back: fp16 only)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.lr = self.optimizer.param_groups[0]["lr"]  # the rate this step used, before the schedule moves on
+        self.schedule.step()
+        self.window.add(step, loss_sum, batch.tokens, grad_norm, grad_must_be_finite=self.scaler is None, aux=aux)
