@@ -9,7 +9,8 @@ rounding of every sum, as another machine or torch gives), a z-loss of 1e-4 and 
 0.1 (changed losses), Xavier gain 1.1 (a changed initialization). For each: the largest relative
 difference of the losses logged in the first quarter of the steps, and each final metric's.
 `--steps N` trains the first N steps only (the main job's constant schedule makes them the same
-trajectory) and compares the losses logged to step N/4 (tests/test_reproduce.py: N = 60).
+trajectory) and compares the losses logged to step N/4, or the first logged step where that is
+later (tests/test_reproduce.py: N = 20, which compares step 20 as N = 60 did).
 """
 
 from __future__ import annotations
