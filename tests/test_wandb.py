@@ -7,6 +7,7 @@ import pytest
 
 import zoo
 from trainkit import offline_run, tiny_experiment
+from zoo.specs.switches import flat_fields
 
 
 def test_offline_run_holds_spec_tags_metrics_and_the_attention_picture(tmp_path):
@@ -20,7 +21,8 @@ def test_offline_run_holds_spec_tags_metrics_and_the_attention_picture(tmp_path)
     assert info["name"] == result.run_dir.name and info["name"].startswith("pre.sinusoidal.fused.gelu-seed0-")
     assert info["project"] == "zoo"
     config = info["config"]
-    assert config["model"] == spec.model_dump(), "the full, resolved ModelSpec"
+    assert config["model"] == flat_fields(spec.model_dump()), "the full, resolved ModelSpec, switches by flat key"
+    assert config["model"]["window"] is None and zoo.ModelSpec.model_validate(config["model"]) == spec
     assert config["task"]["name"] == "reverse" and config["train"]["steps"] == 40
     assert info["tags"] == ["mine", *(f"{axis}={value}" for axis, value in spec.axes().items())]
     run = next(r["run"] for r in records if r["type"] == "run")

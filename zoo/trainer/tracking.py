@@ -10,6 +10,7 @@ from typing import Any
 
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.model_spec import DEFAULT_KIND, ModelSpec
+from zoo.specs.switches import flat_fields
 
 
 def resolved_mode(configured: str) -> str:
@@ -42,7 +43,9 @@ class Tracker:
             return
         w = experiment.wandb
         config = experiment.model_dump(mode="json")
-        config["model"] = spec.model_dump()  # the full, resolved ModelSpec
+        # the full, resolved ModelSpec, each switch under its flat key as W&B runs have always held
+        # it (model.window, not model.attn.window), so a dashboard groups earlier and later runs alike
+        config["model"] = flat_fields(spec.model_dump())
         config["model_name"] = spec.name
         config.update(top_level(experiment, spec))
         self._guard("init", lambda: self._init(w, mode, name, config, spec, run_id))
