@@ -15,7 +15,7 @@ from trainkit import run_dir_of, tiny_experiment
 from zoo.cli import main
 from zoo.specs.experiment import ExplosionSpec
 from zoo.trainer import Trainer, picture
-from zoo.trainer.evaluator import Evaluator
+from zoo.trainer.evaluate import Evaluator
 from zoo.trainer.guards import LossWatch
 from zoo.trainer.optim import lr_multiplier
 

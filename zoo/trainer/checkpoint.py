@@ -6,22 +6,51 @@ from __future__ import annotations
 import pickle
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from pydantic import ValidationError
 from torch import Tensor
 
-from zoo.errors import CheckpointError, describe_validation
+from zoo.errors import CheckpointError, Diverged, describe_validation
 from zoo.files import atomic_write
 from zoo.model.kinds import ZooModel, build
-from zoo.records import CHECKPOINT_KEYS, FORMAT, check_format, checkpoint_progress
+from zoo.records import CHECKPOINT_KEYS, FORMAT, CheckpointProgress, check_format, checkpoint_progress
+from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.model_spec import ModelSpec
+from zoo.tasks.base import Task
+from zoo.trainer.distributed import Distributed
+from zoo.trainer.guards import finite_weights
+
+if TYPE_CHECKING:  # both import this module
+    from zoo.trainer.run_folder import RunFolder
+    from zoo.trainer.step import TrainStep
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     """Write a checkpoint (the CHECKPOINT_KEYS) in the current format; never half a file."""
     atomic_write(path, lambda handle: torch.save({"format": FORMAT, **state}, handle))
+
+
+class Checkpointer:
+    """The run's checkpoint as the trainer writes it: everything a resume needs to continue bitwise."""
+
+    def __init__(self, folder: RunFolder, experiment: ExperimentSpec, spec: ModelSpec, task: Task,
+                 dist: Distributed):
+        self.folder, self.experiment, self.spec, self.task, self.dist = folder, experiment, spec, task, dist
+
+    def save(self, train_step: TrainStep, progress: CheckpointProgress, wandb_id: str | None) -> None:
+        """Only finite weights are written (checked on every rank, whose weights are the same), by
+        rank 0, whole or not at all."""
+        if not finite_weights(train_step.model):
+            raise Diverged(f"step {progress.step}: the weights are no longer finite")
+        if not self.dist.is_main:
+            return
+        save_checkpoint(self.folder.checkpoint, {
+            "experiment": self.experiment.model_dump(mode="json"), "spec": self.spec.model_dump(),
+            **train_step.state(), "progress": progress.model_dump(), "task": self.task.state(),
+            "wandb_id": wandb_id, "data": self.folder.data,
+        })
 
 
 def training_state(model, optimizer, schedule, scaler, device: torch.device) -> dict[str, Any]:

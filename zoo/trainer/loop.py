@@ -14,10 +14,10 @@ from zoo.provenance import environment
 from zoo.records import CheckpointProgress, RunRecord
 from zoo.specs.experiment import ExperimentSpec, validate_experiment
 from zoo.tasks import build_task
-from zoo.trainer.checkpointer import Checkpointer
+from zoo.trainer.checkpoint import Checkpointer
 from zoo.trainer.devices import autocast_dtype, pick_device
 from zoo.trainer.distributed import Distributed
-from zoo.trainer.evaluator import Evaluator
+from zoo.trainer.evaluate import Evaluator
 from zoo.trainer.feed import BatchFeed
 from zoo.trainer.guards import LossWatch, StopSignals, signals_to
 from zoo.trainer.progress import ProgressBar
@@ -29,8 +29,8 @@ from zoo.trainer.tracking import Tracker
 
 class Trainer:
     """A run assembled from its helpers: the run folder (zoo.trainer.run_folder), the feed of
-    batches (feed), the model (run_model), the optimizer step (step), evaluation (evaluator),
-    checkpointing (checkpointer) and tracking (tracking). The trainer owns the loop, the progress
+    batches (feed), the model (run_model), the optimizer step (step), evaluation (evaluate),
+    checkpointing (checkpoint) and tracking (tracking). The trainer owns the loop, the progress
     and what a run's end writes."""
 
     def __init__(self, experiment: ExperimentSpec, resume: bool = False, folder: RunFolder | None = None):
@@ -147,7 +147,7 @@ class Trainer:
         return png
 
     def _finish(self) -> tuple[dict[str, float], Path | None]:
-        """On rank 0: the final metrics (zoo.trainer.evaluator), the picture, the summary, result.json."""
+        """On rank 0: the final metrics (zoo.trainer.evaluate.Evaluator), the picture, the summary, result.json."""
         final = self.evaluator.final(self.model, self.step)
         png = self._picture()
         self.tracker.summary({**final, **{f"best/{k}": v for k, v in self.best.items()},
