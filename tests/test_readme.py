@@ -2,6 +2,7 @@
 size) and every shown output is what the code gives; every `zoo` command parses and the files it
 names load; the test command is the one CI runs."""
 
+import itertools
 import json
 import os
 import re
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from pretrainedkit import save_pretrained_folder
-from readmekit import blocks, commands, run_python
+from readmekit import PARTS, blocks, commands, run_python
 
 import zoo
 from trainkit import MULTI30K
@@ -27,7 +28,7 @@ to the code as the README's are."""
 PAGES = README + "\n" + RESULTS_PAGE
 
 
-def run_readme(text: str, tmp_path) -> list[dict]:
+def run_readme(text: str, tmp_path, part: str) -> list[dict]:
     """What differs when the README's Python runs in a fresh process, in a folder that has the
     project's experiments/ (so relative paths resolve as in a checkout), the Multi30k sample as
     data/multi30k and a tiny T5 folder as t5-small."""
@@ -36,15 +37,22 @@ def run_readme(text: str, tmp_path) -> list[dict]:
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "multi30k").symlink_to(MULTI30K)
     save_pretrained_folder(tmp_path / "t5-small", "t5")  # what the fine-tuning example says the reader saved
-    done = subprocess.run([sys.executable, str(Path(__file__).with_name("readmekit.py")), str(tmp_path / "README.md")],
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("readmekit.py")), str(tmp_path / "README.md"), part],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "WANDB_MODE": "disabled"})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_the_python_of_the_readme_runs_and_shows_what_it_gives(tmp_path):
-    assert run_readme(README, tmp_path) == []
+@pytest.mark.parametrize("part", PARTS)
+def test_the_python_of_the_readme_runs_and_shows_what_it_gives(tmp_path, part):
+    assert run_readme(README, tmp_path, part) == []
+
+
+def test_the_parts_of_the_readme_run_every_python_block_once():
+    count, bounds = len(blocks(README, "python")), sorted(PARTS.values())
+    assert bounds[0][0] == 1 and bounds[-1][1] is None
+    assert all(last + 1 == next_first for (_, last), (next_first, _) in itertools.pairwise(bounds)) and bounds[-1][0] <= count
 
 
 def test_a_changed_shown_output_fails_the_readme_test():

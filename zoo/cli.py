@@ -237,9 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="default: the sweep's own mode (WANDB_MODE wins)")
     comparing.set_defaults(run=cmd_compare)
 
-    reproducing = commands.add_parser("reproduce", help="train recorded cells of a sweep's ledger again: in the recorded "
-                                      "environment every final metric must match bit for bit, in another the start of "
-                                      "the learning curve must agree within rounding (exit 1 if not)")
+    reproducing = commands.add_parser("reproduce", help="train recorded cells of a sweep's ledger again: where all that "
+                                      "decides the rounding is the recorded one every final metric must match bit for "
+                                      "bit, elsewhere the losses logged to step 20 must agree within rounding (exit 1 if "
+                                      "not; 3 where another rounding here moves this cell past the tolerance too)")
     reproducing.add_argument("ledger", help="a sweep's ledger.jsonl (its sweep.yaml beside it)")
     reproducing.add_argument("cells", nargs="*", help="cell names, e.g. 'norm=pre,ffn=gelu,seed=0' (default: every "
                              "finished cell)")
@@ -247,6 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
                              help="where the data is now, e.g. task.data_dir=/path/to/multi30k")
     reproducing.add_argument("--strict", action="store_true",
                              help="exit 1 unless every cell matches bit for bit, in another environment too")
+    reproducing.add_argument("--early", action="store_true",
+                             help="train only each cell's first steps (to step 20, or its first logged step) and judge "
+                             "them: what CI runs on one cell of every published ledger")
     reproducing.set_defaults(run=cmd_reproduce)
 
     return parser

@@ -44,9 +44,11 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 def cmd_reproduce(args: argparse.Namespace) -> None:
     from zoo.sweep.reproduce import reproduce
 
-    results = reproduce(args.ledger, args.cells, args.set)
-    if not all(result.matches if args.strict else result.agrees for result in results):
+    results = reproduce(args.ledger, args.cells, args.set, early=args.early)
+    if not all(result.matches if args.strict else result.agrees or result.inconclusive for result in results):
         raise SystemExit(1)
+    if any(result.inconclusive for result in results):
+        raise SystemExit(3)
 
 
 def submit(args: argparse.Namespace, sweep, base) -> dict[str, str] | None:

@@ -43,7 +43,8 @@ class RunRecord(BaseModel):
     threads: int | None = None
     data: dict[str, str] | None = Field(None, description="{file: content digest} of the task's data files")
     environment: dict[str, str] | None = Field(None, description="what reproduction needs beside the thread count: "
-                                               "zoo version and commit, torch and Python versions, the device")
+                                               "zoo version and commit, torch and Python versions, the device, the CPU "
+                                               "(vendor, family, model), torch's CPU capability, the BLAS")
     history: list[dict[str, float]] = Field(default_factory=list)
     diverged_at: int | None = None
     error: str | None = Field(None, description="why a run diverged, failed or was interrupted")

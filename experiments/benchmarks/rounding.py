@@ -1,79 +1,85 @@
-"""What another environment's rounding and a change of the code do to a recorded run: the numbers
-behind `zoo reproduce`'s tolerance (zoo.sweep.reproduce.EARLY_TOLERANCE).
+"""What another CPU's rounding and a change of the code do to a published cell's early losses: the
+numbers behind `zoo reproduce`'s tolerance (zoo.sweep.reproduce.EARLY_TOLERANCE).
 
-    python experiments/benchmarks/rounding.py [--cell CELL] [--steps N]    # prints JSON
+    python experiments/benchmarks/rounding.py [--ledger NAME ...] [--until N]    # prints JSON
 
-Trains a committed cell of the main job (experiments/results/seed-axes) on the CPU, in this
-process, as recorded and with one change each: 2 threads instead of the recorded count (another
-rounding of every sum, as another machine or torch gives), a z-loss of 1e-4 and label smoothing
-0.1 (changed losses), Xavier gain 1.1 (a changed initialization). For each: the largest relative
-difference of the losses logged in the first quarter of the steps, and each final metric's.
-`--steps N` trains the first N steps only (the main job's constant schedule makes them the same
-trajectory) and compares the losses logged to step N/4, or the first logged step where that is
-later (tests/test_reproduce.py: N = 20, which compares step 20 as N = 60 did).
+For each ledger (default: every published one whose data ships with the zoo) its most sensitive
+cell (zoo.sweep.reproduce.sensitive_cell: the first post-norm one) is trained to its early window
+(step 20, or the first logged step), or to step N, in a child process: once under each CPU
+capability torch offers here (ATEN_CPU_CAPABILITY: what another CPU generation's kernels round
+like), and once with each change of the code: a z-loss of 1e-4, label smoothing 0.1 (changed
+losses), Xavier gain 1.1 (a changed initialization). For each: the largest relative difference
+from the record of a loss logged at each step.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import tempfile
 from pathlib import Path
 
-import torch
 from common import emit, machine, say
 
-import zoo
-from zoo.model import init
-from zoo.sweep.reproduce import EARLY_TOLERANCE, early_curve_gap, recorded_cells, relative_difference
+from zoo.sweep.reproduce import EARLY_TOLERANCE, early_window, recorded_cells, sensitive_cell, step_gaps
+from zoo.sweep.retrain import CAPABILITY, retrain
 from zoo.sweep.spec import cell_experiment
 
-LEDGER = Path(__file__).resolve().parents[1] / "results" / "seed-axes" / "ledger.jsonl"
-CHANGES = {"as recorded": {}, "2 threads": {"threads": 2}, "z_loss 1e-4": {"z_loss": 1e-4},
-           "label_smoothing 0.1": {"label_smoothing": 0.1}, "Xavier gain 1.1": {"gain": 1.1}}
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+SHIPPED = ("seed-axes", "kinds", "ffn", "norms", "positions-length", "transfer-sort", "warmup-vs-norm")
+"""The published ledgers whose data the zoo makes itself; the others train on Multi30k."""
+CAPABILITIES = ("default", "avx2", "avx512")
+CHANGES = {"z_loss 1e-4": {"z_loss": 1e-4}, "label_smoothing 0.1": {"label_smoothing": 0.1}, "Xavier gain 1.1": {}}
 
 
-def train_changed(experiment: dict, threads: int, gain: float = 1.0, **train) -> zoo.TrainResult:
-    experiment = {**experiment, "train": {**experiment["train"], **train}}
-    drawn, before = init._fill, torch.get_num_threads()
-    init._fill = lambda name, tensor, owner, placed, generator, g: drawn(
-        name, tensor, owner, placed, generator, lambda role, site: gain * g(role, site))
-    torch.set_num_threads(threads)
-    try:
-        with tempfile.TemporaryDirectory() as scratch, contextlib.redirect_stdout(sys.stderr):  # stdout: the JSON
-            experiment["train"]["out_dir"] = experiment["wandb"]["dir"] = scratch
-            return zoo.train(experiment)
-    finally:
-        init._fill = drawn
-        torch.set_num_threads(before)
+def measure(ledger: str, until: int | None) -> dict:
+    path = RESULTS / ledger / "ledger.jsonl"
+    sweep, base, finished = recorded_cells(path, [])
+    name = sensitive_cell(path)
+    cell, record = finished[name]
+    experiment = cell_experiment(sweep, base, cell).model_dump(mode="json")
+    experiment["train"]["device"] = "cpu"
+    window = until or early_window(record.history)
+    runs = {f"capability {c}": (experiment, None) for c in CAPABILITIES}
+    for change, fields in CHANGES.items():
+        changed = {**experiment, "train": {**experiment["train"], **fields}}
+        runs[change] = (changed, [sys.executable, __file__, "--gain", "1.1"] if change.startswith("Xavier") else None)
+    gaps = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for label, (run, entry) in runs.items():
+            say(f"{ledger} {name}: {label} ...")
+            capability = {CAPABILITY: label.split()[-1]} if label.startswith("capability") else {}
+            now = retrain(run, record.threads or 1, Path(scratch), until=window, environment=capability, entry=entry)
+            capability = now.environment.get("cpu_capability") if now.environment else None
+            steps = step_gaps(record.history, now.history, window) or {}
+            gaps[label] = {"ran_as": capability, "by_step": {step: float(f"{gap:.2g}") for step, gap in steps.items()}}
+    return {"cell": name, "window": window, "gaps": gaps}
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cell", default="norm=pre,position=sinusoidal,attention=fused,ffn=gelu,seed=0")
-    parser.add_argument("--steps", type=int, help="train only the first N steps (default: all the record's)")
+    parser.add_argument("--ledger", nargs="+", default=list(SHIPPED), choices=SHIPPED)
+    parser.add_argument("--until", type=int, help="compare the losses logged to step N (default: the early window)")
     args = parser.parse_args(argv)
-    sweep, base, finished = recorded_cells(LEDGER, [])
-    cell, record = finished[args.cell]
-    experiment = cell_experiment(sweep, base, cell).model_dump(mode="json")
-    experiment["train"]["device"] = "cpu"
-    experiment["wandb"]["mode"] = "disabled"
-    steps = experiment["train"]["steps"] = args.steps or record.steps
-    results = {}
-    for name, change in CHANGES.items():
-        say(f"{name} ...")
-        change = dict(change)
-        result = train_changed(experiment, change.pop("threads", record.threads or 1), **change)
-        gap, until = early_curve_gap(record.history, result.history, 4 * steps if args.steps else steps)
-        final = {} if steps != record.steps else {key: relative_difference(value, result.metrics[key])
-                                                  for key, value in record.metrics.items()}
-        results[name] = {"early_gap": gap, "to_step": until, "final_relative": final}
-    result = {"benchmark": "rounding", "steps": steps, "machine": machine(), "cell": args.cell,
-              "recorded_threads": record.threads, "tolerance": EARLY_TOLERANCE, "results": results}
+    results = {ledger: measure(ledger, args.until) for ledger in args.ledger}
+    result = {"benchmark": "rounding", "machine": machine(), "tolerance": EARLY_TOLERANCE, "results": results}
     emit(result)
     return result
 
 
+def changed_gain(argv: list[str]) -> None:
+    """The child of a run with a changed initialization: every Xavier draw scaled by the gain."""
+    from zoo.model import init
+    from zoo.sweep import retrain as child
+
+    gain, drawn = float(argv[0]), init._fill
+    init._fill = lambda name, tensor, owner, placed, generator, g: drawn(
+        name, tensor, owner, placed, generator, lambda role, site: gain * g(role, site))
+    child.main(argv[1:])
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--gain"]:
+        changed_gain(sys.argv[2:])
+    else:
+        main()

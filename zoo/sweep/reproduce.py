@@ -1,24 +1,24 @@
 """`zoo reproduce LEDGER [CELL...]`: train recorded cells again, in a temporary folder, with the
 thread count and the kind of device each was recorded with, and give each cell a verdict.
 
-In the recorded environment (the same torch, Python and device, CPU model included) a run is a
-function of its experiment, its data, the code and the thread count: every final metric must be the
-same to the last bit. In another environment, kernels round differently, and training amplifies
-those differences until the final metrics of the main job move by tens of percent (its cell with
-2 threads instead of 1: eval/loss 24%); they cannot tell a code change from another machine. The
-start of the learning curve can: to step 60 of 240, another rounding moved the main job's logged
-losses by at most 9e-8 relative, while a changed initialization (Xavier gain 1.1) moved them by
-3.5e-2 and a z-loss of 1e-4 by 7e-4 (experiments/benchmarks/rounding.py). So elsewhere the
-verdict is the losses of the learning curve's first quarter of steps within EARLY_TOLERANCE, with
-every final metric's relative difference reported beside it.
+Where everything that decides the rounding is the recorded one (zoo.provenance.ROUNDING: torch,
+its CPU capability, the CPU's vendor, family and model, the BLAS; and the thread count), a run is a
+function of its experiment, its data and the code: every final metric must be the same to the last
+bit. Elsewhere kernels round otherwise and training amplifies it, most in post-norm models: the
+final metrics move by tens of percent and cannot tell a change of the code from another machine.
+The first steps can. To step 20, another CPU capability moved the logged losses of the most
+sensitive cell of each published ledger by at most 1.5e-5 relative, while a change of the loss or of
+the initialization moved the same losses by 3.9e-4 and more (experiments/benchmarks/rounding.py).
+So elsewhere the verdict is the losses logged to step EARLY_STEPS (or to the first logged step,
+where that is later) within EARLY_TOLERANCE. Where they are not, the cell is trained once more here
+with another rounding (zoo.sweep.retrain.other_rounding): if that alone moves its early losses past
+the tolerance, no tolerance tells a change of the code from another machine for this cell, and the
+verdict says so (inconclusive) instead of DIFFERS.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,48 +27,67 @@ from typing import Any
 
 import torch
 
-from zoo.errors import ConfigError
-from zoo.records import RunRecord, read_result
+from zoo.errors import ConfigError, ZooError
+from zoo.provenance import ROUNDING
+from zoo.records import RunRecord
 from zoo.specs.experiment import parse_sets, with_sets
-from zoo.specs.yamlio import dump_yaml
 from zoo.sweep.ledger import Ledger
+from zoo.sweep.retrain import other_rounding, retrain
 from zoo.sweep.spec import SweepSpec, cell_experiment, expand, read_saved_sweep
 
-ENVIRONMENT = ("torch_version", "python_version", "device")
-"""What makes two runs of the same code and thread count round alike (the commit is the code)."""
+EARLY_STEPS = 20
+"""The early window: the losses logged to this step (or to the first logged step, if later)."""
 
-EARLY_TOLERANCE = 1e-5
-"""The largest relative difference of a logged loss in the first quarter of steps that another
-environment may cause (measured: 9e-8 at most; a changed initialization or loss: 7e-4 and more)."""
+EARLY_TOLERANCE = 1e-4
+"""The largest relative difference of a logged loss in the early window that another environment
+may cause: measured across CPU capabilities on the most sensitive cell of each published ledger,
+1.5e-5 at most (a post-norm cell under DEFAULT); a changed initialization or loss moved the same
+losses by 3.9e-4 and more. Between the two, nearer the code changes' side where a machine's
+rounding can only be sampled."""
+
+LOSSES = ("train/loss", "eval/loss")
 
 
 @dataclass
 class Reproduction:
     cell: str
     differences: list[str] = field(default_factory=list)
-    """`metric: recorded value, value now` for every final metric that is not the same float."""
+    """What is not the same float: every final metric, or with `early`, every early loss."""
     environment: list[str] = field(default_factory=list)
-    """How the environment differs from the recorded one (empty: the recorded environment)."""
+    """How the rounding's environment differs from the recorded one (empty: the recorded one)."""
     error: str | None = None
     early_gap: float | None = None
-    """The largest relative difference of a logged loss in the first quarter of steps."""
+    """The largest relative difference of a logged loss in the early window."""
     early_steps: int = 0
     relative: dict[str, float] = field(default_factory=dict)
-    """Each final metric's relative difference from the record."""
+    """Each final metric's relative difference from the record (empty with `early`)."""
+    early: bool = False
+    """Only the early window was trained again."""
+    rounding: str = ""
+    """Where the early gap passed the tolerance elsewhere: the other rounding tried here, and ..."""
+    rounding_gap: float | None = None
+    """... how far it alone moved the early losses, ..."""
+    amplified_at: int | None = None
+    """... and the first logged step at which that passed the tolerance (None: it never did)."""
 
     @property
     def matches(self) -> bool:
-        """Every final metric the same to the last bit."""
+        """Every compared number the same to the last bit."""
         return not self.differences and self.error is None
 
     @property
     def agrees(self) -> bool:
-        """Bit for bit, or, in another environment, the early learning curve within EARLY_TOLERANCE."""
+        """Bit for bit, or, in another environment, the early losses within EARLY_TOLERANCE."""
         if self.error is not None:
             return False
         if self.matches or not self.environment:
             return self.matches
         return self.early_gap is not None and self.early_gap <= EARLY_TOLERANCE
+
+    @property
+    def inconclusive(self) -> bool:
+        """Elsewhere, past the tolerance, where another rounding here passes it as well."""
+        return not self.agrees and self.error is None and bool(self.environment) and self.amplified_at is not None
 
 
 def same(a: float, b: float) -> bool:
@@ -83,22 +102,34 @@ def relative_difference(old: float, new: float) -> float:
     return abs(new - old) / max(abs(old), 1e-12)
 
 
-def early_curve_gap(recorded: list[dict[str, float]], now: list[dict[str, float]], steps: int) -> tuple[float, int] | None:
-    """(largest relative difference, last step compared) of the losses logged in the first quarter
-    of `steps` (at least the first logged ones), train and eval; None where the record holds no
-    loss or the two were logged at other steps."""
-    def points(history: list[dict[str, float]]) -> dict[tuple[int, str], float]:
-        return {(int(row["train/step"]), key): row[key] for row in history for key in ("train/loss", "eval/loss")
-                if key in row and "train/step" in row}
+def logged_losses(history: list[dict[str, float]], until: float = math.inf) -> dict[tuple[int, str], float]:
+    return {(int(row["train/step"]), key): row[key] for row in history for key in LOSSES
+            if key in row and "train/step" in row and row["train/step"] <= until}
 
-    old, new = points(recorded), points(now)
-    if not old:
+
+def early_window(history: list[dict[str, float]]) -> int:
+    """The last step of the early window: EARLY_STEPS, or the first step a loss was logged at."""
+    steps = [step for step, _ in logged_losses(history)]
+    return max(EARLY_STEPS, min(steps)) if steps else EARLY_STEPS
+
+
+def step_gaps(recorded: list[dict[str, float]], now: list[dict[str, float]], until: int) -> dict[int, float] | None:
+    """Each logged step to `until` with the largest relative difference of its losses; None where
+    the record holds none or the two logged other steps."""
+    old, new = logged_losses(recorded, until), logged_losses(now, until)
+    if not old or old.keys() != new.keys():
         return None
-    until = max(steps / 4, min(step for step, _ in old))
-    old, new = ({key: value for key, value in each.items() if key[0] <= until} for each in (old, new))
-    if old.keys() != new.keys():
-        return None
-    return max(relative_difference(old[key], new[key]) for key in old), max(step for step, _ in old)
+    gaps: dict[int, float] = {}
+    for (step, key), value in old.items():
+        gaps[step] = max(gaps.get(step, 0.0), relative_difference(value, new[(step, key)]))
+    return gaps
+
+
+def early_curve_gap(recorded: list[dict[str, float]], now: list[dict[str, float]],
+                    until: int | None = None) -> tuple[float, int] | None:
+    """(largest relative difference, last step compared) of the losses logged in the early window."""
+    gaps = step_gaps(recorded, now, early_window(recorded) if until is None else until)
+    return None if gaps is None else (max(gaps.values()), max(gaps))
 
 
 def recorded_cells(ledger_path: Path, sets: Sequence[str]) -> tuple[SweepSpec, dict[str, Any], dict[str, Any]]:
@@ -119,9 +150,20 @@ def recorded_cells(ledger_path: Path, sets: Sequence[str]) -> tuple[SweepSpec, d
     return sweep, base, {name: (cells[name], r) for name, r in latest.items() if r.status == "finished"}
 
 
+def sensitive_cell(ledger_path: str | Path) -> str:
+    """The finished cell whose early losses round most sensitively, by rule rather than by choice:
+    the first in grid order with post-norm (which amplifies rounding most), else the first."""
+    _, _, finished = recorded_cells(Path(ledger_path), [])
+    ordered = sorted(finished, key=lambda n: finished[n][0].index)
+    if not ordered:
+        raise ConfigError(f"{ledger_path} holds no finished cell")
+    return next((name for name in ordered if "norm=post" in name.split(",")), ordered[0])
+
+
 def reproduce(ledger_path: str | Path, names: Sequence[str] = (), sets: Sequence[str] = (),
-              echo: Callable[[str], None] = print) -> list[Reproduction]:
-    """Re-run the named finished cells (default: all) and compare each with its record."""
+              echo: Callable[[str], None] = print, early: bool = False) -> list[Reproduction]:
+    """Re-run the named finished cells (default: all), whole or with `early` their early window
+    only, and compare each with its record."""
     sweep, base, finished = recorded_cells(Path(ledger_path), sets)
     unknown = [name for name in names if name not in finished]
     if unknown:
@@ -134,46 +176,73 @@ def reproduce(ledger_path: str | Path, names: Sequence[str] = (), sets: Sequence
     with tempfile.TemporaryDirectory(prefix="zoo-reproduce-") as scratch:
         for name in names or sorted(finished, key=lambda n: finished[n][0].index):
             cell, record = finished[name]
-            result = rerun(cell_experiment(sweep, base, cell).model_dump(mode="json"), record, Path(scratch))
+            result = rerun(cell_experiment(sweep, base, cell).model_dump(mode="json"), record, Path(scratch), early)
             out.append(result)
             echo(describe(result))
-    elsewhere = sum(r.agrees and not r.matches for r in out)
-    echo(f"{sum(r.matches for r in out)} of {len(out)} cells reproduce bit for bit"
-         + (f"; {elsewhere} more agree within another environment's tolerance" if elsewhere else ""))
+    echo(summary(out))
     return out
 
 
-def rerun(experiment: dict[str, Any], record: RunRecord, scratch: Path) -> Reproduction:
+def summary(results: list[Reproduction]) -> str:
+    elsewhere = sum(r.agrees and not r.matches for r in results)
+    unsure = sum(r.inconclusive for r in results)
+    return (f"{sum(r.matches for r in results)} of {len(results)} cells reproduce bit for bit"
+            + (f"; {elsewhere} more agree within another environment's tolerance" if elsewhere else "")
+            + (f"; {unsure} inconclusive" if unsure else ""))
+
+
+def rerun(experiment: dict[str, Any], record: RunRecord, scratch: Path, early: bool = False) -> Reproduction:
     """Train the cell's experiment in `scratch` with the recorded thread count, on the CPU where the
-    record was made on one (W&B off: logging changes no number), and compare its result.json with
-    the record."""
+    record was made on one (W&B off: logging changes no number), and compare it with the record."""
     name = experiment["wandb"]["name"]
     if not record.metrics:
         return Reproduction(name, error="its record holds no final metric, so nothing could be compared")
     recorded = record.environment or {}
-    experiment["train"]["out_dir"] = str(scratch / "runs")
     if recorded.get("device", "").startswith("cpu"):
         experiment["train"]["device"] = "cpu"  # not the GPU that `auto` would pick here
-    experiment["wandb"].update(mode="disabled", dir=str(scratch))
-    file = scratch / f"{len(list(scratch.glob('*.yaml')))}.yaml"
-    file.write_text(dump_yaml(experiment), encoding="utf-8")
-    threads = str(record.threads or torch.get_num_threads())
-    env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
-    done = subprocess.run([sys.executable, "-m", "zoo.cli", "train", str(file)], capture_output=True, text=True, env=env)
-    outcome = Reproduction(name)
-    result_file = scratch / "runs" / name / "result.json"
-    if done.returncode != 0 or not result_file.exists():
-        outcome.error = "training it again failed: " + (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
-        return outcome
-    now = read_result(result_file)
-    outcome.environment = environment_changes(recorded, now.environment or {})
-    outcome.differences = metric_differences(record.metrics, now.metrics)
-    outcome.relative = {key: relative_difference(old, now.metrics.get(key, math.nan)) for key, old in record.metrics.items()}
-    if now.steps != record.steps:
-        outcome.differences.append(f"steps: {record.steps} recorded, {now.steps} now")
-    gap = early_curve_gap(record.history, now.history, record.steps) if now.steps == record.steps else None
+    threads = record.threads or torch.get_num_threads()
+    window = early_window(record.history)
+    try:
+        now = retrain(experiment, threads, scratch, until=window if early else None)
+    except ZooError as err:
+        return Reproduction(name, error=str(err))
+    outcome = Reproduction(name, early=early, environment=environment_changes(recorded, now.environment or {}))
+    if early:
+        outcome.differences = early_differences(record.history, now.history, window)
+    else:
+        outcome.differences = metric_differences(record.metrics, now.metrics)
+        outcome.relative = {key: relative_difference(old, now.metrics.get(key, math.nan)) for key, old in record.metrics.items()}
+        if now.steps != record.steps:
+            outcome.differences.append(f"steps: {record.steps} recorded, {now.steps} now")
+    gap = early_curve_gap(record.history, now.history, window) if early or now.steps == record.steps else None
     outcome.early_gap, outcome.early_steps = gap if gap is not None else (None, 0)
+    if outcome.environment and not outcome.matches and outcome.early_gap is not None and not outcome.agrees:
+        measure_rounding(outcome, experiment, threads, scratch, now, window)
     return outcome
+
+
+def measure_rounding(outcome: Reproduction, experiment: dict[str, Any], threads: int, scratch: Path, now: RunRecord,
+                     window: int) -> None:
+    """Train the early window once more with another rounding here: how far rounding alone moves
+    this cell's early losses, and the first step where that passes the tolerance."""
+    variables, outcome.rounding = other_rounding(threads)
+    try:
+        probe = retrain(experiment, threads, scratch, until=window, environment=variables)
+    except ZooError as err:
+        outcome.rounding += f" (it failed: {err})"
+        return
+    gaps = step_gaps(now.history, probe.history, window) or {}
+    outcome.rounding_gap = max(gaps.values(), default=None)
+    outcome.amplified_at = next((step for step in sorted(gaps) if gaps[step] > EARLY_TOLERANCE), None)
+
+
+def early_differences(recorded: list[dict[str, float]], now: list[dict[str, float]], until: int) -> list[str]:
+    """Every loss of the early window that is not the same float, or that only one side logged."""
+    old, new = logged_losses(recorded, until), logged_losses(now, until)
+    return ([f"{key} at step {step}: {value!r} recorded, {new.get((step, key), 'not logged')!r} now"
+             for (step, key), value in old.items() if (step, key) not in new or not same(value, new[(step, key)])]
+            + [f"{key} at step {step}: not in the record, {value!r} now" for (step, key), value in new.items()
+               if (step, key) not in old])
 
 
 def metric_differences(recorded: dict[str, float], now: dict[str, float]) -> list[str]:
@@ -187,25 +256,34 @@ def metric_differences(recorded: dict[str, float], now: dict[str, float]) -> lis
 
 
 def environment_changes(recorded: dict[str, str], now: dict[str, str]) -> list[str]:
-    return [f"{key}: {recorded.get(key)} recorded, {now.get(key)} now" for key in ENVIRONMENT
+    """Each field that decides the rounding and differs; a record made before a field was recorded
+    says so (bit for bit is owed only where every field is known to be equal)."""
+    return [f"{key}: {recorded.get(key, 'not recorded')} recorded, {now.get(key)} now" for key in ROUNDING
             if recorded.get(key) != now.get(key)]
 
 
 def describe(result: Reproduction) -> str:
     if result.error is not None:
         return f"{result.cell}: NOT REPRODUCED: {result.error}"
+    what = f"the losses logged to step {result.early_steps}" if result.early else "every final metric"
     if result.matches:
-        return f"{result.cell}: every final metric matches bit for bit"
+        return f"{result.cell}: {what} {'match' if result.early else 'matches'} bit for bit"
     if not result.environment:
         return f"{result.cell}: DIFFERS in the recorded environment: {'; '.join(result.differences)}"
     where = f"another environment ({'; '.join(result.environment)})"
-    spread = ", ".join(f"{key} {value:.2g}" for key, value in result.relative.items())
+    spread = "" if result.early else "; final metrics' relative differences: " + ", ".join(
+        f"{key} {value:.2g}" for key, value in result.relative.items())
     if result.early_gap is None:
-        return (f"{result.cell}: DIFFERS, in {where}, and the record holds no learning curve to compare "
-                f"(final metrics' relative differences: {spread})")
+        return f"{result.cell}: DIFFERS, in {where}, and the record holds no learning curve to compare{spread}"
     curve = (f"the losses logged to step {result.early_steps} are within {result.early_gap:.2g} of the record "
              f"(tolerance {EARLY_TOLERANCE:g})")
     if result.agrees:
-        return f"{result.cell}: agrees in {where}: {curve}; final metrics' relative differences: {spread}"
-    return (f"{result.cell}: DIFFERS beyond {where}'s rounding: {curve.replace('within', 'up to')}; final metrics' "
-            f"relative differences: {spread}")
+        return f"{result.cell}: agrees in {where}: {curve}{spread}"
+    curve = curve.replace("within", "up to")
+    probe = (f"; {result.rounding} here moves them by {result.rounding_gap:.2g}" if result.rounding_gap is not None
+             else f"; {result.rounding}" if result.rounding else "")
+    if result.inconclusive:
+        return (f"{result.cell}: INCONCLUSIVE in {where}: {curve}, and this cell amplifies rounding past the tolerance "
+                f"by step {result.amplified_at}{probe}: no tolerance tells a change of the code from another machine "
+                f"here{spread}")
+    return f"{result.cell}: DIFFERS beyond {where}'s rounding: {curve}{probe}{spread}"

@@ -169,6 +169,23 @@ class Trainer:
             return f"; the finished result of the earlier run stays in {self.run_dir / 'result.json'}"
         return ""
 
+    def first_steps(self, last: int) -> list[dict[str, float]]:
+        """Train steps 1 to `last` exactly as a whole run trains them (its schedule, evaluations and
+        logs) and give what was logged: `zoo reproduce --early` holds it to a record."""
+        bar = ProgressBar(self.experiment.train.steps, self.step, enabled=False)
+        failed = True
+        try:
+            stop = StopSignals()
+            with signals_to(stop.handle):
+                self._loop(bar, stop, min(last, self.experiment.train.steps))
+            failed = False
+        finally:
+            self.tracker.finish(failed=failed)
+            bar.close()
+            self.dist.close()
+            self.folder.abandon()
+        return self.history
+
     def run(self) -> TrainResult:
         bar = ProgressBar(self.experiment.train.steps, self.step, enabled=self.dist.is_main)
         self.tracker.summary({"parameters": self.model.num_parameters(), "model_name": self.spec.name})

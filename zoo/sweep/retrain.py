@@ -1,0 +1,83 @@
+"""A recorded cell trained again in a process of its own, so that its thread count and CPU
+capability are the ones asked for (torch reads ATEN_CPU_CAPABILITY once, at start):
+
+    python -m zoo.sweep.retrain EXPERIMENT.yaml OUT.json [--until N]
+
+writes the run's record to OUT.json: its result.json, or with --until the losses logged to step N
+(the rest of the run is not trained)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from zoo.errors import ZooError
+from zoo.records import RunRecord, read_result
+from zoo.specs.yamlio import dump_yaml
+
+CAPABILITY = "ATEN_CPU_CAPABILITY"
+
+
+def retrain(experiment: dict, threads: int, scratch: Path, until: int | None = None,
+            environment: dict[str, str] | None = None, entry: list[str] | None = None) -> RunRecord:
+    """Train `experiment` (W&B off, its folder under `scratch`) in a child process with `threads`
+    threads and the environment variables given; a failure raises ZooError with its last line.
+    `entry` is the command that runs this module's main (a benchmark's, to change the code)."""
+    work = scratch / f"retrain-{len(list(scratch.glob('retrain-*')))}"  # each run in a folder of its own
+    work.mkdir(parents=True)
+    experiment = {**experiment, "train": {**experiment["train"], "out_dir": str(work / "runs")},
+                  "wandb": {**experiment["wandb"], "mode": "disabled", "dir": str(work)}}
+    file, out = work / "experiment.yaml", work / "record.json"
+    file.write_text(dump_yaml(experiment), encoding="utf-8")
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), **(environment or {})}
+    command = [*(entry or [sys.executable, "-m", "zoo.sweep.retrain"]), str(file), str(out)]
+    command += ["--until", str(until)] if until else []
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0 or not out.is_file():
+        raise ZooError("training it again failed: " + (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1])
+    return read_result(out)
+
+
+def other_rounding(threads: int) -> tuple[dict[str, str], str]:
+    """Environment variables that make this machine round otherwise, and how to say it: another
+    CPU capability of torch's kernels where there is one, else another thread count."""
+    current = torch.backends.cpu.get_cpu_capability()
+    if current != "DEFAULT":
+        return {CAPABILITY: "default"}, f"CPU capability DEFAULT instead of {current}"
+    more = str(threads + 1)
+    return {"OMP_NUM_THREADS": more, "MKL_NUM_THREADS": more}, f"{more} threads instead of {threads}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    from zoo.provenance import environment
+    from zoo.specs.experiment import load_experiment
+    from zoo.trainer.loop import Trainer, train
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("experiment")
+    parser.add_argument("out")
+    parser.add_argument("--until", type=int)
+    args = parser.parse_args(argv)
+    experiment = load_experiment(args.experiment)
+    try:
+        if args.until:
+            trainer = Trainer(experiment)
+            history = trainer.first_steps(args.until)
+            record = RunRecord(status="interrupted", name=trainer.name, steps=trainer.step, history=history,
+                               threads=torch.get_num_threads(), environment=environment(trainer.device))
+        else:
+            result = train(experiment)
+            record = read_result(result.run_dir / "result.json")
+    except ZooError as err:
+        sys.exit(f"zoo: {err}")
+    Path(args.out).write_text(json.dumps(record.model_dump(mode="json")), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
