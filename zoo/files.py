@@ -1,9 +1,13 @@
-"""Writing results safely: atomic, fsynced writes, and locks that keep two processes off one folder."""
+"""Files handled safely: atomic, fsynced writes, locks that keep two processes off one folder, and
+reads of regular files only, each with a bound."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -172,3 +176,71 @@ def check_writable_folder(folder: str | Path, field: str, need_bytes: int = 0) -
     if need_bytes and free < need_bytes:
         raise ConfigError(f"{field} {str(folder)!r} has {human_bytes(free)} free, but the run's checkpoint needs "
                           f"about {human_bytes(need_bytes)}; free some space or choose another {field}")
+
+
+METADATA_BYTES = 64 << 20
+"""The most a metadata file (an experiment, a spec, config.json, a tokenizer's settings, a record)
+may hold: far past any real one, far below what would fill memory."""
+def regular_file(path: str | Path, what: str, error: type[ZooError] = ConfigError) -> os.stat_result:
+    """The file's status, where it is a regular file (a link is followed): a device such as
+    /dev/zero never ends and a FIFO blocks the reader, so neither is read. A missing file or a
+    folder raises FileNotFoundError or IsADirectoryError, for the caller to say in its words."""
+    status = os.stat(path)
+    if stat.S_ISDIR(status.st_mode):
+        raise IsADirectoryError(21, "Is a directory", str(path))
+    if not stat.S_ISREG(status.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device" if stat.S_ISCHR(status.st_mode)
+                or stat.S_ISBLK(status.st_mode) else "a socket" if stat.S_ISSOCK(status.st_mode) else "not a file")
+        raise error(f"{path}: {kind}, not a regular file, so not read as {what}")
+    return status
+
+
+def read_bounded(path: str | Path, what: str, limit: int = METADATA_BYTES, error: type[ZooError] = ConfigError) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; anything else raises `error` naming
+    the file (missing and folder as in regular_file)."""
+    size = regular_file(path, what, error).st_size
+    if size > limit:
+        raise error(f"{path}: {human_bytes(size)}, more than the {human_bytes(limit)} {what} may hold")
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise error(f"{path}: grew past the {human_bytes(limit)} {what} may hold while it was read")
+    return data
+
+
+def read_json(path: str | Path, what: str, error: type[ZooError] = ConfigError) -> object:
+    """A JSON metadata file, bounded in size; bad text, JSON or nesting raises `error` naming it."""
+    data = read_bounded(path, what, error=error)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise error(f"{path}: {what} is not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except RecursionError:  # the parser recurses once a level
+        raise error(f"{path}: {what} nests too deeply to read") from None
+    except json.JSONDecodeError as err:
+        raise error(f"{path}: {what} is not JSON ({err})") from None
+
+
+DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def content_digest(path: str | Path, what: str, error: type[ZooError] = ConfigError) -> str:
+    """A digest of a regular file's content, or of a folder's regular files (names and contents),
+    remembered per process while size and modification time stay the same."""
+    path = Path(path)
+    if path.is_dir():
+        digest = hashlib.blake2b(digest_size=16)
+        for file in sorted(child for child in path.iterdir() if not child.is_dir()):
+            digest.update(file.name.encode() + b"\0" + content_digest(file, what, error).encode())
+        return digest.hexdigest()
+    status = regular_file(path, what, error)
+    key = (str(path.resolve()), status.st_size, status.st_mtime_ns)
+    if key not in DIGESTS:
+        digest = hashlib.blake2b(digest_size=16)
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        DIGESTS[key] = digest.hexdigest()
+    return DIGESTS[key]

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from zoo.errors import ConfigError, describe_validation
-from zoo.files import atomic_write
+from zoo.files import atomic_write, read_bounded
 
 FORMAT = 1
 """The format of result.json, ledger lines and checkpoints; files without one are format 0."""
@@ -72,7 +72,7 @@ def write_result(path: str | Path, record: RunRecord) -> None:
 
 def read_result(path: str | Path) -> RunRecord:
     try:
-        return RunRecord.model_validate_json(Path(path).read_text(encoding="utf-8"))
+        return RunRecord.model_validate_json(read_bounded(path, "a run record"))
     except ValidationError as err:
         raise ConfigError(f"{path}: not a run record: {describe_validation(err)}") from None
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from zoo.errors import ConfigError
+from zoo.files import regular_file
 from zoo.interop.hf import from_hf
 from zoo.model.pretrained import CONFIG, load_zoo_folder, read_config
 
@@ -27,9 +29,52 @@ def from_transformers_folder(directory: Path, config: dict):
     except ImportError as err:
         raise ConfigError(f"{directory}: a transformers model folder needs transformers ({err}): "
                           "pip install 'zoo[hf]'") from None
+    cls = model_class(transformers, directory, config)
+    check_weight_files(directory)
+    try:
+        model, loading = cls.from_pretrained(directory, local_files_only=True, use_safetensors=True,
+                                             output_loading_info=True)
+    except (OSError, ValueError, RuntimeError, TypeError, KeyError, AttributeError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ConfigError(f"{directory}: transformers cannot read it as {cls.__name__}: {first}") from None
+    unread = [f"{name} is missing" for name in loading.get("missing_keys", [])]
+    unread += [f"{name} is not {cls.__name__}'s" for name in loading.get("unexpected_keys", [])]
+    unread += [f"{item[0]} has shape {tuple(item[1])}, the config gives {tuple(item[2])}" if isinstance(item, tuple)
+               and len(item) == 3 else f"{item} has another shape than the config gives"
+               for item in loading.get("mismatched_keys", [])]
+    unread += [str(message) for message in loading.get("error_msgs", [])]
+    if unread:
+        raise ConfigError(f"{directory}: its weights are not a whole {cls.__name__} ({'; '.join(unread[:4])}"
+                          f"{'; ...' if len(unread) > 4 else ''}); every tensor must be there with its shape, and none "
+                          "left over")
+    return from_hf(model.eval())
+
+
+def model_class(transformers, directory: Path, config: dict):
+    """The model class config.json's `architectures` names: a transformers model class."""
     architectures = config.get("architectures") or []
-    cls = next((getattr(transformers, name) for name in architectures if hasattr(transformers, name)), None)
+    if not isinstance(architectures, list) or not all(isinstance(name, str) for name in architectures):
+        raise ConfigError(f"{directory / CONFIG}: architectures is {json.dumps(architectures)[:80]}, not a list of "
+                          "transformers model class names")
+    known = [getattr(transformers, name) for name in architectures if hasattr(transformers, name)]
+    cls = next((c for c in known if isinstance(c, type) and issubclass(c, transformers.PreTrainedModel)), None)
     if cls is None:
         raise ConfigError(f"{directory / CONFIG}: neither a zoo model's (no zoo_format) nor a transformers model's "
                           f"whose class this transformers knows (architectures: {architectures or 'none'})")
-    return from_hf(cls.from_pretrained(directory, local_files_only=True).eval())
+    return cls
+
+
+def check_weight_files(directory: Path) -> None:
+    """Weights are read from safetensors files only, each a regular file: a pickle (`.bin`) could
+    run code when loaded, so it is refused, never opened."""
+    safe = sorted(directory.glob("*.safetensors"))
+    pickled = sorted(path.name for pattern in ("*.bin", "*.pt", "*.pth", "*.ckpt") for path in directory.glob(pattern))
+    if not safe:
+        held = f"its weights as a pickle ({', '.join(pickled)})" if pickled else "no weights (model.safetensors)"
+        raise ConfigError(f"{directory}: holds {held}; the zoo reads safetensors only (a pickle can run code when "
+                          "loaded): save the model with save_pretrained(..., safe_serialization=True)")
+    for path in safe:
+        try:
+            regular_file(path, "a weights file")
+        except IsADirectoryError:
+            raise ConfigError(f"{path}: is a folder, not the model's weights") from None

@@ -12,7 +12,7 @@ import torch
 from pydantic import ValidationError
 
 from zoo.errors import CheckpointError, ConfigError, describe_validation
-from zoo.files import atomic_write
+from zoo.files import atomic_write, read_bounded, read_json
 from zoo.specs.model_spec import ModelSpec
 
 CONFIG, WEIGHTS = "config.json", "model.safetensors"
@@ -44,12 +44,12 @@ def read_config(directory: Path) -> dict:
     if not directory.is_dir():
         raise ConfigError(f"{directory}: no such folder; from_pretrained reads a folder that save_pretrained wrote")
     try:
-        config = json.loads(file.read_text(encoding="utf-8"))
+        config = read_json(file, CONFIG)
     except FileNotFoundError:
         raise ConfigError(f"{directory}: no {CONFIG}; from_pretrained reads a folder that save_pretrained wrote "
                           "(a zoo model's, or a transformers model's saved locally)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{file}: not JSON ({err})") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{file}: is a folder, not the model's configuration") from None
     if not isinstance(config, dict):
         raise ConfigError(f"{file}: holds a {type(config).__name__}, not a mapping")
     return config
@@ -58,9 +58,13 @@ def read_config(directory: Path) -> dict:
 def load_zoo_folder(directory: Path, config: dict):
     """The zoo model a folder that save_pretrained wrote holds (its spec and weights), in eval mode
     on the CPU; zoo.from_pretrained (zoo.interop.folders) reads a transformers folder too."""
-    if not isinstance(config["zoo_format"], int) or config["zoo_format"] > FORMAT:
-        raise ConfigError(f"{directory / CONFIG}: zoo_format {config['zoo_format']!r}, written by a newer zoo; this one "
-                          f"reads up to {FORMAT}")
+    written = config["zoo_format"]
+    if isinstance(written, bool) or not isinstance(written, int) or written < 1:
+        raise ConfigError(f"{directory / CONFIG}: zoo_format is {json.dumps(written)}, not a format number (an integer "
+                          f"from 1; this zoo writes {FORMAT})")
+    if written > FORMAT:
+        raise ConfigError(f"{directory / CONFIG}: zoo_format {written}, written by a newer zoo; this one reads up to "
+                          f"{FORMAT}")
     try:
         spec = ModelSpec.model_validate(config.get("spec"))
     except ValidationError as err:
@@ -77,15 +81,22 @@ def read_weights(file: Path, model) -> dict[str, torch.Tensor]:
     from safetensors import SafetensorError
     from safetensors.torch import load
 
+    from zoo.model.size_checks import available_bytes
+
     try:
-        data = file.read_bytes()
+        data = read_bounded(file, "a weights file", available_bytes("cpu"), CheckpointError)
         tensors = load(data)
         header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])  # the format: length, then JSON
         aliases = json.loads((header.get("__metadata__") or {}).get("zoo_aliases", "{}"))
     except FileNotFoundError:
         raise CheckpointError(f"{file}: missing; the folder holds a config but no weights") from None
-    except (SafetensorError, ValueError, OverflowError) as err:
+    except IsADirectoryError:
+        raise CheckpointError(f"{file}: is a folder, not the model's weights") from None
+    except (SafetensorError, ValueError, OverflowError, RecursionError) as err:
         raise CheckpointError(f"{file}: not a readable safetensors file ({err})") from None
+    if not (isinstance(aliases, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in aliases.items())):
+        raise CheckpointError(f"{file}: its metadata zoo_aliases is {json.dumps(aliases)[:80]}, not a mapping of weight "
+                              "names to the names they share a tensor with")
     state = {**tensors, **{name: tensors[source] for name, source in aliases.items() if source in tensors}}
     expected = model.state_dict()
     missing, unexpected = sorted(expected.keys() - state.keys()), sorted(state.keys() - expected.keys())

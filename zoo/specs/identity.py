@@ -16,6 +16,7 @@ import hashlib
 import json
 from typing import Any
 
+from zoo.files import content_digest
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.registries import registry
 from zoo.specs.switches import flat_defaults, flat_fields
@@ -77,7 +78,20 @@ def identity(experiment: ExperimentSpec) -> dict[str, Any]:
                                    FIRST_TASK.get(experiment.task["name"], frozenset())),
               **away_from_defaults("train", experiment.train.model_dump(mode="json"),
                                    type(experiment.train)().model_dump(mode="json"), FIRST_TRAIN)}
-    return {key: value for key, value in fields.items() if key not in RESUMABLE}
+    return {**{key: value for key, value in fields.items() if key not in RESUMABLE}, **source_content(experiment)}
+
+
+def source_content(experiment: ExperimentSpec) -> dict[str, str]:
+    """The content of `train.init_from` (a digest of the file, or of the folder's files): a run is
+    its weights' source as it was, so the same path with other weights is another run. A source
+    that is missing is said so where the run starts."""
+    source = experiment.train.init_from
+    if source is None:
+        return {}
+    try:
+        return {"train.init_from_content": content_digest(source, "train.init_from")}
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        return {}
 
 
 def fingerprint(experiment: ExperimentSpec) -> str:

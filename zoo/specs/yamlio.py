@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from zoo.errors import ConfigError
+from zoo.files import read_bounded
 
 _DROPPED = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
             "tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:value"}
@@ -113,7 +114,7 @@ def read_yaml(path: str | Path, what: str) -> Any:
     """The data of a YAML file; an unreadable file or bad YAML is a ConfigError naming it."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path, what).decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: {what} is not UTF-8 text") from None
     except OSError as err:

@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from zoo.errors import ConfigError
+from zoo.files import read_bounded, read_json
 
+TOKENIZER_BYTES = 512 << 20
+"""The most a tokenizer.json may hold (the largest of the field's are tens of MB)."""
 FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json")
 """What the folder may hold that decides how text becomes ids: each one present is data of the run."""
 
@@ -24,16 +27,33 @@ def folder_files(folder: str) -> list[Path]:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"task.tokenizer_dir: {path} is not readable JSON ({err})") from None
+        data = read_json(path, "a tokenizer's settings")
+    except OSError as err:
+        raise ConfigError(f"task.tokenizer_dir: {path} is not readable ({err.strerror or err})") from None
     return data if isinstance(data, dict) else {}
 
 
-def _token_text(value: Any) -> str | None:
+def _token_text(value: Any, where: str) -> str | None:
     """A special token as the configuration writes it: a string, or {"content": ...} (older files)."""
-    return value.get("content") if isinstance(value, dict) else value
+    text = value.get("content") if isinstance(value, dict) else value
+    if text is not None and not isinstance(text, str):
+        raise ConfigError(f"task.tokenizer_dir: {where} is {json.dumps(value)}, not a token: a string, or "
+                          '{"content": "<string>"}')
+    return text
+
+
+def _start_id(folder: str, ids: dict[str, int | None], vocab_size: int) -> int:
+    """The decoder's start token: config.json's decoder_start_token_id, else bos, else pad."""
+    start = _read_json(Path(folder) / "config.json").get("decoder_start_token_id")
+    if start is None:
+        return ids["bos"] if ids["bos"] is not None else ids["pad"]
+    if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < vocab_size:
+        raise ConfigError(f"task.tokenizer_dir: {Path(folder) / 'config.json'}: decoder_start_token_id is "
+                          f"{json.dumps(start)}, not a token id of the tokenizer (an integer from 0 to {vocab_size - 1})")
+    return start
 
 
 @lru_cache(maxsize=8)
@@ -45,14 +65,15 @@ def _load(folder: str, stamp: tuple[float, ...]):
     if not path.is_file():
         raise ConfigError(f"task.tokenizer_dir {folder!r}: no tokenizer.json there (save the tokenizer with "
                           "save_pretrained, or a `tokenizers` Tokenizer with .save)")
+    text = read_bounded(path, "a tokenizer", limit=TOKENIZER_BYTES).decode("utf-8", errors="replace")
     try:
-        tokenizer = Tokenizer.from_file(str(path))
+        tokenizer = Tokenizer.from_str(text)
     except Exception as err:  # the library raises its own Exception subclass for a damaged file
         raise ConfigError(f"task.tokenizer_dir: {path} is not a tokenizers file ({err})") from None
     settings = {**_read_json(Path(folder) / "special_tokens_map.json"), **_read_json(Path(folder) / "tokenizer_config.json")}
     ids = {}
     for role in ("pad", "eos", "bos"):
-        token = _token_text(settings.get(f"{role}_token"))
+        token = _token_text(settings.get(f"{role}_token"), f"{role}_token in {folder}")
         found = tokenizer.token_to_id(token) if token else None
         if token and found is None:
             raise ConfigError(f"task.tokenizer_dir {folder!r}: its {role}_token {token!r} is not in tokenizer.json")
@@ -61,10 +82,8 @@ def _load(folder: str, stamp: tuple[float, ...]):
         if ids[role] is None:
             raise ConfigError(f"task.tokenizer_dir {folder!r}: tokenizer_config.json names no {role}_token; "
                               "the model needs one to pad and to stop decoding")
-    start = _read_json(Path(folder) / "config.json").get("decoder_start_token_id")
-    if start is None:
-        start = ids["bos"] if ids["bos"] is not None else ids["pad"]
-    return tokenizer, {"pad_id": ids["pad"], "bos_id": int(start), "eos_id": ids["eos"]}
+    start = _start_id(folder, ids, tokenizer.get_vocab_size())
+    return tokenizer, {"pad_id": ids["pad"], "bos_id": start, "eos_id": ids["eos"]}
 
 
 def read_folder(folder: str):

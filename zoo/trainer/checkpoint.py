@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from torch import Tensor
 
 from zoo.errors import CheckpointError, Diverged, describe_validation
-from zoo.files import atomic_write
+from zoo.files import atomic_write, human_bytes, regular_file
 from zoo.model.kinds import ZooModel, build
 from zoo.records import CHECKPOINT_KEYS, FORMAT, CheckpointProgress, check_format, checkpoint_progress
 from zoo.specs.experiment import ExperimentSpec
@@ -108,11 +108,29 @@ def verify_archive(path: Path) -> None:
                               "the run again") from None
 
 
+def check_loadable(path: Path) -> None:
+    """A checkpoint is a regular file that fits in the host's free memory: /dev/zero, a FIFO or a
+    file larger than memory is refused before a byte is read."""
+    from zoo.model.size_checks import available_bytes
+
+    try:
+        size = regular_file(path, "a checkpoint", CheckpointError).st_size
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no such checkpoint") from None
+    except IsADirectoryError:
+        raise CheckpointError(f"{path}: is a folder, not a checkpoint") from None
+    room = available_bytes("cpu")
+    if size > room:
+        raise CheckpointError(f"{path}: {human_bytes(size)}, more than the {human_bytes(room)} of memory free here to "
+                              "load it")
+
+
 def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", *,
                     need: tuple[str, ...] = CHECKPOINT_KEYS) -> dict[str, Any]:
     """A checkpoint's state. A missing, unreadable, corrupt, foreign or too new file raises a
     CheckpointError that names it; `need` lists the keys the caller uses."""
     path = Path(path)
+    check_loadable(path)
     verify_archive(path)
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)

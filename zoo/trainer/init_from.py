@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.errors import ConfigError
+from zoo.files import regular_file
 from zoo.specs.identity import flatten
 from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task
@@ -24,6 +25,8 @@ def initial_weights(source: str, spec: ModelSpec, task: Task) -> dict[str, Any]:
     if not path.exists():
         raise ConfigError(f"train.init_from {source!r}: no such file or folder (a run's checkpoint.pt, or a folder "
                           "that save_pretrained wrote)")
+    if not path.is_dir():
+        regular_file(path, "train.init_from")
     check_same_tokens(path, task)
     model = from_pretrained(path) if path.is_dir() else load(path)[0]
     differences = spec_differences(model.spec, spec)
@@ -31,7 +34,13 @@ def initial_weights(source: str, spec: ModelSpec, task: Task) -> dict[str, Any]:
         raise ConfigError(f"train.init_from {source!r}: its model is not the experiment's ({'; '.join(differences[:6])}"
                           f"{'; ...' if len(differences) > 6 else ''}); set the experiment's model to it "
                           f"(its spec: zoo show, or the folder's config.json)")
-    return model.state_dict()
+    state = model.state_dict()
+    broken = next((name for name, tensor in state.items() if tensor.is_floating_point() and not tensor.isfinite().all()),
+                  None)
+    if broken is not None:
+        raise ConfigError(f"train.init_from {source!r}: its weight {broken} holds a NaN or an infinity; a run cannot "
+                          "start from it (it would be recorded as diverged)")
+    return state
 
 
 def check_same_tokens(path: Path, task: Task) -> None:
