@@ -8,6 +8,7 @@ import sys
 import pytest
 import yaml
 from conftest import COMBOS
+from test_bad_input import cli_error
 
 import zoo
 from trainkit import tiny_experiment
@@ -48,8 +49,11 @@ def test_build_all_takes_sizes_and_a_glob_of_combinations(capsys):
                          n_encoder_layers=1, n_decoder_layers=1, vocab_size=20).num_parameters()
     assert built["post.sinusoidal.fused.relu"] == expected
     assert lines[-1].startswith(f"built and ran {len(chosen)} models")
-    with pytest.raises(SystemExit, match=r"--only 'nothing\.\*' matches no combination of norm\.position"):
-        main(["build-all", "--only", "nothing.*"])
+    assert "--only 'nothing.*' matches no combination of norm.position" in cli_error(["build-all", "--only", "nothing.*"],
+                                                                                    capsys)
+    main(["build-all", "--only", "pre.rope.fused.relu"])  # a canonical name, as the README writes them
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("1 combinations") and lines[1].split()[0] == "pre.rope.fused.relu"
 
 
 @pytest.mark.parametrize(

@@ -61,3 +61,18 @@ def test_one_decision_rule_a_difference_separates_by_its_holm_p_alone():
     assert verdict(clear, clear, 0.01, 0.095) == "only on A"
     assert verdict(clear, Estimate(-0.1, 0.01, 4, -0.2, -0.05), 0.01, 0.02) == "reverses"
     assert verdict(clear, clear, 0.2, 0.095) == "separates on neither"
+
+
+def test_a_constant_difference_below_float32s_resolution_is_no_difference(tmp_path):
+    """Two values of an axis whose runs differ by 1e-9 in every seed (rounding, not a change) get
+    the difference 0 and p 1, not a certain difference of p 0 that the noise line contradicts;
+    a constant difference float32 resolves stays certain."""
+    def value(a, seed):
+        return 0.5 + seed / 10 + {"relu": 0.0, "gelu": 1e-9, "swish": 0.01}[a["model.ffn"]]
+
+    sweep = sweepkit.write_sweep(tmp_path, "tiny-gap", {"model.ffn": ["relu", "gelu", "swish"]}, [0, 1, 2], value)
+    read = read_sweep(sweep.directory())
+    (effect,) = axis_effects(read.sweep, read.records)
+    (_, gelu), (_, swish) = effect.differences
+    assert gelu.mean == 0.0 and effect.tests[0] == (1.0, 1.0)
+    assert swish.mean == pytest.approx(0.01) and effect.tests[1][0] < 1e-12

@@ -44,7 +44,8 @@ def test_a_run_starts_from_a_saved_model_folder(tmp_path, trained):
 def test_another_model_or_a_missing_source_is_refused_naming_what_differs(tmp_path, trained):
     other = tiny_experiment(tmp_path, model={"norm": "pre", "ffn": "gelu"}, train={**STILL, "init_from": str(trained.checkpoint)})
     with pytest.raises(zoo.ConfigError, match=r"its model is not the experiment's \(model\.ffn: 'relu' there, 'gelu' "
-                                              r"here; model\.norm: 'post' there, 'pre' here\)"):
+                                              r"here; model\.final_norm: False there, True here; model\.norm: 'post' "
+                                              r"there, 'pre' here\)"):
         zoo.train(other)
     assert not list(tmp_path.glob("pre.*")), "nothing trained, no folder left"
     with pytest.raises(zoo.ConfigError, match=r"train\.init_from '.*nowhere\.pt': no such file or folder"):
@@ -64,3 +65,13 @@ def test_the_source_is_part_of_the_runs_identity_and_a_resume_keeps_its_own_weig
     resumed = zoo.train(experiment(tmp_path / "stopped", 6), resume=True)
     whole = zoo.train(experiment(tmp_path / "whole", 6))
     assert same(weights(resumed.checkpoint), weights(whole.checkpoint)), "the resume went on from its own step 4"
+
+
+def test_the_same_model_written_out_at_what_its_defaults_stand_for_is_accepted(tmp_path, trained):
+    """final_norm, n_kv_heads and head_width at the values their defaults stand for build the same
+    model, and dropout is training's: none of them makes the source another model."""
+    spec = zoo.load(trained.checkpoint)[1]
+    written = {"final_norm": spec.uses_final_norm, "n_kv_heads": spec.kv_heads, "head_width": spec.d_head,
+               "dropout": 0.3}
+    result = zoo.train(tiny_experiment(tmp_path, model=written, train={**STILL, "init_from": str(trained.checkpoint)}))
+    assert same(weights(result.checkpoint), weights(trained.checkpoint))

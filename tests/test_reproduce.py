@@ -105,10 +105,24 @@ def test_another_environment_is_named_and_judged_by_the_start_of_the_learning_cu
     assert " here moves them by " in out, "the verdict says how far another rounding here moves the same losses"
 
 
+def test_a_sweep_file_changed_since_the_record_is_refused_field_by_field(finished_sweep, tmp_path, capsys):
+    """The experiment a cell ran is in its record: a sweep.yaml edited since (here the schedule,
+    which changes nothing before warmup ends) is named, not "agrees"."""
+    ledger = copied_ledger(finished_sweep, tmp_path)
+    elsewhere(ledger, "norm=pre,seed=0", final_shift=0.0)  # made elsewhere: the early window alone would pass
+    sweep_file = ledger.path.parent / "sweep.yaml"
+    sweep_file.write_text(sweep_file.read_text().replace("schedule: constant", "schedule: inverse_sqrt"))
+    code, out = reproduce_exit([str(ledger.path), "norm=pre,seed=0"], capsys)
+    assert code == 1, out
+    assert ("norm=pre,seed=0: NOT REPRODUCED: the experiment its sweep file gives is not the one it ran "
+            "(train.schedule: constant recorded, inverse_sqrt now)") in out, out
+
+
 def test_records_carry_what_reproduction_needs(finished_sweep):
     record = json.loads(finished_sweep.read_text().splitlines()[-1])
     assert record["threads"] >= 1
     assert set(record["environment"]) == {"zoo_version", "zoo_commit", *ROUNDING}
+    assert record["experiment"]["model"]["norm"] == "pre" and record["experiment"]["train"]["steps"] == 20
     assert record["environment"]["torch_version"] == torch.__version__
     assert record["environment"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert " family " in record["environment"]["cpu"] and " model " in record["environment"]["cpu"]

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 import yaml
+from test_bad_input import cli_error
 from test_run_safety import hold_lock
 from test_sweep import tiny_sweep
 
@@ -220,3 +221,20 @@ def test_a_plot_that_cannot_be_written_keeps_the_previous_one_and_names_the_file
     assert f"zoo: {curves}: could not be written (File too large)" in done.stderr, done.stderr
     assert curves.read_bytes() == before
     assert not list(sweep.directory().glob(".*.tmp")), "no partial temporary file is left"
+
+
+@pytest.mark.parametrize("grid, rows", [
+    ({"model.window": [2, 4], "model.attn.window": [2, 8]}, {}),
+    ({"model.attn": [{"window": 2}, {"window": 4}], "model.window": [2, 4]}, {}),
+    ({"model.window": [2, 4]}, {"wide": {"model.attn.window": 8}}),
+])
+def test_a_grid_that_sets_one_setting_twice_is_refused_before_anything_runs(tmp_path, capsys, grid, rows):
+    """A switch's flat key beside its group's (or a group beside its field) would train cells that
+    their names misdescribe: refused at load, so --dry-run says it too."""
+    sweep = {"name": "twice", "base": {"task": {"name": "copy"}}, "grid": grid, "out_dir": str(tmp_path)}
+    if rows:
+        sweep["rows"] = {"base": {}, **rows}
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    said = cli_error(["sweep", str(tmp_path / "sweep.yaml"), "--dry-run"], capsys)
+    assert "set one setting" in said or "is the grid key 'model.window''s setting" in said, said
+    assert not (tmp_path / "twice").exists()

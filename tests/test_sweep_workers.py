@@ -131,3 +131,55 @@ def test_cells_per_process_starts_a_worker_afresh_after_that_many_cells(tmp_path
     pids = count_starts(monkeypatch)
     statuses = run_sweep(sweep, base, workers=1, echo=lambda _: None, cells_per_process=2)
     assert set(statuses.values()) == {"finished"} and len(set(pids)) == 2, "cells 1 and 2 in one process, 3 in another"
+
+
+def test_a_worker_killed_while_it_starts_a_cell_fails_that_cell_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    """Killed after it took the cell and before the cell wrote its log: the cell is recorded as
+    failed, saying so, and the next cell trains in a fresh worker."""
+    base = tiny_experiment(tmp_path, train={"steps": 5})
+    sweep = SweepSpec.model_validate({"name": "early", "grid": {"model.norm": ["post", "pre"]}, "out_dir": str(tmp_path)})
+    start, starts = sweep_runner.Workers._start, []
+
+    def dying_first(self):
+        starts.append(1)
+        if len(starts) > 1:
+            return start(self)
+        worker = subprocess.Popen([sys.executable, "-c", "import os, signal, sys; sys.stdin.readline(); "
+                                   "os.kill(os.getpid(), signal.SIGKILL)"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        self.live.add(worker)
+        self._mine.worker = worker
+        return worker
+
+    monkeypatch.setattr(sweep_runner.Workers, "_start", dying_first)
+    statuses = run_sweep(sweep, base, workers=1, echo=lambda _: None)
+    assert statuses == {"norm=post,seed=0": "failed", "norm=pre,seed=0": "finished"}
+    failed = Ledger(tmp_path / "early" / "ledger.jsonl").latest()["norm=post,seed=0"]
+    assert failed["status"] == "failed" and failed["exit_code"] == -signal.SIGKILL
+    assert failed["error"] == f"its worker ended (killed by signal {signal.SIGKILL}) before the cell wrote anything"
+
+
+def test_a_worker_whose_sweep_is_gone_saves_its_cell_and_ends_without_a_traceback(tmp_path):
+    experiment = validate_experiment(tiny_experiment(tmp_path, train={"steps": 5}))
+    (tmp_path / "cell.yaml").write_text(experiment.to_yaml())
+    worker = subprocess.Popen([sys.executable, "-c", sweep_runner.WORKER], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worker.stdin.write(json.dumps({"experiment": str(tmp_path / "cell.yaml"), "log": str(tmp_path / "log.txt")}) + "\n")
+    worker.stdin.close()
+    worker.stdout.close()  # the sweep is gone before the reply
+    assert worker.wait(timeout=300) == 0
+    assert worker.stderr.read() == ""
+    (result,) = tmp_path.rglob("result.json")
+    assert read_result(result).status == "finished"
+
+
+def test_a_cells_thread_count_does_not_reach_the_next_cell_of_its_worker(tmp_path, monkeypatch):
+    import torch
+
+    from zoo.sweep.worker import train_cell
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(zoo.trainer.console, "train_and_report", lambda experiment, resume: torch.set_num_threads(before + 1))
+    (tmp_path / "cell.yaml").write_text("train: {steps: 1}\n")
+    assert train_cell(str(tmp_path / "cell.yaml")) == 0
+    assert torch.get_num_threads() == before

@@ -95,6 +95,16 @@ BUILD_ALL_SIZE = {"vocab_size": 64, "d_model": 32, "n_heads": 4, "n_kv_heads": 2
 """build-all's default size: every combination checked in seconds; sizes of a preset by --set."""
 
 
+DEFAULT_NORM_TYPE = ModelSpec.model_fields["norm_type"].default
+
+
+def combination_names(combo: tuple[str, ...]) -> tuple[str, ...]:
+    """The parts joined in axis order, and the canonical name's form where norm_type is its
+    default and so left out (`pre.rope.fused.relu`)."""
+    joined = ".".join(combo)
+    return (joined, ".".join(combo[:-1])) if combo[-1] == DEFAULT_NORM_TYPE else (joined,)
+
+
 def cmd_build_all(args: argparse.Namespace) -> None:
     """Build every registered combination, run one forward pass, print its name and size."""
     import torch
@@ -103,9 +113,11 @@ def cmd_build_all(args: argparse.Namespace) -> None:
 
     overrides = {**BUILD_ALL_SIZE, **model_sets(args.set)}
     combos = [combo for combo in itertools.product(*(registry(axis).names() for axis in AXES))
-              if fnmatch.fnmatchcase(".".join(combo), args.only)]
+              if any(fnmatch.fnmatchcase(name, args.only) for name in combination_names(combo))]
     if not combos:
-        raise SystemExit(f"zoo build-all: --only {args.only!r} matches no combination of {'.'.join(AXES)}")
+        raise ConfigError(f"build-all: --only {args.only!r} matches no combination of {'.'.join(AXES)} (nor a "
+                          f"canonical name, which leaves out norm_type {DEFAULT_NORM_TYPE!r}), e.g. "
+                          "'pre.rope.fused.relu' or '*.moe.*'")
     sizes = ", ".join(f"{k} {v}" for k, v in overrides.items())
     print(f"{len(combos)} combinations of {', '.join(AXES)} on preset {args.preset} ({sizes})")
     src = torch.tensor([[5, 6, 7, 8, 2, 0], [9, 10, 11, 12, 13, 2]])

@@ -46,6 +46,8 @@ class RunRecord(BaseModel):
                                                "zoo version and commit, torch and Python versions, the device, the CPU "
                                                "(vendor, family, model), torch's CPU capability, the BLAS")
     history: list[dict[str, float]] = Field(default_factory=list)
+    experiment: dict[str, Any] | None = Field(None, description="the experiment the run trained, as validated: what "
+                                              "zoo reproduce holds a sweep file to")
     diverged_at: int | None = None
     error: str | None = Field(None, description="why a run diverged, failed or was interrupted")
     exit_code: int | None = None

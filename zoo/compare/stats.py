@@ -221,9 +221,20 @@ def paired_differences(finished: list[tuple[RunRecord, float]], key: str, values
         return others, record.seed
 
     reference = {rest(r): v for r, v in finished if r.assignment[key] == values[0]}
-    return [(value, Estimate.of([v - reference[rest(r)] for r, v in finished
+    return [(value, Estimate.of([resolved_difference(v, reference[rest(r)]) for r, v in finished
                                  if r.assignment[key] == value and rest(r) in reference]).within(low - high, high - low))
             for value in values[1:]]
+
+
+FLOAT32_RESOLUTION = float(np.finfo(np.float32).eps)
+"""The relative resolution of a metric computed in float32 (the model's arithmetic)."""
+
+
+def resolved_difference(value: float, reference: float) -> float:
+    """value - reference, or 0 where it is below what float32 resolves at their size: a constant
+    difference of 1e-9 is rounding, and would otherwise be a certain one (p 0) of zero variance."""
+    difference = value - reference
+    return 0.0 if abs(difference) <= FLOAT32_RESOLUTION * max(abs(value), abs(reference)) else difference
 
 
 def finished_values(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[tuple[RunRecord, float]]:

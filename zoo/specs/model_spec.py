@@ -9,12 +9,13 @@ from pydantic import (
     Field,
     NonNegativeInt,
     PositiveInt,
+    ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
-from zoo.errors import ConfigError
+from zoo.errors import ConfigError, describe_validation
 from zoo.specs.choices import AxisChoice, Choice
 from zoo.specs.hooks import AutoWidth, SpecCheck, implements, wants_final_norm
 from zoo.specs.naming import DEFAULT_KIND, CanonicalName
@@ -240,7 +241,10 @@ class ModelRecipe(CanonicalName, StrictSettings):
         """A copy with `changes`, validated: a switch changes alone, by its flat key or in its group
         (`replace(window=128)` and `replace(attn={"window": 128})` keep `attn.qk_norm`)."""
         dumped, changes = self.model_dump(), grouped(changes)
-        return type(self).model_validate({**dumped, **changes, **merge_groups(dumped, changes)})
+        try:
+            return type(self).model_validate({**dumped, **changes, **merge_groups(dumped, changes)})
+        except ValidationError as err:  # the error zoo.spec raises for the same mistake
+            raise ConfigError(describe_validation(err)) from err
 
     def to_yaml(self) -> str:
         return dump_yaml(self.model_dump())

@@ -28,10 +28,17 @@ from typing import Any
 import torch
 
 from zoo.errors import ConfigError, ZooError
-from zoo.provenance import ROUNDING
 from zoo.records import RunRecord
 from zoo.specs.experiment import parse_sets, with_sets
 from zoo.sweep.ledger import Ledger
+from zoo.sweep.record_differences import (
+    early_differences,
+    environment_changes,
+    experiment_changes,
+    logged_losses,
+    metric_differences,
+    relative_difference,
+)
 from zoo.sweep.retrain import other_rounding, retrain
 from zoo.sweep.spec import SweepSpec, cell_experiment, expand, read_saved_sweep
 
@@ -44,9 +51,6 @@ may cause: measured across CPU capabilities on the most sensitive cell of each p
 1.5e-5 at most (a post-norm cell under DEFAULT); a changed initialization or loss moved the same
 losses by 3.9e-4 and more. Between the two, nearer the code changes' side where a machine's
 rounding can only be sampled."""
-
-LOSSES = ("train/loss", "eval/loss")
-
 
 @dataclass
 class Reproduction:
@@ -88,23 +92,6 @@ class Reproduction:
     def inconclusive(self) -> bool:
         """Elsewhere, past the tolerance, where another rounding here passes it as well."""
         return not self.agrees and self.error is None and bool(self.environment) and self.amplified_at is not None
-
-
-def same(a: float, b: float) -> bool:
-    return a == b or (math.isnan(a) and math.isnan(b))
-
-
-def relative_difference(old: float, new: float) -> float:
-    if same(old, new):
-        return 0.0
-    if not (math.isfinite(old) and math.isfinite(new)):
-        return math.inf
-    return abs(new - old) / max(abs(old), 1e-12)
-
-
-def logged_losses(history: list[dict[str, float]], until: float = math.inf) -> dict[tuple[int, str], float]:
-    return {(int(row["train/step"]), key): row[key] for row in history for key in LOSSES
-            if key in row and "train/step" in row and row["train/step"] <= until}
 
 
 def early_window(history: list[dict[str, float]]) -> int:
@@ -197,6 +184,11 @@ def rerun(experiment: dict[str, Any], record: RunRecord, scratch: Path, early: b
     name = experiment["wandb"]["name"]
     if not record.metrics:
         return Reproduction(name, error="its record holds no final metric, so nothing could be compared")
+    changed = experiment_changes(record.experiment, experiment)
+    if changed:
+        return Reproduction(name, error=f"the experiment its sweep file gives is not the one it ran ({'; '.join(changed[:6])}"
+                                        f"{'; ...' if len(changed) > 6 else ''}): restore the file, or sweep the change "
+                                        "as a new sweep")
     recorded = record.environment or {}
     if recorded.get("device", "").startswith("cpu"):
         experiment["train"]["device"] = "cpu"  # not the GPU that `auto` would pick here
@@ -234,32 +226,6 @@ def measure_rounding(outcome: Reproduction, experiment: dict[str, Any], threads:
     gaps = step_gaps(now.history, probe.history, window) or {}
     outcome.rounding_gap = max(gaps.values(), default=None)
     outcome.amplified_at = next((step for step in sorted(gaps) if gaps[step] > EARLY_TOLERANCE), None)
-
-
-def early_differences(recorded: list[dict[str, float]], now: list[dict[str, float]], until: int) -> list[str]:
-    """Every loss of the early window that is not the same float, or that only one side logged."""
-    old, new = logged_losses(recorded, until), logged_losses(now, until)
-    return ([f"{key} at step {step}: {value!r} recorded, {new.get((step, key), 'not logged')!r} now"
-             for (step, key), value in old.items() if (step, key) not in new or not same(value, new[(step, key)])]
-            + [f"{key} at step {step}: not in the record, {value!r} now" for (step, key), value in new.items()
-               if (step, key) not in old])
-
-
-def metric_differences(recorded: dict[str, float], now: dict[str, float]) -> list[str]:
-    """Every final metric whose value differs, and every metric only one side reported: a run that
-    stopped reporting a metric, or started reporting one, does not reproduce its record."""
-    changed = [f"{key}: {old!r} recorded, {now[key]!r} now" for key, old in recorded.items()
-               if key in now and not same(old, now[key])]
-    lost = [f"{key}: {old!r} recorded, not reported now" for key, old in recorded.items() if key not in now]
-    new = [f"{key}: not in the record, {value!r} now" for key, value in now.items() if key not in recorded]
-    return changed + lost + new
-
-
-def environment_changes(recorded: dict[str, str], now: dict[str, str]) -> list[str]:
-    """Each field that decides the rounding and differs; a record made before a field was recorded
-    says so (bit for bit is owed only where every field is known to be equal)."""
-    return [f"{key}: {recorded.get(key, 'not recorded')} recorded, {now.get(key)} now" for key in ROUNDING
-            if recorded.get(key) != now.get(key)]
 
 
 def describe(result: Reproduction) -> str:

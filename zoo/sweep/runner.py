@@ -159,10 +159,21 @@ def train_cell(experiment: ExperimentSpec, run_dir: Path, cell: Cell, ledger: Le
     if result_file.exists():
         record = read_result(result_file).model_copy(update=identity)
     else:
-        tail = (run_dir / "log.txt").read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
-        record = RunRecord(status="failed", exit_code=code, error="\n".join(tail), **identity)
+        record = RunRecord(status="failed", exit_code=code, error=log_tail(run_dir / "log.txt", code), **identity)
     ledger.append(record)
     return record
+
+
+def log_tail(log: Path, code: int) -> str:
+    """The last lines of a failed cell's log; a worker killed before it wrote one is said so."""
+    try:
+        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
+    except FileNotFoundError:
+        tail = []
+    if tail:
+        return "\n".join(tail)
+    how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+    return f"its worker ended ({how}) before the cell wrote anything"
 
 
 def foreign_run(file: Path, experiment: ExperimentSpec) -> str | None:

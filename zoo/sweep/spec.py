@@ -28,6 +28,7 @@ from pydantic_core import PydanticCustomError
 from zoo.errors import ConfigError, describe_validation
 from zoo.metrics import goal_of
 from zoo.specs.experiment import ExperimentSpec, Strict, assign, parse_sets, validate_experiment, written_defaults
+from zoo.specs.switches import grouped_key
 from zoo.specs.yamlio import read_mapping
 from zoo.tasks import task_params
 
@@ -40,6 +41,20 @@ MAX_CELLS = 10_000
 12-key grid of millions) than a plan, and expanding it would take minutes and gigabytes."""
 RESERVED_LABELS = ("seed", "variant")
 """Names every cell already carries (in its name and its W&B config): a grid key never shortens to one."""
+
+
+def setting_path(key: str) -> tuple[str, ...]:
+    """A dotted experiment key as the path of the setting it sets: a switch's flat key is its
+    group's field (`model.window` -> model.attn.window)."""
+    parts = tuple(key.split("."))
+    return (parts[0], *grouped_key(parts[1]), *parts[2:]) if parts[0] == "model" and len(parts) > 1 else parts
+
+
+def one_setting(a: str, b: str) -> bool:
+    """Whether two keys set the same setting, or one a group that holds the other's."""
+    left, right = setting_path(a), setting_path(b)
+    shorter = min(len(left), len(right))
+    return left[:shorter] == right[:shorter]
 
 
 class SweepSpec(Strict):
@@ -104,13 +119,19 @@ class SweepSpec(Strict):
                                  "(rows: {NAME: {FIELD: VALUE, ...}, ...})")
             if not values or len({repr(v) for v in values}) != len(values):
                 raise ValueError(f"grid key {key!r} needs a list of distinct values, got {values!r}")
+        keys = [key for key in self.grid if key != ROW]
+        for first, second in ((a, b) for i, a in enumerate(keys) for b in keys[i + 1:] if one_setting(a, b)):
+            raise ValueError(f"grid keys {first!r} and {second!r} set one setting (a switch's flat key and its group's, or a "
+                             "group and a field of it): its cells would train what their names do not say; give one of them")
         for name, changes in self.rows.items():
             if not SAFE.fullmatch(name):
                 raise ValueError(f"row {name!r}: a row's name is part of folder names; use letters, digits, _ . + -")
             for key in changes:
                 check_field(key, f"row {name!r}: key {key!r}")
-                if key in self.grid:
-                    raise ValueError(f"row {name!r}: key {key!r} is also a grid key; a field is set by one or the other")
+                clash = next((grid_key for grid_key in keys if one_setting(key, grid_key)), None)
+                if clash is not None:
+                    also = "also a grid key" if clash == key else f"the grid key {clash!r}'s setting"
+                    raise ValueError(f"row {name!r}: key {key!r} is {also}; a field is set by one or the other")
         return self
 
     def labels(self) -> dict[str, str]:

@@ -45,10 +45,13 @@ def output_to(log_file: str) -> Iterator[None]:
 def train_cell(experiment_file: str) -> int:
     """What `zoo train FILE --resume` does, called in this process: its exit code (1 with the
     traceback printed for anything the zoo does not catch, as Python would)."""
+    import torch
+
     from zoo.errors import exit_code_of
     from zoo.specs.experiment import load_experiment
     from zoo.trainer.console import train_and_report
 
+    threads = torch.get_num_threads()  # a part that sets its own is not heard by the next cell
     try:
         return exit_code_of(lambda: train_and_report(load_experiment(experiment_file), resume=True))
     except SystemExit as done:  # the zoo raises none; a plugin's sys.exit still gets the cell its code
@@ -56,6 +59,8 @@ def train_cell(experiment_file: str) -> int:
     except Exception:  # a bug: shown in the cell's log, and this process is not trusted further
         traceback.print_exc()
         return 1
+    finally:
+        torch.set_num_threads(threads)
 
 
 def forget_compiled() -> None:
@@ -90,4 +95,8 @@ def main() -> None:
         serve(sys.stdin, replies)
     except KeyboardInterrupt:  # the sweep's Ctrl-C, passed on between cells: nothing to save
         raise SystemExit(130) from None
+    except BrokenPipeError:  # the sweep is gone; the cell it asked for is saved in its folder
+        quiet = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(quiet, replies.fileno())  # so the reply's last flush at exit cannot fail again
+        raise SystemExit(0) from None
 

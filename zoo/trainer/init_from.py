@@ -67,7 +67,16 @@ def check_same_tokens(path: Path, task: Task) -> None:
                           f"task does not use it; set task.tokenizer_dir: {str(path)!r}")
 
 
+def as_built(spec: ModelSpec) -> dict[str, Any]:
+    """The spec's fields as the model is built from them: a default that stands for a value
+    (final_norm auto, n_kv_heads and head_width unset) is that value, so writing it out is the
+    same model; dropout is left out, a setting of training that no weight depends on."""
+    fields = flatten(spec.model_dump(mode="json"))
+    fields.pop("dropout", None)
+    return {**fields, "final_norm": spec.uses_final_norm, "attn.n_kv_heads": spec.kv_heads, "attn.head_width": spec.d_head}
+
+
 def spec_differences(there: ModelSpec, here: ModelSpec) -> list[str]:
-    old, new = flatten(there.model_dump(mode="json")), flatten(here.model_dump(mode="json"))
+    old, new = as_built(there), as_built(here)
     return [f"model.{key}: {old.get(key)!r} there, {new.get(key)!r} here" for key in sorted(old.keys() | new.keys())
             if old.get(key) != new.get(key)]

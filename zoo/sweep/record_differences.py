@@ -1,0 +1,70 @@
+"""What differs between a recorded run and the same cell trained again: the experiment, the
+environment that decides the rounding, the final metrics and the early losses."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from zoo.provenance import ROUNDING
+from zoo.specs.identity import changes_between, flatten
+
+LOSSES = ("train/loss", "eval/loss")
+
+
+def same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def relative_difference(old: float, new: float) -> float:
+    if same(old, new):
+        return 0.0
+    if not (math.isfinite(old) and math.isfinite(new)):
+        return math.inf
+    return abs(new - old) / max(abs(old), 1e-12)
+
+
+def logged_losses(history: list[dict[str, float]], until: float = math.inf) -> dict[tuple[int, str], float]:
+    return {(int(row["train/step"]), key): row[key] for row in history for key in LOSSES
+            if key in row and "train/step" in row and row["train/step"] <= until}
+
+
+WHERE_AND_HOW = ("train.out_dir", "train.device")
+"""Fields of a recorded experiment that say where and on what it ran, not what it trained (W&B's
+too): reproduction sets them itself."""
+
+
+def experiment_changes(recorded: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
+    """Every field of the experiment that differs from the one the record ran (none for a record
+    made before records held their experiment)."""
+    if recorded is None:
+        return []
+    old, new = ({key: value for key, value in flatten(each).items() if key not in WHERE_AND_HOW
+                 and not key.startswith("wandb.")} for each in (recorded, now))
+    return changes_between(old, new, "recorded")
+
+
+def early_differences(recorded: list[dict[str, float]], now: list[dict[str, float]], until: int) -> list[str]:
+    """Every loss of the early window that is not the same float, or that only one side logged."""
+    old, new = logged_losses(recorded, until), logged_losses(now, until)
+    return ([f"{key} at step {step}: {value!r} recorded, {new.get((step, key), 'not logged')!r} now"
+             for (step, key), value in old.items() if (step, key) not in new or not same(value, new[(step, key)])]
+            + [f"{key} at step {step}: not in the record, {value!r} now" for (step, key), value in new.items()
+               if (step, key) not in old])
+
+
+def metric_differences(recorded: dict[str, float], now: dict[str, float]) -> list[str]:
+    """Every final metric whose value differs, and every metric only one side reported: a run that
+    stopped reporting a metric, or started reporting one, does not reproduce its record."""
+    changed = [f"{key}: {old!r} recorded, {now[key]!r} now" for key, old in recorded.items()
+               if key in now and not same(old, now[key])]
+    lost = [f"{key}: {old!r} recorded, not reported now" for key, old in recorded.items() if key not in now]
+    new = [f"{key}: not in the record, {value!r} now" for key, value in now.items() if key not in recorded]
+    return changed + lost + new
+
+
+def environment_changes(recorded: dict[str, str], now: dict[str, str]) -> list[str]:
+    """Each field that decides the rounding and differs; a record made before a field was recorded
+    says so (bit for bit is owed only where every field is known to be equal)."""
+    return [f"{key}: {recorded.get(key, 'not recorded')} recorded, {now.get(key)} now" for key in ROUNDING
+            if recorded.get(key) != now.get(key)]
