@@ -296,3 +296,28 @@ def test_sigint_outside_training_is_one_line_and_exit_130(tmp_path, monkeypatch,
         signal.signal(signal.SIGINT, before)
     err = capsys.readouterr().err
     assert exit_info.value.code == 130 and err.startswith("zoo: interrupted (SIGINT)") and err.count("\n") == 1, err
+
+
+def test_an_error_a_stop_signal_causes_mid_step_stops_the_run_as_the_signal_would(tmp_path, monkeypatch):
+    """SIGTERM during torch.compile's build kills its workers and the build fails (InductorError):
+    that failure is the signal's doing, so the run stops as SIGTERM stops it, recorded as
+    interrupted, with no traceback; an error with no signal behind it stays a bug."""
+    import os
+
+    from zoo.trainer.step import TrainStep
+
+    def dying_build(self, step, batch):
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise RuntimeError("InductorError: SubprocException: a compile worker died")
+
+    monkeypatch.setattr(TrainStep, "__call__", dying_build)
+    experiment = tiny_experiment(tmp_path, train={"steps": 3})
+    with pytest.raises(zoo.Interrupted, match=r"stopped by SIGTERM during step 1 \(it ended what was running: "
+                                              r"RuntimeError: InductorError: SubprocException") as stopped:
+        zoo.train(experiment)
+    assert stopped.value.signum == signal.SIGTERM
+    assert json.loads((run_dir_of(experiment) / "result.json").read_text())["status"] == "interrupted"
+
+    monkeypatch.setattr(TrainStep, "__call__", lambda self, step, batch: (_ for _ in ()).throw(RuntimeError("a bug")))
+    with pytest.raises(RuntimeError, match="a bug"):
+        zoo.train(tiny_experiment(tmp_path / "bug", train={"steps": 3}))

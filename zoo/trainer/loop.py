@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from signal import SIGINT
 from typing import Any
@@ -192,9 +194,9 @@ class Trainer:
         self.tracker.summary({"parameters": self.model.num_parameters(), "model_name": self.spec.name})
         final, png, failed = {}, None, True
         wandb_dir = self.tracker.files_dir
+        stop = StopSignals()
         try:
-            stop = StopSignals()
-            with signals_to(stop.handle):
+            with signals_to(stop.handle), stopped_by(stop, self):
                 self._loop(bar, stop)
                 if self.dist.is_main:
                     final, png = self._finish()
@@ -222,6 +224,21 @@ class Trainer:
             raise Interrupted(f"{late.name} arrived while W&B finished; the run is complete: its result is "
                               f"{self.run_dir / 'result.json'}", late.received)
         return TrainResult(final, self.checkpoint_path, self.run_dir, png, wandb_dir, dict(self.best), self.history)
+
+
+@contextmanager
+def stopped_by(stop: StopSignals, trainer: Trainer) -> Iterator[None]:
+    """An error raised once a stop signal has arrived is that signal's doing (torch.compile's
+    workers die of the same SIGTERM, and the build fails with an InductorError): it stops the run
+    as the signal would, saying so, instead of a traceback."""
+    try:
+        yield
+    except Exception as err:
+        if stop.received is None or isinstance(err, (Diverged, Interrupted)):
+            raise
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise Interrupted(f"stopped by {stop.name} during step {trainer.working_on} (it ended what was running: "
+                          f"{type(err).__name__}: {first})", stop.received) from None
 
 
 def train(experiment: ExperimentSpec | dict, resume: bool = False) -> TrainResult:
