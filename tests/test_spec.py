@@ -118,3 +118,18 @@ def test_json_schema_lists_registered_choices():
         names = schema["properties"][axis].get("anyOf", [schema["properties"][axis]])[0]
         assert names["enum"] == zoo.registry(axis).names()
     assert schema["additionalProperties"] is False
+
+
+SIZES = ("d_model", "n_heads", "d_ff", "n_encoder_layers", "n_decoder_layers", "dropout", "max_len", "src_vocab_size",
+         "tgt_vocab_size", "pad_id", "bos_id", "eos_id")
+"""What a canonical name leaves to the sizes a user gives."""
+
+
+@pytest.mark.parametrize("preset", zoo.list_variants("*"))
+def test_a_presets_name_with_its_sizes_is_the_same_model_and_an_equal_spec(preset):
+    """A default that stands for a value (final_norm on pre-norm, head_width of d_model / n_heads)
+    written out, as presets do, is the same model: equal specs, equal hashes."""
+    spec = zoo.spec(preset, vocab_size=100)
+    again = zoo.spec(spec.name, **{field: getattr(spec, field) for field in SIZES})
+    assert again == spec and hash(again) == hash(spec) and again.name == spec.name
+    assert spec.replace(final_norm=not spec.uses_final_norm) != spec, "a final norm away from the default's is another"

@@ -3,6 +3,7 @@ same without the vocabulary sizes, which an experiment's task fills in."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -245,6 +246,22 @@ class ModelRecipe(CanonicalName, StrictSettings):
             return type(self).model_validate({**dumped, **changes, **merge_groups(dumped, changes)})
         except ValidationError as err:  # the error zoo.spec raises for the same mistake
             raise ConfigError(describe_validation(err)) from err
+
+    def as_built(self) -> dict[str, Any]:
+        """The spec's fields as the model is built from them: a default that stands for a value
+        (final_norm auto, n_kv_heads and head_width unset, output.bias auto) is that value, so a spec that writes it
+        out is the same model, and equal (`zoo.spec(spec.name) == spec`)."""
+        return {**self.model_dump(mode="json"), "final_norm": self.uses_final_norm,
+                "attn": {**self.attn.model_dump(mode="json"), "n_kv_heads": self.kv_heads, "head_width": self.d_head},
+                "output": {**self.output.model_dump(mode="json"), "bias": self.logits_bias}}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ModelRecipe):
+            return NotImplemented
+        return type(self) is type(other) and self.as_built() == other.as_built()
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.as_built(), sort_keys=True, default=str))
 
     def to_yaml(self) -> str:
         return dump_yaml(self.model_dump())

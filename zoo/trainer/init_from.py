@@ -68,12 +68,11 @@ def check_same_tokens(path: Path, task: Task) -> None:
 
 
 def as_built(spec: ModelSpec) -> dict[str, Any]:
-    """The spec's fields as the model is built from them: a default that stands for a value
-    (final_norm auto, n_kv_heads and head_width unset) is that value, so writing it out is the
-    same model; dropout is left out, a setting of training that no weight depends on."""
-    fields = flatten(spec.model_dump(mode="json"))
+    """The spec as the model is built (ModelSpec.as_built), less dropout: a setting of training
+    that no weight depends on, which a run may change."""
+    fields = flatten(spec.as_built())
     fields.pop("dropout", None)
-    return {**fields, "final_norm": spec.uses_final_norm, "attn.n_kv_heads": spec.kv_heads, "attn.head_width": spec.d_head}
+    return fields
 
 
 def spec_differences(there: ModelSpec, here: ModelSpec) -> list[str]:
