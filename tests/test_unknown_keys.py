@@ -79,10 +79,13 @@ def test_replace_is_the_validated_way_to_change_a_spec_and_model_copy_validates_
     assert changed.name == "pre.sinusoidal.fused.swiglu" and changed.d_model == 256 and spec.d_model == 512
     assert zoo.build(changed).spec == changed
     for make in (lambda: spec.replace(ffn="swigluu"), lambda: spec.model_copy(update={"ffn": "swigluu"})):
-        with pytest.raises(ValidationError, match=r"unknown ffn 'swigluu'; did you mean 'swiglu'\?"):
-            make()
-    with pytest.raises(ValidationError, match=r"unknown field 'd_modle' \(did you mean 'd_model'\?\)"):
+        with pytest.raises(zoo.ConfigError, match=r"unknown ffn 'swigluu'; did you mean 'swiglu'\?") as refused:
+            make()  # as zoo.spec: the zoo's ConfigError, whose cause is pydantic's ValidationError
+        assert isinstance(refused.value.__cause__, ValidationError)
+    with pytest.raises(zoo.ConfigError, match=r"unknown field 'd_modle' \(did you mean 'd_model'\?\)"):
         spec.replace(d_modle=256)
+    with pytest.raises(zoo.ConfigError, match=r"attn: "):
+        spec.replace(attn=None)
     assert spec.model_copy() == spec
 
 

@@ -52,6 +52,7 @@ may cause: measured across CPU capabilities on the most sensitive cell of each p
 losses by 3.9e-4 and more. Between the two, nearer the code changes' side where a machine's
 rounding can only be sampled."""
 
+
 @dataclass
 class Reproduction:
     cell: str
