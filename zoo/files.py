@@ -181,6 +181,8 @@ def check_writable_folder(folder: str | Path, field: str, need_bytes: int = 0) -
 METADATA_BYTES = 64 << 20
 """The most a metadata file (an experiment, a spec, config.json, a tokenizer's settings, a record)
 may hold: far past any real one, far below what would fill memory."""
+
+
 def regular_file(path: str | Path, what: str, error: type[ZooError] = ConfigError) -> os.stat_result:
     """The file's status, where it is a regular file (a link is followed): a device such as
     /dev/zero never ends and a FIFO blocks the reader, so neither is read. A missing file or a

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from zoo.errors import CheckpointError, ConfigError, describe_validation
 from zoo.files import atomic_write, read_bounded, read_json
+from zoo.model.size_checks import available_bytes
 from zoo.specs.model_spec import ModelSpec
 
 CONFIG, WEIGHTS = "config.json", "model.safetensors"
@@ -80,8 +81,6 @@ def read_weights(file: Path, model) -> dict[str, torch.Tensor]:
     """The state dict a weights file holds, its shared names restored, checked against the model."""
     from safetensors import SafetensorError
     from safetensors.torch import load
-
-    from zoo.model.size_checks import available_bytes
 
     try:
         data = read_bounded(file, "a weights file", available_bytes("cpu"), CheckpointError)

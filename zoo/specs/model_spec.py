@@ -249,8 +249,8 @@ class ModelRecipe(CanonicalName, StrictSettings):
 
     def as_built(self) -> dict[str, Any]:
         """The spec's fields as the model is built from them: a default that stands for a value
-        (final_norm auto, n_kv_heads and head_width unset, output.bias auto) is that value, so a spec that writes it
-        out is the same model, and equal (`zoo.spec(spec.name) == spec`)."""
+        (final_norm auto, n_kv_heads and head_width unset, output.bias auto) is that value, so a
+        spec that writes it out is the same model, and equal (`zoo.spec(spec.name) == spec`)."""
         return {**self.model_dump(mode="json"), "final_norm": self.uses_final_norm,
                 "attn": {**self.attn.model_dump(mode="json"), "n_kv_heads": self.kv_heads, "head_width": self.d_head},
                 "output": {**self.output.model_dump(mode="json"), "bias": self.logits_bias}}

@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("out")
     parser.add_argument("--until", type=int)
     args = parser.parse_args(argv)
-    experiment = load_experiment(args.experiment)
     try:
+        experiment = load_experiment(args.experiment)
         if args.until:
             trainer = Trainer(experiment)
             history = trainer.first_steps(args.until)
