@@ -39,6 +39,9 @@ def test_every_recorded_cell_reproduces_bit_for_bit(finished_sweep, capsys):
     assert said[-1] == "2 of 2 cells reproduce bit for bit"
     main(["reproduce", str(finished_sweep), "norm=pre,seed=0"])
     assert "norm=pre,seed=0: every final metric matches bit for bit" in capsys.readouterr().out
+    main(["reproduce", str(finished_sweep), "--early", "norm=pre,seed=0"])  # a cell after the flag is a cell too
+    assert capsys.readouterr().out.splitlines() == ["norm=pre,seed=0: the losses logged to step 20 match bit for bit",
+                                                    "1 of 1 cells reproduce bit for bit"]
 
 
 def copied_ledger(finished_sweep, tmp_path) -> Ledger:

@@ -269,7 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest and getattr(args, "command", None) == "reproduce" and not any(word.startswith("-") for word in rest):
+        args.cells += rest  # cells after a flag (`zoo reproduce LEDGER --early CELL`), which argparse leaves over
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     code = exit_code_of(lambda: args.run(args))
     if code:
         raise SystemExit(code)
