@@ -7,6 +7,7 @@ import os
 import pickle
 
 import pytest
+import sweepkit
 from pretrainedkit import save_pretrained_folder
 from safetensors.torch import load_file, save_file
 from test_bad_input import cli_error
@@ -143,6 +144,15 @@ def test_zoo_eval_and_init_from_read_regular_files_only(tmp_path, capsys, source
     (folder / "model.safetensors").symlink_to("/dev/zero")
     with pytest.raises(zoo.CheckpointError, match=r"model\.safetensors: a device, not a regular file"):
         zoo.from_pretrained(folder)
+
+
+def test_a_ledger_that_is_not_a_regular_file_is_one_line_in_compare_and_reproduce(tmp_path, capsys):
+    sweep = sweepkit.write_sweep(tmp_path, "fifo", {"model.norm": ["post", "pre"]}, [0, 1], lambda a, seed: 0.5)
+    ledger = sweep.directory() / "ledger.jsonl"
+    ledger.unlink()
+    os.mkfifo(ledger)
+    for argv in (["compare", str(sweep.directory())], ["reproduce", str(ledger)]):
+        assert f"{ledger}: a FIFO, not a regular file, so not read as a sweep's ledger" in cli_error(argv, capsys)
 
 
 @pytest.mark.parametrize("aliases", [[1, 2], {"a": 5}, "not json", 7])

@@ -17,9 +17,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from zoo.errors import describe_validation
-from zoo.files import WriteError, fcntl
+from zoo.files import WriteError, fcntl, read_bounded
 from zoo.records import RunRecord
 from zoo.sweep.spec import Cell
+
+LEDGER_BYTES = 1 << 30
+"""The most a ledger may hold: a line a cell event, each a few kB with its learning curve, so a
+million cells' worth; a device or a FIFO in its place is refused (zoo.files.regular_file)."""
 
 
 def stands_for(record: RunRecord, cell: Cell) -> bool:
@@ -119,7 +123,8 @@ class Ledger:
         out = LedgerRead()
         if not self.path.exists():
             return out
-        for number, line in enumerate(self.path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        text = read_bounded(self.path, "a sweep's ledger", LEDGER_BYTES).decode("utf-8", errors="replace")
+        for number, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:

@@ -124,7 +124,7 @@ def recorded_cells(ledger_path: Path, sets: Sequence[str]) -> tuple[SweepSpec, d
     """The sweep beside the ledger, its base with `--set task.*` applied, and each finished cell's
     (Cell, record) by name."""
     folder = ledger_path.parent
-    if not ledger_path.is_file():
+    if not ledger_path.exists():
         raise ConfigError(f"{ledger_path}: no such ledger")
     if not (folder / "sweep.yaml").is_file():
         raise ConfigError(f"{folder}: no sweep.yaml beside the ledger; zoo reproduce needs the sweep it records")
