@@ -109,10 +109,11 @@ def test_another_environment_is_named_and_judged_by_the_start_of_the_learning_cu
 
 
 def test_a_sweep_file_changed_since_the_record_is_refused_field_by_field(finished_sweep, tmp_path, capsys):
-    """The experiment a cell ran is in its record: a sweep.yaml edited since (here the schedule,
-    which changes nothing before warmup ends) is named, not "agrees"."""
+    """The experiment a cell ran is in its record: a sweep.yaml edited since is named field by
+    field before anything trains (the issue's schedule edited to change only after warmup, on a
+    record made elsewhere, had passed as "agrees")."""
     ledger = copied_ledger(finished_sweep, tmp_path)
-    elsewhere(ledger, "norm=pre,seed=0", final_shift=0.0)  # made elsewhere: the early window alone would pass
+    elsewhere(ledger, "norm=pre,seed=0", final_shift=0.0)
     sweep_file = ledger.path.parent / "sweep.yaml"
     sweep_file.write_text(sweep_file.read_text().replace("schedule: constant", "schedule: inverse_sqrt"))
     code, out = reproduce_exit([str(ledger.path), "norm=pre,seed=0"], capsys)
