@@ -111,6 +111,20 @@ def grouped_key(key: str) -> tuple[str, ...]:
     return (field,) if group is None else (group, field)
 
 
+def setting_path(key: str) -> tuple[str, ...]:
+    """A dotted experiment key as the path of the setting it sets: a switch's flat key is its
+    group's field (`model.window` -> model.attn.window)."""
+    parts = tuple(key.split("."))
+    return (parts[0], *grouped_key(parts[1]), *parts[2:]) if parts[0] == "model" and len(parts) > 1 else parts
+
+
+def one_setting(a: str, b: str) -> bool:
+    """Whether two keys set the same setting, or one a group that holds the other's."""
+    left, right = setting_path(a), setting_path(b)
+    shorter = min(len(left), len(right))
+    return left[:shorter] == right[:shorter]
+
+
 def _as_mapping(value: Any) -> dict[str, Any]:
     if isinstance(value, StrictSettings):
         return value.model_dump()

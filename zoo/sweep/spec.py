@@ -28,7 +28,7 @@ from pydantic_core import PydanticCustomError
 from zoo.errors import ConfigError, describe_validation
 from zoo.metrics import goal_of
 from zoo.specs.experiment import ExperimentSpec, Strict, assign, parse_sets, validate_experiment, written_defaults
-from zoo.specs.switches import grouped_key
+from zoo.specs.switches import one_setting
 from zoo.specs.yamlio import read_mapping
 from zoo.tasks import task_params
 
@@ -41,20 +41,6 @@ MAX_CELLS = 10_000
 12-key grid of millions) than a plan, and expanding it would take minutes and gigabytes."""
 RESERVED_LABELS = ("seed", "variant")
 """Names every cell already carries (in its name and its W&B config): a grid key never shortens to one."""
-
-
-def setting_path(key: str) -> tuple[str, ...]:
-    """A dotted experiment key as the path of the setting it sets: a switch's flat key is its
-    group's field (`model.window` -> model.attn.window)."""
-    parts = tuple(key.split("."))
-    return (parts[0], *grouped_key(parts[1]), *parts[2:]) if parts[0] == "model" and len(parts) > 1 else parts
-
-
-def one_setting(a: str, b: str) -> bool:
-    """Whether two keys set the same setting, or one a group that holds the other's."""
-    left, right = setting_path(a), setting_path(b)
-    shorter = min(len(left), len(right))
-    return left[:shorter] == right[:shorter]
 
 
 class SweepSpec(Strict):
