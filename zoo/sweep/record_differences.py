@@ -46,11 +46,10 @@ def experiment_changes(recorded: dict[str, Any] | None, now: dict[str, Any]) -> 
 
 def early_differences(recorded: list[dict[str, float]], now: list[dict[str, float]], until: int) -> list[str]:
     """Every loss of the early window that is not the same float, or that only one side logged."""
-    old, new = logged_losses(recorded, until), logged_losses(now, until)
-    return ([f"{key} at step {step}: {value!r} recorded, {new.get((step, key), 'not logged')!r} now"
-             for (step, key), value in old.items() if (step, key) not in new or not same(value, new[(step, key)])]
-            + [f"{key} at step {step}: not in the record, {value!r} now" for (step, key), value in new.items()
-               if (step, key) not in old])
+    def named(history: list[dict[str, float]]) -> dict[str, float]:
+        return {f"{key} at step {step}": value for (step, key), value in logged_losses(history, until).items()}
+
+    return metric_differences(named(recorded), named(now))
 
 
 def metric_differences(recorded: dict[str, float], now: dict[str, float]) -> list[str]:

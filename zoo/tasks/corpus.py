@@ -10,13 +10,12 @@ where there is one.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import zlib
 from pathlib import Path
 from typing import Literal
 
 from zoo.errors import DataError
-from zoo.files import human_bytes, regular_file
+from zoo.files import content_digest, human_bytes, regular_file
 
 CorpusFormat = Literal["auto", "pair", "tsv"]
 
@@ -114,22 +113,7 @@ def read_split(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: CorpusF
     return kept
 
 
-DIGESTS: dict[tuple[str, int, int], str] = {}
-
-
 def cached_digest(path: Path) -> str:
     """A content digest of a data file as stored (compressed or not), read once per process while
-    the file's size and modification time stay the same."""
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-    if key not in DIGESTS:
-        DIGESTS[key] = file_digest(path)
-    return DIGESTS[key]
-
-
-def file_digest(path: Path) -> str:
-    digest = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    the file's size and modification time stay the same (zoo.files.content_digest)."""
+    return content_digest(path, "a corpus file", DataError)
