@@ -44,7 +44,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 def cmd_reproduce(args: argparse.Namespace) -> None:
     from zoo.sweep.reproduce import reproduce
 
-    results = reproduce(args.ledger, args.cells, args.set, early=args.early)
+    results = reproduce(args.ledger, args.cells, args.set, early=args.early, replay=args.replay)
     if not all(result.matches if args.strict else result.agrees or result.inconclusive for result in results):
         raise SystemExit(1)
     if any(result.inconclusive for result in results):

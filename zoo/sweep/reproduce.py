@@ -149,9 +149,13 @@ def sensitive_cell(ledger_path: str | Path) -> str:
 
 
 def reproduce(ledger_path: str | Path, names: Sequence[str] = (), sets: Sequence[str] = (),
-              echo: Callable[[str], None] = print, early: bool = False) -> list[Reproduction]:
+              echo: Callable[[str], None] = print, early: bool = False,
+              replay: str | Path | None = None) -> list[Reproduction]:
     """Re-run the named finished cells (default: all), whole or with `early` their early window
-    only, and compare each with its record."""
+    only, and compare each with its record; with `replay`, one cell's early window from the batches
+    recorded for it (zoo.sweep.replay), where its corpus is not."""
+    if replay is not None and not (early and len(names) == 1):
+        raise ConfigError("zoo reproduce --replay: a replay holds one cell's early window; give --early and that cell")
     sweep, base, finished = recorded_cells(Path(ledger_path), sets)
     unknown = [name for name in names if name not in finished]
     if unknown:
@@ -164,7 +168,8 @@ def reproduce(ledger_path: str | Path, names: Sequence[str] = (), sets: Sequence
     with tempfile.TemporaryDirectory(prefix="zoo-reproduce-") as scratch:
         for name in names or sorted(finished, key=lambda n: finished[n][0].index):
             cell, record = finished[name]
-            result = rerun(cell_experiment(sweep, base, cell).model_dump(mode="json"), record, Path(scratch), early)
+            result = rerun(cell_experiment(sweep, base, cell).model_dump(mode="json"), record, Path(scratch), early,
+                           replay)
             out.append(result)
             echo(describe(result))
     echo(summary(out))
@@ -179,7 +184,8 @@ def summary(results: list[Reproduction]) -> str:
             + (f"; {unsure} inconclusive" if unsure else ""))
 
 
-def rerun(experiment: dict[str, Any], record: RunRecord, scratch: Path, early: bool = False) -> Reproduction:
+def rerun(experiment: dict[str, Any], record: RunRecord, scratch: Path, early: bool = False,
+          replay: str | Path | None = None) -> Reproduction:
     """Train the cell's experiment in `scratch` with the recorded thread count, on the CPU where the
     record was made on one (W&B off: logging changes no number), and compare it with the record."""
     name = experiment["wandb"]["name"]
@@ -195,8 +201,9 @@ def rerun(experiment: dict[str, Any], record: RunRecord, scratch: Path, early: b
         experiment["train"]["device"] = "cpu"  # not the GPU that `auto` would pick here
     threads = record.threads or torch.get_num_threads()
     window = early_window(record.history)
+    replay = Path(replay).resolve() if replay else None
     try:
-        now = retrain(experiment, threads, scratch, until=window if early else None)
+        now = retrain(experiment, threads, scratch, until=window if early else None, replay=replay)
     except ZooError as err:
         return Reproduction(name, error=str(err))
     outcome = Reproduction(name, early=early, environment=environment_changes(recorded, now.environment or {}))
@@ -210,17 +217,17 @@ def rerun(experiment: dict[str, Any], record: RunRecord, scratch: Path, early: b
     gap = early_curve_gap(record.history, now.history, window) if early or now.steps == record.steps else None
     outcome.early_gap, outcome.early_steps = gap if gap is not None else (None, 0)
     if outcome.environment and not outcome.matches and outcome.early_gap is not None and not outcome.agrees:
-        measure_rounding(outcome, experiment, threads, scratch, now, window)
+        measure_rounding(outcome, experiment, threads, scratch, now, window, replay)
     return outcome
 
 
 def measure_rounding(outcome: Reproduction, experiment: dict[str, Any], threads: int, scratch: Path, now: RunRecord,
-                     window: int) -> None:
+                     window: int, replay: Path | None) -> None:
     """Train the early window once more with another rounding here: how far rounding alone moves
     this cell's early losses, and the first step where that passes the tolerance."""
     variables, outcome.rounding = other_rounding(threads)
     try:
-        probe = retrain(experiment, threads, scratch, until=window, environment=variables)
+        probe = retrain(experiment, threads, scratch, until=window, environment=variables, replay=replay)
     except ZooError as err:
         outcome.rounding += f" (it failed: {err})"
         return

@@ -1,10 +1,10 @@
 """A recorded cell trained again in a process of its own, so that its thread count and CPU
 capability are the ones asked for (torch reads ATEN_CPU_CAPABILITY once, at start):
 
-    python -m zoo.sweep.retrain EXPERIMENT.yaml OUT.json [--until N]
+    python -m zoo.sweep.retrain EXPERIMENT.yaml OUT.json [--until N [--replay FILE]]
 
 writes the run's record to OUT.json: its result.json, or with --until the losses logged to step N
-(the rest of the run is not trained)."""
+(the rest of the run is not trained), with --replay from recorded batches (zoo.sweep.replay)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ CAPABILITY = "ATEN_CPU_CAPABILITY"
 
 
 def retrain(experiment: dict, threads: int, scratch: Path, until: int | None = None,
-            environment: dict[str, str] | None = None, entry: list[str] | None = None) -> RunRecord:
+            environment: dict[str, str] | None = None, entry: list[str] | None = None,
+            replay: Path | None = None) -> RunRecord:
     """Train `experiment` (W&B off, its folder under `scratch`) in a child process with `threads`
     threads and the environment variables given; a failure raises ZooError with its last line.
     `entry` is the command that runs this module's main (a benchmark's, to change the code)."""
@@ -38,6 +39,7 @@ def retrain(experiment: dict, threads: int, scratch: Path, until: int | None = N
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), **(environment or {})}
     command = [*(entry or [sys.executable, "-m", "zoo.sweep.retrain"]), str(file), str(out)]
     command += ["--until", str(until)] if until else []
+    command += ["--replay", str(replay)] if replay else []
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0 or not out.is_file():
         raise ZooError("training it again failed: " + (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1])
@@ -57,17 +59,22 @@ def other_rounding(threads: int) -> tuple[dict[str, str], str]:
 def main(argv: list[str] | None = None) -> None:
     from zoo.provenance import environment
     from zoo.specs.experiment import load_experiment
+    from zoo.sweep.replay import replayed_task
     from zoo.trainer.loop import Trainer, train
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("experiment")
     parser.add_argument("out")
     parser.add_argument("--until", type=int)
+    parser.add_argument("--replay")
     args = parser.parse_args(argv)
     try:
         experiment = load_experiment(args.experiment)
+        if args.replay and not args.until:
+            raise ZooError("--replay holds an early window's batches only: give --until")
         if args.until:
-            trainer = Trainer(experiment)
+            task = replayed_task(args.replay, experiment.task, experiment.train.seed) if args.replay else None
+            trainer = Trainer(experiment, task=task)
             history = trainer.first_steps(args.until)
             record = RunRecord(status="interrupted", name=trainer.name, steps=trainer.step, history=history,
                                threads=torch.get_num_threads(), environment=environment(trainer.device))

@@ -15,7 +15,7 @@ from zoo.errors import Diverged, Interrupted
 from zoo.provenance import environment
 from zoo.records import CheckpointProgress, RunRecord
 from zoo.specs.experiment import ExperimentSpec, validate_experiment
-from zoo.tasks import build_task
+from zoo.tasks import Task, build_task
 from zoo.trainer.checkpoint import Checkpointer
 from zoo.trainer.devices import autocast_dtype, pick_device
 from zoo.trainer.distributed import Distributed
@@ -35,7 +35,9 @@ class Trainer:
     checkpointing (checkpoint) and tracking (tracking). The trainer owns the loop, the progress
     and what a run's end writes."""
 
-    def __init__(self, experiment: ExperimentSpec, resume: bool = False, folder: RunFolder | None = None):
+    def __init__(self, experiment: ExperimentSpec, resume: bool = False, folder: RunFolder | None = None,
+                 task: Task | None = None):
+        """`task`: the experiment's task already built (a replay of recorded batches, zoo.sweep.replay)."""
         self.experiment, t = experiment, experiment.train
         self.device = pick_device(t.device)
         self.dist = Distributed.from_env(self.device)
@@ -45,16 +47,16 @@ class Trainer:
         self.name, self.run_dir, self.checkpoint_path = self.folder.name, self.folder.path, self.folder.checkpoint
         saved = self.folder.claim(experiment, resume)
         try:
-            self._assemble(saved)
+            self._assemble(saved, task)
         except BaseException:
             self.folder.abandon()
             raise
 
-    def _assemble(self, saved: dict[str, Any] | None) -> None:
+    def _assemble(self, saved: dict[str, Any] | None, task: Task | None) -> None:
         """Each helper in the order a run has always made them (a resume's random state is restored
         with the training state, before W&B starts and the held-out batches are made)."""
         experiment, t = self.experiment, self.experiment.train
-        self.task = build_task(experiment.task, t.seed, saved and saved["task"])
+        self.task = task or build_task(experiment.task, t.seed, saved and saved["task"])
         self.spec = run_spec(experiment, self.task, saved, self.folder)
         self.feed = BatchFeed(self.task, t.batch_size, self.spec, self.dist, self.device, t.batch_tokens, t.compile)
         self.model = run_model(self.spec, experiment, self.task, self.feed, self.folder, self.device, self.dist, saved)
