@@ -1,4 +1,4 @@
-"""The decoder-only and encoder-only references of transformers (GPT-2, Llama, BERT) in the zoo:
+"""The decoder-only and encoder-only references of transformers (GPT-2, Llama, Mistral, Qwen3, BERT) in the zoo:
 the same logits with padding, the same greedy decoding for the two decoders, the same count of
 trained parameters, an exact round trip, and presets that are their architectures. Built from
 small random configurations, offline, with every weight moved away from its initial value."""
@@ -26,6 +26,13 @@ REFERENCES = {
     "llama-tied-head-width": lambda: hf.LlamaForCausalLM(hf.LlamaConfig(
         vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=3, num_attention_heads=2,
         num_key_value_heads=1, head_dim=6, tie_word_embeddings=True, **IDS)),
+    "mistral": lambda: hf.MistralForCausalLM(hf.MistralConfig(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, sliding_window=3, max_position_embeddings=64, **IDS)),  # the window shapes the logits
+    "qwen3": lambda: hf.Qwen3ForCausalLM(hf.Qwen3Config(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=6, tie_word_embeddings=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000.0}, **IDS)),
     "bert": lambda: hf.BertForMaskedLM(hf.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2,
                                                      num_attention_heads=2, intermediate_size=32,
                                                      max_position_embeddings=40, type_vocab_size=2)),
@@ -124,12 +131,23 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
     ("llama", lambda: hf.LlamaConfig(vocab_size=32000, hidden_size=4096, intermediate_size=11008,
                                      num_hidden_layers=32, num_attention_heads=32, max_position_embeddings=4096,
                                      pad_token_id=0), {}, 6_738_415_616),
+    ("mistral", lambda: hf.MistralConfig(vocab_size=32000, hidden_size=4096, intermediate_size=14336,
+                                         num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+                                         max_position_embeddings=32768, sliding_window=4096, pad_token_id=0), {},
+     7_241_732_096),
+    ("qwen3", lambda: hf.Qwen3Config(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                                     num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                                     max_position_embeddings=40960, tie_word_embeddings=True, pad_token_id=0,
+                                     rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
+                                     bos_token_id=151643, eos_token_id=151645), {"bos_id": 151643, "eos_id": 151645},
+     596_049_920),
     ("bert", lambda: hf.BertConfig(), {}, 109_514_298),
 ])
 def test_each_preset_is_its_reference_architecture(name, config, ids, count):
-    """GPT-2 (124M), Llama 2 7B and BERT-base (uncased) at their published sizes, with their
-    tokenizers' vocabularies and special ids."""
-    cls = {"gpt2": hf.GPT2LMHeadModel, "llama": hf.LlamaForCausalLM, "bert": hf.BertForMaskedLM}[name]
+    """GPT-2 (124M), Llama 2 7B, Mistral 7B, Qwen3 0.6B and BERT-base (uncased) at their published
+    sizes, with their tokenizers' vocabularies and special ids."""
+    cls = {"gpt2": hf.GPT2LMHeadModel, "llama": hf.LlamaForCausalLM, "mistral": hf.MistralForCausalLM,
+           "qwen3": hf.Qwen3ForCausalLM, "bert": hf.BertForMaskedLM}[name]
     with torch.device("meta"):
         ref = cls(config())
     assert sum(p.numel() for p in ref.parameters()) == count

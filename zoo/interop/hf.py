@@ -1,8 +1,8 @@
 """`from_hf` and `to_hf`: reference models of `transformers` in the zoo and back, computing the
-same function: the encoder-decoders T5, BART and Marian, the decoder-only GPT-2 and Llama, and the
-encoder-only BERT.
+same function: the encoder-decoders T5, mT5, BART and Marian, the decoder-only GPT-2, Llama, Mistral
+and Qwen3, and the encoder-only BERT.
 
-A family (zoo.interop.t5, .bart, .marian, .gpt2, .llama, .bert) says three things: the spec a
+A family (zoo.interop.t5, .bart, .marian, .gpt2, .llama, .llama_layout, .bert) says three things: the spec a
 reference model's configuration means, the reference configuration a spec means, and a table from
 the zoo's canonical weight names to the reference's parameter names, or to views of them (GPT-2's
 packed, transposed Conv1D weights). Both key sets are checked: a reference weight that no entry
@@ -78,7 +78,7 @@ def family_of(model: nn.Module) -> Family:
     for family in FAMILIES.values():
         if reference_class(family).__name__ in classes:
             return family
-    supported = ", ".join(reference_class(f).__name__ for f in FAMILIES.values())
+    supported = ", ".join(sorted(reference_class(f).__name__ for f in FAMILIES.values()))
     raise ConfigError(f"from_hf takes {supported}; got {type(model).__name__}")
 
 
@@ -126,9 +126,8 @@ def unlike_its_configuration(family: Family, model: nn.Module) -> list[str]:
 
 
 def from_hf(model: nn.Module, **overrides: Any) -> ZooModel:
-    """A zoo model computing the function of a T5ForConditionalGeneration (T5 1.0 and 1.1),
-    BartForConditionalGeneration, MarianMTModel, GPT2LMHeadModel, LlamaForCausalLM or
-    BertForMaskedLM, with its weights (copied), device and mode. `overrides` set spec fields the
+    """A zoo model computing the function of a reference model of any family in FAMILIES (T5 1.0 and
+    1.1, mT5, BART, Marian, GPT-2, Llama, Mistral, Qwen3, BERT), with its weights (copied), device and mode. `overrides` set spec fields the
     reference's configuration leaves open (a pad_id where it has no pad token: GPT-2, Llama)."""
     family = family_of(model)
     if any(t.is_meta for t in reference_tensors(model).values()):
@@ -197,9 +196,10 @@ def untie(reference: nn.Module, table: dict[str, str], state: dict[str, Tensor])
 
 
 def to_hf(model: ZooModel, family: str | None = None) -> nn.Module:
-    """The reference model (T5, BART, Marian, GPT-2, Llama or BERT; by default the family the spec matches) computing the
-    zoo model's function, with its weights (copied), device and mode. A spec that no family can
-    express is an error naming the fields and what the nearest family has instead."""
+    """The reference model of `family` computing the zoo model's function, with its weights
+    (copied), device and mode; by default the first family that expresses the spec exactly (mT5
+    computes what T5 1.1 does: name it). A spec that no family can express is an error naming the
+    fields and what the nearest family has instead."""
     if family is not None and family not in FAMILIES:
         raise ConfigError(f"to_hf family {family!r}; choices: {', '.join(sorted(FAMILIES))}")
     spec = model.spec

@@ -23,18 +23,20 @@ def reference() -> type:
 def rope_base(c) -> float:
     parameters = getattr(c, "rope_parameters", None) or {}
     if parameters.get("rope_type", "default") != "default":
-        raise ValueError(f"Llama rope_type {parameters['rope_type']!r} (scaled rotary positions) has no zoo spec")
+        raise ValueError(f"rope_type {parameters['rope_type']!r} (scaled rotary positions) has no zoo spec")
     return float(parameters.get("rope_theta", getattr(c, "rope_theta", 10000.0)))
 
 
-def spec_fields(model: nn.Module) -> dict[str, Any]:
+def layout_fields(model: nn.Module) -> dict[str, Any]:
+    """The spec of a model of Llama's layout (Llama, Mistral, Qwen3): what their configurations share."""
     c = model.config
-    if c.attention_bias or c.mlp_bias or c.hidden_act != "silu":
-        raise ValueError("Llama with attention_bias, mlp_bias or a hidden_act other than silu has no zoo spec")
+    if getattr(c, "attention_bias", False) or getattr(c, "mlp_bias", False) or c.hidden_act != "silu":
+        raise ValueError(f"{type(model).__name__} with attention_bias, mlp_bias or a hidden_act other than silu has "
+                         "no zoo spec")
     fields = {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
-        "n_kv_heads": c.num_key_value_heads, "head_width": c.head_dim, "d_ff": c.intermediate_size,
-        "n_decoder_layers": c.num_hidden_layers, "dropout": float(c.attention_dropout),
+        "n_kv_heads": c.num_key_value_heads, "head_width": c.head_dim or c.hidden_size // c.num_attention_heads,
+        "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers, "dropout": float(c.attention_dropout),
         "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
         "norm": "pre", "position": {"name": "rope", "base": rope_base(c)}, "attention": "fused", "ffn": "swiglu",
         "norm_type": {"name": "rmsnorm", "eps": float(c.rms_norm_eps)}, "final_norm": True,
@@ -44,18 +46,27 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     return fields | {"pad_id": c.pad_token_id}  # None: from_hf asks for one
 
 
-def config(spec: ModelSpec):
-    from transformers import LlamaConfig
+def spec_fields(model: nn.Module) -> dict[str, Any]:
+    return layout_fields(model)
 
+
+def layout_config(spec: ModelSpec, config_class: type, **extra: Any):
+    """The configuration of a model of Llama's layout: `config_class` with what they share, and `extra`."""
     rope = spec.position.base if spec.position.name == "rope" else 10000.0
-    return LlamaConfig(
+    return config_class(
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
         num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads, num_key_value_heads=spec.kv_heads,
         head_dim=spec.d_head, max_position_embeddings=spec.max_len, attention_dropout=spec.dropout,
         rms_norm_eps=spec.norm_type.eps if spec.norm_type.name == "rmsnorm" else 1e-6,
         rope_parameters={"rope_type": "default", "rope_theta": rope}, tie_word_embeddings=spec.embeddings.tie,
-        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id,
+        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id, **extra,
     )
+
+
+def config(spec: ModelSpec):
+    from transformers import LlamaConfig
+
+    return layout_config(spec, LlamaConfig)
 
 
 def computed(spec: ModelSpec) -> dict[str, Tensor]:

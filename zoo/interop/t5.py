@@ -97,3 +97,28 @@ def names(spec: ModelSpec) -> dict[str, str]:
 
 
 T5 = register(Family("t5", reference, spec_fields, config, names, free=("attention", "max_len")))
+
+
+def mt5() -> type:
+    from transformers import MT5ForConditionalGeneration
+
+    return MT5ForConditionalGeneration
+
+
+def mt5_fields(model: nn.Module) -> dict[str, Any]:
+    """mT5 is T5 1.1's layout; its forward never rescales the decoder's output, though its configuration
+    says tie_word_embeddings (which T5's reads as the rescale)."""
+    return spec_fields(model) | {"scale_output": False}
+
+
+def mt5_config(spec: ModelSpec):
+    from transformers import MT5Config
+
+    fields = config(spec).to_dict()
+    return MT5Config(**{key: fields[key] for key in MT5_KEYS})
+
+
+MT5_KEYS = ("vocab_size", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "num_heads",
+            "relative_attention_num_buckets", "relative_attention_max_distance", "dropout_rate", "layer_norm_epsilon",
+            "feed_forward_proj", "pad_token_id", "eos_token_id", "decoder_start_token_id")
+MT5 = register(Family("mt5", mt5, mt5_fields, mt5_config, names, free=("attention", "max_len")))
