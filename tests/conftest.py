@@ -1,6 +1,7 @@
 """Shared fixtures. Every per-variant test parametrizes over GRID, built from the registries, so a
 newly registered part is covered without a new test: every pair of values of any two axes (the
-model's kind among them) meets in some variant, and the four seed axes are crossed in full."""
+model's kind among them, a part's tried settings among its axis's values) meets in some variant,
+and the four seed axes are crossed in full."""
 
 import itertools
 import os
@@ -11,6 +12,7 @@ from covering import pairwise
 
 import zoo
 from zoo.model.generate import never_emitted
+from zoo.specs.choices import parse_choice_text, settings_model
 from zoo.specs.model_spec import KINDS
 
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # each worker its share of the cores, not all of them
@@ -18,6 +20,8 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # each worker its share of the 
 
 
 def name_of(fields: dict) -> str:
+    """The canonical name of the variant with these axis values (a part with settings as its text)."""
+    fields = {key: parse_choice_text(value) if key in zoo.AXES else value for key, value in fields.items()}
     return zoo.spec("post.sinusoidal.fused.relu", vocab_size=19, **fields).name
 
 
@@ -29,7 +33,17 @@ SEED_AXES = {"norm": ["post", "pre"], "position": ["sinusoidal", "learned"], "at
              "ffn": ["relu", "gelu"]}
 """The four axes the zoo started from, crossed in full (the main job's grid) for every kind."""
 
-AXIS_VALUES = {**{axis: zoo.registry(axis).names() for axis in zoo.AXES}, "kind": list(KINDS)}
+def axis_values(axis: str) -> list[str]:
+    """Each part of the axis, and each of the settings its Settings.TRIED names, as a part is
+    written in a canonical name (`rope+fraction=0.5`)."""
+    values = []
+    for name in zoo.registry(axis).names():
+        tried = settings_model(zoo.registry(axis).get(name)).TRIED
+        values += [name, *(name + "".join(f"+{key}={value}" for key, value in settings.items()) for settings in tried)]
+    return values
+
+
+AXIS_VALUES = {**{axis: axis_values(axis) for axis in zoo.AXES}, "kind": list(KINDS)}
 PAIRWISE = pairwise(AXIS_VALUES)
 SEED_PRODUCT = [{**dict(zip(SEED_AXES, combo)), "kind": kind}
                 for kind in KINDS for combo in itertools.product(*SEED_AXES.values())]

@@ -104,28 +104,41 @@ class Rotary(PositionScheme):
     """Rotary position embedding of Su et al. 2021 (RoFormer): queries and keys of self-attention are
     rotated by their absolute positions, so q . k depends only on the offset between them.
 
-    Dimension i is paired with i + d_head/2 (the GPT-NeoX layout; a fixed permutation of the paper's
-    adjacent pairs, so the same function class). Cross-attention gets no rotation, as in the paper,
-    which rotates self-attention only: source and target positions do not share one axis. Any length.
+    `layout: halves` pairs dimension i with i + width/2 (GPT-NeoX, Llama); `interleaved` pairs
+    adjacent dimensions 2i and 2i + 1 (the paper, GPT-J): a fixed permutation of each other, the
+    same function class, but not the same function of given weights. With `fraction`, only the
+    first fraction of each head's dimensions is rotated, with frequencies over that width, and the
+    rest passes unrotated (GPT-NeoX/Pythia 0.25, Phi 0.4 or 0.5). Cross-attention gets no rotation,
+    as in the paper, which rotates self-attention only: source and target positions do not share
+    one axis. Any length.
     """
 
     class Settings(PartSettings):
         base: float = Field(10000.0, gt=1.0, description="wavelengths run from 2 pi to 2 pi base")
+        fraction: float = Field(1.0, gt=0.0, le=1.0, description="of each head's dimensions, the first "
+                                "int(fraction * d_head) are rotated (GPT-NeoX's rotary_pct, Phi's "
+                                "partial_rotary_factor)")
+        layout: Literal["halves", "interleaved"] = Field(
+            "halves", description="halves: dimension i pairs with i + width/2 (GPT-NeoX, Llama); interleaved: 2i "
+                                  "with 2i + 1 (RoFormer, GPT-J)")
+
+        TRIED = ({"fraction": 0.5}, {"layout": "interleaved"})
 
     @classmethod
     def spec_problem(cls, spec: ModelSpec) -> str | None:
-        if spec.d_head % 2:
-            return (f"position rope rotates pairs of dimensions: d_head {spec.d_head} (d_model {spec.d_model} / "
-                    f"n_heads {spec.n_heads}) must be even")
+        width = rotated_width(spec)
+        if width % 2 or width == 0:
+            return (f"position rope rotates pairs of dimensions: int({spec.position.fraction} x d_head {spec.d_head}) "
+                    f"= {width} dimensions must be even and at least 2")
         return None
 
     def __init__(self, spec: ModelSpec, site: Site):
         super().__init__(spec, site)
-        self.d_head, self.base = spec.d_head, spec.position.base
+        self.width, self.base, self.layout = rotated_width(spec), spec.position.base, spec.position.layout
         self._table(spec.max_len)
 
     def _table(self, length: int, device: torch.device | None = None) -> None:
-        angles = rotary_angles(length, self.d_head, self.base)
+        angles = rotary_angles(length, self.width, self.base)
         self.register_buffer("cos", angles.cos().float().to(device), persistent=False)
         self.register_buffer("sin", angles.sin().float().to(device), persistent=False)
 
@@ -135,8 +148,19 @@ class Rotary(PositionScheme):
 
     def rotate(self, x: Tensor, positions: Tensor) -> Tensor:
         cos, sin = self.cos[positions][:, None].to(x.dtype), self.sin[positions][:, None].to(x.dtype)
-        first, second = x.chunk(2, dim=-1)
-        return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+        rotated, passed = (x, None) if self.width == x.size(-1) else (x[..., : self.width], x[..., self.width :])
+        if self.layout == "halves":
+            first, second = rotated.chunk(2, dim=-1)
+            rotated = torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+        else:
+            even, odd = rotated[..., 0::2], rotated[..., 1::2]
+            rotated = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+        return rotated if passed is None else torch.cat([rotated, passed], dim=-1)
+
+
+def rotated_width(spec: ModelSpec) -> int:
+    """How many of each head's dimensions rope rotates (transformers rounds the same way, down)."""
+    return int(spec.d_head * spec.position.fraction)
 
 
 def alibi_slopes(n_heads: int) -> Tensor:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import ValidationError, model_validator
 from pydantic_core import PydanticCustomError, core_schema
@@ -29,6 +29,10 @@ from zoo.specs.yamlio import load_yaml
 class PartSettings(StrictSettings):
     """The settings of a part without any; a part with some subclasses this as `Settings`, and
     every field needs a default."""
+
+    TRIED: ClassVar[tuple[dict[str, Any], ...]] = ()
+    """Settings away from their defaults that the tests' grid crosses with every value of every
+    other axis, as it does the part itself (tests/conftest.py): a new form meets every other part."""
 
     @model_validator(mode="before")
     @classmethod
