@@ -127,6 +127,9 @@ class Rotary(PositionScheme):
     @classmethod
     def spec_problem(cls, spec: ModelSpec) -> str | None:
         width = rotated_width(spec)
+        if spec.position.fraction == 1.0 and width % 2:
+            return (f"position rope rotates pairs of dimensions: d_head {spec.d_head} (d_model {spec.d_model} / "
+                    f"n_heads {spec.n_heads}) must be even")
         if width % 2 or width == 0:
             return (f"position rope rotates pairs of dimensions: int({spec.position.fraction} x d_head {spec.d_head}) "
                     f"= {width} dimensions must be even and at least 2")
