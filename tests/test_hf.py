@@ -213,7 +213,8 @@ def test_each_preset_is_its_reference_architecture(name):
     read = zoo.spec("vaswani2017", **{**fields, "pad_id": 0, "bos_id": 1, "eos_id": 2})
     assert read == preset and read.name == preset.name
     assert exact_parameters(preset, buffers=False) == trained(ref)
-    published = {"t5": (32128, 60_506_624), "t5-v1_1": (32128, 76_961_152), "mt5": (250112, 300_176_768), "bart": (50265, 139_420_416),
+    published = {"t5": (32128, 60_506_624), "t5-v1_1": (32128, 76_961_152), "mt5": (250112, 300_176_768),
+                 "bart": (50265, 139_420_416),
                  "marian": (58101, 73_886_208)}[name]
     assert exact_parameters(zoo.spec(name, vocab_size=published[0]), buffers=False) == published[1]
 

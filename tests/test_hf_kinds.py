@@ -1,5 +1,5 @@
-"""The decoder-only and encoder-only references of transformers (GPT-2, Llama, Mistral, Qwen3, BERT) in the zoo:
-the same logits with padding, the same greedy decoding for the two decoders, the same count of
+"""The decoder-only and encoder-only references of transformers (GPT-2, GPT-NeoX, Llama, Mistral, Qwen3,
+BERT) in the zoo: the same logits with padding, the same greedy decoding for the decoders, the same count of
 trained parameters, an exact round trip, and presets that are their architectures. Built from
 small random configurations, offline, with every weight moved away from its initial value."""
 
@@ -26,6 +26,13 @@ REFERENCES = {
     "llama-tied-head-width": lambda: hf.LlamaForCausalLM(hf.LlamaConfig(
         vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=3, num_attention_heads=2,
         num_key_value_heads=1, head_dim=6, tie_word_embeddings=True, **IDS)),
+    "gpt_neox": lambda: hf.GPTNeoXForCausalLM(hf.GPTNeoXConfig(
+        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=24,
+        max_position_embeddings=64, **IDS)),  # Pythia's parallel block, a quarter of each head rotated
+    "gpt_neox-sequential": lambda: hf.GPTNeoXForCausalLM(hf.GPTNeoXConfig(
+        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=24,
+        use_parallel_residual=False, max_position_embeddings=64, tie_word_embeddings=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5}, **IDS)),
     "mistral": lambda: hf.MistralForCausalLM(hf.MistralConfig(
         vocab_size=VOCAB, hidden_size=16, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, sliding_window=3, max_position_embeddings=64, **IDS)),  # the window shapes the logits
@@ -131,6 +138,9 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
     ("llama", lambda: hf.LlamaConfig(vocab_size=32000, hidden_size=4096, intermediate_size=11008,
                                      num_hidden_layers=32, num_attention_heads=32, max_position_embeddings=4096,
                                      pad_token_id=0), {}, 6_738_415_616),
+    ("pythia", lambda: hf.GPTNeoXConfig(vocab_size=50304, hidden_size=512, num_hidden_layers=6, num_attention_heads=8,
+                                        intermediate_size=2048, max_position_embeddings=2048, bos_token_id=0,
+                                        eos_token_id=0, pad_token_id=1), {"bos_id": 0, "eos_id": 0, "pad_id": 1}, 70_426_624),
     ("mistral", lambda: hf.MistralConfig(vocab_size=32000, hidden_size=4096, intermediate_size=14336,
                                          num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
                                          max_position_embeddings=32768, sliding_window=4096, pad_token_id=0), {},
@@ -144,16 +154,16 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
     ("bert", lambda: hf.BertConfig(), {}, 109_514_298),
 ])
 def test_each_preset_is_its_reference_architecture(name, config, ids, count):
-    """GPT-2 (124M), Llama 2 7B, Mistral 7B, Qwen3 0.6B and BERT-base (uncased) at their published
-    sizes, with their tokenizers' vocabularies and special ids."""
-    cls = {"gpt2": hf.GPT2LMHeadModel, "llama": hf.LlamaForCausalLM, "mistral": hf.MistralForCausalLM,
-           "qwen3": hf.Qwen3ForCausalLM, "bert": hf.BertForMaskedLM}[name]
+    """GPT-2 (124M), Pythia 70M, Llama 2 7B, Mistral 7B, Qwen3 0.6B and BERT-base (uncased) at their
+    published sizes, with their tokenizers' vocabularies and special ids."""
+    cls = {"gpt2": hf.GPT2LMHeadModel, "pythia": hf.GPTNeoXForCausalLM, "llama": hf.LlamaForCausalLM,
+           "mistral": hf.MistralForCausalLM, "qwen3": hf.Qwen3ForCausalLM, "bert": hf.BertForMaskedLM}[name]
     with torch.device("meta"):
         ref = cls(config())
     assert sum(p.numel() for p in ref.parameters()) == count
     preset = zoo.spec(name, vocab_size=ref.config.vocab_size, **ids)
     assert exact_parameters(preset, buffers=False) == count
-    expected = zoo.specs.catalog.validated(zoo.interop.hf.FAMILIES[name].spec_fields(ref))
+    expected = zoo.specs.catalog.validated(zoo.interop.hf.family_of(ref).spec_fields(ref))
     assert zoo.interop.hf.expressible(expected) == zoo.interop.hf.expressible(preset)
 
 

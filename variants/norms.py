@@ -166,16 +166,26 @@ class Fixup(NormPlacement):
 class Parallel(NormPlacement):
     """x + sum_i F_i(LN(x)): the block's sublayers read one normalized input and their outputs are
     summed into the residual (GPT-J, PaLM), so one norm serves the block (the first sublayer's
-    part holds it). In a decoder block with cross-attention, the cross-attention's queries are the
-    same LN(x), not the self-attention's output: the memory and this layer's self-attention reach
-    each other only in the next layer."""
+    part holds it); with `shared_norm: false`, each sublayer reads a norm of its own,
+    x + sum_i F_i(LN_i(x)) (GPT-NeoX, Pythia). In a decoder block with cross-attention, the
+    cross-attention's queries are normalized x too, not the self-attention's output: the memory
+    and this layer's self-attention reach each other only in the next layer."""
 
     wants_final_norm = True
 
+    class Settings(PartSettings):
+        shared_norm: bool = Field(True, description="one norm for the block's sublayers (GPT-J, PaLM); false: one "
+                                                    "per sublayer (GPT-NeoX, Pythia)")
+
+        TRIED = ({"shared_norm": False},)
+
     def __init__(self, spec: ModelSpec, site: Site, index: int = 0):
-        super().__init__(spec, site, index, normalizes=index == 0)
+        self.shared = spec.norm.shared_norm
+        super().__init__(spec, site, index, normalizes=index == 0 or not self.shared)
 
     @classmethod
     def compose(cls, x: Tensor, steps: Sequence[Step]) -> Tensor:
-        h = steps[0][0].norm(x)
-        return x + sum(part.dropout(sublayer(h)) for part, sublayer in steps)
+        if steps[0][0].shared:
+            h = steps[0][0].norm(x)
+            return x + sum(part.dropout(sublayer(h)) for part, sublayer in steps)
+        return x + sum(part.dropout(sublayer(part.norm(x))) for part, sublayer in steps)

@@ -1,8 +1,8 @@
 """`from_hf` and `to_hf`: reference models of `transformers` in the zoo and back, computing the
-same function: the encoder-decoders T5, mT5, BART and Marian, the decoder-only GPT-2, Llama, Mistral
-and Qwen3, and the encoder-only BERT.
+same function: the encoder-decoders T5, mT5, BART and Marian, the decoder-only GPT-2, GPT-NeoX, Llama,
+Mistral and Qwen3, and the encoder-only BERT.
 
-A family (zoo.interop.t5, .bart, .marian, .gpt2, .llama, .llama_layout, .bert) says three things: the spec a
+A family (zoo.interop.t5, .bart, .marian, .gpt2, .gpt_neox, .llama, .llama_layout, .bert) says three things: the spec a
 reference model's configuration means, the reference configuration a spec means, and a table from
 the zoo's canonical weight names to the reference's parameter names, or to views of them (GPT-2's
 packed, transposed Conv1D weights). Both key sets are checked: a reference weight that no entry
@@ -127,8 +127,9 @@ def unlike_its_configuration(family: Family, model: nn.Module) -> list[str]:
 
 def from_hf(model: nn.Module, **overrides: Any) -> ZooModel:
     """A zoo model computing the function of a reference model of any family in FAMILIES (T5 1.0 and
-    1.1, mT5, BART, Marian, GPT-2, Llama, Mistral, Qwen3, BERT), with its weights (copied), device and mode. `overrides` set spec fields the
-    reference's configuration leaves open (a pad_id where it has no pad token: GPT-2, Llama)."""
+    1.1, mT5, BART, Marian, GPT-2, GPT-NeoX, Llama, Mistral, Qwen3, BERT), with its weights (copied),
+    device and mode. `overrides` set spec fields the reference's configuration leaves open (a pad_id
+    where it has no pad token: GPT-2, GPT-NeoX, Llama)."""
     family = family_of(model)
     if any(t.is_meta for t in reference_tensors(model).values()):
         raise ConfigError(f"from_hf ({family.name}): the model's weights are on the meta device and hold no values "

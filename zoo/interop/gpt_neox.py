@@ -1,0 +1,108 @@
+"""GPT-NeoX (Black et al. 2022) and Pythia (Biderman et al. 2023) as transformers' GPTNeoXForCausalLM
+holds them: a decoder-only pre-norm stack with LayerNorm, rotary positions over the first quarter of
+each head (`rope+fraction=0.25`, halves), the exact GELU, biases on every projection but the
+output's, and an output projection of its own. Its blocks are parallel with a norm per sublayer
+(`parallel+shared_norm=false`: x + attn(LN1(x)) + mlp(LN2(x))), or sequential pre-norm where the
+configuration says use_parallel_residual false. q, k and v are one packed projection, head by
+head ([q, k, v] of head 0, then of head 1, ...), which the table reads through views."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from zoo.interop.hf import ACTIVATIONS, Family, register
+from zoo.specs.model_spec import ModelSpec
+
+FFN = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "swish": "silu"}
+
+
+def reference() -> type:
+    from transformers import GPTNeoXForCausalLM
+
+    return GPTNeoXForCausalLM
+
+
+def rope(c) -> dict[str, Any]:
+    parameters = c.rope_parameters or {}
+    if parameters.get("rope_type", "default") != "default":
+        raise ValueError(f"rope_type {parameters['rope_type']!r} (scaled rotary positions) has no zoo spec")
+    return {"name": "rope", "base": float(parameters.get("rope_theta", 10000.0)),
+            "fraction": float(parameters.get("partial_rotary_factor", 1.0))}
+
+
+def spec_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    ffn = ACTIVATIONS.get(c.hidden_act)
+    if ffn not in FFN or not c.attention_bias:
+        raise ValueError(f"GPT-NeoX with hidden_act {c.hidden_act!r} or without attention_bias has no zoo spec")
+    if c.attention_dropout != c.hidden_dropout:
+        raise ValueError("GPT-NeoX with attention_dropout other than hidden_dropout has no zoo spec (one rate)")
+    fields = {
+        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
+        "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers, "dropout": float(c.hidden_dropout),
+        "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
+        "norm": {"name": "parallel", "shared_norm": False} if c.use_parallel_residual else "pre", "position": rope(c),
+        "attention": "fused", "ffn": ffn, "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps)},
+        "final_norm": True, "scale_embeddings": False, "embedding_norm": False,
+        "tie_embeddings": model.lm_head.weight is model.gpt_neox.embed_in.weight, "output_bias": "none", "bias": True,
+    }
+    return fields | {"pad_id": c.pad_token_id}  # None: from_hf asks for one
+
+
+def config(spec: ModelSpec):
+    from transformers import GPTNeoXConfig
+
+    rotary = spec.position.name == "rope"
+    return GPTNeoXConfig(
+        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_decoder_layers,
+        num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width, hidden_act=FFN.get(spec.ffn.name, "gelu"),
+        rope_parameters={"rope_type": "default", "rope_theta": spec.position.base if rotary else 10000.0,
+                         "partial_rotary_factor": spec.position.fraction if rotary else 1.0},
+        attention_dropout=spec.dropout, hidden_dropout=spec.dropout, max_position_embeddings=spec.max_len,
+        layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
+        use_parallel_residual=spec.norm.name == "parallel", tie_word_embeddings=spec.embeddings.tie,
+        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id,
+    )
+
+
+def computed(spec: ModelSpec) -> dict[str, Tensor]:
+    """The rotary frequencies GPT-NeoX keeps as buffers, over the rotated width."""
+    width = int(spec.d_head * spec.position.fraction) if spec.position.name == "rope" else spec.d_head
+    base = spec.position.base if spec.position.name == "rope" else 10000.0
+    frequency = (1.0 / base ** (torch.arange(0, width, 2, dtype=torch.float64) / width)).float()
+    return {"gpt_neox.rotary_emb.inv_freq": frequency, "gpt_neox.rotary_emb.original_inv_freq": frequency}
+
+
+def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:
+    """query_key_value's rows (and bias) per head as [q, k, v]: q is every head's first third."""
+    out = {}
+    for i in range(spec.n_decoder_layers):
+        for part in ("weight", "bias"):
+            packed = f"gpt_neox.layers.{i}.attention.query_key_value.{part}"
+            if packed in tensors:
+                heads = tensors[packed].view(spec.n_heads, 3, spec.d_head, *tensors[packed].shape[1:])
+                out |= {f"{packed}:{p}": (heads[:, j], packed) for j, p in enumerate("qkv")}
+    return out
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    table = {"decoder.embed.tokens.weight": "gpt_neox.embed_in.weight", "generator.weight": "lm_head.weight",
+             "decoder.norm.weight": "gpt_neox.final_layer_norm.weight",
+             "decoder.norm.bias": "gpt_neox.final_layer_norm.bias"}
+    for i in range(spec.n_decoder_layers):
+        zoo, ref = f"decoder.layers.{i}", f"gpt_neox.layers.{i}"
+        for part in ("weight", "bias"):
+            table |= {f"{zoo}.self_attn.{p}.{part}": f"{ref}.attention.query_key_value.{part}:{p}" for p in "qkv"}
+            table |= {f"{zoo}.self_attn.out.{part}": f"{ref}.attention.dense.{part}",
+                      f"{zoo}.self_attn_residual.norm.{part}": f"{ref}.input_layernorm.{part}",
+                      f"{zoo}.ffn_residual.norm.{part}": f"{ref}.post_attention_layernorm.{part}",
+                      f"{zoo}.ffn.linear1.{part}": f"{ref}.mlp.dense_h_to_4h.{part}",
+                      f"{zoo}.ffn.linear2.{part}": f"{ref}.mlp.dense_4h_to_h.{part}"}
+    return table
+
+
+GPT_NEOX = register(Family("gpt_neox", reference, spec_fields, config, names, computed,
+                           free=("attention", "pad_id"), views=views))
