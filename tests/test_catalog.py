@@ -33,9 +33,15 @@ def test_presets_chain_from_their_base():
 
 @pytest.mark.parametrize("preset", zoo.list_variants())
 def test_every_preset_builds_and_overrides_win(preset):
-    model = zoo.build(preset, **TINY)
-    assert model.spec.d_model == TINY["d_model"]
-    assert model.spec == zoo.spec(preset, **TINY)
+    sizes = {**TINY, "n_heads": 2}  # heads of 8, so that Pythia's rotated quarter holds a pair
+    model = zoo.build(preset, **sizes)
+    assert model.spec.d_model == sizes["d_model"] and model.spec.n_heads == 2
+    assert model.spec == zoo.spec(preset, **sizes)
+
+
+def test_a_preset_shrunk_below_what_its_parts_need_says_why():
+    with pytest.raises(zoo.ConfigError, match=r"int\(0\.25 x d_head 4\) = 1 dimensions must be even"):
+        zoo.build("pythia", **TINY)
 
 
 def test_canonical_names_need_not_be_listed():
