@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from zoo.interop.hf import ACTIVATIONS, Family, register
+from zoo.interop.llama import rope_base, rotary_buffers
 from zoo.specs.model_spec import ModelSpec
 
 FFN = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "swish": "silu"}
@@ -26,11 +26,8 @@ def reference() -> type:
 
 
 def rope(c) -> dict[str, Any]:
-    parameters = c.rope_parameters or {}
-    if parameters.get("rope_type", "default") != "default":
-        raise ValueError(f"rope_type {parameters['rope_type']!r} (scaled rotary positions) has no zoo spec")
-    return {"name": "rope", "base": float(parameters.get("rope_theta", 10000.0)),
-            "fraction": float(parameters.get("partial_rotary_factor", 1.0))}
+    fraction = (c.rope_parameters or {}).get("partial_rotary_factor", 1.0)
+    return {"name": "rope", "base": rope_base(c), "fraction": float(fraction)}
 
 
 def spec_fields(model: nn.Module) -> dict[str, Any]:
@@ -69,11 +66,7 @@ def config(spec: ModelSpec):
 
 
 def computed(spec: ModelSpec) -> dict[str, Tensor]:
-    """The rotary frequencies GPT-NeoX keeps as buffers, over the rotated width."""
-    width = int(spec.d_head * spec.position.fraction) if spec.position.name == "rope" else spec.d_head
-    base = spec.position.base if spec.position.name == "rope" else 10000.0
-    frequency = (1.0 / base ** (torch.arange(0, width, 2, dtype=torch.float64) / width)).float()
-    return {"gpt_neox.rotary_emb.inv_freq": frequency, "gpt_neox.rotary_emb.original_inv_freq": frequency}
+    return rotary_buffers(spec, "gpt_neox.rotary_emb")
 
 
 def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:

@@ -69,11 +69,18 @@ def config(spec: ModelSpec):
     return layout_config(spec, LlamaConfig)
 
 
+def rotary_buffers(spec: ModelSpec, module: str) -> dict[str, Tensor]:
+    """The rotary frequencies a reference keeps as buffers of `module` (over the rotated width); the
+    zoo computes the same ones."""
+    rope = spec.position.name == "rope"
+    width = int(spec.d_head * spec.position.fraction) if rope else spec.d_head
+    base = spec.position.base if rope else 10000.0
+    frequency = (1.0 / base ** (torch.arange(0, width, 2, dtype=torch.float64) / width)).float()
+    return {f"{module}.inv_freq": frequency, f"{module}.original_inv_freq": frequency}
+
+
 def computed(spec: ModelSpec) -> dict[str, Tensor]:
-    """The rotary frequencies Llama keeps as buffers; the zoo computes the same ones."""
-    base = spec.position.base if spec.position.name == "rope" else 10000.0
-    frequency = 1.0 / base ** (torch.arange(0, spec.d_head, 2, dtype=torch.float64) / spec.d_head)
-    return {"model.rotary_emb.inv_freq": frequency.float(), "model.rotary_emb.original_inv_freq": frequency.float()}
+    return rotary_buffers(spec, "model.rotary_emb")
 
 
 def names(spec: ModelSpec) -> dict[str, str]:

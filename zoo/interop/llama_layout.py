@@ -41,7 +41,7 @@ def mistral_config(spec: ModelSpec):
 
 def qwen3_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
-    windowed = {kind for kind in c.layer_types or ["full_attention"]}
+    windowed = set(c.layer_types or ["full_attention"])
     if windowed == {"full_attention"}:
         window = None
     elif windowed == {"sliding_attention"}:

@@ -39,15 +39,19 @@ def task_identity(fields: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in fields.items() if key not in IDENTITY}
 
 
+def ids_only(size: int) -> Vocabulary:
+    """A vocabulary of `size` ids whose tokens stand for nothing: a replay holds no text."""
+    return Vocabulary([f"#{i}" for i in range(3, size)])
+
+
 class Replayed(Task):
     """The recorded task's batches, asked for by (step, rows) as the trainer asked for them then;
     it holds no held-out split, so a window that evaluates cannot be replayed."""
 
     def __init__(self, params, seed: int, replay: dict[str, Any]):
         Task.__init__(self, params, seed)  # not the recorded task's own, which reads its corpus
-        self.src_vocab = Vocabulary([f"#{i}" for i in range(3, replay["src_size"])])
-        self.tgt_vocab = (self.src_vocab if replay["shared"] else
-                          Vocabulary([f"#{i}" for i in range(3, replay["tgt_size"])]))
+        self.src_vocab = ids_only(replay["src_size"])
+        self.tgt_vocab = self.src_vocab if replay["shared"] else ids_only(replay["tgt_size"])
         self.batches, self.longest = replay["batches"], tuple(replay["longest"])
 
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
