@@ -1,6 +1,7 @@
 """Shared fixtures. Every per-variant test parametrizes over GRID, built from the registries, so a
 newly registered part is covered without a new test: every pair of values of any two axes (the
-model's kind among them, a part's tried settings among its axis's values) meets in some variant,
+model's kind and the per-layer pattern among them, a part's tried settings among its axis's values)
+meets in some variant,
 and the four seed axes are crossed in full."""
 
 import itertools
@@ -19,9 +20,15 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # each worker its share of the 
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
+LAYER_PATTERNS = {"same": {}, "alternate": {"local": {"every": 2, "at": 0, "set": {"window": 3, "d_ff": 24}}}}
+"""The grid's per-layer patterns: every layer alike, or the even layers (the first of each stack)
+windowed and narrower than the odd ones."""
+
+
 def name_of(fields: dict) -> str:
     """The canonical name of the variant with these axis values (a part with settings as its text)."""
-    fields = {key: parse_choice_text(value) if key in zoo.AXES else value for key, value in fields.items()}
+    fields = {key: parse_choice_text(value) if key in zoo.AXES else LAYER_PATTERNS[value] if key == "layers" else value
+              for key, value in fields.items()}
     return zoo.spec("post.sinusoidal.fused.relu", vocab_size=19, **fields).name
 
 
@@ -43,7 +50,7 @@ def axis_values(axis: str) -> list[str]:
     return values
 
 
-AXIS_VALUES = {**{axis: axis_values(axis) for axis in zoo.AXES}, "kind": list(KINDS)}
+AXIS_VALUES = {**{axis: axis_values(axis) for axis in zoo.AXES}, "kind": list(KINDS), "layers": list(LAYER_PATTERNS)}
 PAIRWISE = pairwise(AXIS_VALUES)
 SEED_PRODUCT = [{**dict(zip(SEED_AXES, combo)), "kind": kind}
                 for kind in KINDS for combo in itertools.product(*SEED_AXES.values())]

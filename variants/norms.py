@@ -26,9 +26,20 @@ class PostNorm(NormPlacement):
 
 @register("pre")
 class PreNorm(NormPlacement):
-    """x + F(LN(x)), as in Xiong et al. 2020; the residual stream needs a final LayerNorm."""
+    """x + F(LN(x)), as in Xiong et al. 2020; the residual stream needs a final LayerNorm. With
+    `attention_norm: false` the self-attention reads x itself: ModernBERT's first layer, whose
+    embeddings end in a norm (a per-layer rule: `layers: {first: {only: [0], set: {norm:
+    {attention_norm: false}}}}`)."""
 
     wants_final_norm = True
+
+    class Settings(PartSettings):
+        attention_norm: bool = Field(True, description="normalize the self-attention's input; false: x as it is")
+
+        TRIED = ({"attention_norm": False},)
+
+    def __init__(self, spec: ModelSpec, site: Site, index: int = 0):
+        super().__init__(spec, site, index, normalizes=index != 0 or spec.norm.attention_norm)
 
     def forward(self, x: Tensor, sublayer) -> Tensor:
         return x + self.dropout(sublayer(self.norm(x)))

@@ -66,9 +66,11 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
     """Parameters and buffers of the real model (without buffers: its trained parameters), counted
     on the meta device (no memory used) from stacks of one and two layers: every layer after the
     first is the same as the second, so a stack of N holds one + (N - 1) x (two - one), and a
-    depth of 10^6 counts as fast as 2."""
+    depth of 10^6 counts as fast as 2. Where per-layer rules make layers differ, an empty stack
+    plus one block of each kind of layer times its count."""
     from zoo.model.assembly import stack_sites
-    from zoo.model.stacks import model_stack
+    from zoo.model.stacks import layer_block, model_stack
+    from zoo.specs.layer_rules import distinct_layers
 
     check_countable(spec)
     linear = {axis: (setting, n) for axis, (setting, n) in copies_of(spec).items() if n > 3}
@@ -90,8 +92,18 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
         return sum(t.numel() for t in (*(p for p in part.parameters() if buffers or p.requires_grad),
                                         *(part.buffers() if buffers else ())))
 
+    def block(name: str, index: int) -> int:
+        with torch.device("meta"):
+            part = layer_block(spec, index, sites[name], cross=name == "decoder" and "encoder" in sites)
+        return sum(t.numel() for t in (*(p for p in part.parameters() if buffers or p.requires_grad),
+                                        *(part.buffers() if buffers else ())))
+
     total = 0
     for name, site in sites.items():
+        if spec.layers:  # layers differ by the rules: one block of each kind, times how many there are
+            groups = distinct_layers(spec.layers, name, site.layers)
+            total += count(name, 0) + sum(n * block(name, index) for index, n in groups.items())
+            continue
         one, two = count(name, 1), count(name, 2)
         total += one + (site.layers - 1) * (two - one)
     width, projection = spec.embedding_width, spec.d_model * (spec.embeddings.dim or 0)

@@ -10,9 +10,10 @@ import torch
 from torch import Tensor, nn
 
 from zoo.dropout import Dropout
+from zoo.errors import ConfigError
 from zoo.model.attend import DecoderCache, LayerCache
 from zoo.model.blocks import Block
-from zoo.parts import Site
+from zoo.parts import PositionScheme, Site
 from zoo.roles import HoldsWeights, Role
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import build_part
@@ -97,13 +98,16 @@ class OutputProjection(HoldsWeights, nn.Linear):
 class Stack(nn.Module):
     """N blocks over one embedded sequence: an encoder (bidirectional), a decoder-only model's
     stack (causal), or an encoder-decoder's decoder (causal, with cross-attention to a memory).
-    With `share_layers`, one block is applied N times (each application with a cache of its own)."""
+    With `share_layers`, one block is applied N times (each application with a cache of its own).
+    A layer that the spec's per-layer rules change is built from its own spec (spec.at_layer), with
+    a position scheme of its own where the rules change the stack's (Gemma 3's global rope base)."""
 
     def __init__(self, spec: ModelSpec, vocab_size: int, layers: int, site: Site, cross: bool = False):
         super().__init__()
         self.embed = Embedder(spec, vocab_size, site)
         self.depth = layers
-        self.layers = nn.ModuleList(Block(spec, site, cross) for _ in range(1 if spec.share_layers else layers))
+        self.layers = nn.ModuleList(layer_block(spec, i, site, cross) for i in range(1 if spec.share_layers else layers))
+        self.schemes = [self.embed.position, *(layer.position for layer in self.layers if hasattr(layer, "position"))]
         self.norm = final_norm(spec)
 
     def applied(self) -> list[Block]:
@@ -130,14 +134,30 @@ class Stack(nn.Module):
         start = 0 if cache is None else cache.length
         if positions is None:
             positions = torch.arange(start, start + ids.size(1), device=ids.device)[None]
-        self.embed.position.prepare(start + ids.size(1))
+        for scheme in self.schemes:
+            scheme.prepare(start + ids.size(1))
         key_positions = positions if cache is None else cache.extend(positions)
         x, maps = self.embed(ids, positions), []
         for i, layer in enumerate(self.applied()):
-            x, weights = layer(x, mask, self.embed.position, positions, key_positions, memory, memory_mask,
+            position = layer.position if hasattr(layer, "position") else self.embed.position
+            x, weights = layer(x, mask, position, positions, key_positions, memory, memory_mask,
                                None if cache is None else cache.layers[i], need_weights)
             maps.append(weights)
         return self.norm(x), maps
+
+
+def layer_block(spec: ModelSpec, index: int, site: Site, cross: bool) -> Block:
+    """The block at depth `index` of the stack at `site`, as the spec's per-layer rules make it."""
+    layer = spec.at_layer("decoder" if site.causal else "encoder", index)
+    block = Block(layer, site, cross)
+    if layer.position != spec.position:
+        block.position = build_part("position", layer, site=site)
+        if any(type(scheme).forward is not PositionScheme.forward for scheme in (block.position, build_part(
+                "position", spec, site=site))):
+            raise ConfigError(f"layers: position {spec.position} -> {layer.position} at layer {index}: a layer may "
+                              "change only a scheme that acts inside attention (rope, alibi, t5); one that adds to "
+                              "the embeddings serves the whole stack")
+    return block
 
 
 def model_stack(spec: ModelSpec, name: str, sites: dict[str, Site], layers: int | None = None) -> Stack:

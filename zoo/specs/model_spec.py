@@ -19,6 +19,7 @@ from pydantic_core import PydanticCustomError
 from zoo.errors import ConfigError, describe_validation
 from zoo.specs.choices import AxisChoice, Choice
 from zoo.specs.hooks import AutoWidth, SpecCheck, implements, wants_final_norm
+from zoo.specs.layer_rules import LayerRule, layer_fields, rules_problem
 from zoo.specs.naming import DEFAULT_KIND, CanonicalName
 from zoo.specs.registries import AXES, KIND_STACKS, describe_unknown, registry
 from zoo.specs.strict import StrictSettings
@@ -93,6 +94,10 @@ class ModelRecipe(CanonicalName, StrictSettings):
     output: OutputSwitches = Field(default_factory=OutputSwitches,
                                    description="the output head's switches: scale, bias, softcap, transform")
     bias: bool = Field(True, description="biases in the linear layers")
+    layers: dict[str, LayerRule] = Field(
+        {}, description="per-layer rules by name, applied in order, a later one winning: e.g. {global: {every: 4, "
+                        "set: {window: null}}} (zoo.specs.layer_rules)"
+    )
 
     @field_validator("kind")
     @classmethod
@@ -184,6 +189,9 @@ class ModelRecipe(CanonicalName, StrictSettings):
             problem = part.spec_problem(self) if implements(part, SpecCheck) else None
             if problem:
                 raise PydanticCustomError("part_needs", "{problem}", {"problem": problem})
+        problem = rules_problem(self)
+        if problem:
+            raise PydanticCustomError("layer_rule", "{problem}", {"problem": problem})
         return self
 
     def _auto_final_norm(self) -> bool:
@@ -237,6 +245,13 @@ class ModelRecipe(CanonicalName, StrictSettings):
     @property
     def uses_final_norm(self) -> bool:
         return self._auto_final_norm() if self.final_norm == "auto" else self.final_norm
+
+    def at_layer(self, stack: str, index: int):
+        """The spec of layer `index` (from 0) of `stack` (encoder or decoder): this spec where no rule
+        of `layers` selects the layer, else its fields with the rules' settings."""
+        if not any(rule.selects(stack, index) for rule in self.layers.values()):
+            return self
+        return type(self).model_validate(layer_fields(self.model_dump(), self.layers, stack, index))
 
     def replace(self, **changes: Any):
         """A copy with `changes`, validated: a switch changes alone, by its flat key or in its group

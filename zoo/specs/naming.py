@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from zoo.specs.choices import value_text
+from zoo.specs.layer_rules import rules_text
 from zoo.specs.registries import AXES, NAMED_AXES
 from zoo.specs.switches import flat_defaults, flat_switches
 
@@ -22,10 +23,11 @@ class CanonicalName:
         """Canonical variant name, e.g. `pre.learned.per_head.gelu`: the axes' name (`axes_name`),
         then every switch away from its default as `key=value` joined by `+`
         (`pre.rope.sdpa.swiglu.rmsnorm.qk_norm=rmsnorm+window=128`), so a name identifies a model
-        up to its sizes."""
-        switches = self.switches()
-        return ".".join([self.axes_name, *(["+".join(f"{key}={value_text(value)}" for key, value in switches.items())]
-                                           if switches else [])])
+        up to its sizes; per-layer rules follow as `layers={...}`."""
+        switches = [f"{key}={value_text(value)}" for key, value in self.switches().items()]
+        if self.layers:  # per-layer rules last, as compact JSON (zoo.specs.layer_rules)
+            switches.append(f"layers={rules_text(self.layers)}")
+        return ".".join([self.axes_name, *(["+".join(switches)] if switches else [])])
 
     @property
     def axes_name(self) -> str:

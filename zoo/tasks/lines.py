@@ -128,16 +128,58 @@ class TextLines(Task):
         raise NotImplementedError
 
 
+class LmParams(LinesParams):
+    pack: PositiveInt | None = Field(
+        None, description="rows of this many tokens cut from the lines joined end to end (each bos ... eos), so "
+                          "attention spans sentences (GPT-2, nanoGPT); the held-out lines likewise, the last row "
+                          "shorter; null: a row per line"
+    )
+
+
+def packed(lines: list[list[int]], length: int, keep_rest: bool) -> list[list[int]]:
+    """The lines joined end to end, cut into rows of `length`; the shorter rest kept where asked."""
+    stream = [token for line in lines for token in line]
+    end = len(stream) if keep_rest else len(stream) - len(stream) % length
+    return [stream[start : start + length] for start in range(0, end, length)]
+
+
 @registry("task").register("lm")
 class LanguageModeling(TextLines):
-    """Next-token prediction over each line: the source is the start token alone, the target the
-    line, so a decoder-only model reads the line and is scored on every token after the start."""
+    """Next-token prediction over each line (or each packed row): the source is the row's first
+    token (the start token of a line), the target the row, so a decoder-only model reads the row
+    and is scored on every token after its first."""
 
+    Params = LmParams
     METRICS = ("loss", "perplexity", "token_acc")
     kinds: ClassVar[tuple[str, ...]] = ("decoder",)
 
+    def __init__(self, params: LmParams, seed: int, state: dict[str, Any] | None = None):
+        super().__init__(params, seed, state)
+        if params.pack is not None:
+            self.train_lines = packed(self.train_lines, params.pack, keep_rest=False)
+            if not self.train_lines:
+                raise ConfigError(f"task.pack {params.pack}: the training lines hold fewer tokens than one row")
+            self.order = EpochOrder(self.seed, len(self.train_lines))
+
+    def held_out(self, size: int | None, split: str) -> list[list[int]]:
+        """The split's encoded rows: its first lines, or the rows they pack into."""
+        stem, count = held_out_part(self.params, size, split)
+        ids = [self.codec.encode(line) for line in self._split(stem)[:count]]
+        return ids if self.params.pack is None else packed(ids, self.params.pack, keep_rest=True)
+
+    def held_out_rows(self, size: int, split: str = "valid") -> int:
+        return len(self.held_out(size, split)) if self.params.pack is not None else super().held_out_rows(size, split)
+
+    def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
+        if self.params.pack is None:
+            return super().eval_batches(size, batch_size, split)
+        self.check_split(split)
+        ids = self.held_out(size, split)
+        return [self.examples(pad_rows(ids[start : start + batch_size]), torch.Generator())
+                for start in range(0, len(ids), batch_size)]
+
     def examples(self, ids: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        return torch.full((ids.size(0), 1), Vocabulary.bos_id), ids
+        return ids[:, :1], ids
 
     def example_lengths(self, length: int) -> tuple[int, int]:
         return 1, length

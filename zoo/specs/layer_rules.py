@@ -1,0 +1,143 @@
+"""Per-layer patterns: settings of a layer that vary with its index by a declared rule.
+
+One mechanism for every interleaving the field uses: Gemma 2's sliding window on alternate
+layers, Gemma 3's five local layers to one global with its own rope base, ModernBERT's global
+attention every third layer and its first layer without an attention norm, Character.AI's one
+global layer in six. A spec holds its rules by name, in order (a later rule wins where two
+select one layer):
+
+    layers:
+      global: {every: 4, set: {window: null, position: {base: 1000000.0}}}
+      first: {only: [0], set: {norm: {attention_norm: false}}}
+
+so `model.layers.global.every` is a sweep's grid key (every 1: all global, 2: 1:1, 4: 3:1, 6: 5:1).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field, NonNegativeInt, PositiveInt, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from zoo.errors import describe_validation
+from zoo.specs.registries import AXES
+from zoo.specs.strict import StrictSettings
+from zoo.specs.switches import FLAT, GROUPS, grouped
+
+LAYER_KEYS: tuple[str, ...] = (*AXES, "d_ff", *(key for key, (group, _) in FLAT.items() if group == "attn"), "attn")
+"""What a rule may set: any axis (a mapping without a name changes the settings of the spec's own
+part), the feed-forward width, and attention's switches (by flat key or in `attn`)."""
+
+NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+class LayerRule(StrictSettings):
+    """The layers a rule selects (in each stack, counted from 0 at the embeddings) and what it sets there."""
+
+    every: PositiveInt = Field(1, description="the period of the pattern: one layer in every `every`")
+    at: NonNegativeInt | None = Field(
+        None, description="which layer of each period, from 0; null: the last (every 2: layers 1, 3, 5, ...)"
+    )
+    only: list[NonNegativeInt] | None = Field(None, description="these layer indices instead of a period")
+    stack: Literal["all", "encoder", "decoder"] = Field("all", description="the stacks whose layers the rule selects")
+    set: dict[str, Any] = Field(description=f"the layer's settings: {', '.join(LAYER_KEYS)}")
+
+    @model_validator(mode="after")
+    def _well_formed(self) -> LayerRule:
+        offset = self.every - 1 if self.at is None else self.at
+        if offset >= self.every:
+            raise PydanticCustomError("rule_at", "at {at} is outside a period of every {every} (0..{last})",
+                                      {"at": self.at, "every": self.every, "last": self.every - 1})
+        if self.only is not None and (self.every != 1 or self.at is not None):
+            raise PydanticCustomError("rule_only", "a rule selects by `only` or by `every`/`at`, not both", {})
+        unknown = [key for key in self.set if key not in LAYER_KEYS]
+        if unknown:
+            raise PydanticCustomError(
+                "rule_key", "set: '{key}' is not a setting a layer may change; choices: {choices}",
+                {"key": unknown[0], "choices": ", ".join(LAYER_KEYS)})
+        if not self.set:
+            raise PydanticCustomError("rule_empty", "set: a rule sets at least one of {choices}",
+                                      {"choices": ", ".join(LAYER_KEYS)})
+        return self
+
+    def selects(self, stack: str, index: int) -> bool:
+        if self.stack not in ("all", stack):
+            return False
+        if self.only is not None:
+            return index in self.only
+        return index % self.every == (self.every - 1 if self.at is None else self.at)
+
+
+def distinct_layers(rules: Mapping[str, LayerRule], stack: str, depth: int) -> dict[int, int]:
+    """The layers of a stack of `depth` grouped by the rules that select them: a representative index
+    of each group -> how many layers it stands for, found from one period of the pattern and the
+    `only` indices, so a depth of a million costs one period."""
+    def selection(index: int, periodic_only: bool = False) -> tuple[str, ...]:
+        return tuple(name for name, rule in rules.items()
+                     if (not periodic_only or rule.only is None) and rule.selects(stack, index))
+
+    period = math.lcm(*(rule.every for rule in rules.values() if rule.only is None)) if rules else 1
+    listed = {i for rule in rules.values() if rule.only for i in rule.only if i < depth}
+    groups: dict[tuple[str, ...], list[int]] = {}  # selection -> [representative, count]
+    for residue in range(min(period, depth)):
+        members = range(residue, depth, period)
+        count = len(members) - sum(1 for i in listed if i % period == residue)
+        representative = next((i for i in members if i not in listed), None)
+        if representative is not None:
+            groups.setdefault(selection(residue, periodic_only=True), [representative, 0])[1] += count
+    for index in sorted(listed):
+        groups.setdefault(selection(index), [index, 0])[1] += 1
+    return {representative: count for representative, count in groups.values() if count}
+
+
+def layer_fields(fields: Mapping[str, Any], rules: Mapping[str, LayerRule], stack: str, index: int) -> dict[str, Any]:
+    """The spec fields (dumped, grouped) of layer `index` of `stack`: the rules that select it applied
+    in order to the spec's own, and no rules of its own."""
+    out = {**fields, "layers": {}}
+    for rule in rules.values():
+        if rule.selects(stack, index):
+            out = apply_settings(out, rule.set)
+    return out
+
+
+def apply_settings(fields: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Fields with a rule's settings on top: an axis given as a mapping without a name keeps the
+    spec's part and changes its settings; an attention switch changes alone."""
+    out, settings = dict(fields), grouped(settings)
+    for key, value in settings.items():
+        if key in AXES and isinstance(value, Mapping) and "name" not in value:
+            base = out[key] if isinstance(out[key], Mapping) else {"name": str(out[key])}
+            value = {**base, **value}
+        elif key in GROUPS and isinstance(value, Mapping):
+            value = {**dict(out.get(key) or {}), **value}
+        out[key] = value
+    return out
+
+
+def rules_problem(spec: Any) -> str | None:
+    """What is wrong with a spec's rules, or None: a rule's name that a dotted key cannot reach, a
+    setting the layer's spec refuses (said as that spec says it), or rules beside share_layers (a
+    position scheme that adds to the embeddings, which no layer can change, is refused where the
+    stack is built: zoo.model.stacks.layer_block)."""
+    if spec.layers and spec.share_layers:
+        return "layers: share_layers applies one layer's weights at every depth, so its layers cannot differ"
+    for name, rule in spec.layers.items():
+        if not NAME.fullmatch(name):
+            return f"layers: a rule's name is a word of letters, digits and _ (a dotted key reaches it), got {name!r}"
+        try:
+            type(spec).model_validate(apply_settings({**spec.model_dump(), "layers": {}}, rule.set))
+        except ValidationError as err:
+            return f"layers.{name}.set: {describe_validation(err)}"
+    return None
+
+
+def rules_text(rules: Mapping[str, LayerRule]) -> str:
+    """The rules as a canonical name shows them: compact JSON of each rule's fields away from their
+    defaults (YAML reads it back)."""
+    dumped = {name: rule.model_dump(mode="json", exclude_defaults=True) for name, rule in rules.items()}
+    return json.dumps(dumped, separators=(",", ":"))
