@@ -24,6 +24,7 @@ from zoo.model.size_checks import exact_parameters
 FIELD_CASES = {
     "head_width": {"head_width": 6},
     "unscaled_scores": {"scale_scores": False},
+    "scores_scaled_by_a_width": {"scale_width": 9.0},
     "shared_embeddings": {"share_embeddings": True},
     "shared_and_tied": {"share_embeddings": True, "tie_embeddings": True},
     "scaled_output": {"scale_output": True, "tie_embeddings": True},
@@ -38,7 +39,10 @@ FIELD_CASES = {
     "qk_rmsnorm": {"qk_norm": "rmsnorm"},
     "qk_layernorm": {"qk_norm": "layernorm"},
     "qk_l2": {"qk_norm": "l2"},
+    "qk_rmsnorm_projection": {"qk_norm": "rmsnorm", "qk_norm_scope": "projection", "norm_type": "rmsnorm"},
     "window": {"window": 3},
+    "qkv_bias_only": {"bias": False, "qkv_bias": True},
+    "no_attention_biases": {"qkv_bias": False, "out_bias": False},
     "window_rope_decoder": {"window": 3, "kind": "decoder", "position": "rope"},
     "window_t5_encoder": {"window": 2, "kind": "encoder", "position": "t5"},
     "shared_layers": {"share_layers": True},

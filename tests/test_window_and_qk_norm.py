@@ -69,3 +69,25 @@ def test_l2_qk_norm_gives_scores_a_learned_scale_times_the_cosine():
 def test_bad_qk_norm_names_the_field_and_the_choices():
     with pytest.raises(zoo.ConfigError, match="unknown qk_norm 'rms'; choices: null, l2, layernorm, rmsnorm"):
         zoo.spec("pre.sinusoidal.fused.relu", vocab_size=9, qk_norm="rms")
+
+
+def test_qk_norm_over_the_projection_normalizes_all_heads_at_once():
+    """OLMo 2: one RMSNorm over n_heads * d_head queries, one over kv_heads * d_head keys, with the
+    spec's norm eps; a per-head norm of the same input differs wherever the heads' scales differ."""
+    spec = dict(qk_norm="rmsnorm", norm_type={"name": "rmsnorm", "eps": 1e-3})
+    whole = decoder(**spec, qk_norm_scope="projection").decoder.layers[0].self_attn
+    assert whole.q_norm.weight.shape == (16,) and whole.k_norm.weight.shape == (8,), "4 query, 2 key heads of 4"
+    assert whole.q_norm.eps == 1e-3, "the qk norm takes the spec's norm_type settings"
+    q = torch.randn(2, 4, 5, 4) * torch.tensor([0.1, 1.0, 3.0, 10.0])[:, None, None]
+    flat = q.permute(0, 2, 1, 3).reshape(2, 5, 16)
+    expected = flat * torch.rsqrt(flat.pow(2).mean(-1, keepdim=True) + 1e-3) * whole.q_norm.weight
+    torch.testing.assert_close(whole.norm_queries(q), expected.reshape(2, 5, 4, 4).permute(0, 2, 1, 3))
+    per_head = decoder(**spec).decoder.layers[0].self_attn
+    assert not torch.allclose(per_head.norm_queries(q), whole.norm_queries(q), atol=1e-2)
+
+
+@pytest.mark.parametrize("qk_norm", [None, "l2"])
+def test_qk_norm_over_the_projection_needs_a_norm(qk_norm):
+    with pytest.raises(zoo.ConfigError, match=f"qk_norm_scope projection normalizes all heads by qk_norm's norm, and "
+                                              f"qk_norm is {qk_norm or 'null'}; choose qk_norm among layernorm"):
+        zoo.spec("pre.sinusoidal.fused.relu", vocab_size=9, qk_norm=qk_norm, qk_norm_scope="projection")

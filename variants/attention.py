@@ -73,8 +73,8 @@ class FusedAttention(PackedHeads):
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
-        self.in_proj = nn.Linear(spec.d_model, self.q_width + 2 * self.kv_width, bias=spec.bias)
-        self.out_proj = nn.Linear(self.q_width, spec.d_model, bias=spec.bias)
+        self.in_proj = nn.Linear(spec.d_model, self.q_width + 2 * self.kv_width, bias=spec.qkv_bias)
+        self.out_proj = nn.Linear(self.q_width, spec.d_model, bias=spec.out_bias)
 
     def packed(self) -> tuple[Tensor, Tensor | None]:
         return self.in_proj.weight, self.in_proj.bias
@@ -82,17 +82,16 @@ class FusedAttention(PackedHeads):
     def canonical_state(self) -> dict[str, Tensor]:
         sizes = (self.q_width, self.kv_width, self.kv_width)
         packed = {"weight": self.in_proj.weight, "bias": self.in_proj.bias}
-        state = {}
-        for kind in self.param_kinds:
-            for proj, rows in zip("qkv", packed[kind].split(sizes)):
-                state[f"{proj}.{kind}"] = rows.detach().clone()
-            state[f"out.{kind}"] = getattr(self.out_proj, kind).detach().clone()
+        state = {f"{proj}.{kind}": rows.detach().clone()
+                 for kind in self.in_kinds for proj, rows in zip("qkv", packed[kind].split(sizes))}
+        state |= {f"out.{kind}": getattr(self.out_proj, kind).detach().clone() for kind in self.out_kinds}
         return state | self.qk_norm_state()
 
     @torch.no_grad()
     def load_canonical_state(self, state: dict[str, Tensor]) -> None:
-        for kind in self.param_kinds:
+        for kind in self.in_kinds:
             getattr(self.in_proj, kind).copy_(torch.cat([state[f"{p}.{kind}"] for p in "qkv"]))
+        for kind in self.out_kinds:
             getattr(self.out_proj, kind).copy_(state[f"out.{kind}"])
         self.load_qk_norm_state(state)
 
@@ -160,10 +159,10 @@ class Head(nn.Module):
 
     def __init__(self, spec: ModelSpec, holds_keys: bool):
         super().__init__()
-        self.query = nn.Linear(spec.d_model, spec.d_head, bias=spec.bias)
+        self.query = nn.Linear(spec.d_model, spec.d_head, bias=spec.qkv_bias)
         if holds_keys:
-            self.key = nn.Linear(spec.d_model, spec.d_head, bias=spec.bias)
-            self.value = nn.Linear(spec.d_model, spec.d_head, bias=spec.bias)
+            self.key = nn.Linear(spec.d_model, spec.d_head, bias=spec.qkv_bias)
+            self.value = nn.Linear(spec.d_model, spec.d_head, bias=spec.qkv_bias)
 
 
 @register("per_head")
@@ -176,14 +175,14 @@ class PerHeadAttention(PackedHeads):
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
         self.heads = nn.ModuleList(Head(spec, holds_keys=i % self.group == 0) for i in range(spec.n_heads))
-        self.out_proj = nn.Linear(self.q_width, spec.d_model, bias=spec.bias)
+        self.out_proj = nn.Linear(self.q_width, spec.d_model, bias=spec.out_bias)
 
     def _key_holders(self) -> list[Head]:
         return list(self.heads)[:: self.group]
 
     def packed(self) -> tuple[Tensor, Tensor | None]:
         layers = [layer for proj in self._projections().values() for layer in proj]
-        bias = torch.cat([layer.bias for layer in layers]) if "bias" in self.param_kinds else None
+        bias = torch.cat([layer.bias for layer in layers]) if "bias" in self.in_kinds else None
         return torch.cat([layer.weight for layer in layers]), bias
 
     def _projections(self) -> dict[str, list[nn.Linear]]:
@@ -191,18 +190,17 @@ class PerHeadAttention(PackedHeads):
         return {"q": [h.query for h in self.heads], "k": [h.key for h in holders], "v": [h.value for h in holders]}
 
     def canonical_state(self) -> dict[str, Tensor]:
-        state = {}
-        for kind in self.param_kinds:
-            for proj, layers in self._projections().items():
-                state[f"{proj}.{kind}"] = torch.cat([getattr(layer, kind) for layer in layers]).detach().clone()
-            state[f"out.{kind}"] = getattr(self.out_proj, kind).detach().clone()
+        state = {f"{proj}.{kind}": torch.cat([getattr(layer, kind) for layer in layers]).detach().clone()
+                 for kind in self.in_kinds for proj, layers in self._projections().items()}
+        state |= {f"out.{kind}": getattr(self.out_proj, kind).detach().clone() for kind in self.out_kinds}
         return state | self.qk_norm_state()
 
     @torch.no_grad()
     def load_canonical_state(self, state: dict[str, Tensor]) -> None:
-        for kind in self.param_kinds:
+        for kind in self.in_kinds:
             for proj, layers in self._projections().items():
                 for layer, rows in zip(layers, state[f"{proj}.{kind}"].split(self.d_head), strict=True):
                     getattr(layer, kind).copy_(rows)
+        for kind in self.out_kinds:
             getattr(self.out_proj, kind).copy_(state[f"out.{kind}"])
         self.load_qk_norm_state(state)

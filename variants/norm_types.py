@@ -5,6 +5,7 @@ names this axis builds exactly the model it built before the axis existed.
 """
 
 import torch
+import torch.nn.functional as F
 from pydantic import Field
 from torch import Tensor, nn
 
@@ -21,23 +22,40 @@ class Epsilon(PartSettings):
 
 @register("layernorm")
 class LayerNorm(nn.LayerNorm):
-    """(x - mean) / std * g + b over d_model (Ba et al. 2016), as in Vaswani et al. 2017."""
+    """(x - mean) / std * g + b over d_model (Ba et al. 2016), as in Vaswani et al. 2017; without
+    the shift b where `bias` is false (OLMo, Cohere, ModernBERT)."""
 
-    Settings = Epsilon
+    class Settings(Epsilon):
+        bias: bool = Field(True, description="a learned shift b; false: (x - mean) / std * g")
+
+        TRIED = ({"bias": False},)
 
     def __init__(self, spec: ModelSpec):
-        super().__init__(spec.d_model, eps=spec.norm_type.eps)
+        super().__init__(spec.d_model, eps=spec.norm_type.eps, bias=spec.norm_type.bias)
 
 
 @register("rmsnorm")
 class RMSNorm(nn.RMSNorm):
-    """x / sqrt(mean(x^2) + eps) * g: no centring and no bias (Zhang and Sennrich 2019)."""
+    """x / sqrt(mean(x^2) + eps) * g: no centring and no bias (Zhang and Sennrich 2019). With
+    `unit_offset` the gain is stored as w and applied as 1 + w, starting at w = 0 (Gemma): the
+    same function, another parameter (which weight decay pulls towards a gain of 1, not 0)."""
 
     class Settings(PartSettings):
         eps: float = Field(1e-6, gt=0.0, description="added to the mean square (T5 and LLaMA use 1e-6)")
+        unit_offset: bool = Field(False, description="the gain applied as 1 + w, w stored (Gemma)")
+
+        TRIED = ({"unit_offset": True},)
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec.d_model, eps=spec.norm_type.eps)
+        self.unit_offset = spec.norm_type.unit_offset
+        if self.unit_offset:
+            nn.init.zeros_(self.weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.unit_offset:
+            return super().forward(x)
+        return F.rms_norm(x, self.normalized_shape, eps=self.eps) * (1.0 + self.weight)
 
 
 @register("scalenorm")

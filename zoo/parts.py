@@ -30,6 +30,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
+from einops import rearrange
 from pydantic import BaseModel
 from torch import Tensor, nn
 
@@ -232,28 +233,36 @@ class Attention(HoldsWeights, nn.Module):
         self.kv_heads, self.group = spec.kv_heads, spec.n_heads // spec.kv_heads
         self.kv_width = self.kv_heads * self.d_head
         self.q_width = spec.attention_width
-        self.scale = self.d_head**-0.5 if spec.attn.scale_scores else 1.0
+        self.scale = (spec.attn.scale_width or self.d_head) ** -0.5 if spec.attn.scale_scores else 1.0
         self.softcap, self.window = spec.attn.softcap, spec.attn.window
-        self.param_kinds = ("weight", "bias") if spec.bias else ("weight",)
+        self.in_kinds, self.out_kinds = (("weight", "bias") if on else ("weight",) for on in (spec.qkv_bias, spec.out_bias))
         self.dropout = spec.dropout
         if spec.attn.qk_norm == "l2":  # scores g cos(q, k) / sqrt(d_head): g = d_head gives them standard spread
             self.qk_scale = nn.Parameter(torch.full((spec.n_heads,), float(spec.d_head)))
         elif spec.attn.qk_norm is not None:
+            self.whole = spec.attn.qk_norm_scope == "projection"
             # a norm part reads d_model and norm_type alone: a copy that is not a model spec, so not validated as one
-            norm_type = Choice("norm_type", spec.attn.qk_norm)
-            width = BaseModel.model_copy(spec, update={"d_model": spec.d_head, "norm_type": norm_type})
-            self.q_norm, self.k_norm = build_part("norm_type", width), build_part("norm_type", width)
+            same = spec.norm_type.name == spec.attn.qk_norm  # then with its settings (eps): Qwen3's, OLMo 2's
+            norm_type = spec.norm_type if same else Choice("norm_type", spec.attn.qk_norm)
+            self.q_norm, self.k_norm = (
+                build_part("norm_type", BaseModel.model_copy(spec, update={"d_model": width, "norm_type": norm_type}))
+                for width in ((self.q_width, self.kv_width) if self.whole else (self.d_head, self.d_head)))
 
     def norm_queries(self, q: Tensor) -> Tensor:
         """Queries (B, H, T, d_head) normalized as the spec's qk_norm says (unchanged without one)."""
         if hasattr(self, "qk_scale"):
             return F.normalize(q, dim=-1) * self.qk_scale[:, None, None]
-        return self.q_norm(q) if hasattr(self, "q_norm") else q
+        return self.normed(self.q_norm, q) if hasattr(self, "q_norm") else q
 
     def norm_keys(self, k: Tensor) -> Tensor:
         if hasattr(self, "qk_scale"):
             return F.normalize(k, dim=-1)
-        return self.k_norm(k) if hasattr(self, "k_norm") else k
+        return self.normed(self.k_norm, k) if hasattr(self, "k_norm") else k
+
+    def normed(self, norm: nn.Module, x: Tensor) -> Tensor:
+        """x (B, H, T, d_head) through a qk norm: of each head, or of all heads at once (scope projection)."""
+        whole = rearrange(x, "b h t d -> b t (h d)") if self.whole else x
+        return rearrange(norm(whole), "b t (h d) -> b h t d", h=x.size(1)) if self.whole else norm(x)
 
     def qk_norm_parameters(self) -> list[tuple[str, nn.Parameter]]:
         """The query/key normalization's parameters, which the layouts' canonical states carry."""

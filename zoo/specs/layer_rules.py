@@ -95,6 +95,16 @@ def distinct_layers(rules: Mapping[str, LayerRule], stack: str, depth: int) -> d
     return {representative: count for representative, count in groups.values() if count}
 
 
+def selecting(indices: list[int], depth: int) -> dict[str, Any]:
+    """A rule's selection of exactly these layers of a stack of `depth`: a period and offset where
+    they have one (layers 1, 3, 5: every 2), else the indices."""
+    for every in range(1, depth + 1):
+        at = indices[0] if indices else 0
+        if at < every and indices == list(range(at, depth, every)):
+            return {"every": every} if at == every - 1 else {"every": every, "at": at}
+    return {"only": list(indices)}
+
+
 def layer_fields(fields: Mapping[str, Any], rules: Mapping[str, LayerRule], stack: str, index: int) -> dict[str, Any]:
     """The spec fields (dumped, grouped) of layer `index` of `stack`: the rules that select it applied
     in order to the spec's own, and no rules of its own."""

@@ -238,6 +238,15 @@ class ModelRecipe(CanonicalName, StrictSettings):
         return part.auto_width(self.d_model) if implements(part, AutoWidth) else 4 * self.d_model
 
     @property
+    def qkv_bias(self) -> bool:
+        """Biases on the query, key and value projections: attn.qkv_bias, or `bias` where it is null."""
+        return self.bias if self.attn.qkv_bias is None else self.attn.qkv_bias
+
+    @property
+    def out_bias(self) -> bool:
+        return self.bias if self.attn.out_bias is None else self.attn.out_bias
+
+    @property
     def kv_heads(self) -> int:
         """Key/value heads: n_kv_heads, or n_heads when it is not set."""
         return self.n_heads if self.attn.n_kv_heads is None else self.attn.n_kv_heads
@@ -267,7 +276,8 @@ class ModelRecipe(CanonicalName, StrictSettings):
         (final_norm auto, n_kv_heads and head_width unset, output.bias auto) is that value, so a
         spec that writes it out is the same model, and equal (`zoo.spec(spec.name) == spec`)."""
         return {**self.model_dump(mode="json"), "final_norm": self.uses_final_norm,
-                "attn": {**self.attn.model_dump(mode="json"), "n_kv_heads": self.kv_heads, "head_width": self.d_head},
+                "attn": {**self.attn.model_dump(mode="json"), "n_kv_heads": self.kv_heads, "head_width": self.d_head,
+                         "qkv_bias": self.qkv_bias, "out_bias": self.out_bias},
                 "output": {**self.output.model_dump(mode="json"), "bias": self.logits_bias}}
 
     def __eq__(self, other: object) -> bool:

@@ -45,7 +45,8 @@ class CanonicalName:
         for a value (auto, or null for the usual width) only where it differs from that value
         (`final_norm: true` beside pre is pre's own, `head_width: 64` of 8 heads of 512 the usual)."""
         auto = {"final_norm": self._auto_final_norm(), "output_bias": "trained" if self.bias else "none",
-                "n_kv_heads": self.n_heads, "head_width": self.d_model / self.n_heads, "embedding_dim": self.d_model}
+                "n_kv_heads": self.n_heads, "head_width": self.d_model / self.n_heads, "embedding_dim": self.d_model,
+                "qkv_bias": self.bias, "out_bias": self.bias}
         defaults = flat_defaults(type(self))
         return {key: value for key, value in flat_switches(self).items()
                 if value != defaults[key] and value != auto.get(key, defaults[key])}

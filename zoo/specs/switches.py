@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field, PositiveInt, field_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from zoo.errors import ConfigError
@@ -30,14 +30,28 @@ class AttentionSwitches(StrictSettings):
         True, description="divide attention scores by sqrt(d_head); T5 does not, and folds the factor into the "
                           "initial query weights, as the zoo does then"
     )
+    scale_width: float | None = Field(
+        None, gt=0.0, description="scores times scale_width^-1/2 instead of d_head^-1/2 (Gemma 2 and 3: "
+                                  "query_pre_attn_scalar); null: d_head"
+    )
     softcap: float | None = Field(
         None, gt=0.0, description="cap tanh(s / cap) on the scaled attention scores s, before any position bias and "
                                   "mask (Gemma 2: 50); null: none"
     )
     qk_norm: str | None = Field(
         None, description="normalize each head's queries and keys before the scores: a norm_type (rmsnorm: OLMo 2, "
-                          "Qwen3, Gemma 3) over d_head, or l2 (unit length, scores times a learned per-head scale; "
+                          "Qwen3, Gemma 3) over d_head, with the spec's norm_type settings where it names that "
+                          "part, or l2 (unit length, scores times a learned per-head scale; "
                           "Henry et al. 2020); null: none"
+    )
+    qkv_bias: bool | None = Field(
+        None, description="biases on the query, key and value projections; null: as `bias` (Qwen2: true beside bias "
+                          "false; GPT-J: false beside bias true)"
+    )
+    out_bias: bool | None = Field(None, description="a bias on the attention's output projection; null: as `bias`")
+    qk_norm_scope: Literal["head", "projection"] = Field(
+        "head", description="what one qk_norm normalizes: head, each head's d_head (Qwen3, Gemma 3); projection, "
+                            "all query heads together and all key heads together (OLMo 2)"
     )
     window: PositiveInt | None = Field(
         None, description="sliding-window self-attention: a query sees the keys fewer than `window` positions away "
@@ -53,6 +67,18 @@ class AttentionSwitches(StrictSettings):
             raise PydanticCustomError("qk_norm", "unknown qk_norm '{value}'; choices: null, {choices}",
                                       {"value": value, "choices": ", ".join(choices)})
         return value
+
+    @model_validator(mode="after")
+    def _scope_has_a_norm(self) -> AttentionSwitches:
+        if self.scale_width is not None and not self.scale_scores:
+            raise PydanticCustomError("scale_width", "scale_width {width} scales the scores, and scale_scores is false; "
+                                      "give one of them", {"width": self.scale_width})
+        if self.qk_norm_scope == "projection" and self.qk_norm in (None, "l2"):
+            raise PydanticCustomError(
+                "qk_norm_scope", "qk_norm_scope projection normalizes all heads by qk_norm's norm, and qk_norm is "
+                "{value}; choose qk_norm among {choices}", {"value": self.qk_norm or "null",
+                                                           "choices": ", ".join(registry("norm_type").names())})
+        return self
 
 
 class EmbeddingSwitches(StrictSettings):
@@ -99,7 +125,8 @@ FLAT: dict[str, tuple[str | None, str]] = {
     "scale_scores": ("attn", "scale_scores"), "scale_output": ("output", "scale"), "output_bias": ("output", "bias"),
     "attn_softcap": ("attn", "softcap"), "logit_softcap": ("output", "softcap"), "qk_norm": ("attn", "qk_norm"),
     "window": ("attn", "window"), "share_layers": (None, "share_layers"), "embedding_dim": ("embeddings", "dim"),
-    "output_transform": ("output", "transform"), "bias": (None, "bias"),
+    "output_transform": ("output", "transform"), "bias": (None, "bias"), "qk_norm_scope": ("attn", "qk_norm_scope"),
+    "qkv_bias": ("attn", "qkv_bias"), "out_bias": ("attn", "out_bias"), "scale_width": ("attn", "scale_width"),
 }
 """Every switch's flat key -> (its group, or None for a switch of the whole model, and its field
 there), in the order a canonical name shows them (the spec's order before the groups)."""
