@@ -1,5 +1,5 @@
-"""The decoder-only and encoder-only references of transformers (GPT-2, GPT-NeoX, Llama, Mistral, Qwen3,
-BERT) in the zoo: the same logits with padding, the same greedy decoding for the decoders, the same count of
+"""The decoder-only and encoder-only references of transformers (GPT-2, GPT-NeoX, Llama, Mistral, Qwen2,
+Qwen3, OLMo 2, BERT) in the zoo: the same logits with padding, the same greedy decoding for the decoders, the same count of
 trained parameters, an exact round trip, and presets that are their architectures. Built from
 small random configurations, offline, with every weight moved away from its initial value."""
 
@@ -40,6 +40,25 @@ REFERENCES = {
         vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, head_dim=6, tie_word_embeddings=True,
         rope_parameters={"rope_type": "default", "rope_theta": 1000.0}, **IDS)),
+    "qwen2": lambda: hf.Qwen2ForCausalLM(hf.Qwen2Config(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, use_sliding_window=True, sliding_window=2, max_position_embeddings=64,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"], **IDS)),  # windows per layer
+    "gemma": lambda: hf.GemmaForCausalLM(hf.GemmaConfig(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=6, max_position_embeddings=64, **IDS)),
+    "gemma2": lambda: hf.Gemma2ForCausalLM(hf.Gemma2Config(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=6, sliding_window=2, query_pre_attn_scalar=9, attn_logit_softcapping=3.0,
+        final_logit_softcapping=5.0, max_position_embeddings=64, **IDS)),  # windows in alternate layers
+    "gemma3": lambda: hf.Gemma3ForCausalLM(hf.Gemma3TextConfig(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=6, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=6, sliding_window=2, query_pre_attn_scalar=9, max_position_embeddings=64,
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                         "full_attention": {"rope_type": "default", "rope_theta": 5000.0}}, **IDS)),  # 5:1
+    "olmo2": lambda: hf.Olmo2ForCausalLM(hf.Olmo2Config(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, **IDS)),  # qk-norm over all heads
     "bert": lambda: hf.BertForMaskedLM(hf.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2,
                                                      num_attention_heads=2, intermediate_size=32,
                                                      max_position_embeddings=40, type_vocab_size=2)),
@@ -151,13 +170,37 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
                                      rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
                                      bos_token_id=151643, eos_token_id=151645), {"bos_id": 151643, "eos_id": 151645},
      596_049_920),
+    ("qwen2", lambda: hf.Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                                     num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768,
+                                     tie_word_embeddings=True, rope_parameters={"rope_type": "default",
+                                                                                "rope_theta": 1_000_000.0},
+                                     pad_token_id=0, bos_token_id=151643, eos_token_id=151643),
+     {"bos_id": 151643, "eos_id": 151643}, 494_032_768),
+    ("olmo2", lambda: hf.Olmo2Config(vocab_size=100352, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                                     num_attention_heads=16, max_position_embeddings=4096, rms_norm_eps=1e-6,
+                                     rope_parameters={"rope_type": "default", "rope_theta": 500_000.0}, pad_token_id=1,
+                                     bos_token_id=100257, eos_token_id=100257),
+     {"bos_id": 100257, "eos_id": 100257, "pad_id": 1}, 1_484_916_736),
+    ("gemma", lambda: hf.GemmaConfig(vocab_size=256000, hidden_size=2048, intermediate_size=16384, num_hidden_layers=18,
+                                     num_attention_heads=8, num_key_value_heads=1, head_dim=256),
+     {"bos_id": 2, "eos_id": 1}, 2_506_172_416),
+    ("gemma2", lambda: hf.Gemma2Config(vocab_size=256000, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                                       num_attention_heads=8, num_key_value_heads=4, head_dim=256),
+     {"bos_id": 2, "eos_id": 1}, 2_614_341_888),
+    ("gemma3", lambda: hf.Gemma3TextConfig(vocab_size=262144, hidden_size=1152, intermediate_size=6912,
+                                           num_hidden_layers=26, num_attention_heads=4, num_key_value_heads=1,
+                                           head_dim=256, sliding_window=512, max_position_embeddings=32768),
+     {"bos_id": 2, "eos_id": 1}, 999_885_952),
     ("bert", lambda: hf.BertConfig(), {}, 109_514_298),
 ])
 def test_each_preset_is_its_reference_architecture(name, config, ids, count):
-    """GPT-2 (124M), Pythia 70M, Llama 2 7B, Mistral 7B, Qwen3 0.6B and BERT-base (uncased) at their
-    published sizes, with their tokenizers' vocabularies and special ids."""
+    """GPT-2 (124M), Pythia 70M, Llama 2 7B, Mistral 7B, Qwen3 0.6B, Qwen2.5 0.5B, OLMo 2 1B, Gemma 2B,
+    Gemma 2 2B, Gemma 3 1B and BERT-base (uncased) at their published sizes, with their tokenizers'
+    vocabularies and special ids."""
     cls = {"gpt2": hf.GPT2LMHeadModel, "pythia": hf.GPTNeoXForCausalLM, "llama": hf.LlamaForCausalLM,
-           "mistral": hf.MistralForCausalLM, "qwen3": hf.Qwen3ForCausalLM, "bert": hf.BertForMaskedLM}[name]
+           "mistral": hf.MistralForCausalLM, "qwen3": hf.Qwen3ForCausalLM, "bert": hf.BertForMaskedLM,
+           "qwen2": hf.Qwen2ForCausalLM, "olmo2": hf.Olmo2ForCausalLM, "gemma": hf.GemmaForCausalLM,
+           "gemma2": hf.Gemma2ForCausalLM, "gemma3": hf.Gemma3ForCausalLM}[name]
     with torch.device("meta"):
         ref = cls(config())
     assert sum(p.numel() for p in ref.parameters()) == count

@@ -2,10 +2,21 @@
 
 - `from_torch`: the usual torch.nn.Transformer wrapper of the PyTorch tutorials (zoo.interop.torch_nn).
 - `from_hf` / `to_hf`: transformers' T5 (1.0 and 1.1), mT5, BART, Marian, GPT-2, GPT-NeoX, Llama,
-  Mistral, Qwen3 and BERT (zoo.interop.hf and one small module per family), needing `pip install zoo[hf]`.
+  Mistral, Qwen2, Qwen3, OLMo 2, Gemma, Gemma 2, Gemma 3 (text) and BERT (zoo.interop.hf and one small
+  module per family), needing `pip install zoo[hf]`.
 """
 
-from zoo.interop import bart, bert, gpt2, gpt_neox, llama, llama_layout, marian, t5  # noqa: F401  (each registers its family)
+from zoo.interop import (  # noqa: F401  (each registers its family)
+    bart,
+    bert,
+    gemma,
+    gpt2,
+    gpt_neox,
+    llama,
+    llama_layout,
+    marian,
+    t5,
+)
 from zoo.interop.hf import FAMILIES, from_hf, to_hf
 from zoo.interop.torch_nn import from_torch
 

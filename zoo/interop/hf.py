@@ -166,6 +166,9 @@ def expressible(spec: ModelSpec) -> dict[str, Any]:
             "head_width": spec.d_head, "n_kv_heads": spec.kv_heads}
 
 
+UNBUILT = "its configuration cannot be built"
+
+
 def problems(family: Family, spec: ModelSpec) -> list[str]:
     """The fields of `spec` that the family's configuration cannot express, with what it would give."""
     try:
@@ -173,7 +176,7 @@ def problems(family: Family, spec: ModelSpec) -> list[str]:
             reference = reference_class(family)(family.config(spec))
         expected = validated(family.spec_fields(reference))
     except (ValueError, TypeError, KeyError) as err:
-        return [f"its configuration cannot be built ({err})"]
+        return [f"{UNBUILT} ({err})"]
     have, want = expressible(spec), expressible(expected)
     untie = not spec.embeddings.tie and expected.embeddings.tie  # to_hf unties the built reference
     return [f"{key} {have[key]!r} ({family.name}: {want[key]!r})" for key in have
@@ -205,7 +208,7 @@ def to_hf(model: ZooModel, family: str | None = None) -> nn.Module:
         raise ConfigError(f"to_hf family {family!r}; choices: {', '.join(sorted(FAMILIES))}")
     spec = model.spec
     found = {name: problems(FAMILIES[name], spec) for name in ([family] if family else FAMILIES)}
-    name = min(found, key=lambda n: len(found[n]))
+    name = min(found, key=lambda n: (bool(found[n]) and found[n][0].startswith(UNBUILT), len(found[n])))  # built first
     if found[name]:
         raise ConfigError(f"to_hf: {spec.name} is not a {name} model (the nearest family); it cannot express "
                           + "; ".join(found[name]))

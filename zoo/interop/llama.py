@@ -35,7 +35,7 @@ def layout_fields(model: nn.Module) -> dict[str, Any]:
                          "no zoo spec")
     fields = {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
-        "n_kv_heads": c.num_key_value_heads, "head_width": c.head_dim or c.hidden_size // c.num_attention_heads,
+        "n_kv_heads": c.num_key_value_heads, "head_width": getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
         "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers, "dropout": float(c.attention_dropout),
         "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
         "norm": "pre", "position": {"name": "rope", "base": rope_base(c)}, "attention": "fused", "ffn": "swiglu",

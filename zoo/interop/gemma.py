@@ -1,0 +1,167 @@
+"""Gemma (Gemma team 2024), Gemma 2 and Gemma 3's text model as transformers' GemmaForCausalLM,
+Gemma2ForCausalLM and Gemma3ForCausalLM hold them: Llama's layout with embeddings scaled by
+sqrt(d_model), a tanh-GELU gated feed-forward, RMSNorm gains stored as w and applied as 1 + w
+(`unit_offset`) and tied output embeddings. Gemma 2 and 3 put a norm before and after each
+sublayer (`sandwich`), scale scores by query_pre_attn_scalar (`scale_width`) and attend within a
+sliding window in most layers: Gemma 2 in alternate layers, Gemma 3 in five of six, whose global
+layers rotate at their own base. Both are one per-layer rule (zoo.specs.layer_rules). Gemma 2
+soft-caps scores and logits; Gemma 3 RMS-normalizes queries and keys per head."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from zoo.interop.hf import Family, register
+from zoo.interop.llama import names as llama_names
+from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.interop.llama_layout import layer_types, sliding_window, window_fields
+from zoo.specs.model_spec import ModelSpec
+
+ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu"}
+"""transformers' hidden_activation -> the zoo's gated feed-forward."""
+
+
+def reference(name: str):
+    def load() -> type:
+        import transformers
+
+        return getattr(transformers, name)
+
+    return load
+
+
+def gemma_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    act = getattr(c, "hidden_activation", None) or c.hidden_act
+    if act not in ACTIVATIONS or getattr(c, "attention_bias", False):
+        raise ValueError(f"{type(model).__name__} with hidden_activation {act!r} or attention_bias has no zoo spec; "
+                         f"the zoo reads {', '.join(ACTIVATIONS)}")
+    if getattr(c, "use_bidirectional_attention", False):
+        raise ValueError(f"{type(model).__name__} with use_bidirectional_attention has no zoo spec")
+    return {
+        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
+        "n_kv_heads": c.num_key_value_heads, "head_width": c.head_dim, "d_ff": c.intermediate_size,
+        "n_decoder_layers": c.num_hidden_layers, "dropout": float(c.attention_dropout),
+        "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id, "pad_id": c.pad_token_id,
+        "norm": "pre", "position": {"name": "rope", "base": rope_base(c)}, "attention": "fused",
+        "ffn": ACTIVATIONS[act], "norm_type": {"name": "rmsnorm", "eps": float(c.rms_norm_eps), "unit_offset": True},
+        "final_norm": True, "scale_embeddings": True, "embedding_norm": False,
+        "tie_embeddings": model.lm_head.weight is model.model.embed_tokens.weight, "output_bias": "none", "bias": False,
+    }
+
+
+def gemma2_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    return gemma_fields(model) | window_fields(c) | {
+        "norm": "sandwich", "scale_width": float(c.query_pre_attn_scalar),
+        "attn_softcap": c.attn_logit_softcapping, "logit_softcap": c.final_logit_softcapping}
+
+
+def gemma3_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    rope = {kind: rope_base(type("RopeOf", (), {"rope_parameters": c.rope_parameters[kind]})())
+            for kind in ("sliding_attention", "full_attention")}
+    fields = gemma2_fields(model) | {"qk_norm": "rmsnorm", "position": {"name": "rope", "base": rope["sliding_attention"]}}
+    if "layers" in fields:
+        fields["layers"]["full"]["set"]["position"] = {"base": rope["full_attention"]}
+    elif fields["window"] is None:
+        fields["position"]["base"] = rope["full_attention"]
+    return fields
+
+
+def common_config(spec: ModelSpec, config_class: type, **extra: Any):
+    activation = {zoo: hf for hf, zoo in ACTIVATIONS.items()}.get(spec.ffn.name)
+    if activation is None or not spec.norm_type.name == "rmsnorm" or not spec.norm_type.unit_offset:
+        raise ValueError(f"{config_class.__name__[:-6]} holds a geglu or geglu_tanh feed-forward and RMSNorm with "
+                         "unit_offset")
+    return config_class(
+        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
+        num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads, num_key_value_heads=spec.kv_heads,
+        head_dim=spec.d_head, max_position_embeddings=spec.max_len, attention_dropout=spec.dropout,
+        rms_norm_eps=spec.norm_type.eps, hidden_activation=activation, tie_word_embeddings=spec.embeddings.tie,
+        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id, **extra)
+
+
+def base_of(spec: ModelSpec, index: int) -> float:
+    position = spec.at_layer("decoder", index).position
+    return position.base if position.name == "rope" else 10000.0
+
+
+def gemma_config(spec: ModelSpec):
+    from transformers import GemmaConfig
+
+    return common_config(spec, GemmaConfig, rope_parameters={"rope_type": "default", "rope_theta": base_of(spec, 0)})
+
+
+def gemma2_config(spec: ModelSpec, config_name: str = "Gemma2Config", also: tuple[str, ...] = (), **extra: Any):
+    import transformers
+
+    return common_config(spec, getattr(transformers, config_name), sliding_window=sliding_window(spec),
+                         layer_types=layer_types(spec, also), query_pre_attn_scalar=integral(spec.attn.scale_width
+                         or spec.d_head), attn_logit_softcapping=spec.attn.softcap,
+                         final_logit_softcapping=spec.output.softcap, **extra)
+
+
+def integral(width: float) -> int | float:
+    """transformers' configurations hold query_pre_attn_scalar as an int where it is one."""
+    return int(width) if float(width).is_integer() else width
+
+
+def gemma3_config(spec: ModelSpec):
+    types = layer_types(spec, also=("position",))
+    bases = {kind: {base_of(spec, i) for i, t in enumerate(types) if t == kind} for kind in set(types)}
+    if any(len(values) > 1 for values in bases.values()):
+        raise ValueError("Gemma 3 rotates its sliding and its full layers at one base each")
+    rope = {kind: {"rope_type": "default", "rope_theta": next(iter(bases.get(kind, {10000.0})))}
+            for kind in ("sliding_attention", "full_attention")}
+    return gemma2_config(spec, "Gemma3TextConfig", also=("position",), rope_parameters=rope)
+
+
+def gemma2_config_of(spec: ModelSpec):
+    return gemma2_config(spec, rope_parameters={"rope_type": "default", "rope_theta": base_of(spec, 0)})
+
+
+def computed(spec: ModelSpec) -> dict[str, Tensor]:
+    scale = {"model.embed_tokens.embed_scale": torch.tensor(math.sqrt(spec.d_model))}
+    return scale | rotary_buffers(spec, "model.rotary_emb")
+
+
+def gemma3_computed(spec: ModelSpec) -> dict[str, Tensor]:
+    out = {"model.embed_tokens.embed_scale": torch.tensor(math.sqrt(spec.d_model))}
+    types = layer_types(spec, also=("position",))
+    for kind in ("sliding_attention", "full_attention"):
+        index = types.index(kind) if kind in types else 0
+        layer = spec.at_layer("decoder", index)
+        out |= {name.replace("rotary_emb.", f"rotary_emb.{kind}_"): tensor
+                for name, tensor in rotary_buffers(layer, "model.rotary_emb").items()}
+    return out
+
+
+def gemma2_names(spec: ModelSpec) -> dict[str, str]:
+    """Sandwich norms: the input norm and output norm of each sublayer."""
+    table = {key: value for key, value in llama_names(spec).items() if "residual" not in key}
+    for i in range(spec.n_decoder_layers):
+        zoo, ref = f"decoder.layers.{i}", f"model.layers.{i}"
+        table |= {f"{zoo}.self_attn_residual.norm.weight": f"{ref}.input_layernorm.weight",
+                  f"{zoo}.self_attn_residual.out_norm.weight": f"{ref}.post_attention_layernorm.weight",
+                  f"{zoo}.ffn_residual.norm.weight": f"{ref}.pre_feedforward_layernorm.weight",
+                  f"{zoo}.ffn_residual.out_norm.weight": f"{ref}.post_feedforward_layernorm.weight"}
+    return table
+
+
+def gemma3_names(spec: ModelSpec) -> dict[str, str]:
+    return gemma2_names(spec) | {f"decoder.layers.{i}.self_attn.{p}_norm.weight": f"model.layers.{i}.self_attn.{p}_norm.weight"
+                                 for i in range(spec.n_decoder_layers) for p in "qk"}
+
+
+FREE = ("attention", "pad_id", "dropout")
+GEMMA = register(Family("gemma", reference("GemmaForCausalLM"), gemma_fields, gemma_config, llama_names, computed,
+                        free=FREE))
+GEMMA2 = register(Family("gemma2", reference("Gemma2ForCausalLM"), gemma2_fields, gemma2_config_of, gemma2_names,
+                         computed, free=FREE))
+GEMMA3 = register(Family("gemma3", reference("Gemma3ForCausalLM"), gemma3_fields, gemma3_config, gemma3_names,
+                         gemma3_computed, free=FREE))
