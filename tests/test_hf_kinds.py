@@ -1,7 +1,8 @@
 """The decoder-only and encoder-only references of transformers (GPT-2, GPT-NeoX, Llama, Mistral, Qwen2,
-Qwen3, OLMo 2, BERT) in the zoo: the same logits with padding, the same greedy decoding for the decoders, the same count of
-trained parameters, an exact round trip, and presets that are their architectures. Built from
-small random configurations, offline, with every weight moved away from its initial value."""
+Qwen3, OLMo 2, Gemma 1-3, Phi, GPT-J, BERT) in the zoo: the same logits with padding, the same greedy
+decoding for the decoders, the same count of trained parameters, an exact round trip, and presets that
+are their architectures. Built from small random configurations, offline, with every weight moved
+away from its initial value."""
 
 import copy
 import functools
@@ -59,6 +60,12 @@ REFERENCES = {
     "olmo2": lambda: hf.Olmo2ForCausalLM(hf.Olmo2Config(
         vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, **IDS)),  # qk-norm over all heads
+    "phi": lambda: hf.PhiForCausalLM(hf.PhiConfig(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
+        max_position_embeddings=64, rope_parameters={"rope_type": "default", "rope_theta": 500.0,
+                                                     "partial_rotary_factor": 0.5}, **IDS)),  # half of each head rotated
+    "gptj": lambda: hf.GPTJForCausalLM(hf.GPTJConfig(
+        vocab_size=VOCAB, n_embd=16, n_layer=2, n_head=2, rotary_dim=4, n_positions=64, **IDS)),  # adjacent pairs
     "bert": lambda: hf.BertForMaskedLM(hf.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2,
                                                      num_attention_heads=2, intermediate_size=32,
                                                      max_position_embeddings=40, type_vocab_size=2)),
@@ -191,16 +198,20 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
                                            num_hidden_layers=26, num_attention_heads=4, num_key_value_heads=1,
                                            head_dim=256, sliding_window=512, max_position_embeddings=32768),
      {"bos_id": 2, "eos_id": 1}, 999_885_952),
+    ("phi", lambda: hf.PhiConfig(vocab_size=51200, hidden_size=2048, intermediate_size=8192, num_hidden_layers=24,
+                                 num_attention_heads=32, pad_token_id=0), {}, 1_418_270_720),
+    ("gptj", lambda: hf.GPTJConfig(pad_token_id=0), {"bos_id": 50256, "eos_id": 50256}, 6_050_882_784),
     ("bert", lambda: hf.BertConfig(), {}, 109_514_298),
 ])
 def test_each_preset_is_its_reference_architecture(name, config, ids, count):
     """GPT-2 (124M), Pythia 70M, Llama 2 7B, Mistral 7B, Qwen3 0.6B, Qwen2.5 0.5B, OLMo 2 1B, Gemma 2B,
-    Gemma 2 2B, Gemma 3 1B and BERT-base (uncased) at their published sizes, with their tokenizers'
+    Gemma 2 2B, Gemma 3 1B, Phi-1.5, GPT-J 6B and BERT-base (uncased) at their published sizes, with their tokenizers'
     vocabularies and special ids."""
     cls = {"gpt2": hf.GPT2LMHeadModel, "pythia": hf.GPTNeoXForCausalLM, "llama": hf.LlamaForCausalLM,
            "mistral": hf.MistralForCausalLM, "qwen3": hf.Qwen3ForCausalLM, "bert": hf.BertForMaskedLM,
            "qwen2": hf.Qwen2ForCausalLM, "olmo2": hf.Olmo2ForCausalLM, "gemma": hf.GemmaForCausalLM,
-           "gemma2": hf.Gemma2ForCausalLM, "gemma3": hf.Gemma3ForCausalLM}[name]
+           "gemma2": hf.Gemma2ForCausalLM, "gemma3": hf.Gemma3ForCausalLM, "phi": hf.PhiForCausalLM,
+           "gptj": hf.GPTJForCausalLM}[name]
     with torch.device("meta"):
         ref = cls(config())
     assert sum(p.numel() for p in ref.parameters()) == count

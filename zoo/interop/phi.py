@@ -1,0 +1,140 @@
+"""Phi (Microsoft 2023: phi-1, phi-1.5, phi-2) and GPT-J (Wang and Komatsuzaki 2021) as transformers'
+PhiForCausalLM and GPTJForCausalLM hold them: decoder-only parallel blocks with one LayerNorm
+(`parallel`: x + attn(LN(x)) + mlp(LN(x))), rotary positions on part of each head (`rope+fraction`;
+Phi's halves, GPT-J's adjacent pairs, `layout: interleaved`), the tanh GELU, a final LayerNorm and
+an output projection of their own with a bias. Phi biases every projection; GPT-J none of its
+attention's (`qkv_bias: false, out_bias: false`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from zoo.interop.hf import ACTIVATIONS, Family, register
+from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.specs.model_spec import ModelSpec
+
+FFN = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "swish": "silu"}
+
+
+def reference(name: str):
+    def load() -> type:
+        import transformers
+
+        return getattr(transformers, name)
+
+    return load
+
+
+def common(model: nn.Module, act: str, eps: float, rotated: float, layout: str, base: float) -> dict[str, Any]:
+    c = model.config
+    if ACTIVATIONS.get(act) not in FFN:
+        raise ValueError(f"{type(model).__name__} with activation {act!r} has no zoo spec; the zoo reads "
+                         f"{', '.join(FFN.values())}")
+    return {
+        "kind": "decoder", "vocab_size": c.vocab_size, "norm": "parallel",
+        "position": {"name": "rope", "base": base, "fraction": rotated, "layout": layout}, "attention": "fused",
+        "ffn": ACTIVATIONS[act], "norm_type": {"name": "layernorm", "eps": float(eps)}, "final_norm": True,
+        "scale_embeddings": False, "embedding_norm": False, "output_bias": "trained", "bias": True,
+        "bos_id": c.bos_token_id, "eos_id": c.eos_token_id, "pad_id": c.pad_token_id,
+    }
+
+
+def phi_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    if c.qk_layernorm or c.num_key_value_heads not in (None, c.num_attention_heads):
+        raise ValueError("Phi with qk_layernorm or grouped key/value heads has no zoo spec")
+    if not c.attention_dropout == c.resid_pdrop == c.embd_pdrop:
+        raise ValueError("Phi with attention_dropout, resid_pdrop and embd_pdrop apart has no zoo spec (one rate)")
+    fraction = (c.rope_parameters or {}).get("partial_rotary_factor", 1.0)
+    return common(model, c.hidden_act, c.layer_norm_eps, float(fraction), "halves", rope_base(c)) | {
+        "d_model": c.hidden_size, "n_heads": c.num_attention_heads, "d_ff": c.intermediate_size,
+        "n_decoder_layers": c.num_hidden_layers, "max_len": c.max_position_embeddings, "dropout": float(c.resid_pdrop),
+        "tie_embeddings": model.lm_head.weight is model.model.embed_tokens.weight}
+
+
+def phi_config(spec: ModelSpec):
+    from transformers import PhiConfig
+
+    rotary = spec.position.name == "rope"
+    return PhiConfig(
+        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
+        num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads, hidden_act=FFN.get(spec.ffn.name),
+        rope_parameters={"rope_type": "default", "rope_theta": spec.position.base if rotary else 10000.0,
+                         "partial_rotary_factor": spec.position.fraction if rotary else 1.0},
+        max_position_embeddings=spec.max_len, layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm"
+        else 1e-5, resid_pdrop=spec.dropout, embd_pdrop=spec.dropout, attention_dropout=spec.dropout,
+        tie_word_embeddings=spec.embeddings.tie, bos_token_id=spec.bos_id, eos_token_id=spec.eos_id,
+        pad_token_id=spec.pad_id)
+
+
+def phi_names(spec: ModelSpec) -> dict[str, str]:
+    table = {"decoder.embed.tokens.weight": "model.embed_tokens.weight", "generator.weight": "lm_head.weight",
+             "generator.bias": "lm_head.bias"}
+    table |= {f"decoder.norm.{part}": f"model.final_layernorm.{part}" for part in ("weight", "bias")}
+    for i in range(spec.n_decoder_layers):
+        zoo, ref = f"decoder.layers.{i}", f"model.layers.{i}"
+        for part in ("weight", "bias"):
+            table |= {f"{zoo}.self_attn.{p}.{part}": f"{ref}.self_attn.{p}_proj.{part}" for p in "qkv"}
+            table |= {f"{zoo}.self_attn.out.{part}": f"{ref}.self_attn.dense.{part}",
+                      f"{zoo}.self_attn_residual.norm.{part}": f"{ref}.input_layernorm.{part}",
+                      f"{zoo}.ffn.linear1.{part}": f"{ref}.mlp.fc1.{part}",
+                      f"{zoo}.ffn.linear2.{part}": f"{ref}.mlp.fc2.{part}"}
+    return table
+
+
+def gptj_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    head = c.n_embd // c.n_head
+    if not c.attn_pdrop == c.resid_pdrop == c.embd_pdrop or c.rotary_dim is None:
+        raise ValueError("GPT-J with attn_pdrop, resid_pdrop and embd_pdrop apart, or without rotary_dim, has no zoo "
+                         "spec")
+    return common(model, c.activation_function, c.layer_norm_epsilon, c.rotary_dim / head, "interleaved", 10000.0) | {
+        "d_model": c.n_embd, "n_heads": c.n_head, "d_ff": c.n_inner or 4 * c.n_embd, "n_decoder_layers": c.n_layer,
+        "max_len": c.n_positions, "dropout": float(c.resid_pdrop), "qkv_bias": False, "out_bias": False,
+        "tie_embeddings": model.lm_head.weight is model.transformer.wte.weight}
+
+
+def gptj_config(spec: ModelSpec):
+    from transformers import GPTJConfig
+
+    rotary = spec.position.name == "rope"
+    return GPTJConfig(
+        vocab_size=spec.tgt_vocab_size, n_embd=spec.d_model, n_layer=spec.n_decoder_layers, n_head=spec.n_heads,
+        n_inner=spec.ffn_width, rotary_dim=round(spec.d_head * spec.position.fraction) if rotary else None,
+        activation_function=FFN.get(spec.ffn.name), n_positions=spec.max_len,
+        layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5, resid_pdrop=spec.dropout,
+        embd_pdrop=spec.dropout, attn_pdrop=spec.dropout, tie_word_embeddings=spec.embeddings.tie,
+        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id)
+
+
+def gptj_computed(spec: ModelSpec) -> dict[str, Tensor]:
+    """GPT-J's table of sines and cosines over its rotated width, computed as the zoo's rotation is."""
+    width = round(spec.d_head * spec.position.fraction) if spec.position.name == "rope" else spec.d_head
+    inverse = 1.0 / (10000 ** (torch.arange(0, width, 2, dtype=torch.int64) / width))
+    angles = torch.arange(spec.max_len, dtype=torch.int64).float()[:, None] * inverse
+    return {"transformer.rotary_emb.embed_positions": torch.cat((torch.sin(angles), torch.cos(angles)), dim=1)}
+
+
+def gptj_names(spec: ModelSpec) -> dict[str, str]:
+    table = {"decoder.embed.tokens.weight": "transformer.wte.weight", "generator.weight": "lm_head.weight",
+             "generator.bias": "lm_head.bias"}
+    table |= {f"decoder.norm.{part}": f"transformer.ln_f.{part}" for part in ("weight", "bias")}
+    for i in range(spec.n_decoder_layers):
+        zoo, ref = f"decoder.layers.{i}", f"transformer.h.{i}"
+        table |= {f"{zoo}.self_attn.{p}.weight": f"{ref}.attn.{p}_proj.weight" for p in "qkv"}
+        table |= {f"{zoo}.self_attn.out.weight": f"{ref}.attn.out_proj.weight"}
+        for part in ("weight", "bias"):
+            table |= {f"{zoo}.self_attn_residual.norm.{part}": f"{ref}.ln_1.{part}",
+                      f"{zoo}.ffn.linear1.{part}": f"{ref}.mlp.fc_in.{part}",
+                      f"{zoo}.ffn.linear2.{part}": f"{ref}.mlp.fc_out.{part}"}
+    return table
+
+
+FREE = ("attention", "pad_id")
+PHI = register(Family("phi", reference("PhiForCausalLM"), phi_fields, phi_config, phi_names,
+                      lambda spec: rotary_buffers(spec, "model.rotary_emb"), free=FREE))
+GPTJ = register(Family("gptj", reference("GPTJForCausalLM"), gptj_fields, gptj_config, gptj_names, gptj_computed,
+                       free=FREE))
