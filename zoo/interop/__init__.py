@@ -2,7 +2,7 @@
 
 - `from_torch`: the usual torch.nn.Transformer wrapper of the PyTorch tutorials (zoo.interop.torch_nn).
 - `from_hf` / `to_hf`: transformers' T5 (1.0 and 1.1), mT5, BART, Marian, GPT-2, GPT-NeoX, Llama,
-  Mistral, Qwen2, Qwen3, OLMo 2, Gemma, Gemma 2, Gemma 3 (text), Phi, GPT-J and BERT (zoo.interop.hf
+  Mistral, Qwen2, Qwen3, OLMo 2, Gemma, Gemma 2, Gemma 3 (text), Phi, GPT-J, BERT and ModernBERT (zoo.interop.hf
   and one small module per family or two), needing `pip install zoo[hf]`.
 """
 
@@ -15,6 +15,7 @@ from zoo.interop import (  # noqa: F401  (each registers its family)
     llama,
     llama_layout,
     marian,
+    modernbert,
     phi,
     t5,
 )

@@ -55,13 +55,19 @@ def phi_fields(model: nn.Module) -> dict[str, Any]:
         "tie_embeddings": model.lm_head.weight is model.model.embed_tokens.weight}
 
 
+def activation(spec: ModelSpec) -> str:
+    if spec.ffn.name not in FFN:
+        raise ValueError(f"feed-forward {spec.ffn.name}: Phi and GPT-J hold {', '.join(FFN)}")
+    return FFN[spec.ffn.name]
+
+
 def phi_config(spec: ModelSpec):
     from transformers import PhiConfig
 
     rotary = spec.position.name == "rope"
     return PhiConfig(
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
-        num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads, hidden_act=FFN.get(spec.ffn.name),
+        num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads, hidden_act=activation(spec),
         rope_parameters={"rope_type": "default", "rope_theta": spec.position.base if rotary else 10000.0,
                          "partial_rotary_factor": spec.position.fraction if rotary else 1.0},
         max_position_embeddings=spec.max_len, layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm"
@@ -104,7 +110,7 @@ def gptj_config(spec: ModelSpec):
     return GPTJConfig(
         vocab_size=spec.tgt_vocab_size, n_embd=spec.d_model, n_layer=spec.n_decoder_layers, n_head=spec.n_heads,
         n_inner=spec.ffn_width, rotary_dim=round(spec.d_head * spec.position.fraction) if rotary else None,
-        activation_function=FFN.get(spec.ffn.name), n_positions=spec.max_len,
+        activation_function=activation(spec), n_positions=spec.max_len,
         layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5, resid_pdrop=spec.dropout,
         embd_pdrop=spec.dropout, attn_pdrop=spec.dropout, tie_word_embeddings=spec.embeddings.tie,
         bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id)

@@ -1,0 +1,126 @@
+"""ModernBERT (Warner et al. 2024) as transformers' ModernBertForMaskedLM holds it: an encoder-only
+pre-norm stack with bias-free LayerNorm (`layernorm+bias=false`) and a normed embedding, rotary
+positions, a GELU-gated feed-forward, no biases, and two per-layer rules (zoo.specs.layer_rules):
+every `global_attn_every_n_layers`-th layer from the first attends globally and rotates at its own
+base, the others within local_attention / 2 positions either side; and the first layer reads its
+input without an attention norm (the embeddings end in one). The masked-LM head is BERT's: dense,
+GELU, norm, then the tied output projection with a bias. Wqkv packs [q; k; v] and Wi [gate; up],
+which the table reads through views."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+
+from zoo.interop.hf import Family, register
+from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.specs.layer_rules import selecting
+from zoo.specs.model_spec import ModelSpec
+
+
+def reference() -> type:
+    from transformers import ModernBertForMaskedLM
+
+    return ModernBertForMaskedLM
+
+
+def theta(c, kind: str) -> float:
+    return rope_base(type("RopeOf", (), {"rope_parameters": c.rope_parameters[kind]})())
+
+
+def spec_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    biases = {c.attention_bias, c.mlp_bias, c.classifier_bias}
+    if c.hidden_activation != "gelu" or c.classifier_activation != "gelu" or len(biases) > 1 or not c.decoder_bias:
+        raise ValueError("ModernBERT with an activation other than gelu, biases on some projections only, or no "
+                         "decoder_bias has no zoo spec")
+    if len({c.attention_dropout, c.mlp_dropout, c.embedding_dropout}) > 1:
+        raise ValueError("ModernBERT with attention_dropout, mlp_dropout and embedding_dropout apart has no zoo spec")
+    types = c.layer_types
+    full = [i for i, kind in enumerate(types) if kind == "full_attention"]
+    rules = {"first": {"only": [0], "set": {"norm": {"attention_norm": False}}}}
+    if len(full) < len(types):
+        rules = {"full": {**selecting(full, len(types)), "set": {
+            "window": None, "position": {"base": theta(c, "full_attention")}}}} | rules if full else rules
+    local = "sliding_attention" if len(full) < len(types) else "full_attention"
+    return {
+        "kind": "encoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
+        "d_ff": c.intermediate_size, "n_encoder_layers": c.num_hidden_layers, "dropout": float(c.attention_dropout),
+        "max_len": c.max_position_embeddings, "pad_id": c.pad_token_id, "bos_id": c.bos_token_id,
+        "eos_id": c.eos_token_id, "norm": "pre", "position": {"name": "rope", "base": theta(c, local)},
+        "attention": "fused", "ffn": "geglu", "norm_type": {"name": "layernorm", "eps": float(c.norm_eps),
+                                                           "bias": bool(c.norm_bias)},
+        "final_norm": True, "scale_embeddings": False, "embedding_norm": True, "output_transform": True,
+        "tie_embeddings": model.decoder.weight is model.model.embeddings.tok_embeddings.weight,
+        "output_bias": "trained", "bias": bool(c.attention_bias),
+        "window": c.sliding_window + 1 if len(full) < len(types) else None, "layers": rules,
+    }
+
+
+def config(spec: ModelSpec):
+    from transformers import ModernBertConfig
+
+    layers = [spec.at_layer("encoder", i) for i in range(spec.n_encoder_layers)]
+    full = [i for i, layer in enumerate(layers) if layer.attn.window is None]
+    windows = {layer.attn.window for layer in layers} - {None}
+    every = (full[1] - full[0]) if len(full) > 1 else spec.n_encoder_layers
+    bases = {kind: layers[i].position.base if layers[i].position.name == "rope" else 10000.0
+             for kind, i in (("full_attention", full[0] if full else 0),
+                             ("sliding_attention", next((i for i in range(len(layers)) if i not in full), 0)))}
+    return ModernBertConfig(
+        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
+        num_hidden_layers=spec.n_encoder_layers, num_attention_heads=spec.n_heads, hidden_activation="gelu",
+        max_position_embeddings=spec.max_len, norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm"
+        else 1e-5, norm_bias=spec.norm_type.name == "layernorm" and spec.norm_type.bias,
+        attention_bias=spec.bias, mlp_bias=spec.bias, classifier_bias=spec.bias, decoder_bias=True,
+        attention_dropout=spec.dropout, mlp_dropout=spec.dropout, embedding_dropout=spec.dropout,
+        global_attn_every_n_layers=every, local_attention=2 * (next(iter(windows), 1) - 1) or 2,
+        rope_parameters={kind: {"rope_type": "default", "rope_theta": base} for kind, base in bases.items()},
+        tie_word_embeddings=spec.embeddings.tie, pad_token_id=spec.pad_id, bos_token_id=spec.bos_id,
+        eos_token_id=spec.eos_id, cls_token_id=spec.bos_id, sep_token_id=spec.eos_id)
+
+
+def computed(spec: ModelSpec) -> dict[str, Tensor]:
+    out = {}
+    layers = [spec.at_layer("encoder", i) for i in range(spec.n_encoder_layers)]
+    for kind, windowed in (("full_attention", False), ("sliding_attention", True)):
+        layer = next((layer for layer in layers if (layer.attn.window is not None) == windowed), layers[0])
+        out |= {name.replace("rotary_emb.", f"rotary_emb.{kind}_"): tensor
+                for name, tensor in rotary_buffers(layer, "model.rotary_emb").items()}
+    return out
+
+
+def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:
+    """Wqkv's rows as q, k and v; Wi's as the gate (activated) and the up projection."""
+    out = {}
+    for i in range(spec.n_encoder_layers):
+        packed = f"model.layers.{i}.attn.Wqkv.weight"
+        if packed in tensors:
+            out |= {f"{packed}:{p}": (rows, packed) for p, rows in zip("qkv", tensors[packed].chunk(3))}
+        packed = f"model.layers.{i}.mlp.Wi.weight"
+        if packed in tensors:
+            out |= {f"{packed}:{p}": (rows, packed) for p, rows in zip(("gate", "up"), tensors[packed].chunk(2))}
+    return out
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    table = {"encoder.embed.tokens.weight": "model.embeddings.tok_embeddings.weight",
+             "encoder.embed.norm.weight": "model.embeddings.norm.weight", "encoder.norm.weight": "model.final_norm.weight",
+             "generator.weight": "decoder.weight", "generator.bias": "decoder.bias",
+             "generator.transform.dense.weight": "head.dense.weight", "generator.transform.norm.weight": "head.norm.weight"}
+    for i in range(spec.n_encoder_layers):
+        zoo, ref = f"encoder.layers.{i}", f"model.layers.{i}"
+        table |= {f"{zoo}.self_attn.{p}.weight": f"{ref}.attn.Wqkv.weight:{p}" for p in "qkv"}
+        table |= {f"{zoo}.self_attn.out.weight": f"{ref}.attn.Wo.weight",
+                  f"{zoo}.ffn_residual.norm.weight": f"{ref}.mlp_norm.weight",
+                  f"{zoo}.ffn.gate.weight": f"{ref}.mlp.Wi.weight:gate",
+                  f"{zoo}.ffn.linear1.weight": f"{ref}.mlp.Wi.weight:up",
+                  f"{zoo}.ffn.linear2.weight": f"{ref}.mlp.Wo.weight"}
+        if i > 0:
+            table[f"{zoo}.self_attn_residual.norm.weight"] = f"{ref}.attn_norm.weight"
+    return table
+
+
+MODERNBERT = register(Family("modernbert", reference, spec_fields, config, names, computed,
+                             free=("attention", "bos_id", "eos_id"), views=views))
