@@ -1,6 +1,6 @@
 """The decoder-only and encoder-only references of transformers (GPT-2, GPT-NeoX, Llama, Mistral, Qwen2,
 Qwen3, OLMo 2, Gemma 1-3, Phi, GPT-J, BERT,
-ModernBERT) in the zoo: the same logits with padding, the same greedy
+RoBERTa, DistilBERT, ModernBERT) in the zoo: the same logits with padding, the same greedy
 decoding for the decoders, the same count of trained parameters, an exact round trip, and presets that
 are their architectures. Built from small random configurations, offline, with every weight moved
 away from its initial value."""
@@ -71,11 +71,16 @@ REFERENCES = {
         vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=4, num_attention_heads=2,
         local_attention=4, global_attn_every_n_layers=3, max_position_embeddings=64, cls_token_id=1, sep_token_id=2,
         **IDS)),  # global layers 0 and 3, two positions either side in 1 and 2; layer 0 without attn_norm
+    "roberta": lambda: hf.RobertaForMaskedLM(hf.RobertaConfig(
+        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+        max_position_embeddings=41, type_vocab_size=1, **IDS)),  # positions from the row after the pad id's
+    "distilbert": lambda: hf.DistilBertForMaskedLM(hf.DistilBertConfig(
+        vocab_size=VOCAB, dim=16, n_layers=2, n_heads=2, hidden_dim=32, max_position_embeddings=40, pad_token_id=0)),
     "bert": lambda: hf.BertForMaskedLM(hf.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2,
                                                      num_attention_heads=2, intermediate_size=32,
                                                      max_position_embeddings=40, type_vocab_size=2)),
 }
-DECODERS = [name for name in REFERENCES if name not in ("bert", "modernbert")]
+DECODERS = [name for name in REFERENCES if name not in ("bert", "modernbert", "roberta", "distilbert")]
 
 
 @functools.cache
@@ -207,17 +212,22 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
                                  num_attention_heads=32, pad_token_id=0), {}, 1_418_270_720),
     ("gptj", lambda: hf.GPTJConfig(pad_token_id=0), {"bos_id": 50256, "eos_id": 50256}, 6_050_882_784),
     ("modernbert", lambda: hf.ModernBertConfig(), {"pad_id": 50283, "bos_id": 50281, "eos_id": 50282}, 149_655_232),
+    ("roberta", lambda: hf.RobertaConfig(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1,
+                                         layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0, eos_token_id=2), {},
+     124_697_433),
+    ("distilbert", lambda: hf.DistilBertConfig(), {}, 66_985_530),
     ("bert", lambda: hf.BertConfig(), {}, 109_514_298),
 ])
 def test_each_preset_is_its_reference_architecture(name, config, ids, count):
     """GPT-2 (124M), Pythia 70M, Llama 2 7B, Mistral 7B, Qwen3 0.6B, Qwen2.5 0.5B, OLMo 2 1B, Gemma 2B,
-    Gemma 2 2B, Gemma 3 1B, Phi-1.5, GPT-J 6B, ModernBERT-base and BERT-base (uncased) at their
-    published sizes, with their tokenizers' vocabularies and special ids."""
+    Gemma 2 2B, Gemma 3 1B, Phi-1.5, GPT-J 6B, ModernBERT-base, RoBERTa-base, DistilBERT-base and
+    BERT-base (uncased) at their published sizes, with their tokenizers' vocabularies and special ids."""
     cls = {"gpt2": hf.GPT2LMHeadModel, "pythia": hf.GPTNeoXForCausalLM, "llama": hf.LlamaForCausalLM,
            "mistral": hf.MistralForCausalLM, "qwen3": hf.Qwen3ForCausalLM, "bert": hf.BertForMaskedLM,
            "qwen2": hf.Qwen2ForCausalLM, "olmo2": hf.Olmo2ForCausalLM, "gemma": hf.GemmaForCausalLM,
            "gemma2": hf.Gemma2ForCausalLM, "gemma3": hf.Gemma3ForCausalLM, "phi": hf.PhiForCausalLM,
-           "gptj": hf.GPTJForCausalLM, "modernbert": hf.ModernBertForMaskedLM}[name]
+           "gptj": hf.GPTJForCausalLM, "modernbert": hf.ModernBertForMaskedLM, "roberta": hf.RobertaForMaskedLM,
+           "distilbert": hf.DistilBertForMaskedLM}[name]
     with torch.device("meta"):
         ref = cls(config())
     assert sum(p.numel() for p in ref.parameters()) == count

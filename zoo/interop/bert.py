@@ -44,6 +44,8 @@ def config(spec: ModelSpec):
     from transformers import BertConfig
 
     learned = spec.position.name == "learned"
+    if learned and not spec.position.token_types:
+        raise ValueError("BERT adds a token-type table to its positions")
     return BertConfig(
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_encoder_layers,
         num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width, hidden_dropout_prob=spec.dropout,

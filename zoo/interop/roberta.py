@@ -1,0 +1,136 @@
+"""RoBERTa (Liu et al. 2019) and DistilBERT (Sanh et al. 2019) as transformers' RobertaForMaskedLM and
+DistilBertForMaskedLM hold them: BERT's post-norm encoder and masked-LM head (zoo.interop.bert).
+RoBERTa's positions start after its pad id (position p reads row p + pad_id + 1: `learned+offset`)
+and its token-type table has one row; DistilBERT has no token types and names its parts apart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from zoo.interop.hf import Family, register
+from zoo.specs.model_spec import ModelSpec
+
+
+def reference(name: str):
+    def load() -> type:
+        import transformers
+
+        return getattr(transformers, name)
+
+    return load
+
+
+def encoder_fields(c, act: str, dropouts: set[float], tied: bool) -> dict[str, Any]:
+    if act != "gelu" or len(dropouts) > 1:
+        raise ValueError("a BERT-like model with an activation other than gelu or two dropout rates has no zoo spec")
+    pad = c.pad_token_id if c.pad_token_id is not None else 0
+    start, end = (i for i in range(3) if i != pad)  # an encoder never decodes: any two other ids
+    return {"kind": "encoder", "vocab_size": c.vocab_size, "pad_id": pad, "bos_id": start, "eos_id": end,
+            "dropout": float(dropouts.pop()), "norm": "post", "attention": "fused", "ffn": "gelu", "final_norm": False,
+            "scale_embeddings": False, "embedding_norm": True, "output_transform": True, "tie_embeddings": tied,
+            "output_bias": "trained", "bias": True}
+
+
+def roberta_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    offset = c.pad_token_id + 1
+    return encoder_fields(c, c.hidden_act, {c.hidden_dropout_prob, c.attention_probs_dropout_prob},
+                          model.lm_head.decoder.weight is model.roberta.embeddings.word_embeddings.weight) | {
+        "d_model": c.hidden_size, "n_heads": c.num_attention_heads, "d_ff": c.intermediate_size,
+        "n_encoder_layers": c.num_hidden_layers, "max_len": c.max_position_embeddings - offset,
+        "position": {"name": "learned", "offset": offset, "token_types": c.type_vocab_size},
+        "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps)}}
+
+
+def roberta_config(spec: ModelSpec):
+    from transformers import RobertaConfig
+
+    learned = spec.position.name == "learned"
+    if not learned or spec.position.offset != spec.pad_id + 1:
+        raise ValueError("RoBERTa reads learned positions from the row after its pad id")
+    return RobertaConfig(
+        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_encoder_layers,
+        num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width, hidden_dropout_prob=spec.dropout,
+        attention_probs_dropout_prob=spec.dropout, max_position_embeddings=spec.max_len + spec.position.offset,
+        type_vocab_size=spec.position.token_types, layer_norm_eps=spec.norm_type.eps if spec.norm_type.name ==
+        "layernorm" else 1e-5, pad_token_id=spec.pad_id, bos_token_id=spec.bos_id, eos_token_id=spec.eos_id,
+        tie_word_embeddings=spec.embeddings.tie)
+
+
+def roberta_computed(spec: ModelSpec) -> dict[str, Tensor]:
+    rows = spec.max_len + (spec.position.offset if spec.position.name == "learned" else 0)
+    return {"roberta.embeddings.position_ids": torch.arange(rows)[None].float(),
+            "roberta.embeddings.token_type_ids": torch.zeros(1, rows)}
+
+
+def layer_names(spec: ModelSpec, prefix: str, parts: dict[str, str]) -> dict[str, str]:
+    """Each encoder layer's weights and biases under the reference's names for its parts."""
+    table = {}
+    for i in range(spec.n_encoder_layers):
+        for zoo, ref in parts.items():
+            table |= {f"encoder.layers.{i}.{zoo}.{p}": f"{prefix}.{i}.{ref}.{p}" for p in ("weight", "bias")}
+    return table
+
+
+def roberta_names(spec: ModelSpec) -> dict[str, str]:
+    emb = "roberta.embeddings"
+    table = {"encoder.embed.tokens.weight": f"{emb}.word_embeddings.weight",
+             "encoder.embed.position.table.weight": f"{emb}.position_embeddings.weight",
+             "encoder.embed.position.types.weight": f"{emb}.token_type_embeddings.weight",
+             "generator.weight": "lm_head.decoder.weight", "generator.bias": "lm_head.bias"}
+    for p in ("weight", "bias"):
+        table |= {f"encoder.embed.norm.{p}": f"{emb}.LayerNorm.{p}", f"generator.transform.norm.{p}": f"lm_head.layer_norm.{p}",
+                  f"generator.transform.dense.{p}": f"lm_head.dense.{p}"}
+    return table | layer_names(spec, "roberta.encoder.layer", {
+        "self_attn.q": "attention.self.query", "self_attn.k": "attention.self.key", "self_attn.v": "attention.self.value",
+        "self_attn.out": "attention.output.dense", "self_attn_residual.norm": "attention.output.LayerNorm",
+        "ffn.linear1": "intermediate.dense", "ffn.linear2": "output.dense", "ffn_residual.norm": "output.LayerNorm"})
+
+
+def distilbert_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    if c.sinusoidal_pos_embds:
+        raise ValueError("DistilBERT with sinusoidal_pos_embds has no zoo spec (its sinusoids are trained)")
+    return encoder_fields(c, c.activation, {c.dropout, c.attention_dropout},
+                          model.vocab_projector.weight is model.distilbert.embeddings.word_embeddings.weight) | {
+        "d_model": c.dim, "n_heads": c.n_heads, "d_ff": c.hidden_dim, "n_encoder_layers": c.n_layers,
+        "max_len": c.max_position_embeddings, "position": "learned", "norm_type": {"name": "layernorm", "eps": 1e-12}}
+
+
+def distilbert_config(spec: ModelSpec):
+    from transformers import DistilBertConfig
+
+    if spec.norm_type.name != "layernorm" or spec.norm_type.eps != 1e-12:
+        raise ValueError("DistilBERT's LayerNorms have eps 1e-12")
+    return DistilBertConfig(
+        vocab_size=spec.tgt_vocab_size, dim=spec.d_model, n_layers=spec.n_encoder_layers, n_heads=spec.n_heads,
+        hidden_dim=spec.ffn_width, dropout=spec.dropout, attention_dropout=spec.dropout, activation="gelu",
+        max_position_embeddings=spec.max_len, pad_token_id=spec.pad_id, tie_word_embeddings=spec.embeddings.tie)
+
+
+def distilbert_names(spec: ModelSpec) -> dict[str, str]:
+    emb = "distilbert.embeddings"
+    table = {"encoder.embed.tokens.weight": f"{emb}.word_embeddings.weight",
+             "encoder.embed.position.table.weight": f"{emb}.position_embeddings.weight",
+             "generator.weight": "vocab_projector.weight", "generator.bias": "vocab_projector.bias"}
+    for p in ("weight", "bias"):
+        table |= {f"encoder.embed.norm.{p}": f"{emb}.LayerNorm.{p}", f"generator.transform.norm.{p}": f"vocab_layer_norm.{p}",
+                  f"generator.transform.dense.{p}": f"vocab_transform.{p}"}
+    return table | layer_names(spec, "distilbert.transformer.layer", {
+        "self_attn.q": "attention.q_lin", "self_attn.k": "attention.k_lin", "self_attn.v": "attention.v_lin",
+        "self_attn.out": "attention.out_lin", "self_attn_residual.norm": "sa_layer_norm", "ffn.linear1": "ffn.lin1",
+        "ffn.linear2": "ffn.lin2", "ffn_residual.norm": "output_layer_norm"})
+
+
+def distilbert_computed(spec: ModelSpec) -> dict[str, Tensor]:
+    return {"distilbert.embeddings.position_ids": torch.arange(spec.max_len)[None].float()}
+
+
+FREE = ("attention", "bos_id", "eos_id")
+ROBERTA = register(Family("roberta", reference("RobertaForMaskedLM"), roberta_fields, roberta_config, roberta_names,
+                          roberta_computed, free=FREE))
+DISTILBERT = register(Family("distilbert", reference("DistilBertForMaskedLM"), distilbert_fields, distilbert_config,
+                             distilbert_names, distilbert_computed, free=FREE))
