@@ -13,7 +13,7 @@ from zoo.sweep.spec import read_saved_sweep
 
 RESULTS = Path(__file__).resolve().parents[1] / "experiments" / "results"
 PUBLISHED = sorted(path.parent.name for path in RESULTS.glob("*/ledger.jsonl"))
-ON_A_CORPUS = {"lm-multi30k", "multi30k-norm", "narang-multi30k", "transfer-multi30k"}
+ON_A_CORPUS = {"lm-multi30k", "local-global-multi30k", "multi30k-norm", "narang-multi30k", "transfer-multi30k"}
 """Ledgers trained on the full Multi30k corpus, each with its replay.pt.gz."""
 
 

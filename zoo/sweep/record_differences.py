@@ -6,7 +6,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from pydantic import ValidationError
+
 from zoo.provenance import ROUNDING
+from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.identity import changes_between, flatten
 
 LOSSES = ("train/loss", "eval/loss")
@@ -29,9 +32,10 @@ def logged_losses(history: list[dict[str, float]], until: float = math.inf) -> d
             if key in row and "train/step" in row and row["train/step"] <= until}
 
 
-WHERE_AND_HOW = ("train.out_dir", "train.device")
+WHERE_AND_HOW = ("train.out_dir", "train.device", "task.data_dir", "task.tokenizer_dir")
 """Fields of a recorded experiment that say where and on what it ran, not what it trained (W&B's
-too): reproduction sets them itself."""
+too), and where its corpus lay: reproduction sets them itself (a replay reads no corpus), and
+other data shows in the losses."""
 
 
 def experiment_changes(recorded: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
@@ -40,8 +44,17 @@ def experiment_changes(recorded: dict[str, Any] | None, now: dict[str, Any]) -> 
     if recorded is None:
         return []
     old, new = ({key: value for key, value in flatten(each).items() if key not in WHERE_AND_HOW
-                 and not key.startswith("wandb.")} for each in (recorded, now))
+                 and not key.startswith("wandb.")} for each in (upgraded(recorded), now))
     return changes_between(old, new, "recorded")
+
+
+def upgraded(recorded: dict[str, Any]) -> dict[str, Any]:
+    """A recorded experiment as today's spec reads it: a field added since (at its default, which
+    keeps what every earlier run did) is filled in, as it is in the experiment trained now."""
+    try:
+        return ExperimentSpec.model_validate(recorded).model_dump(mode="json")
+    except ValidationError:
+        return recorded
 
 
 def early_differences(recorded: list[dict[str, float]], now: list[dict[str, float]], until: int) -> list[str]:
