@@ -45,6 +45,8 @@ REFERENCES = {
     "marian-two-vocabularies": lambda: hf.MarianMTModel(hf.MarianConfig(
         vocab_size=VOCAB, decoder_vocab_size=VOCAB + 3, share_encoder_decoder_embeddings=False,
         pad_token_id=VOCAB - 1, eos_token_id=0, decoder_start_token_id=VOCAB - 1, **SMALL)),
+    "pegasus": lambda: hf.PegasusForConditionalGeneration(hf.PegasusConfig(
+        vocab_size=VOCAB, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, **SMALL)),  # pre-norm Marian
 }
 
 
@@ -199,7 +201,7 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
     torch.testing.assert_close(reference_logits(back.eval(), spec), reference_logits(ref, spec), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("name", ["t5", "t5-v1_1", "mt5", "bart", "marian"])
+@pytest.mark.parametrize("name", ["t5", "t5-v1_1", "mt5", "bart", "marian", "pegasus"])
 def test_each_preset_is_its_reference_architecture(name):
     """At the preset's own sizes (built on the meta device, so nothing is allocated): the spec
     from_hf reads from the reference is the preset's, but for the vocabulary and the special ids,
@@ -215,7 +217,7 @@ def test_each_preset_is_its_reference_architecture(name):
     assert exact_parameters(preset, buffers=False) == trained(ref)
     published = {"t5": (32128, 60_506_624), "t5-v1_1": (32128, 76_961_152), "mt5": (250112, 300_176_768),
                  "bart": (50265, 139_420_416),
-                 "marian": (58101, 73_886_208)}[name]
+                 "marian": (58101, 73_886_208), "pegasus": (96103, 568_699_904)}[name]
     assert exact_parameters(zoo.spec(name, vocab_size=published[0]), buffers=False) == published[1]
 
 

@@ -1,7 +1,9 @@
 """Marian (Junczys-Dowmunt et al. 2018) as transformers' MarianMTModel holds it (the OPUS-MT
 models): BART's post-norm layers, fixed sinusoids laid out as halves (all sines, then all
 cosines), no embedding norm, a fixed final_logits_bias; decoding starts from the pad id. The
-sinusoid tables are computed, not trained: from_hf checks them against the zoo's."""
+sinusoid tables are computed, not trained: from_hf checks them against the zoo's. Pegasus (Zhang
+et al. 2020, PegasusForConditionalGeneration) is Marian's layout in pre-norm, with a LayerNorm
+after each stack."""
 
 from __future__ import annotations
 
@@ -41,4 +43,29 @@ def computed(spec: ModelSpec) -> dict[str, Tensor]:
     return {f"model.{stack}.embed_positions.weight": table for stack in ("encoder", "decoder")}
 
 
+def pegasus() -> type:
+    from transformers import PegasusForConditionalGeneration
+
+    return PegasusForConditionalGeneration
+
+
+def pegasus_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    return {**shared_fields(model, "Pegasus"), "src_vocab_size": c.vocab_size, "tgt_vocab_size": c.vocab_size,
+            "position": {"name": "sinusoidal", "layout": "halves"}, "embedding_norm": False, "norm": "pre",
+            "final_norm": True}
+
+
+def pegasus_config(spec: ModelSpec):
+    from transformers import PegasusConfig
+
+    return PegasusConfig(vocab_size=spec.tgt_vocab_size, **shared_config(spec))
+
+
+def pegasus_names(spec: ModelSpec) -> dict[str, str]:
+    return layers(spec) | {f"{stack}.norm.{kind}": f"model.{stack}.layer_norm.{kind}"
+                           for stack in ("encoder", "decoder") for kind in ("weight", "bias")}
+
+
 MARIAN = register(Family("marian", reference, spec_fields, config, layers, computed))
+PEGASUS = register(Family("pegasus", pegasus, pegasus_fields, pegasus_config, pegasus_names, computed))
