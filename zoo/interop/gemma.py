@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.interop.hf import Family, register
+from zoo.interop.hf import Family, register, transformers_class
 from zoo.interop.llama import names as llama_names
 from zoo.interop.llama import rope_base, rotary_buffers
 from zoo.interop.llama_layout import layer_types, sliding_window, window_fields
@@ -23,15 +23,6 @@ from zoo.specs.model_spec import ModelSpec
 
 ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu"}
 """transformers' hidden_activation -> the zoo's gated feed-forward."""
-
-
-def reference(name: str):
-    def load() -> type:
-        import transformers
-
-        return getattr(transformers, name)
-
-    return load
 
 
 def gemma_fields(model: nn.Module) -> dict[str, Any]:
@@ -159,9 +150,9 @@ def gemma3_names(spec: ModelSpec) -> dict[str, str]:
 
 
 FREE = ("attention", "pad_id", "dropout")
-GEMMA = register(Family("gemma", reference("GemmaForCausalLM"), gemma_fields, gemma_config, llama_names, computed,
+GEMMA = register(Family("gemma", transformers_class("GemmaForCausalLM"), gemma_fields, gemma_config, llama_names, computed,
                         free=FREE))
-GEMMA2 = register(Family("gemma2", reference("Gemma2ForCausalLM"), gemma2_fields, gemma2_config_of, gemma2_names,
+GEMMA2 = register(Family("gemma2", transformers_class("Gemma2ForCausalLM"), gemma2_fields, gemma2_config_of, gemma2_names,
                          computed, free=FREE))
-GEMMA3 = register(Family("gemma3", reference("Gemma3ForCausalLM"), gemma3_fields, gemma3_config, gemma3_names,
+GEMMA3 = register(Family("gemma3", transformers_class("Gemma3ForCausalLM"), gemma3_fields, gemma3_config, gemma3_names,
                          gemma3_computed, free=FREE))

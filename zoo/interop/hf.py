@@ -66,6 +66,16 @@ def reference_tensors(model: nn.Module) -> dict[str, Tensor]:
     return dict(chain(model.named_parameters(remove_duplicate=False), model.named_buffers(remove_duplicate=False)))
 
 
+def transformers_class(name: str) -> Callable[[], type]:
+    """A Family's `reference`: transformers' class of this name, imported only when asked."""
+    def load() -> type:
+        import transformers
+
+        return getattr(transformers, name)
+
+    return load
+
+
 def reference_class(family: Family) -> type:
     try:
         return family.reference()

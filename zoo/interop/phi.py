@@ -12,20 +12,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.interop.hf import ACTIVATIONS, Family, register
+from zoo.interop.hf import ACTIVATIONS, Family, register, transformers_class
 from zoo.interop.llama import rope_base, rotary_buffers
 from zoo.specs.model_spec import ModelSpec
 
 FFN = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "swish": "silu"}
-
-
-def reference(name: str):
-    def load() -> type:
-        import transformers
-
-        return getattr(transformers, name)
-
-    return load
 
 
 def common(model: nn.Module, act: str, eps: float, rotated: float, layout: str, base: float) -> dict[str, Any]:
@@ -140,7 +131,7 @@ def gptj_names(spec: ModelSpec) -> dict[str, str]:
 
 
 FREE = ("attention", "pad_id")
-PHI = register(Family("phi", reference("PhiForCausalLM"), phi_fields, phi_config, phi_names,
+PHI = register(Family("phi", transformers_class("PhiForCausalLM"), phi_fields, phi_config, phi_names,
                       lambda spec: rotary_buffers(spec, "model.rotary_emb"), free=FREE))
-GPTJ = register(Family("gptj", reference("GPTJForCausalLM"), gptj_fields, gptj_config, gptj_names, gptj_computed,
+GPTJ = register(Family("gptj", transformers_class("GPTJForCausalLM"), gptj_fields, gptj_config, gptj_names, gptj_computed,
                        free=FREE))

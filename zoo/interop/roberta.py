@@ -10,17 +10,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.interop.hf import Family, register
+from zoo.interop.hf import Family, register, transformers_class
 from zoo.specs.model_spec import ModelSpec
-
-
-def reference(name: str):
-    def load() -> type:
-        import transformers
-
-        return getattr(transformers, name)
-
-    return load
 
 
 def encoder_fields(c, act: str, dropouts: set[float], tied: bool) -> dict[str, Any]:
@@ -130,7 +121,7 @@ def distilbert_computed(spec: ModelSpec) -> dict[str, Tensor]:
 
 
 FREE = ("attention", "bos_id", "eos_id")
-ROBERTA = register(Family("roberta", reference("RobertaForMaskedLM"), roberta_fields, roberta_config, roberta_names,
+ROBERTA = register(Family("roberta", transformers_class("RobertaForMaskedLM"), roberta_fields, roberta_config, roberta_names,
                           roberta_computed, free=FREE))
-DISTILBERT = register(Family("distilbert", reference("DistilBertForMaskedLM"), distilbert_fields, distilbert_config,
+DISTILBERT = register(Family("distilbert", transformers_class("DistilBertForMaskedLM"), distilbert_fields, distilbert_config,
                              distilbert_names, distilbert_computed, free=FREE))
