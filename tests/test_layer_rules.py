@@ -168,14 +168,16 @@ def test_every_key_a_rule_may_set_changes_a_layer():
     """Each of LAYER_KEYS, set by a rule, makes the selected layer differ from the others."""
     changes = {"norm": "post", "position": {"base": 500.0}, "attention": "per_head", "ffn": "gelu",
                "norm_type": "rmsnorm", "d_ff": 8, "n_kv_heads": 1, "head_width": 2, "scale_scores": False,
-               "attn_softcap": 5.0, "qk_norm": "rmsnorm", "window": 2, "attn": {"window": 3}}
+               "attn_softcap": 5.0, "qk_norm": "rmsnorm", "window": 2, "attn": {"window": 3},
+               "qk_norm_scope": "projection", "qkv_bias": False, "out_bias": False, "scale_width": 9.0}
     from zoo.specs.layer_rules import LAYER_KEYS
 
     assert set(changes) == set(LAYER_KEYS)
     tokens = padded_batch([9], 19, seed=1)
     plain = zoo.build(lm(), seed=0).eval()
     for key, value in changes.items():
-        spec = lm(layers={"one": {"only": [1], "set": {key: value}}})
+        needs = {"qk_norm": "rmsnorm"} if key == "qk_norm_scope" else {}  # a scope of a qk-norm that is there
+        spec = lm(layers={"one": {"only": [1], "set": {**needs, key: value}}})
         model = away_from_init(zoo.build(spec, seed=0)).eval()
         assert spec.at_layer("decoder", 0) is spec and spec.at_layer("decoder", 1) != lm(), key
         state, shapes = model.state_dict(), {name: t.shape for name, t in plain.state_dict().items()}

@@ -15,8 +15,11 @@ AWAY = {  # a value away from the default (and from what the default stands for)
     "n_kv_heads": 2, "head_width": 16, "final_norm": True, "scale_embeddings": False, "embedding_norm": True,
     "tie_embeddings": True, "share_embeddings": True, "scale_scores": False, "scale_output": True,
     "output_bias": "fixed", "attn_softcap": 50.0, "logit_softcap": 30.0, "qk_norm": "rmsnorm", "window": 8,
-    "share_layers": True, "embedding_dim": 16, "output_transform": True, "bias": False,
+    "share_layers": True, "embedding_dim": 16, "output_transform": True, "bias": False, "qk_norm_scope": "projection",
+    "qkv_bias": False, "out_bias": False, "scale_width": 12.0,
 }
+NEEDS = {"qk_norm_scope": {"qk_norm": "rmsnorm"}}
+"""What a switch's value needs beside it (a scope of a qk-norm that is there)."""
 SWITCHES = list(FLAT)
 NOT_SWITCHES = {"kind", "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "n_encoder_layers",
                 "n_decoder_layers", "dropout", "max_len", "pad_id", "bos_id", "eos_id"}
@@ -28,7 +31,7 @@ def test_every_switch_has_a_value_here():
 
 
 def test_every_field_beyond_the_axes_and_sizes_is_a_switch_with_a_flat_key():
-    top = set(zoo.ModelSpec.model_fields) - NOT_SWITCHES - set(zoo.AXES) - set(GROUPS)
+    top = set(zoo.ModelSpec.model_fields) - NOT_SWITCHES - set(zoo.AXES) - set(GROUPS) - {"layers"}  # rules: their own
     grouped = {(group, field) for group, settings in GROUPS.items() for field in settings.model_fields}
     assert {path for path in FLAT.values() if path[0] is not None} == grouped, "give a new group field a flat key"
     assert {field for group, field in FLAT.values() if group is None} == top, "a new field of the spec: a switch?"
@@ -37,13 +40,15 @@ def test_every_field_beyond_the_axes_and_sizes_is_a_switch_with_a_flat_key():
 @pytest.mark.parametrize("switch", [key for key, (group, _) in FLAT.items() if group is not None])
 def test_a_switch_reads_the_same_by_its_flat_key_and_in_its_group(switch):
     group, field = FLAT[switch]
-    flat = zoo.spec("pre-ln", **SIZES, **{switch: AWAY[switch]})
-    assert flat == zoo.spec("pre-ln", **SIZES, **{group: {field: AWAY[switch]}})
+    needs = NEEDS.get(switch, {})
+    flat = zoo.spec("pre-ln", **SIZES, **needs, **{switch: AWAY[switch]})
+    assert flat == zoo.spec("pre-ln", **SIZES, **needs, **{group: {field: AWAY[switch]}})
     assert getattr(getattr(flat, group), field) == AWAY[switch]
-    assert load_experiment(None, [f"model.{switch}={AWAY[switch]}"]).model == \
-        load_experiment(None, [f"model.{group}.{field}={AWAY[switch]}"]).model
+    sets = [f"model.{key}={value}" for key, value in needs.items()]
+    assert load_experiment(None, [*sets, f"model.{switch}={AWAY[switch]}"]).model == \
+        load_experiment(None, [*sets, f"model.{group}.{field}={AWAY[switch]}"]).model
     assert flat.replace(**{switch: getattr(getattr(zoo.spec("pre-ln", **SIZES), group), field)}) == \
-        zoo.spec("pre-ln", **SIZES), "replace by the flat key changes that switch alone"
+        zoo.spec("pre-ln", **SIZES, **needs), "replace by the flat key changes that switch alone"
 
 
 def test_a_switch_given_both_ways_must_agree_and_a_group_change_keeps_the_rest():
@@ -60,11 +65,12 @@ def test_a_switch_given_both_ways_must_agree_and_a_group_change_keeps_the_rest()
 
 @pytest.mark.parametrize("switch", SWITCHES)
 def test_a_switch_away_from_its_default_shows_in_the_name_and_comes_back(switch):
-    plain = zoo.spec("post.sinusoidal.fused.relu", **SIZES)
+    plain = zoo.spec("post.sinusoidal.fused.relu", **SIZES, **NEEDS.get(switch, {}))
     spec = plain.replace(**{switch: AWAY[switch]})
-    assert spec.switches() == {switch: AWAY[switch]}
-    assert spec.name == f"{plain.name}.{switch}={zoo.specs.choices.value_text(AWAY[switch])}" != plain.name
-    assert spec.axes_name == plain.name, "a run folder's stem stays the axes' name"
+    assert spec.switches() == {**NEEDS.get(switch, {}), switch: AWAY[switch]}
+    shown = f"{switch}={zoo.specs.choices.value_text(AWAY[switch])}"
+    assert spec.name == (f"{plain.name}+{shown}" if NEEDS.get(switch) else f"{plain.name}.{shown}") != plain.name
+    assert spec.axes_name == plain.axes_name, "a run folder's stem stays the axes' name"
     assert zoo.spec(spec.name, **SIZES) == spec, "the name gives back the same model"
 
 

@@ -26,6 +26,7 @@ from torch import Tensor
 
 from zoo.errors import ConfigError, ZooError
 from zoo.files import read_bounded
+from zoo.specs.registries import registry
 from zoo.tasks import Task, Vocabulary, build_task, task_params
 
 FORMAT = 1
@@ -36,7 +37,11 @@ IDENTITY = ("data_dir", "tokenizer_dir")
 
 
 def task_identity(fields: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in fields.items() if key not in IDENTITY}
+    """The task's fields that say what it is, each only away from its default (so a field added to
+    the task since a replay was made, at its default, is the same task)."""
+    params = registry("task").get(fields["name"]).Params.model_fields
+    return {key: value for key, value in fields.items()
+            if key not in IDENTITY and not (key in params and params[key].default == value)}
 
 
 def ids_only(size: int) -> Vocabulary:
@@ -79,7 +84,7 @@ class Replayed(Task):
 def replayed_task(path: str | Path, fields: dict[str, Any], seed: int) -> Task:
     """The task of `fields` (seed `seed`) from a replay recorded for the same task and seed."""
     replay = read_replay(path)
-    if task_identity(fields) != replay["task"] or seed != replay["seed"]:
+    if task_identity(fields) != task_identity(replay["task"]) or seed != replay["seed"]:
         raise ConfigError(f"{path}: a replay of task {replay['task']} with seed {replay['seed']}, not of this cell's "
                           f"task {task_identity(fields)} with seed {seed}")
     cls, params = task_params(fields)

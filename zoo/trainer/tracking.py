@@ -45,7 +45,8 @@ class Tracker:
         config = experiment.model_dump(mode="json")
         # the full, resolved ModelSpec, each switch under its flat key as W&B runs have always held
         # it (model.window, not model.attn.window), so a dashboard groups earlier and later runs alike
-        config["model"] = flat_fields(spec.model_dump())
+        # (W&B keeps no empty mapping: a model without per-layer rules holds no `layers`)
+        config["model"] = {key: value for key, value in flat_fields(spec.model_dump()).items() if value != {}}
         config["model_name"] = spec.name
         config.update(top_level(experiment, spec))
         self._guard("init", lambda: self._init(w, mode, name, config, spec, run_id))
