@@ -45,7 +45,7 @@ def check_padding_invariance(model):
 def check_causality(model):
     """Changing token j changes the logit at j, and, where the model is causal, no logit before j;
     an encoder's earlier logits must change (it reads the whole row). With a sliding window, a
-    token reaches (window - 1) positions further per layer, and never past that. All changes in
+    token reaches (window - 1) positions further per layer (each layer's own), and never past that. All changes in
     one batch, row j of which has token j replaced."""
     spec = model.spec
     src, tgt = padded_batch([6], 19, seed=6), padded_batch([8], 19, seed=7)
@@ -56,8 +56,9 @@ def check_causality(model):
     before, after = logits_of(model, src, tgt), logits_of(model, src.repeat(length, 1), changed)
     moved = (after - before).abs().amax(dim=-1)  # (changed token j, position)
     distance = (steps[None, :] - steps[:, None]).abs()  # row j, position i: |i - j|
-    layers = spec.n_encoder_layers if spec.kind == "encoder" else spec.n_decoder_layers
-    reached = distance < (length if spec.attn.window is None else (spec.attn.window - 1) * layers + 1)
+    stack, layers = ("encoder", spec.n_encoder_layers) if spec.kind == "encoder" else ("decoder", spec.n_decoder_layers)
+    windows = [spec.at_layer(stack, i).attn.window for i in range(layers)]  # per-layer rules may differ
+    reached = distance < (length if None in windows else sum(window - 1 for window in windows) + 1)
     earlier = torch.ones(length, length, dtype=torch.bool).tril(-1)  # row j, positions before j
     if spec.kind == "encoder":
         assert (moved[earlier & reached] > ROUNDING).all(), "an encoder position does not see a later token"

@@ -47,6 +47,8 @@ REFERENCES = {
         pad_token_id=VOCAB - 1, eos_token_id=0, decoder_start_token_id=VOCAB - 1, **SMALL)),
     "pegasus": lambda: hf.PegasusForConditionalGeneration(hf.PegasusConfig(
         vocab_size=VOCAB, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, **SMALL)),  # pre-norm Marian
+    "m2m100": lambda: hf.M2M100ForConditionalGeneration(hf.M2M100Config(
+        vocab_size=VOCAB, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2, **SMALL)),
 }
 
 
@@ -121,10 +123,12 @@ def trained(model) -> int:
 def test_the_logits_are_the_references_with_padding(name):
     ref = reference(name)
     model = zoo.from_hf(ref)
-    src, tgt, _, _ = inputs(model.spec)
+    src, tgt, _, real = inputs(model.spec)
+    real = real.bool()  # M2M100 gives a padded position its pad row: real tokens are what must agree
     with torch.no_grad():
-        torch.testing.assert_close(model(src, tgt), reference_logits(ref, model.spec), rtol=0, atol=1e-4)
-    assert not model.training and model.spec.name.split(".")[1] in ("t5", "learned+offset=2", "sinusoidal+layout=halves")
+        torch.testing.assert_close(model(src, tgt)[real], reference_logits(ref, model.spec)[real], rtol=0, atol=1e-4)
+    assert not model.training and model.spec.name.split(".")[1] in (
+        "t5", "learned+offset=2", "sinusoidal+layout=halves", "sinusoidal+layout=halves+spacing=tensor2tensor+offset=2")
 
 
 @pytest.mark.parametrize("name", REFERENCES)
@@ -201,7 +205,7 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
     torch.testing.assert_close(reference_logits(back.eval(), spec), reference_logits(ref, spec), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("name", ["t5", "t5-v1_1", "mt5", "bart", "marian", "pegasus"])
+@pytest.mark.parametrize("name", ["t5", "t5-v1_1", "mt5", "bart", "marian", "pegasus", "m2m100"])
 def test_each_preset_is_its_reference_architecture(name):
     """At the preset's own sizes (built on the meta device, so nothing is allocated): the spec
     from_hf reads from the reference is the preset's, but for the vocabulary and the special ids,
@@ -212,12 +216,14 @@ def test_each_preset_is_its_reference_architecture(name):
         if name in ("t5-v1_1", "mt5"):
             untied(ref)
     fields = family_of(ref).spec_fields(ref)
-    read = zoo.spec("vaswani2017", **{**fields, "pad_id": 0, "bos_id": 1, "eos_id": 2})
+    ids = {"pad_id": 1, "bos_id": 2, "eos_id": 2} if name == "m2m100" else {"pad_id": 0, "bos_id": 1, "eos_id": 2}
+    read = zoo.spec("vaswani2017", **{**fields, **ids})  # M2M100's positions follow its pad id: its own ids
     assert read == preset and read.name == preset.name
     assert exact_parameters(preset, buffers=False) == trained(ref)
     published = {"t5": (32128, 60_506_624), "t5-v1_1": (32128, 76_961_152), "mt5": (250112, 300_176_768),
                  "bart": (50265, 139_420_416),
-                 "marian": (58101, 73_886_208), "pegasus": (96103, 568_699_904)}[name]
+                 "marian": (58101, 73_886_208), "pegasus": (96103, 568_699_904),
+                 "m2m100": (128112, 483_905_536)}[name]
     assert exact_parameters(zoo.spec(name, vocab_size=published[0]), buffers=False) == published[1]
 
 
@@ -252,8 +258,8 @@ def test_a_spec_no_family_expresses_names_the_fields_and_the_nearest_family():
     assert "is not a t5 model (the nearest family); it cannot express" in str(err.value)
     assert "position 'rope' (t5: 't5')" in str(err.value) and "bias True (t5: False)" in str(err.value)
     with pytest.raises(zoo.ConfigError) as err:
-        zoo.to_hf(model, family="gptj")
-    assert str(err.value) == f"to_hf family 'gptj'; choices: {', '.join(sorted(FAMILIES))}"
+        zoo.to_hf(model, family="no_such_family")
+    assert str(err.value) == f"to_hf family 'no_such_family'; choices: {', '.join(sorted(FAMILIES))}"
     layernorm = zoo.build("t5", vocab_size=VOCAB, d_model=16, n_heads=2, head_width=8, d_ff=32, n_encoder_layers=1,
                           n_decoder_layers=1, norm_type="layernorm")
     with pytest.raises(zoo.ConfigError, match=r"it cannot express norm_type 'layernorm' \(t5: 'rmsnorm'\)$"):

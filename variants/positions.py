@@ -16,45 +16,64 @@ from zoo.specs.registries import registry
 register = registry("position").register
 
 
-def sinusoid_table(length: int, d_model: int, base: float = 10000.0, layout: str = "interleaved") -> Tensor:
+def sinusoid_table(length: int, d_model: int, base: float = 10000.0, layout: str = "interleaved",
+                   spacing: str = "vaswani") -> Tensor:
     """PE(pos, 2i) = sin(pos / base^(2i/d)), PE(pos, 2i+1) = cos(same), computed in float64;
-    `halves` puts every sine first and every cosine after them (Marian, fairseq)."""
-    position = torch.arange(length, dtype=torch.float64)[:, None]
-    frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(base) / d_model))
-    sines, cosines = torch.sin(position * frequency), torch.cos(position * frequency[: d_model // 2])
+    `halves` puts every sine first and every cosine after them (Marian, fairseq). `tensor2tensor`
+    spaces the d/2 frequencies as base^(-i / (d/2 - 1)), computed in float32 as fairseq does
+    (M2M100, NLLB), so the tables are those models' own to the bit."""
+    if spacing == "tensor2tensor":
+        half = d_model // 2
+        frequency = torch.exp(torch.arange(half, dtype=torch.int64).float() * -(math.log(base) / max(half - 1, 1)))
+        angles = torch.arange(length, dtype=torch.int64).float()[:, None] * frequency[None]
+        sines, cosines = torch.sin(angles), torch.cos(angles)
+    else:
+        position = torch.arange(length, dtype=torch.float64)[:, None]
+        frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(base) / d_model))
+        sines, cosines = torch.sin(position * frequency), torch.cos(position * frequency[: d_model // 2])
     table = torch.zeros(length, d_model, dtype=torch.float64)
     if layout == "halves":
-        table[:, : sines.size(1)], table[:, sines.size(1) :] = sines, cosines
+        table[:, : sines.size(1)], table[:, sines.size(1) : sines.size(1) + cosines.size(1)] = sines, cosines
     else:
-        table[:, 0::2], table[:, 1::2] = sines, cosines
+        table[:, 0::2][:, : sines.size(1)], table[:, 1::2][:, : cosines.size(1)] = sines, cosines
     return table.float()
 
 
 @register("sinusoidal")
 class Sinusoidal(PositionScheme):
     """Fixed sinusoids of Vaswani et al. 2017; the table grows on demand, so any length works.
-    `layout: halves` holds the same sinusoids with all sines first (Marian's tables)."""
+    `layout: halves` holds the same sinusoids with all sines first (Marian's tables); `spacing:
+    tensor2tensor` spaces the frequencies as tensor2tensor and fairseq do; with `offset`, position p
+    reads the sinusoids of p + offset (M2M100 and NLLB: 2, the row after their pad id)."""
 
     class Settings(PartSettings):
         base: float = Field(10000.0, gt=1.0, description="the longest wavelength is 2 pi base")
         layout: Literal["interleaved", "halves"] = Field(
             "interleaved", description="sine and cosine of each frequency side by side, or all sines then all cosines"
         )
+        spacing: Literal["vaswani", "tensor2tensor"] = Field(
+            "vaswani", description="frequencies base^(-2i/d) (the paper) or base^(-i/(d/2 - 1)) (tensor2tensor, "
+                                   "fairseq: M2M100, NLLB)"
+        )
+        offset: int = Field(0, ge=0, description="position p reads the sinusoids of p + offset (M2M100, NLLB: 2)")
+
+        TRIED = ({"spacing": "tensor2tensor", "offset": 2},)
 
     def __init__(self, spec: ModelSpec, site: Site):
         super().__init__(spec, site)
         self.d_model, self.base, self.layout = spec.d_model, spec.position.base, spec.position.layout
-        self.register_buffer("table", self.sinusoids(spec.max_len), persistent=False)
+        self.spacing, self.offset = spec.position.spacing, spec.position.offset
+        self.register_buffer("table", self.sinusoids(spec.max_len + self.offset), persistent=False)
 
     def sinusoids(self, length: int) -> Tensor:
-        return sinusoid_table(length, self.d_model, self.base, self.layout)
+        return sinusoid_table(length, self.d_model, self.base, self.layout, self.spacing)
 
     def prepare(self, length: int) -> None:
-        if length > self.table.size(0):
-            self.table = self.sinusoids(max(length, 2 * self.table.size(0))).to(self.table.device)
+        if length + self.offset > self.table.size(0):
+            self.table = self.sinusoids(max(length + self.offset, 2 * self.table.size(0))).to(self.table.device)
 
     def forward(self, x: Tensor, positions: Tensor) -> Tensor:
-        return x + self.table[positions].to(x.dtype)
+        return x + self.table[positions + self.offset if self.offset else positions].to(x.dtype)
 
 
 @register("learned")

@@ -3,7 +3,9 @@ models): BART's post-norm layers, fixed sinusoids laid out as halves (all sines,
 cosines), no embedding norm, a fixed final_logits_bias; decoding starts from the pad id. The
 sinusoid tables are computed, not trained: from_hf checks them against the zoo's. Pegasus (Zhang
 et al. 2020, PegasusForConditionalGeneration) is Marian's layout in pre-norm, with a LayerNorm
-after each stack."""
+after each stack; M2M100 (Fan et al. 2021) and NLLB (NLLB team 2022), M2M100ForConditionalGeneration,
+are Pegasus's with fairseq's sinusoids (`spacing: tensor2tensor`), read from the row after the pad
+id (`offset`), and no logits bias."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from torch import Tensor, nn
 
 from zoo.interop.bart import layers, shared_config, shared_fields
 from zoo.interop.hf import Family, register
+from zoo.specs.choices import validate_choice
 from zoo.specs.model_spec import ModelSpec
 
 
@@ -67,5 +70,43 @@ def pegasus_names(spec: ModelSpec) -> dict[str, str]:
                            for stack in ("encoder", "decoder") for kind in ("weight", "bias")}
 
 
+def m2m100() -> type:
+    from transformers import M2M100ForConditionalGeneration
+
+    return M2M100ForConditionalGeneration
+
+
+def fairseq_positions(pad_id: int) -> dict[str, Any]:
+    return {"name": "sinusoidal", "layout": "halves", "spacing": "tensor2tensor", "offset": pad_id + 1}
+
+
+def m2m100_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    return {**pegasus_fields(model), "position": fairseq_positions(c.pad_token_id), "output_bias": "none"}
+
+
+def m2m100_config(spec: ModelSpec):
+    from transformers import M2M100Config
+
+    if spec.position != validate_choice("position", fairseq_positions(spec.pad_id)):
+        raise ValueError("M2M100 reads fairseq's sinusoids from the row after its pad id")
+    return M2M100Config(vocab_size=spec.tgt_vocab_size, **shared_config(spec))
+
+
+def m2m100_computed(spec: ModelSpec) -> dict[str, Tensor]:
+    """fairseq's tables, max_len + offset rows, the pad id's row zero."""
+    from zoo.variants.positions import sinusoid_table
+
+    offset = spec.position.offset if spec.position.name == "sinusoidal" else 2
+    table = sinusoid_table(spec.max_len + offset, spec.d_model, layout="halves", spacing="tensor2tensor")
+    table[spec.pad_id] = 0.0
+    return {f"model.{stack}.embed_positions.weights": table for stack in ("encoder", "decoder")}
+
+
+def m2m100_names(spec: ModelSpec) -> dict[str, str]:
+    return {key: value for key, value in pegasus_names(spec).items() if key != "generator.bias"}
+
+
 MARIAN = register(Family("marian", reference, spec_fields, config, layers, computed))
 PEGASUS = register(Family("pegasus", pegasus, pegasus_fields, pegasus_config, pegasus_names, computed))
+M2M100 = register(Family("m2m100", m2m100, m2m100_fields, m2m100_config, m2m100_names, m2m100_computed))
