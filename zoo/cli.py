@@ -105,6 +105,12 @@ def combination_names(combo: tuple[str, ...]) -> tuple[str, ...]:
     return (joined, ".".join(combo[:-1])) if combo[-1] == DEFAULT_NORM_TYPE else (joined,)
 
 
+def combinations(only: str = "*") -> list[tuple[str, ...]]:
+    """Every registered combination of the axes' parts whose name `only` matches (a glob)."""
+    return [combo for combo in itertools.product(*(registry(axis).names() for axis in AXES))
+            if any(fnmatch.fnmatchcase(name, only) for name in combination_names(combo))]
+
+
 def cmd_build_all(args: argparse.Namespace) -> None:
     """Build every registered combination, run one forward pass, print its name and size."""
     import torch
@@ -112,8 +118,7 @@ def cmd_build_all(args: argparse.Namespace) -> None:
     from zoo.model.kinds import build
 
     overrides = {**BUILD_ALL_SIZE, **model_sets(args.set)}
-    combos = [combo for combo in itertools.product(*(registry(axis).names() for axis in AXES))
-              if any(fnmatch.fnmatchcase(name, args.only) for name in combination_names(combo))]
+    combos = combinations(args.only)
     if not combos:
         raise ConfigError(f"build-all: --only {args.only!r} matches no combination of {'.'.join(AXES)} (nor a "
                           f"canonical name, which leaves out norm_type {DEFAULT_NORM_TYPE!r}), e.g. "
