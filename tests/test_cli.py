@@ -24,7 +24,7 @@ def test_list_shows_presets_and_axes(capsys):
     for axis in zoo.AXES:
         (line,) = [line for line in out.splitlines() if line.startswith(f"  {axis} ")]
         assert all(f" {name}" in line for name in zoo.registry(axis).names())
-    assert "sinusoidal(base=10000.0, layout=interleaved)" in out, "parts show their settings"
+    assert "sinusoidal(base=10000.0, layout=interleaved, spacing=vaswani, offset=0)" in out, "parts show their settings"
     assert "rmsnorm(eps=1e-06, unit_offset=false)" in out
     main(["list", "*post*"])
     assert capsys.readouterr().out.splitlines()[0].startswith("res-post")
