@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from zoo.interop.hf import Family, register, transformers_class
 from zoo.interop.llama import names as llama_names
-from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.interop.llama import rope_base, rotary_buffers, rotary_buffers_by_layer_type
 from zoo.interop.llama_layout import layer_types, sliding_window, window_fields
 from zoo.specs.model_spec import ModelSpec
 
@@ -54,8 +54,7 @@ def gemma2_fields(model: nn.Module) -> dict[str, Any]:
 
 def gemma3_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
-    rope = {kind: rope_base(type("RopeOf", (), {"rope_parameters": c.rope_parameters[kind]})())
-            for kind in ("sliding_attention", "full_attention")}
+    rope = {kind: rope_base(c, c.rope_parameters[kind]) for kind in ("sliding_attention", "full_attention")}
     fields = gemma2_fields(model) | {"qk_norm": "rmsnorm", "position": {"name": "rope", "base": rope["sliding_attention"]}}
     if "layers" in fields:
         fields["layers"]["full"]["set"]["position"] = {"base": rope["full_attention"]}
@@ -122,14 +121,8 @@ def computed(spec: ModelSpec) -> dict[str, Tensor]:
 
 
 def gemma3_computed(spec: ModelSpec) -> dict[str, Tensor]:
-    out = {"model.embed_tokens.embed_scale": torch.tensor(math.sqrt(spec.d_model))}
-    types = layer_types(spec, also=("position",))
-    for kind in ("sliding_attention", "full_attention"):
-        index = types.index(kind) if kind in types else 0
-        layer = spec.at_layer("decoder", index)
-        out |= {name.replace("rotary_emb.", f"rotary_emb.{kind}_"): tensor
-                for name, tensor in rotary_buffers(layer, "model.rotary_emb").items()}
-    return out
+    return {"model.embed_tokens.embed_scale": torch.tensor(math.sqrt(spec.d_model))} | rotary_buffers_by_layer_type(
+        spec, "decoder", "model.rotary_emb")
 
 
 def gemma2_names(spec: ModelSpec) -> dict[str, str]:

@@ -14,7 +14,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.interop.hf import Family, register
-from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.interop.llama import rope_base, rotary_buffers_by_layer_type
 from zoo.specs.layer_rules import selecting
 from zoo.specs.model_spec import ModelSpec
 
@@ -26,7 +26,7 @@ def reference() -> type:
 
 
 def theta(c, kind: str) -> float:
-    return rope_base(type("RopeOf", (), {"rope_parameters": c.rope_parameters[kind]})())
+    return rope_base(c, c.rope_parameters[kind])
 
 
 def spec_fields(model: nn.Module) -> dict[str, Any]:
@@ -82,13 +82,7 @@ def config(spec: ModelSpec):
 
 
 def computed(spec: ModelSpec) -> dict[str, Tensor]:
-    out = {}
-    layers = [spec.at_layer("encoder", i) for i in range(spec.n_encoder_layers)]
-    for kind, windowed in (("full_attention", False), ("sliding_attention", True)):
-        layer = next((layer for layer in layers if (layer.attn.window is not None) == windowed), layers[0])
-        out |= {name.replace("rotary_emb.", f"rotary_emb.{kind}_"): tensor
-                for name, tensor in rotary_buffers(layer, "model.rotary_emb").items()}
-    return out
+    return rotary_buffers_by_layer_type(spec, "encoder", "model.rotary_emb")
 
 
 def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:
