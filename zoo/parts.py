@@ -261,8 +261,9 @@ class Attention(HoldsWeights, nn.Module):
 
     def normed(self, norm: nn.Module, x: Tensor) -> Tensor:
         """x (B, H, T, d_head) through a qk norm: of each head, or of all heads at once (scope projection)."""
-        whole = rearrange(x, "b h t d -> b t (h d)") if self.whole else x
-        return rearrange(norm(whole), "b t (h d) -> b h t d", h=x.size(1)) if self.whole else norm(x)
+        if not self.whole:
+            return norm(x)
+        return rearrange(norm(rearrange(x, "b h t d -> b t (h d)")), "b t (h d) -> b h t d", h=x.size(1))
 
     def qk_norm_parameters(self) -> list[tuple[str, nn.Parameter]]:
         """The query/key normalization's parameters, which the layouts' canonical states carry."""

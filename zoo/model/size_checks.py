@@ -86,17 +86,17 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
         return two + (n - 2) * (three - two)
     sites = stack_sites(spec)
 
-    def count(name: str, layers: int) -> int:
-        with torch.device("meta"):
-            part = model_stack(spec, name, sites, layers)
+    def held(part: torch.nn.Module) -> int:
         return sum(t.numel() for t in (*(p for p in part.parameters() if buffers or p.requires_grad),
                                         *(part.buffers() if buffers else ())))
 
+    def count(name: str, layers: int) -> int:
+        with torch.device("meta"):
+            return held(model_stack(spec, name, sites, layers))
+
     def block(name: str, index: int) -> int:
         with torch.device("meta"):
-            part = layer_block(spec, index, sites[name], cross=name == "decoder" and "encoder" in sites)
-        return sum(t.numel() for t in (*(p for p in part.parameters() if buffers or p.requires_grad),
-                                        *(part.buffers() if buffers else ())))
+            return held(layer_block(spec, index, sites[name], cross=name == "decoder" and "encoder" in sites))
 
     total = 0
     for name, site in sites.items():

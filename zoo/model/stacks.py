@@ -16,7 +16,7 @@ from zoo.model.blocks import Block
 from zoo.parts import PositionScheme, Site
 from zoo.roles import HoldsWeights, Role
 from zoo.specs.model_spec import ModelSpec
-from zoo.specs.registries import build_part
+from zoo.specs.registries import build_part, registry
 
 
 def final_norm(spec: ModelSpec) -> nn.Module:
@@ -151,12 +151,12 @@ def layer_block(spec: ModelSpec, index: int, site: Site, cross: bool) -> Block:
     layer = spec.at_layer("decoder" if site.causal else "encoder", index)
     block = Block(layer, site, cross)
     if layer.position != spec.position:
-        block.position = build_part("position", layer, site=site)
-        if any(type(scheme).forward is not PositionScheme.forward for scheme in (block.position, build_part(
-                "position", spec, site=site))):
+        schemes = (registry("position").get(choice.name) for choice in (spec.position, layer.position))
+        if any(scheme.forward is not PositionScheme.forward for scheme in schemes):
             raise ConfigError(f"layers: position {spec.position} -> {layer.position} at layer {index}: a layer may "
                               "change only a scheme that acts inside attention (rope, alibi, t5); one that adds to "
                               "the embeddings serves the whole stack")
+        block.position = build_part("position", layer, site=site)
     return block
 
 

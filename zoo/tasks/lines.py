@@ -113,12 +113,15 @@ class TextLines(Task):
         """The first lines of the split, shortest first; masked (mlm) by a draw that depends on the
         split alone, so every run and seed is scored on the same masks."""
         self.check_split(split)
-        stem, count = held_out_part(self.params, size, split)
-        lines = self._split(stem)[:count]
-        ids = sorted(map(self.codec.encode, lines), key=len)
-        draws = zlib.crc32(stem.encode()) % 65521  # a seed of the split alone, small enough for step_generator
+        ids = self.held_out(size, split)
+        draws = zlib.crc32(held_out_part(self.params, size, split)[0].encode()) % 65521  # small for step_generator
         return [self.examples(pad_rows(ids[start : start + batch_size]), step_generator(draws, start, stream=3))
                 for start in range(0, len(ids), batch_size)]
+
+    def held_out(self, size: int | None, split: str) -> list[list[int]]:
+        """The split's first lines, encoded, shortest first: the rows eval_batches batches."""
+        stem, count = held_out_part(self.params, size, split)
+        return sorted(map(self.codec.encode, self._split(stem)[:count]), key=len)
 
     def examples(self, ids: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """(source, target) rows of a batch of encoded lines (bos ... eos, right-padded)."""
@@ -162,21 +165,14 @@ class LanguageModeling(TextLines):
             self.order = EpochOrder(self.seed, len(self.train_lines))
 
     def held_out(self, size: int | None, split: str) -> list[list[int]]:
-        """The split's encoded rows: its first lines, or the rows they pack into."""
+        """The split's lines, or with `pack` the rows its lines pack into, in the files' order."""
+        if self.params.pack is None:
+            return super().held_out(size, split)
         stem, count = held_out_part(self.params, size, split)
-        ids = [self.codec.encode(line) for line in self._split(stem)[:count]]
-        return ids if self.params.pack is None else packed(ids, self.params.pack, keep_rest=True)
+        return packed([self.codec.encode(line) for line in self._split(stem)[:count]], self.params.pack, keep_rest=True)
 
     def held_out_rows(self, size: int, split: str = "valid") -> int:
         return len(self.held_out(size, split)) if self.params.pack is not None else super().held_out_rows(size, split)
-
-    def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
-        if self.params.pack is None:
-            return super().eval_batches(size, batch_size, split)
-        self.check_split(split)
-        ids = self.held_out(size, split)
-        return [self.examples(pad_rows(ids[start : start + batch_size]), torch.Generator())
-                for start in range(0, len(ids), batch_size)]
 
     def examples(self, ids: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         return ids[:, :1], ids
