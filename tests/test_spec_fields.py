@@ -40,6 +40,8 @@ FIELD_CASES = {
     "qk_layernorm": {"qk_norm": "layernorm"},
     "qk_l2": {"qk_norm": "l2"},
     "qk_rmsnorm_projection": {"qk_norm": "rmsnorm", "qk_norm_scope": "projection", "norm_type": "rmsnorm"},
+    "qk_layernorm_each_head": {"qk_norm": "layernorm", "qk_norm_scope": "each_head"},
+    "logit_scale": {"logit_scale": 0.0625},
     "window": {"window": 3},
     "qkv_bias_only": {"bias": False, "qkv_bias": True},
     "no_attention_biases": {"qkv_bias": False, "out_bias": False},
@@ -163,3 +165,15 @@ def test_soft_caps_bound_scores_and_logits_by_tanh():
     q, k, v = torch.ones(1, 1, 1, 4), torch.tensor([[[[1000.0] * 4, [0.0] * 4]]]), torch.eye(2)[None, None, :, :2]
     _, weights = attend(q, k, v.expand(1, 1, 2, 2), None, need_weights=True, scale=1.0, softcap=0.5)
     torch.testing.assert_close(weights[0, 0, 0], torch.softmax(torch.tensor([0.5 * math.tanh(4000 / 0.5), 0.0]), 0))
+
+
+def test_a_logit_scale_multiplies_the_logits_before_their_softcap():
+    """Cohere's logit_scale: the same weights give the unscaled logits times the scale; under a
+    softcap the scaled logits are capped."""
+    model = built("logit_scale").eval()
+    src, tgt = padded_batch([7, 4], 19, seed=1), padded_batch([5, 6], 19, seed=2)
+    with torch.no_grad():
+        plain = zoo.convert(model, logit_scale=None)(src, tgt)
+        torch.testing.assert_close(model(src, tgt), 0.0625 * plain)
+        capped = zoo.convert(model, logit_softcap=0.01)(src, tgt)
+    torch.testing.assert_close(capped, 0.01 * torch.tanh(0.0625 * plain / 0.01))

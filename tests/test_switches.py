@@ -16,7 +16,7 @@ AWAY = {  # a value away from the default (and from what the default stands for)
     "tie_embeddings": True, "share_embeddings": True, "scale_scores": False, "scale_output": True,
     "output_bias": "fixed", "attn_softcap": 50.0, "logit_softcap": 30.0, "qk_norm": "rmsnorm", "window": 8,
     "share_layers": True, "embedding_dim": 16, "output_transform": True, "bias": False, "qk_norm_scope": "projection",
-    "qkv_bias": False, "out_bias": False, "scale_width": 12.0,
+    "qkv_bias": False, "out_bias": False, "scale_width": 12.0, "logit_scale": 0.0625,
 }
 NEEDS = {"qk_norm_scope": {"qk_norm": "rmsnorm"}}
 """What a switch's value needs beside it (a scope of a qk-norm that is there)."""

@@ -86,8 +86,26 @@ def test_qk_norm_over_the_projection_normalizes_all_heads_at_once():
     assert not torch.allclose(per_head.norm_queries(q), whole.norm_queries(q), atol=1e-2)
 
 
+@pytest.mark.parametrize("scope", ["projection", "each_head"])
 @pytest.mark.parametrize("qk_norm", [None, "l2"])
-def test_qk_norm_over_the_projection_needs_a_norm(qk_norm):
-    with pytest.raises(zoo.ConfigError, match=f"qk_norm_scope projection normalizes all heads by qk_norm's norm, and "
+def test_a_qk_norm_scope_other_than_head_needs_a_norm(qk_norm, scope):
+    with pytest.raises(zoo.ConfigError, match=f"qk_norm_scope {scope} normalizes by qk_norm's norm, and "
                                               f"qk_norm is {qk_norm or 'null'}; choose qk_norm among layernorm"):
-        zoo.spec("pre.sinusoidal.fused.relu", vocab_size=9, qk_norm=qk_norm, qk_norm_scope="projection")
+        zoo.spec("pre.sinusoidal.fused.relu", vocab_size=9, qk_norm=qk_norm, qk_norm_scope=scope)
+
+
+def test_qk_norm_of_each_head_gives_each_head_a_norm_of_its_own():
+    """StableLM and Cohere: each head normalized over its d_head like the shared scope, with gains
+    and biases of its own (4 query heads, 2 key heads); with every head's gains equal it is the
+    shared scope's function."""
+    own = decoder(qk_norm="layernorm", qk_norm_scope="each_head").decoder.layers[0].self_attn
+    assert len(own.q_norm) == 4 and len(own.k_norm) == 2 and own.q_norm[0].weight.shape == (4,)
+    q = torch.randn(2, 4, 5, 4)
+    expected = torch.stack([F.layer_norm(q[:, h], (4,), own.q_norm[h].weight, own.q_norm[h].bias, 1e-5)
+                            for h in range(4)], dim=1)
+    torch.testing.assert_close(own.norm_queries(q), expected)
+    shared = decoder(qk_norm="layernorm").decoder.layers[0].self_attn
+    with torch.no_grad():
+        for norm in own.q_norm:
+            norm.load_state_dict(shared.q_norm.state_dict())
+    torch.testing.assert_close(own.norm_queries(q), shared.norm_queries(q))

@@ -30,13 +30,11 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
-from einops import rearrange
-from pydantic import BaseModel
 from torch import Tensor, nn
 
 from zoo.dropout import Dropout
+from zoo.qk_norm import apply_qk_norm, qk_norm
 from zoo.roles import HoldsWeights, Role
-from zoo.specs.choices import Choice
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import build_part
 
@@ -212,9 +210,9 @@ class Attention(HoldsWeights, nn.Module):
     h // (n_heads / n_kv_heads), and the cache holds key/value heads only. Scores are scaled by
     `scale`: 1 / sqrt(d_head), or 1 where the spec does not scale them (T5), then soft-capped
     where the spec caps them (`softcap`, Gemma 2). Where the spec asks, each head's queries and
-    keys are normalized first (`qk_norm`: a norm over d_head shared by the heads, or unit length
-    with a learned scale per query head), and self-attention sees only the keys within `window`
-    positions, the cache keeping no key that no later query can see.
+    keys are normalized first (`qk_norm`, zoo.qk_norm; or unit length with a learned scale per
+    query head), and self-attention sees only the keys within `window` positions, the cache keeping
+    no key that no later query can see.
 
     forward(x, memory=None, *, mask, causal=False, position=None, positions=None, key_positions=None,
     cache=None, need_weights=False) returns (out (B, T, d_model), weights (B, H, Tq, Tk) or None).
@@ -241,12 +239,7 @@ class Attention(HoldsWeights, nn.Module):
             self.qk_scale = nn.Parameter(torch.full((spec.n_heads,), float(spec.d_head)))
         elif spec.attn.qk_norm is not None:
             self.whole = spec.attn.qk_norm_scope == "projection"
-            # a norm part reads d_model and norm_type alone: a copy that is not a model spec, so not validated as one
-            same = spec.norm_type.name == spec.attn.qk_norm  # then with its settings (eps): Qwen3's, OLMo 2's
-            norm_type = spec.norm_type if same else Choice("norm_type", spec.attn.qk_norm)
-            self.q_norm, self.k_norm = (
-                build_part("norm_type", BaseModel.model_copy(spec, update={"d_model": width, "norm_type": norm_type}))
-                for width in ((self.q_width, self.kv_width) if self.whole else (self.d_head, self.d_head)))
+            self.q_norm, self.k_norm = qk_norm(spec, self.n_heads), qk_norm(spec, self.kv_heads)
 
     def norm_queries(self, q: Tensor) -> Tensor:
         """Queries (B, H, T, d_head) normalized as the spec's qk_norm says (unchanged without one)."""
@@ -260,10 +253,7 @@ class Attention(HoldsWeights, nn.Module):
         return self.normed(self.k_norm, k) if hasattr(self, "k_norm") else k
 
     def normed(self, norm: nn.Module, x: Tensor) -> Tensor:
-        """x (B, H, T, d_head) through a qk norm: of each head, or of all heads at once (scope projection)."""
-        if not self.whole:
-            return norm(x)
-        return rearrange(norm(rearrange(x, "b h t d -> b t (h d)")), "b t (h d) -> b h t d", h=x.size(1))
+        return apply_qk_norm(norm, x, self.whole)
 
     def qk_norm_parameters(self) -> list[tuple[str, nn.Parameter]]:
         """The query/key normalization's parameters, which the layouts' canonical states carry."""

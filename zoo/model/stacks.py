@@ -70,7 +70,8 @@ class OutputProjection(HoldsWeights, nn.Linear):
     """The output projection to the target vocabulary, of d_model^-1/2 times the last stack's
     output where the spec scales it (T5 1.0), after the spec's output transform (BERT), with the
     spec's logits bias: trained, fixed (a parameter the optimizer never changes, BART's
-    final_logits_bias) or none; soft-capped where the spec caps logits (Gemma 2). Tied to a
+    final_logits_bias) or none; scaled where the spec scales logits (Cohere), then soft-capped
+    where it caps them (Gemma 2). Tied to a
     factorized table, it first projects d_model to the table's width (ALBERT)."""
 
     def __init__(self, spec: ModelSpec):
@@ -85,13 +86,15 @@ class OutputProjection(HoldsWeights, nn.Linear):
             self.bias.requires_grad_(False)
         self.scale = spec.d_model**-0.5 if spec.output.scale else 1.0
         self.transform = OutputTransform(spec) if spec.output.transform else nn.Identity()
-        self.softcap = spec.output.softcap
+        self.softcap, self.logit_scale = spec.output.softcap, spec.output.logit_scale
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.transform(x)
         if hasattr(self, "project"):
             x = self.project(x)
         logits = super().forward(x * self.scale if self.scale != 1.0 else x)
+        if self.logit_scale is not None:
+            logits = logits * self.logit_scale
         return logits if self.softcap is None else self.softcap * torch.tanh(logits / self.softcap)
 
 

@@ -49,9 +49,10 @@ class AttentionSwitches(StrictSettings):
                           "false; GPT-J: false beside bias true)"
     )
     out_bias: bool | None = Field(None, description="a bias on the attention's output projection; null: as `bias`")
-    qk_norm_scope: Literal["head", "projection"] = Field(
-        "head", description="what one qk_norm normalizes: head, each head's d_head (Qwen3, Gemma 3); projection, "
-                            "all query heads together and all key heads together (OLMo 2)"
+    qk_norm_scope: Literal["head", "each_head", "projection"] = Field(
+        "head", description="what one qk_norm normalizes: head, each head's d_head with gains shared by the heads "
+                            "(Qwen3, Gemma 3); each_head, each head's d_head with gains of its own (StableLM, "
+                            "Cohere); projection, all query heads together and all key heads together (OLMo 2)"
     )
     window: PositiveInt | None = Field(
         None, description="sliding-window self-attention: a query sees the keys fewer than `window` positions away "
@@ -73,11 +74,11 @@ class AttentionSwitches(StrictSettings):
         if self.scale_width is not None and not self.scale_scores:
             raise PydanticCustomError("scale_width", "scale_width {width} scales the scores, and scale_scores is false; "
                                       "give one of them", {"width": self.scale_width})
-        if self.qk_norm_scope == "projection" and self.qk_norm in (None, "l2"):
+        if self.qk_norm_scope != "head" and self.qk_norm in (None, "l2"):
             raise PydanticCustomError(
-                "qk_norm_scope", "qk_norm_scope projection normalizes all heads by qk_norm's norm, and qk_norm is "
-                "{value}; choose qk_norm among {choices}", {"value": self.qk_norm or "null",
-                                                           "choices": ", ".join(registry("norm_type").names())})
+                "qk_norm_scope", "qk_norm_scope {scope} normalizes by qk_norm's norm, and qk_norm is {value}; choose "
+                "qk_norm among {choices}", {"scope": self.qk_norm_scope, "value": self.qk_norm or "null",
+                                            "choices": ", ".join(registry("norm_type").names())})
         return self
 
 
@@ -112,6 +113,9 @@ class OutputSwitches(StrictSettings):
         False, description="a dense layer, GELU and a norm (norm_type) before the output projection: BERT's masked-LM "
                            "head"
     )
+    logit_scale: float | None = Field(
+        None, gt=0.0, description="multiply the logits by this factor, before any softcap (Cohere: 0.0625); null: 1"
+    )
 
 
 GROUPS: dict[str, type[StrictSettings]] = {"attn": AttentionSwitches, "embeddings": EmbeddingSwitches,
@@ -127,6 +131,7 @@ FLAT: dict[str, tuple[str | None, str]] = {
     "window": ("attn", "window"), "share_layers": (None, "share_layers"), "embedding_dim": ("embeddings", "dim"),
     "output_transform": ("output", "transform"), "bias": (None, "bias"), "qk_norm_scope": ("attn", "qk_norm_scope"),
     "qkv_bias": ("attn", "qkv_bias"), "out_bias": ("attn", "out_bias"), "scale_width": ("attn", "scale_width"),
+    "logit_scale": ("output", "logit_scale"),
 }
 """Every switch's flat key -> (its group, or None for a switch of the whole model, and its field
 there), in the order a canonical name shows them (the spec's order before the groups)."""
