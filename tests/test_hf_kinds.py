@@ -67,6 +67,22 @@ REFERENCES = {
                                                      "partial_rotary_factor": 0.5}, **IDS)),  # half of each head rotated
     "gptj": lambda: hf.GPTJForCausalLM(hf.GPTJConfig(
         vocab_size=VOCAB, n_embd=16, n_layer=2, n_head=2, rotary_dim=4, n_positions=64, **IDS)),  # adjacent pairs
+    "stablelm": lambda: hf.StableLmForCausalLM(hf.StableLmConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, use_qkv_bias=True, max_position_embeddings=64, **IDS)),  # a quarter rotated, q/k/v biases
+    "stablelm-parallel": lambda: hf.StableLmForCausalLM(hf.StableLmConfig(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=2, use_parallel_residual=True, tie_word_embeddings=True, max_position_embeddings=64,
+        **IDS)),  # StableLM 2 12B's block
+    "persimmon": lambda: hf.PersimmonForCausalLM(hf.PersimmonConfig(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
+        max_position_embeddings=64, **IDS)),  # packed per-head q/k/v, per-head LayerNorm of q and k
+    "cohere": lambda: hf.CohereForCausalLM(hf.CohereConfig(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, logit_scale=0.5, **IDS)),  # adjacent pairs, one norm
+    "cohere-qk-norm": lambda: hf.CohereForCausalLM(hf.CohereConfig(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, use_qk_norm=True, **IDS)),  # a norm per head (Command R+)
     "modernbert": lambda: hf.ModernBertForMaskedLM(hf.ModernBertConfig(
         vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=4, num_attention_heads=2,
         local_attention=4, global_attn_every_n_layers=3, max_position_embeddings=64, cls_token_id=1, sep_token_id=2,
@@ -211,6 +227,22 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
     ("phi", lambda: hf.PhiConfig(vocab_size=51200, hidden_size=2048, intermediate_size=8192, num_hidden_layers=24,
                                  num_attention_heads=32, pad_token_id=0), {}, 1_418_270_720),
     ("gptj", lambda: hf.GPTJConfig(pad_token_id=0), {"bos_id": 50256, "eos_id": 50256}, 6_050_882_784),
+    ("stablelm", lambda: hf.StableLmConfig(vocab_size=100352, hidden_size=2048, intermediate_size=5632,
+                                           num_hidden_layers=24, num_attention_heads=32, num_key_value_heads=32,
+                                           use_qkv_bias=True, max_position_embeddings=4096, pad_token_id=0,
+                                           bos_token_id=100257, eos_token_id=100257),
+     {"bos_id": 100257, "eos_id": 100257}, 1_644_515_328),
+    ("persimmon", lambda: hf.PersimmonConfig(vocab_size=262144, hidden_size=4096, intermediate_size=16384,
+                                             num_hidden_layers=36, num_attention_heads=64, max_position_embeddings=16384,
+                                             rope_parameters={"rope_type": "default", "rope_theta": 25000.0,
+                                                              "partial_rotary_factor": 0.5}, pad_token_id=0),
+     {}, 9_397_175_296),
+    ("cohere", lambda: hf.CohereConfig(vocab_size=256000, hidden_size=8192, intermediate_size=22528,
+                                       num_hidden_layers=40, num_attention_heads=64, num_key_value_heads=64,
+                                       max_position_embeddings=8192, logit_scale=0.0625, bos_token_id=5,
+                                       eos_token_id=255001, pad_token_id=0,
+                                       rope_parameters={"rope_type": "default", "rope_theta": 8_000_000.0}),
+     {"bos_id": 5, "eos_id": 255001}, 34_980_831_232),
     ("modernbert", lambda: hf.ModernBertConfig(), {"pad_id": 50283, "bos_id": 50281, "eos_id": 50282}, 149_655_232),
     ("roberta", lambda: hf.RobertaConfig(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1,
                                          layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0, eos_token_id=2), {},
@@ -227,7 +259,8 @@ def test_each_preset_is_its_reference_architecture(name, config, ids, count):
            "qwen2": hf.Qwen2ForCausalLM, "olmo2": hf.Olmo2ForCausalLM, "gemma": hf.GemmaForCausalLM,
            "gemma2": hf.Gemma2ForCausalLM, "gemma3": hf.Gemma3ForCausalLM, "phi": hf.PhiForCausalLM,
            "gptj": hf.GPTJForCausalLM, "modernbert": hf.ModernBertForMaskedLM, "roberta": hf.RobertaForMaskedLM,
-           "distilbert": hf.DistilBertForMaskedLM}[name]
+           "distilbert": hf.DistilBertForMaskedLM, "stablelm": hf.StableLmForCausalLM,
+           "persimmon": hf.PersimmonForCausalLM, "cohere": hf.CohereForCausalLM}[name]
     with torch.device("meta"):
         ref = cls(config())
     assert sum(p.numel() for p in ref.parameters()) == count

@@ -69,16 +69,21 @@ def computed(spec: ModelSpec) -> dict[str, Tensor]:
     return rotary_buffers(spec, "gpt_neox.rotary_emb")
 
 
-def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:
-    """query_key_value's rows (and bias) per head as [q, k, v]: q is every head's first third."""
+def packed_head_views(spec: ModelSpec, tensors: dict[str, Tensor], packed: str) -> dict[str, tuple[Tensor, str]]:
+    """The rows (and bias) of each layer's packed q/k/v projection (`packed` with the layer's index
+    for {}), laid out per head as [q, k, v], as three views: q is every head's first third."""
     out = {}
     for i in range(spec.n_decoder_layers):
         for part in ("weight", "bias"):
-            packed = f"gpt_neox.layers.{i}.attention.query_key_value.{part}"
-            if packed in tensors:
-                heads = tensors[packed].view(spec.n_heads, 3, spec.d_head, *tensors[packed].shape[1:])
-                out |= {f"{packed}:{p}": (heads[:, j], packed) for j, p in enumerate("qkv")}
+            name = f"{packed.format(i)}.{part}"
+            if name in tensors:
+                heads = tensors[name].view(spec.n_heads, 3, spec.d_head, *tensors[name].shape[1:])
+                out |= {f"{name}:{p}": (heads[:, j], name) for j, p in enumerate("qkv")}
     return out
+
+
+def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:
+    return packed_head_views(spec, tensors, "gpt_neox.layers.{}.attention.query_key_value")
 
 
 def names(spec: ModelSpec) -> dict[str, str]:

@@ -1,0 +1,85 @@
+"""Command R (Cohere 2024) as transformers' CohereForCausalLM holds it: a decoder-only parallel block
+reading one bias-free LayerNorm (`parallel`, `layernorm+bias=false`), rotary positions on adjacent
+pairs (`rope+layout=interleaved`), SwiGLU, grouped-query attention, no biases, an output projection
+tied to the embedding and logits times logit_scale (`output.logit_scale`). Where use_qk_norm says so
+(Command R+), queries and keys are LayerNorm-ed per head, each head with gains of its own
+(`qk_norm_scope: each_head`), held by transformers as one (heads, head width) tensor per projection,
+which the table reads head by head through views."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+
+from zoo.interop.hf import Family, register, transformers_class
+from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.specs.model_spec import ModelSpec
+
+
+def spec_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    if c.attention_bias or c.hidden_act != "silu":
+        raise ValueError(f"Cohere with attention_bias or hidden_act {c.hidden_act!r} has no zoo spec; the zoo reads "
+                         "silu (SwiGLU) without biases")
+    return {
+        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
+        "n_kv_heads": c.num_key_value_heads, "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers,
+        "dropout": float(c.attention_dropout), "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id,
+        "eos_id": c.eos_token_id, "pad_id": c.pad_token_id, "norm": "parallel",
+        "position": {"name": "rope", "base": rope_base(c), "layout": "interleaved"}, "attention": "fused",
+        "ffn": "swiglu", "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps), "bias": False},
+        "final_norm": True, "scale_embeddings": False, "embedding_norm": False, "output_bias": "none", "bias": False,
+        "tie_embeddings": model.lm_head.weight is model.model.embed_tokens.weight, "logit_scale": float(c.logit_scale),
+        **({"qk_norm": "layernorm", "qk_norm_scope": "each_head"} if c.use_qk_norm else {}),
+    }
+
+
+def config(spec: ModelSpec):
+    from transformers import CohereConfig
+
+    rotary = spec.position.name == "rope"
+    return CohereConfig(
+        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
+        num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads, num_key_value_heads=spec.kv_heads,
+        max_position_embeddings=spec.max_len, attention_dropout=spec.dropout,
+        layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": spec.position.base if rotary else 10000.0},
+        logit_scale=spec.output.logit_scale or 1.0, use_qk_norm=spec.attn.qk_norm is not None,
+        tie_word_embeddings=spec.embeddings.tie, bos_token_id=spec.bos_id, eos_token_id=spec.eos_id,
+        pad_token_id=spec.pad_id)
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    table = {"decoder.embed.tokens.weight": "model.embed_tokens.weight", "generator.weight": "lm_head.weight",
+             "decoder.norm.weight": "model.norm.weight"}
+    for i in range(spec.n_decoder_layers):
+        zoo, ref = f"decoder.layers.{i}", f"model.layers.{i}"
+        table |= {f"{zoo}.self_attn.{p}.weight": f"{ref}.self_attn.{p}_proj.weight" for p in "qkv"}
+        table |= {f"{zoo}.self_attn.out.weight": f"{ref}.self_attn.o_proj.weight",
+                  f"{zoo}.self_attn_residual.norm.weight": f"{ref}.input_layernorm.weight",
+                  f"{zoo}.ffn.gate.weight": f"{ref}.mlp.gate_proj.weight",
+                  f"{zoo}.ffn.linear1.weight": f"{ref}.mlp.up_proj.weight",
+                  f"{zoo}.ffn.linear2.weight": f"{ref}.mlp.down_proj.weight"}
+        if spec.attn.qk_norm:
+            for p, heads in (("q", spec.n_heads), ("k", spec.kv_heads)):
+                table |= {f"{zoo}.self_attn.{p}_norm.{h}.weight": f"{ref}.self_attn.{p}_norm.weight:{h}"
+                          for h in range(heads)}
+    return table
+
+
+def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:
+    """Each head's row of the (heads, head width) query and key norm gains."""
+    out = {}
+    for name, tensor in tensors.items():
+        if name.endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")):
+            out |= {f"{name}:{h}": (tensor[h], name) for h in range(tensor.size(0))}
+    return out
+
+
+def computed(spec: ModelSpec) -> dict[str, Tensor]:
+    return rotary_buffers(spec, "model.rotary_emb")
+
+
+COHERE = register(Family("cohere", transformers_class("CohereForCausalLM"), spec_fields, config, names, computed,
+                         free=("attention", "pad_id", "dropout"), views=views))

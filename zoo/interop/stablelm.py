@@ -1,0 +1,138 @@
+"""StableLM (Stability AI 2023-2024: StableLM-3B-4E1T, StableLM 2) and Persimmon (Adept 2023) as
+transformers' StableLmForCausalLM and PersimmonForCausalLM hold them: decoder-only pre-norm stacks with
+LayerNorm and rotary positions on part of each head (`rope+fraction`, halves).
+
+StableLM: Llama's SwiGLU and grouped-query attention, biases on q/k/v where the configuration says
+use_qkv_bias (`qkv_bias`), and none elsewhere; its parallel block (use_parallel_residual, StableLM 2
+12B) reads one LayerNorm (`parallel`). Its qk_layernorm is a bias-free LayerNorm of each head beside
+biased LayerNorms elsewhere; the zoo's qk norm takes the norm_type's settings, so that one is refused.
+
+Persimmon: squared ReLU (`relu2`), biases on every projection but the logits', q/k/v packed head by
+head as GPT-NeoX packs them, and queries and keys LayerNorm-ed per head (one norm shared by the heads,
+`qk_norm: layernorm`) before the rotation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+
+from zoo.interop.gpt_neox import packed_head_views
+from zoo.interop.hf import ACTIVATIONS, Family, register, transformers_class
+from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.specs.model_spec import ModelSpec
+
+
+def common(c) -> dict[str, Any]:
+    """What StableLM's and Persimmon's configurations share."""
+    if c.attention_dropout != c.hidden_dropout:
+        raise ValueError("attention_dropout other than hidden_dropout has no zoo spec (one rate)")
+    fraction = float((c.rope_parameters or {}).get("partial_rotary_factor", 1.0))
+    return {
+        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
+        "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers, "dropout": float(c.hidden_dropout),
+        "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
+        "pad_id": c.pad_token_id, "position": {"name": "rope", "base": rope_base(c), "fraction": fraction},
+        "attention": "fused", "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps)}, "final_norm": True,
+        "scale_embeddings": False, "embedding_norm": False, "output_bias": "none",
+    }
+
+
+def common_config(spec: ModelSpec) -> dict[str, Any]:
+    rotary = spec.position.name == "rope"
+    return dict(
+        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
+        num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads,
+        max_position_embeddings=spec.max_len, hidden_dropout=spec.dropout, attention_dropout=spec.dropout,
+        layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": spec.position.base if rotary else 10000.0,
+                         "partial_rotary_factor": spec.position.fraction if rotary else 1.0},
+        tie_word_embeddings=spec.embeddings.tie, bos_token_id=spec.bos_id, eos_token_id=spec.eos_id,
+        pad_token_id=spec.pad_id)
+
+
+def stablelm_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    if c.qk_layernorm:
+        raise ValueError("qk_layernorm: StableLM's per-head LayerNorms of queries and keys are bias-free beside biased "
+                         "LayerNorms elsewhere, and the zoo's qk_norm takes the norm_type's settings")
+    if c.hidden_act != "silu":
+        raise ValueError(f"StableLM with hidden_act {c.hidden_act!r} has no zoo spec; the zoo reads silu (SwiGLU)")
+    return common(c) | {
+        "n_kv_heads": c.num_key_value_heads, "ffn": "swiglu", "bias": False, "qkv_bias": bool(c.use_qkv_bias),
+        "norm": "parallel" if c.use_parallel_residual else "pre",
+        "tie_embeddings": model.lm_head.weight is model.model.embed_tokens.weight}
+
+
+def stablelm_config(spec: ModelSpec):
+    from transformers import StableLmConfig
+
+    if spec.out_bias:
+        raise ValueError("StableLM holds no bias on its attention's output projection")
+    return StableLmConfig(**common_config(spec), num_key_value_heads=spec.kv_heads, use_qkv_bias=spec.qkv_bias,
+                          use_parallel_residual=spec.norm.name == "parallel", qk_layernorm=False)
+
+
+def stablelm_names(spec: ModelSpec) -> dict[str, str]:
+    table = {"decoder.embed.tokens.weight": "model.embed_tokens.weight", "generator.weight": "lm_head.weight"}
+    table |= {f"decoder.norm.{part}": f"model.norm.{part}" for part in ("weight", "bias")}
+    for i in range(spec.n_decoder_layers):
+        zoo, ref = f"decoder.layers.{i}", f"model.layers.{i}"
+        table |= {f"{zoo}.self_attn.{p}.weight": f"{ref}.self_attn.{p}_proj.weight" for p in "qkv"}
+        table |= {f"{zoo}.self_attn.{p}.bias": f"{ref}.self_attn.{p}_proj.bias" for p in "qkv" if spec.qkv_bias}
+        table |= {f"{zoo}.self_attn.out.weight": f"{ref}.self_attn.o_proj.weight",
+                  f"{zoo}.ffn.gate.weight": f"{ref}.mlp.gate_proj.weight",
+                  f"{zoo}.ffn.linear1.weight": f"{ref}.mlp.up_proj.weight",
+                  f"{zoo}.ffn.linear2.weight": f"{ref}.mlp.down_proj.weight"}
+        for part in ("weight", "bias"):
+            table |= {f"{zoo}.self_attn_residual.norm.{part}": f"{ref}.input_layernorm.{part}"}
+            if spec.norm.name != "parallel":  # the parallel block's sublayers read one norm
+                table |= {f"{zoo}.ffn_residual.norm.{part}": f"{ref}.post_attention_layernorm.{part}"}
+    return table
+
+
+def persimmon_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    if ACTIVATIONS.get(c.hidden_act) != "relu2":
+        raise ValueError(f"Persimmon with hidden_act {c.hidden_act!r} has no zoo spec; the zoo reads relu2")
+    return common(c) | {"norm": "pre", "ffn": "relu2", "bias": True,
+                        "qk_norm": "layernorm" if c.qk_layernorm else None,
+                        "tie_embeddings": model.lm_head.weight is model.model.embed_tokens.weight}
+
+
+def persimmon_config(spec: ModelSpec):
+    from transformers import PersimmonConfig
+
+    return PersimmonConfig(**common_config(spec), hidden_act="relu2", qk_layernorm=spec.attn.qk_norm is not None)
+
+
+def persimmon_names(spec: ModelSpec) -> dict[str, str]:
+    table = {"decoder.embed.tokens.weight": "model.embed_tokens.weight", "generator.weight": "lm_head.weight"}
+    table |= {f"decoder.norm.{part}": f"model.final_layernorm.{part}" for part in ("weight", "bias")}
+    for i in range(spec.n_decoder_layers):
+        zoo, ref = f"decoder.layers.{i}", f"model.layers.{i}"
+        for part in ("weight", "bias"):
+            table |= {f"{zoo}.self_attn.{p}.{part}": f"{ref}.self_attn.query_key_value.{part}:{p}" for p in "qkv"}
+            table |= {f"{zoo}.self_attn.{p}_norm.{part}": f"{ref}.self_attn.{p}_layernorm.{part}" for p in "qk"
+                      if spec.attn.qk_norm}
+            table |= {f"{zoo}.self_attn.out.{part}": f"{ref}.self_attn.dense.{part}",
+                      f"{zoo}.self_attn_residual.norm.{part}": f"{ref}.input_layernorm.{part}",
+                      f"{zoo}.ffn_residual.norm.{part}": f"{ref}.post_attention_layernorm.{part}",
+                      f"{zoo}.ffn.linear1.{part}": f"{ref}.mlp.dense_h_to_4h.{part}",
+                      f"{zoo}.ffn.linear2.{part}": f"{ref}.mlp.dense_4h_to_h.{part}"}
+    return table
+
+
+def persimmon_views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:
+    return packed_head_views(spec, tensors, "model.layers.{}.self_attn.query_key_value")
+
+
+def computed(spec: ModelSpec) -> dict[str, Tensor]:
+    return rotary_buffers(spec, "model.rotary_emb")
+
+
+FREE = ("attention", "pad_id")
+STABLELM = register(Family("stablelm", transformers_class("StableLmForCausalLM"), stablelm_fields, stablelm_config,
+                           stablelm_names, computed, free=FREE))
+PERSIMMON = register(Family("persimmon", transformers_class("PersimmonForCausalLM"), persimmon_fields,
+                            persimmon_config, persimmon_names, computed, free=FREE, views=persimmon_views))
