@@ -83,6 +83,12 @@ REFERENCES = {
     "cohere-qk-norm": lambda: hf.CohereForCausalLM(hf.CohereConfig(
         vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=64, use_qk_norm=True, **IDS)),  # a norm per head (Command R+)
+    "opt": lambda: hf.OPTForCausalLM(hf.OPTConfig(
+        vocab_size=VOCAB, hidden_size=16, ffn_dim=24, num_hidden_layers=2, num_attention_heads=2,
+        max_position_embeddings=40, dropout=0.0, **IDS)),  # pre-norm, positions from row p + 2
+    "opt-post-norm": lambda: hf.OPTForCausalLM(hf.OPTConfig(
+        vocab_size=VOCAB, hidden_size=16, ffn_dim=24, num_hidden_layers=2, num_attention_heads=2,
+        max_position_embeddings=40, do_layer_norm_before=False, dropout=0.0, **IDS)),  # OPT-350m's placement
     "modernbert": lambda: hf.ModernBertForMaskedLM(hf.ModernBertConfig(
         vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=4, num_attention_heads=2,
         local_attention=4, global_attn_every_n_layers=3, max_position_embeddings=64, cls_token_id=1, sep_token_id=2,
@@ -243,6 +249,9 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
                                        eos_token_id=255001, pad_token_id=0,
                                        rope_parameters={"rope_type": "default", "rope_theta": 8_000_000.0}),
      {"bos_id": 5, "eos_id": 255001}, 34_980_831_232),
+    ("opt", lambda: hf.OPTConfig(vocab_size=50272, hidden_size=768, ffn_dim=3072, num_hidden_layers=12,
+                                 num_attention_heads=12, max_position_embeddings=2048),
+     {"bos_id": 2, "eos_id": 2, "pad_id": 1}, 125_239_296),
     ("modernbert", lambda: hf.ModernBertConfig(), {"pad_id": 50283, "bos_id": 50281, "eos_id": 50282}, 149_655_232),
     ("roberta", lambda: hf.RobertaConfig(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1,
                                          layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0, eos_token_id=2), {},
@@ -260,7 +269,8 @@ def test_each_preset_is_its_reference_architecture(name, config, ids, count):
            "gemma2": hf.Gemma2ForCausalLM, "gemma3": hf.Gemma3ForCausalLM, "phi": hf.PhiForCausalLM,
            "gptj": hf.GPTJForCausalLM, "modernbert": hf.ModernBertForMaskedLM, "roberta": hf.RobertaForMaskedLM,
            "distilbert": hf.DistilBertForMaskedLM, "stablelm": hf.StableLmForCausalLM,
-           "persimmon": hf.PersimmonForCausalLM, "cohere": hf.CohereForCausalLM}[name]
+           "persimmon": hf.PersimmonForCausalLM, "cohere": hf.CohereForCausalLM,
+           "opt": hf.OPTForCausalLM}[name]
     with torch.device("meta"):
         ref = cls(config())
     assert sum(p.numel() for p in ref.parameters()) == count

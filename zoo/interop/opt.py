@@ -1,0 +1,74 @@
+"""OPT (Zhang et al. 2022) as transformers' OPTForCausalLM holds it: a decoder-only stack of BART's
+decoder layers without cross-attention, pre-norm with a final LayerNorm (do_layer_norm_before; post-norm
+without one where it is false), learned positions read from row p + 2 (`learned+offset=2`), ReLU,
+biases on every projection but the output's, an output projection tied to the embedding.
+
+Refused: OPT-350m's projections between a narrower embedding and the stack (word_embed_proj_dim),
+LayerNorms without gains (layer_norm_elementwise_affine false). OPT's checkpoints train with dropout
+0.1 and attention_dropout 0.0; the zoo has one rate, and reads `dropout` (evaluation is the same)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from zoo.interop.bart import attention, module
+from zoo.interop.hf import ACTIVATIONS, Family, register, transformers_class
+from zoo.specs.model_spec import ModelSpec
+
+FFN = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "swish": "silu"}
+
+
+def spec_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    if c.word_embed_proj_dim != c.hidden_size:
+        raise ValueError(f"word_embed_proj_dim {c.word_embed_proj_dim} beside hidden_size {c.hidden_size} (OPT-350m's "
+                         "projected embeddings) has no zoo spec")
+    if not c.layer_norm_elementwise_affine or not c.enable_bias:
+        raise ValueError("OPT with layer_norm_elementwise_affine or enable_bias false has no zoo spec")
+    if ACTIVATIONS.get(c.activation_function) not in FFN:
+        raise ValueError(f"OPT with activation_function {c.activation_function!r} has no zoo spec; the zoo reads "
+                         f"{', '.join(FFN.values())}")
+    pre = c.do_layer_norm_before
+    return {
+        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
+        "d_ff": c.ffn_dim, "n_decoder_layers": c.num_hidden_layers, "dropout": float(c.dropout),
+        "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
+        "pad_id": c.pad_token_id, "norm": "pre" if pre else "post", "position": {"name": "learned", "offset": 2},
+        "attention": "fused", "ffn": ACTIVATIONS[c.activation_function], "norm_type": {"name": "layernorm", "eps": 1e-5},
+        "final_norm": pre and not c._remove_final_layer_norm, "scale_embeddings": False, "embedding_norm": False,
+        "tie_embeddings": model.lm_head.weight is model.model.decoder.embed_tokens.weight, "output_bias": "none",
+        "bias": True,
+    }
+
+
+def config(spec: ModelSpec):
+    from transformers import OPTConfig
+
+    pre = spec.norm.name == "pre"
+    if spec.ffn.name not in FFN:
+        raise ValueError(f"feed-forward {spec.ffn.name}: OPT holds {', '.join(FFN)}")
+    return OPTConfig(
+        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_decoder_layers,
+        ffn_dim=spec.ffn_width, num_attention_heads=spec.n_heads, activation_function=FFN[spec.ffn.name],
+        max_position_embeddings=spec.max_len, do_layer_norm_before=pre,
+        _remove_final_layer_norm=pre and not spec.uses_final_norm, dropout=spec.dropout,
+        attention_dropout=spec.dropout, word_embed_proj_dim=spec.d_model, tie_word_embeddings=spec.embeddings.tie,
+        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id)
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    table = {"decoder.embed.tokens.weight": "model.decoder.embed_tokens.weight", "generator.weight": "lm_head.weight",
+             "decoder.embed.position.table.weight": "model.decoder.embed_positions.weight"}
+    table |= module("decoder.norm", "model.decoder.final_layer_norm") if spec.uses_final_norm else {}
+    for i in range(spec.n_decoder_layers):
+        zoo, ref = f"decoder.layers.{i}", f"model.decoder.layers.{i}"
+        table |= attention(f"{zoo}.self_attn", f"{ref}.self_attn")
+        table |= module(f"{zoo}.self_attn_residual.norm", f"{ref}.self_attn_layer_norm")
+        table |= module(f"{zoo}.ffn.linear1", f"{ref}.fc1") | module(f"{zoo}.ffn.linear2", f"{ref}.fc2")
+        table |= module(f"{zoo}.ffn_residual.norm", f"{ref}.final_layer_norm")
+    return table
+
+
+OPT = register(Family("opt", transformers_class("OPTForCausalLM"), spec_fields, config, names))
