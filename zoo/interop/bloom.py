@@ -1,0 +1,75 @@
+"""BLOOM (BigScience 2022) as transformers' BloomForCausalLM holds it: a decoder-only pre-norm stack with
+LayerNorm, a LayerNorm on the embeddings, ALiBi (Press et al.'s slopes, `alibi`), the tanh GELU,
+biases on every projection but the output's, an output projection tied to the embedding, and q/k/v
+packed head by head as GPT-NeoX packs them.
+
+ALiBi needs no table of positions, so BLOOM's configuration has no maximum length: `max_len` (the
+zoo's bound on generation and positions) is the training length of BLOOM, 2048, unless given, and
+left open by to_hf. Refused: apply_residual_connection_post_layernorm (the residual taken after the
+norm), and pretraining_tp with slow_but_exact (a summation order of its own)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+
+from zoo.interop.gpt_neox import packed_head_views
+from zoo.interop.hf import Family, register, transformers_class
+from zoo.specs.model_spec import ModelSpec
+
+TRAINING_LENGTH = 2048
+
+
+def spec_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    if c.apply_residual_connection_post_layernorm or (c.pretraining_tp > 1 and c.slow_but_exact):
+        raise ValueError("BLOOM with apply_residual_connection_post_layernorm, or pretraining_tp with slow_but_exact, "
+                         "has no zoo spec")
+    if c.attention_dropout != c.hidden_dropout:
+        raise ValueError("BLOOM with attention_dropout other than hidden_dropout has no zoo spec (one rate)")
+    return {
+        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.n_head,
+        "d_ff": 4 * c.hidden_size, "n_decoder_layers": c.n_layer, "dropout": float(c.hidden_dropout),
+        "max_len": TRAINING_LENGTH, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id, "pad_id": c.pad_token_id,
+        "norm": "pre", "position": "alibi", "attention": "fused", "ffn": "gelu_tanh",
+        "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_epsilon)}, "final_norm": True,
+        "scale_embeddings": False, "embedding_norm": True, "output_bias": "none", "bias": True,
+        "tie_embeddings": model.lm_head.weight is model.transformer.word_embeddings.weight,
+    }
+
+
+def config(spec: ModelSpec):
+    from transformers import BloomConfig
+
+    if spec.ffn_width != 4 * spec.d_model:
+        raise ValueError(f"d_ff {spec.ffn_width}: BLOOM's feed-forward is 4 x d_model = {4 * spec.d_model} wide")
+    return BloomConfig(
+        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, n_layer=spec.n_decoder_layers, n_head=spec.n_heads,
+        layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
+        hidden_dropout=spec.dropout, attention_dropout=spec.dropout, tie_word_embeddings=spec.embeddings.tie,
+        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id)
+
+
+def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:
+    return packed_head_views(spec, tensors, "transformer.h.{}.self_attention.query_key_value")
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    table = {"decoder.embed.tokens.weight": "transformer.word_embeddings.weight", "generator.weight": "lm_head.weight"}
+    for part in ("weight", "bias"):
+        table |= {f"decoder.embed.norm.{part}": f"transformer.word_embeddings_layernorm.{part}",
+                  f"decoder.norm.{part}": f"transformer.ln_f.{part}"}
+        for i in range(spec.n_decoder_layers):
+            zoo, ref = f"decoder.layers.{i}", f"transformer.h.{i}"
+            table |= {f"{zoo}.self_attn.{p}.{part}": f"{ref}.self_attention.query_key_value.{part}:{p}" for p in "qkv"}
+            table |= {f"{zoo}.self_attn.out.{part}": f"{ref}.self_attention.dense.{part}",
+                      f"{zoo}.self_attn_residual.norm.{part}": f"{ref}.input_layernorm.{part}",
+                      f"{zoo}.ffn_residual.norm.{part}": f"{ref}.post_attention_layernorm.{part}",
+                      f"{zoo}.ffn.linear1.{part}": f"{ref}.mlp.dense_h_to_4h.{part}",
+                      f"{zoo}.ffn.linear2.{part}": f"{ref}.mlp.dense_4h_to_h.{part}"}
+    return table
+
+
+BLOOM = register(Family("bloom", transformers_class("BloomForCausalLM"), spec_fields, config, names,
+                        free=("attention", "pad_id", "max_len"), views=views))
