@@ -93,6 +93,16 @@ REFERENCES = {
         vocab_size=VOCAB, hidden_size=16, n_layer=2, n_head=4, **IDS)),  # ALiBi, packed per-head q/k/v
     "bloom-3-heads": lambda: hf.BloomForCausalLM(hf.BloomConfig(
         vocab_size=VOCAB, hidden_size=18, n_layer=2, n_head=3, **IDS)),  # the slopes of a head count not a power of 2
+    "falcon": lambda: hf.FalconForCausalLM(hf.FalconConfig(
+        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, ffn_hidden_size=24,
+        max_position_embeddings=64, **IDS)),  # Falcon 7B: multi-query [q..., k, v], one norm, no biases
+    "falcon-new-architecture": lambda: hf.FalconForCausalLM(hf.FalconConfig(
+        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, num_kv_heads=2,
+        new_decoder_architecture=True, ffn_hidden_size=24, max_position_embeddings=64, bias=True,
+        **IDS)),  # Falcon 40B: q/k/v per group, two norms
+    "falcon-sequential": lambda: hf.FalconForCausalLM(hf.FalconConfig(
+        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, multi_query=False,
+        parallel_attn=False, ffn_hidden_size=24, max_position_embeddings=64, **IDS)),  # per-head [q, k, v]
     "modernbert": lambda: hf.ModernBertForMaskedLM(hf.ModernBertConfig(
         vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=4, num_attention_heads=2,
         local_attention=4, global_attn_every_n_layers=3, max_position_embeddings=64, cls_token_id=1, sep_token_id=2,
@@ -258,6 +268,8 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
      {"bos_id": 2, "eos_id": 2, "pad_id": 1}, 125_239_296),
     ("bloom", lambda: hf.BloomConfig(vocab_size=250880, hidden_size=1024, n_layer=24, n_head=16, bos_token_id=1,
                                      eos_token_id=2, pad_token_id=3), {"pad_id": 3}, 559_214_592),
+    ("falcon", lambda: hf.FalconConfig(vocab_size=65024, hidden_size=4544, num_hidden_layers=32, num_attention_heads=71,
+                                       pad_token_id=0), {"bos_id": 11, "eos_id": 11}, 6_921_720_704),
     ("modernbert", lambda: hf.ModernBertConfig(), {"pad_id": 50283, "bos_id": 50281, "eos_id": 50282}, 149_655_232),
     ("roberta", lambda: hf.RobertaConfig(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1,
                                          layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0, eos_token_id=2), {},
@@ -276,7 +288,8 @@ def test_each_preset_is_its_reference_architecture(name, config, ids, count):
            "gptj": hf.GPTJForCausalLM, "modernbert": hf.ModernBertForMaskedLM, "roberta": hf.RobertaForMaskedLM,
            "distilbert": hf.DistilBertForMaskedLM, "stablelm": hf.StableLmForCausalLM,
            "persimmon": hf.PersimmonForCausalLM, "cohere": hf.CohereForCausalLM,
-           "opt": hf.OPTForCausalLM, "bloom": hf.BloomForCausalLM}[name]
+           "opt": hf.OPTForCausalLM, "bloom": hf.BloomForCausalLM,
+           "falcon": hf.FalconForCausalLM}[name]
     with torch.device("meta"):
         ref = cls(config())
     assert sum(p.numel() for p in ref.parameters()) == count

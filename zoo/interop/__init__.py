@@ -2,7 +2,7 @@
 
 - `from_torch`: the usual torch.nn.Transformer wrapper of the PyTorch tutorials (zoo.interop.torch_nn).
 - `from_hf` / `to_hf`: transformers' T5 (1.0 and 1.1), mT5, BART, Marian, Pegasus, GPT-2, GPT-NeoX, Llama,
-  Mistral, Qwen2, Qwen3, OLMo 2, Gemma, Gemma 2, Gemma 3 (text), OPT, BLOOM, Phi, GPT-J, StableLM, Persimmon, Cohere, BERT,
+  Mistral, Qwen2, Qwen3, OLMo 2, Gemma, Gemma 2, Gemma 3 (text), OPT, BLOOM, Falcon, Phi, GPT-J, StableLM, Persimmon, Cohere, BERT,
   RoBERTa, DistilBERT and ModernBERT (zoo.interop.hf and one small module per family or two), needing `pip install zoo[hf]`.
 """
 
@@ -11,6 +11,7 @@ from zoo.interop import (  # noqa: F401  (each registers its family)
     bert,
     bloom,
     cohere,
+    falcon,
     gemma,
     gpt2,
     gpt_neox,

@@ -1,0 +1,129 @@
+"""Falcon (TII 2023) as transformers' FalconForCausalLM holds it: a decoder-only stack with LayerNorm,
+rotary positions (halves), the exact GELU, biases where the configuration says `bias` (on every
+projection but the output's, or on none), an output projection tied to the embedding, and q/k/v
+packed into one projection in one of three layouts:
+
+- Falcon 7B (multi_query): every query head, then the one key head, then the one value head;
+- Falcon 40B and 180B (new_decoder_architecture): per key/value group, its query heads, then its
+  key head and its value head (grouped-query attention, num_kv_heads);
+- otherwise: head by head as [q, k, v], as GPT-NeoX packs them.
+
+Its blocks are parallel, attention and feed-forward reading one LayerNorm (`parallel`: 7B, and the
+new architecture with num_ln_in_parallel_attn 1) or one each (`parallel+shared_norm=false`: 40B,
+180B), or sequential pre-norm where parallel_attn is false. Refused: Falcon's ALiBi (falcon-rw), which
+divides the slopes by sqrt(head width) with the scores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+
+from zoo.interop.hf import ACTIVATIONS, Family, register, transformers_class
+from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.specs.model_spec import ModelSpec
+
+FFN = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "swish": "silu"}
+
+
+def kv_heads(c) -> int:
+    if c.new_decoder_architecture:
+        return c.num_kv_heads
+    return 1 if c.multi_query else c.num_attention_heads
+
+
+def block(c) -> Any:
+    """The norm placement: parallel with one norm or two, or sequential pre-norm."""
+    if not c.parallel_attn:
+        return "pre"
+    two = c.new_decoder_architecture and c.num_ln_in_parallel_attn in (None, 2)
+    return {"name": "parallel", "shared_norm": False} if two else "parallel"
+
+
+def spec_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    if c.alibi:
+        raise ValueError("alibi: Falcon's ALiBi divides the slopes by sqrt(head width) with the scores, and the zoo's "
+                         "ALiBi adds them unscaled")
+    if c.new_decoder_architecture and not c.parallel_attn:
+        raise ValueError("Falcon's new_decoder_architecture without parallel_attn has no zoo spec")
+    if ACTIVATIONS.get(c.activation) not in FFN:
+        raise ValueError(f"Falcon with activation {c.activation!r} has no zoo spec; the zoo reads {', '.join(FFN.values())}")
+    if c.attention_dropout != c.hidden_dropout:
+        raise ValueError("Falcon with attention_dropout other than hidden_dropout has no zoo spec (one rate)")
+    return {
+        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
+        "n_kv_heads": kv_heads(c), "d_ff": c.ffn_hidden_size, "n_decoder_layers": c.num_hidden_layers,
+        "dropout": float(c.hidden_dropout), "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id,
+        "eos_id": c.eos_token_id, "pad_id": c.pad_token_id, "norm": block(c),
+        "position": {"name": "rope", "base": rope_base(c)}, "attention": "fused", "ffn": ACTIVATIONS[c.activation],
+        "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_epsilon)}, "final_norm": True,
+        "scale_embeddings": False, "embedding_norm": False, "output_bias": "none", "bias": bool(c.bias),
+        "tie_embeddings": model.lm_head.weight is model.transformer.word_embeddings.weight,
+    }
+
+
+def config(spec: ModelSpec):
+    from transformers import FalconConfig
+
+    if spec.ffn.name not in FFN:
+        raise ValueError(f"feed-forward {spec.ffn.name}: Falcon holds {', '.join(FFN)}")
+    parallel = spec.norm.name == "parallel"
+    two_norms = parallel and not spec.norm.shared_norm
+    grouped = two_norms or 1 < spec.kv_heads < spec.n_heads
+    return FalconConfig(
+        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_decoder_layers,
+        num_attention_heads=spec.n_heads, num_kv_heads=spec.kv_heads, ffn_hidden_size=spec.ffn_width,
+        new_decoder_architecture=grouped, multi_query=not grouped and spec.kv_heads == 1,
+        parallel_attn=parallel, num_ln_in_parallel_attn=(2 if two_norms else 1) if grouped else None,
+        bias=spec.bias, activation=FFN[spec.ffn.name], alibi=False, max_position_embeddings=spec.max_len,
+        rope_parameters={"rope_type": "default", "rope_theta": spec.position.base if spec.position.name == "rope"
+                         else 10000.0},
+        layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
+        hidden_dropout=spec.dropout, attention_dropout=spec.dropout, tie_word_embeddings=spec.embeddings.tie,
+        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id)
+
+
+def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:
+    """q, k and v of each layer's packed projection: per key/value group, its query heads, its key head
+    and its value head. One layout for all three: multi-query's is one group's, and with a key/value
+    head per query head it is GPT-NeoX's head-by-head [q, k, v]."""
+    out, group = {}, spec.n_heads // spec.kv_heads
+    for i in range(spec.n_decoder_layers):
+        for part in ("weight", "bias"):
+            name = f"transformer.h.{i}.self_attention.query_key_value.{part}"
+            if name in tensors:
+                groups = tensors[name].view(spec.kv_heads, group + 2, spec.d_head, *tensors[name].shape[1:])
+                out |= {f"{name}:q": (groups[:, :group], name), f"{name}:k": (groups[:, group], name),
+                        f"{name}:v": (groups[:, group + 1], name)}
+    return out
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    table = {"decoder.embed.tokens.weight": "transformer.word_embeddings.weight", "generator.weight": "lm_head.weight"}
+    parallel = spec.norm.name == "parallel"
+    if not parallel:
+        norms = {"self_attn_residual": "input_layernorm", "ffn_residual": "post_attention_layernorm"}
+    else:  # one norm read by both sublayers, or one each
+        norms = {"self_attn_residual": "input_layernorm"} if spec.norm.shared_norm else \
+            {"self_attn_residual": "ln_attn", "ffn_residual": "ln_mlp"}
+    for part in ("weight", "bias"):
+        table |= {f"decoder.norm.{part}": f"transformer.ln_f.{part}"}
+        for i in range(spec.n_decoder_layers):
+            zoo, ref = f"decoder.layers.{i}", f"transformer.h.{i}"
+            table |= {f"{zoo}.{sub}.norm.{part}": f"{ref}.{norm}.{part}" for sub, norm in norms.items()}
+            if part == "bias" and not spec.bias:
+                continue
+            table |= {f"{zoo}.self_attn.{p}.{part}": f"{ref}.self_attention.query_key_value.{part}:{p}" for p in "qkv"}
+            table |= {f"{zoo}.self_attn.out.{part}": f"{ref}.self_attention.dense.{part}",
+                      f"{zoo}.ffn.linear1.{part}": f"{ref}.mlp.dense_h_to_4h.{part}",
+                      f"{zoo}.ffn.linear2.{part}": f"{ref}.mlp.dense_4h_to_h.{part}"}
+    return table
+
+
+def computed(spec: ModelSpec) -> dict[str, Tensor]:
+    return rotary_buffers(spec, "transformer.rotary_emb")
+
+
+FALCON = register(Family("falcon", transformers_class("FalconForCausalLM"), spec_fields, config, names, computed,
+                         free=("attention", "pad_id"), views=views))
