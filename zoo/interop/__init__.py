@@ -1,9 +1,10 @@
 """Interop with the implementations researchers trust: the proof that the zoo's parts are theirs.
 
 - `from_torch`: the usual torch.nn.Transformer wrapper of the PyTorch tutorials (zoo.interop.torch_nn).
-- `from_hf` / `to_hf`: transformers' T5 (1.0 and 1.1), mT5, BART, Marian, Pegasus, GPT-2, GPT-NeoX, Llama,
-  Mistral, Qwen2, Qwen3, OLMo 2, Gemma, Gemma 2, Gemma 3 (text), OPT, BLOOM, Falcon, Phi, GPT-J, StableLM, Persimmon, Cohere, BERT,
-  RoBERTa, DistilBERT and ModernBERT (zoo.interop.hf and one small module per family or two), needing `pip install zoo[hf]`.
+- `from_hf` / `to_hf`: transformers' T5 (1.0 and 1.1), mT5, BART, Marian, Pegasus, M2M100, GPT-2,
+  GPT-NeoX, Llama, Mistral, Qwen2, Qwen3, OLMo 2, Gemma, Gemma 2, Gemma 3 (text), OPT, BLOOM, Falcon,
+  MPT, Phi, GPT-J, StableLM, Persimmon, Cohere, BERT, RoBERTa, DistilBERT, ELECTRA and ModernBERT
+  (zoo.interop.hf and one small module per family or two), needing `pip install zoo[hf]`.
 """
 
 from zoo.interop import (  # noqa: F401  (each registers its family)
