@@ -103,6 +103,11 @@ REFERENCES = {
     "falcon-sequential": lambda: hf.FalconForCausalLM(hf.FalconConfig(
         vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, multi_query=False,
         parallel_attn=False, ffn_hidden_size=24, max_position_embeddings=64, **IDS)),  # per-head [q, k, v]
+    "mpt": lambda: hf.MptForCausalLM(hf.MptConfig(
+        vocab_size=VOCAB, d_model=24, n_layers=2, n_heads=6, max_seq_len=40, **IDS)),  # ALiBi of 6 heads, [q; k; v]
+    "mpt-softmax-scale": lambda: hf.MptForCausalLM(hf.MptConfig(
+        vocab_size=VOCAB, d_model=16, n_layers=2, n_heads=2, max_seq_len=40, attn_config={"softmax_scale": 0.2},
+        **IDS)),
     "modernbert": lambda: hf.ModernBertForMaskedLM(hf.ModernBertConfig(
         vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=4, num_attention_heads=2,
         local_attention=4, global_attn_every_n_layers=3, max_position_embeddings=64, cls_token_id=1, sep_token_id=2,
@@ -270,6 +275,9 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
                                      eos_token_id=2, pad_token_id=3), {"pad_id": 3}, 559_214_592),
     ("falcon", lambda: hf.FalconConfig(vocab_size=65024, hidden_size=4544, num_hidden_layers=32, num_attention_heads=71,
                                        pad_token_id=0), {"bos_id": 11, "eos_id": 11}, 6_921_720_704),
+    ("mpt", lambda: hf.MptConfig(vocab_size=50432, d_model=4096, n_layers=32, n_heads=32, max_seq_len=2048,
+                                 pad_token_id=1, bos_token_id=0, eos_token_id=0),
+     {"bos_id": 0, "eos_id": 0, "pad_id": 1}, 6_649_286_656),
     ("modernbert", lambda: hf.ModernBertConfig(), {"pad_id": 50283, "bos_id": 50281, "eos_id": 50282}, 149_655_232),
     ("roberta", lambda: hf.RobertaConfig(vocab_size=50265, max_position_embeddings=514, type_vocab_size=1,
                                          layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0, eos_token_id=2), {},
@@ -289,7 +297,7 @@ def test_each_preset_is_its_reference_architecture(name, config, ids, count):
            "distilbert": hf.DistilBertForMaskedLM, "stablelm": hf.StableLmForCausalLM,
            "persimmon": hf.PersimmonForCausalLM, "cohere": hf.CohereForCausalLM,
            "opt": hf.OPTForCausalLM, "bloom": hf.BloomForCausalLM,
-           "falcon": hf.FalconForCausalLM}[name]
+           "falcon": hf.FalconForCausalLM, "mpt": hf.MptForCausalLM}[name]
     with torch.device("meta"):
         ref = cls(config())
     assert sum(p.numel() for p in ref.parameters()) == count

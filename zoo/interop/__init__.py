@@ -20,6 +20,7 @@ from zoo.interop import (  # noqa: F401  (each registers its family)
     llama_layout,
     marian,
     modernbert,
+    mpt,
     opt,
     phi,
     roberta,

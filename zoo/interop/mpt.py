@@ -1,0 +1,82 @@
+"""MPT (MosaicML 2023) as transformers' MptForCausalLM holds it: a decoder-only pre-norm stack with
+bias-free LayerNorms (`layernorm+bias=false`), ALiBi with MPT's slopes (alibi_bias_max 8: Press et
+al.'s, the zoo's `alibi`, for any head count), the exact GELU over 4 x d_model, no biases, an output
+projection tied to the embedding, q/k/v packed as [q; k; v] (all query rows, then all key rows,
+then all value rows), and scores scaled by softmax_scale where the configuration gives one
+(`scale_width` = softmax_scale^-2).
+
+transformers' MPT computes neither the configuration's qk_ln, logit_scale nor expansion_ratio, nor
+learned positions; the zoo reads the model transformers builds. ALiBi bounds no length: `max_len` is
+max_seq_len. Refused: clip_qkv (q/k/v clamped), alibi_bias_max other than 8. transformers' MptConfig
+types attn_pdrop as an int, so to_hf of a spec whose dropout is not 0 or 1 is refused there."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+
+from zoo.interop.hf import Family, register, transformers_class
+from zoo.specs.model_spec import ModelSpec
+
+
+def spec_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    attn = c.attn_config
+    if attn.clip_qkv is not None or attn.alibi_bias_max != 8:
+        raise ValueError(f"MPT with clip_qkv {attn.clip_qkv} or alibi_bias_max {attn.alibi_bias_max} (other than 8) has "
+                         "no zoo spec")
+    scale = attn.softmax_scale
+    return {
+        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.d_model, "n_heads": c.n_heads,
+        "d_ff": 4 * c.d_model, "n_decoder_layers": c.n_layers, "dropout": float(attn.attn_pdrop),
+        "max_len": c.max_seq_len, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id, "pad_id": c.pad_token_id,
+        "norm": "pre", "position": "alibi", "attention": "fused", "ffn": "gelu",
+        "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_epsilon), "bias": False}, "final_norm": True,
+        "scale_embeddings": False, "embedding_norm": False, "output_bias": "none", "bias": False,
+        "tie_embeddings": model.lm_head.weight is model.transformer.wte.weight,
+        **({"scale_width": float(scale) ** -2} if scale is not None else {}),
+    }
+
+
+def config(spec: ModelSpec):
+    from transformers import MptConfig
+
+    if spec.ffn_width != 4 * spec.d_model:
+        raise ValueError(f"d_ff {spec.ffn_width}: MPT's feed-forward is 4 x d_model = {4 * spec.d_model} wide")
+    width = spec.attn.scale_width
+    return MptConfig(
+        vocab_size=spec.tgt_vocab_size, d_model=spec.d_model, n_heads=spec.n_heads, n_layers=spec.n_decoder_layers,
+        max_seq_len=spec.max_len, layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
+        attn_config={"attn_pdrop": int(spec.dropout) if spec.dropout.is_integer() else spec.dropout,  # typed int there
+                     "softmax_scale": None if width is None else width**-0.5},
+        tie_word_embeddings=spec.embeddings.tie, bos_token_id=spec.bos_id, eos_token_id=spec.eos_id,
+        pad_token_id=spec.pad_id)
+
+
+def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:
+    """Wqkv's rows as three blocks of d_model: q, k, v."""
+    out = {}
+    for i in range(spec.n_decoder_layers):
+        name = f"transformer.blocks.{i}.attn.Wqkv.weight"
+        if name in tensors:
+            out |= {f"{name}:{p}": (block, name) for p, block in zip("qkv", tensors[name].chunk(3), strict=True)}
+    return out
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    table = {"decoder.embed.tokens.weight": "transformer.wte.weight", "generator.weight": "lm_head.weight",
+             "decoder.norm.weight": "transformer.norm_f.weight"}
+    for i in range(spec.n_decoder_layers):
+        zoo, ref = f"decoder.layers.{i}", f"transformer.blocks.{i}"
+        table |= {f"{zoo}.self_attn.{p}.weight": f"{ref}.attn.Wqkv.weight:{p}" for p in "qkv"}
+        table |= {f"{zoo}.self_attn.out.weight": f"{ref}.attn.out_proj.weight",
+                  f"{zoo}.self_attn_residual.norm.weight": f"{ref}.norm_1.weight",
+                  f"{zoo}.ffn_residual.norm.weight": f"{ref}.norm_2.weight",
+                  f"{zoo}.ffn.linear1.weight": f"{ref}.ffn.up_proj.weight",
+                  f"{zoo}.ffn.linear2.weight": f"{ref}.ffn.down_proj.weight"}
+    return table
+
+
+MPT = register(Family("mpt", transformers_class("MptForCausalLM"), spec_fields, config, names,
+                      free=("attention", "pad_id"), views=views))
