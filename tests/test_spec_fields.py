@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import TINY, padded_batch
 from invariants import (
     away_from_init,
@@ -50,6 +51,10 @@ FIELD_CASES = {
     "shared_layers": {"share_layers": True},
     "factorized_embeddings": {"embedding_dim": 8},
     "factorized_shared_and_tied": {"embedding_dim": 8, "share_embeddings": True, "tie_embeddings": True},
+    "narrow_embedding": {"embedding_dim": 8, "embedding_dim_scope": "embedding", "embedding_norm": True},
+    "narrow_embedding_shared_tied_transform": {"embedding_dim": 8, "embedding_dim_scope": "embedding",
+                                               "share_embeddings": True, "tie_embeddings": True, "output_transform": True,
+                                               "bias": True},
 }
 ATTENTION = zoo.registry("attention").names()
 CASES = [(case, attention) for case in FIELD_CASES for attention in ATTENTION]
@@ -177,3 +182,32 @@ def test_a_logit_scale_multiplies_the_logits_before_their_softcap():
         torch.testing.assert_close(model(src, tgt), 0.0625 * plain)
         capped = zoo.convert(model, logit_softcap=0.01)(src, tgt)
     torch.testing.assert_close(capped, 0.01 * torch.tanh(0.0625 * plain / 0.01))
+
+
+def test_a_narrow_embedding_adds_positions_and_normalizes_at_its_width_then_projects_with_a_bias():
+    """dim_scope embedding (ALBERT, ELECTRA): the embedding is computed at dim and projected to
+    d_model after its norm; the head's transform maps d_model to dim, and the tied table projects
+    from there. The token-only scope projects before positions, at d_model."""
+    fields = dict(embedding_dim=8, embedding_norm=True, tie_embeddings=True, output_transform=True, bias=True,
+                  scale_embeddings=False, position={"name": "learned", "token_types": 2})
+    model = away_from_init(zoo.build("encoder.post.learned.fused.gelu", **{**TINY, **fields},
+                                     embedding_dim_scope="embedding")).eval()
+    embed, head = model.encoder.embed, model.generator
+    assert embed.position.table.weight.shape == (40, 8) and embed.norm.weight.shape == (8,)
+    assert embed.project.bias.shape == (16,) and head.transform.dense.weight.shape == (8, 16)
+    assert not hasattr(head, "project"), "the transform reads d_model and writes the table's width"
+    ids = padded_batch([6, 4], 19, seed=1)
+    positions = torch.arange(ids.size(1))[None]
+    with torch.no_grad():
+        narrow = embed.tokens(ids) + embed.position.table(positions) + embed.position.types(torch.zeros_like(ids))
+        torch.testing.assert_close(embed(ids, positions), embed.project(embed.norm(narrow)))
+        hidden = torch.randn(2, 3, 16)
+        transform = head.transform
+        expected = F.linear(transform.norm(F.gelu(transform.dense(hidden))), embed.tokens.weight, head.bias)
+        torch.testing.assert_close(head(hidden), expected)
+    tokens_only = zoo.build("encoder.post.learned.fused.gelu", **{**TINY, **fields})
+    assert tokens_only.encoder.embed.position.table.weight.shape == (40, 16)
+    assert tokens_only.encoder.embed.project.bias is None and tokens_only.generator.project.weight.shape == (8, 16)
+    with pytest.raises(zoo.ConfigError, match="dim_scope embedding places the embedding at the width dim, and dim is "
+                                              "null; give embedding_dim"):
+        zoo.spec("encoder.post.learned.fused.gelu", vocab_size=9, embedding_dim_scope="embedding")

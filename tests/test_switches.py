@@ -17,8 +17,9 @@ AWAY = {  # a value away from the default (and from what the default stands for)
     "output_bias": "fixed", "attn_softcap": 50.0, "logit_softcap": 30.0, "qk_norm": "rmsnorm", "window": 8,
     "share_layers": True, "embedding_dim": 16, "output_transform": True, "bias": False, "qk_norm_scope": "projection",
     "qkv_bias": False, "out_bias": False, "scale_width": 12.0, "logit_scale": 0.0625,
+    "embedding_dim_scope": "embedding",
 }
-NEEDS = {"qk_norm_scope": {"qk_norm": "rmsnorm"}}
+NEEDS = {"qk_norm_scope": {"qk_norm": "rmsnorm"}, "embedding_dim_scope": {"embedding_dim": 16}}
 """What a switch's value needs beside it (a scope of a qk-norm that is there)."""
 SWITCHES = list(FLAT)
 NOT_SWITCHES = {"kind", "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "n_encoder_layers",

@@ -12,6 +12,7 @@ from zoo.interop import (  # noqa: F401  (each registers its family)
     bert,
     bloom,
     cohere,
+    electra,
     falcon,
     gemma,
     gpt2,

@@ -57,6 +57,13 @@ def roberta_computed(spec: ModelSpec) -> dict[str, Tensor]:
             "roberta.embeddings.token_type_ids": torch.zeros(1, rows)}
 
 
+BERT_LAYER = {
+    "self_attn.q": "attention.self.query", "self_attn.k": "attention.self.key", "self_attn.v": "attention.self.value",
+    "self_attn.out": "attention.output.dense", "self_attn_residual.norm": "attention.output.LayerNorm",
+    "ffn.linear1": "intermediate.dense", "ffn.linear2": "output.dense", "ffn_residual.norm": "output.LayerNorm"}
+"""The parts of a layer of BERT's layout (RoBERTa, ELECTRA) under their names there."""
+
+
 def layer_names(spec: ModelSpec, prefix: str, parts: dict[str, str]) -> dict[str, str]:
     """Each encoder layer's weights and biases under the reference's names for its parts."""
     table = {}
@@ -75,10 +82,7 @@ def roberta_names(spec: ModelSpec) -> dict[str, str]:
     for p in ("weight", "bias"):
         table |= {f"encoder.embed.norm.{p}": f"{emb}.LayerNorm.{p}", f"generator.transform.norm.{p}": f"lm_head.layer_norm.{p}",
                   f"generator.transform.dense.{p}": f"lm_head.dense.{p}"}
-    return table | layer_names(spec, "roberta.encoder.layer", {
-        "self_attn.q": "attention.self.query", "self_attn.k": "attention.self.key", "self_attn.v": "attention.self.value",
-        "self_attn.out": "attention.output.dense", "self_attn_residual.norm": "attention.output.LayerNorm",
-        "ffn.linear1": "intermediate.dense", "ffn.linear2": "output.dense", "ffn_residual.norm": "output.LayerNorm"})
+    return table | layer_names(spec, "roberta.encoder.layer", BERT_LAYER)
 
 
 def distilbert_fields(model: nn.Module) -> dict[str, Any]:

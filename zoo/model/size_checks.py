@@ -69,7 +69,7 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
     depth of 10^6 counts as fast as 2. Where per-layer rules make layers differ, an empty stack
     plus one block of each kind of layer times its count."""
     from zoo.model.assembly import stack_sites
-    from zoo.model.stacks import layer_block, model_stack
+    from zoo.model.stacks import OutputProjection, layer_block, model_stack
     from zoo.specs.layer_rules import distinct_layers
 
     check_countable(spec)
@@ -106,16 +106,15 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
             continue
         one, two = count(name, 1), count(name, 2)
         total += one + (site.layers - 1) * (two - one)
-    width, projection = spec.embedding_width, spec.d_model * (spec.embeddings.dim or 0)
-    shared = (width * spec.tgt_vocab_size + projection) * spec.embeddings.share  # the decoder's are the encoder's
-    counted_bias = spec.logits_bias == "trained" or (buffers and spec.logits_bias == "fixed")
-    generator = (spec.d_model * spec.tgt_vocab_size * (not spec.embeddings.tie) + projection * spec.embeddings.tie
-                 + spec.tgt_vocab_size * counted_bias)
-    if spec.output.transform:
-        from zoo.model.stacks import OutputTransform
-
+    shared = 0
+    if spec.embeddings.share:  # the decoder's table (and its projection where factorized) are the encoder's
         with torch.device("meta"):
-            generator += sum(p.numel() for p in OutputTransform(spec).parameters())
+            embed = model_stack(spec, "decoder", sites, 0).embed
+        shared = sum(p.numel() for name, p in embed.named_parameters() if name.split(".")[0] in ("tokens", "project"))
+    with torch.device("meta"):
+        head = OutputProjection(spec)
+    generator = sum(p.numel() for name, p in head.named_parameters()  # the tied table: counted in its stack
+                    if not (name == "weight" and spec.embeddings.tie) and (buffers or p.requires_grad))
     return total - shared + generator
 
 

@@ -7,6 +7,7 @@ import math
 from typing import ClassVar
 
 import torch
+from pydantic import BaseModel
 from torch import Tensor, nn
 
 from zoo.dropout import Dropout
@@ -23,44 +24,63 @@ def final_norm(spec: ModelSpec) -> nn.Module:
     return build_part("norm_type", spec) if spec.uses_final_norm else nn.Identity()
 
 
+def narrow_embedding(spec: ModelSpec) -> bool:
+    """Whether the whole embedding and the output head work at the factorized width (ALBERT, ELECTRA)."""
+    return spec.embeddings.dim is not None and spec.embeddings.dim_scope == "embedding"
+
+
+def at_width(spec: ModelSpec, width: int) -> ModelSpec:
+    """The spec as parts built at another width read it: d_model changed, the heads' width kept (a
+    copy that is not a model spec, so not validated as one)."""
+    attn = spec.attn.model_copy(update={"head_width": spec.d_head})
+    return BaseModel.model_copy(spec, update={"d_model": width, "attn": attn})
+
+
 class Embedder(HoldsWeights, nn.Module):
-    """Token embedding (projected to d_model where factorized, ALBERT; times sqrt(d_model) if the
-    spec scales), positions, optional norm, dropout. Its position scheme serves every layer of the
-    stack (so a learned bias is shared by them)."""
+    """Token embedding (times sqrt(d_model) if the spec scales), positions, optional norm, dropout.
+    Factorized, the token table is narrower than d_model and projected to it before the positions,
+    or (dim_scope embedding: ALBERT, ELECTRA) the whole embedding is narrow and projected after its
+    norm and dropout. Its position scheme serves every layer of the stack (so a learned bias is shared
+    by them)."""
 
     def __init__(self, spec: ModelSpec, vocab_size: int, site: Site):
         super().__init__()
+        self.narrow = narrow_embedding(spec)
+        inner = at_width(spec, spec.embedding_width) if self.narrow else spec
         self.tokens = nn.Embedding(vocab_size, spec.embedding_width)
         self.weight_roles = {"tokens.weight": "embedding.tokens"}
         if spec.embeddings.dim is not None:
-            self.project = nn.Linear(spec.embeddings.dim, spec.d_model, bias=False)
+            self.project = nn.Linear(spec.embeddings.dim, spec.d_model, bias=self.narrow and spec.bias)
             self.weight_roles = {**self.weight_roles, "project.weight": "embedding.projection"}
         # Scaled embeddings start at std d^-1/2 so that, scaled, they have unit variance either way.
         self.init_std = spec.d_model**-0.5 if spec.embeddings.scale else 1.0
         self.scale = math.sqrt(spec.d_model) if spec.embeddings.scale else 1.0
-        self.position = build_part("position", spec, site=site)
-        self.norm = build_part("norm_type", spec) if spec.embeddings.norm else nn.Identity()
+        self.position = build_part("position", inner, site=site)
+        self.norm = build_part("norm_type", inner) if spec.embeddings.norm else nn.Identity()
         self.dropout = Dropout(spec.dropout)
 
     def forward(self, ids: Tensor, positions: Tensor) -> Tensor:
         x = self.tokens(ids)
-        if hasattr(self, "project"):
+        if hasattr(self, "project") and not self.narrow:
             x = self.project(x)
         if self.scale != 1.0:
             x = x * self.scale
-        return self.dropout(self.norm(self.position(x, positions)))
+        x = self.dropout(self.norm(self.position(x, positions)))
+        return self.project(x) if self.narrow else x
 
 
 class OutputTransform(HoldsWeights, nn.Module):
-    """Dense, GELU, norm: BERT's transform of the last hidden states before its output projection."""
+    """Dense, GELU, norm: BERT's transform of the last hidden states before its output projection,
+    to the factorized width where the whole embedding is narrow (ALBERT's and ELECTRA's heads)."""
 
     weight_roles: ClassVar[dict[str, Role]] = {"dense.weight": "output.transform"}
 
     def __init__(self, spec: ModelSpec):
         super().__init__()
-        self.dense = nn.Linear(spec.d_model, spec.d_model, bias=spec.bias)
+        width = spec.embedding_width if narrow_embedding(spec) else spec.d_model
+        self.dense = nn.Linear(spec.d_model, width, bias=spec.bias)
         self.act = nn.GELU()
-        self.norm = build_part("norm_type", spec)
+        self.norm = build_part("norm_type", at_width(spec, width))
 
     def forward(self, x: Tensor) -> Tensor:
         return self.norm(self.act(self.dense(x)))
@@ -71,15 +91,17 @@ class OutputProjection(HoldsWeights, nn.Linear):
     output where the spec scales it (T5 1.0), after the spec's output transform (BERT), with the
     spec's logits bias: trained, fixed (a parameter the optimizer never changes, BART's
     final_logits_bias) or none; scaled where the spec scales logits (Cohere), then soft-capped
-    where it caps them (Gemma 2). Tied to a
-    factorized table, it first projects d_model to the table's width (ALBERT)."""
+    where it caps them (Gemma 2). Tied to a factorized table, or wherever the whole embedding is
+    narrow, it reads the factorized width: through the transform where that maps to it, else
+    through a bias-free projection from d_model (ALBERT)."""
 
     def __init__(self, spec: ModelSpec):
-        factorized = spec.embeddings.tie and spec.embeddings.dim is not None
+        narrow = narrow_embedding(spec)
+        factorized = spec.embeddings.dim is not None and (spec.embeddings.tie or narrow)
         super().__init__(spec.embedding_width if factorized else spec.d_model, spec.tgt_vocab_size,
                          bias=spec.logits_bias != "none")
         self.weight_roles = {"weight": "output.projection"}
-        if factorized:
+        if factorized and not (narrow and spec.output.transform):
             self.project = nn.Linear(spec.d_model, spec.embeddings.dim, bias=False)
             self.weight_roles = {**self.weight_roles, "project.weight": "output.projection"}
         if spec.logits_bias == "fixed":

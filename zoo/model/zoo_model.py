@@ -73,6 +73,8 @@ class ZooModel(nn.Module):
             self.decoder.embed.tokens.weight = self.encoder.embed.tokens.weight
             if spec.embeddings.dim is not None:
                 self.decoder.embed.project.weight = self.encoder.embed.project.weight
+                if self.encoder.embed.project.bias is not None:
+                    self.decoder.embed.project.bias = self.encoder.embed.project.bias
         if spec.embeddings.tie:
             self.generator.weight = self.output_stack.embed.tokens.weight
         initialize(self, draw_seed() if seed is None else seed, sites, gain=partial(init_gain, spec))

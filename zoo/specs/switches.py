@@ -90,9 +90,22 @@ class EmbeddingSwitches(StrictSettings):
     tie: bool = Field(False, description="the output projection shares the target embedding")
     share: bool = Field(False, description="source and target share one embedding table (T5, BART, Marian)")
     dim: PositiveInt | None = Field(
-        None, description="factorized embeddings (ALBERT): token tables of this width projected to d_model, and a "
-                          "tied output projection reads through the same width; null: d_model"
+        None, description="factorized embeddings: token tables of this width projected to d_model, and a tied output "
+                          "projection reads through the same width; null: d_model"
     )
+    dim_scope: Literal["tokens", "embedding"] = Field(
+        "tokens", description="with `dim`, what works at the narrow width: tokens, the token table alone (projected to "
+                              "d_model without a bias before positions are added); embedding, the whole embedding "
+                              "(tokens, positions, token types, norm; then projected with `bias`) and the output head, "
+                              "whose transform maps d_model to dim and normalizes there (ALBERT, ELECTRA)"
+    )
+
+    @model_validator(mode="after")
+    def _scope_has_a_width(self) -> EmbeddingSwitches:
+        if self.dim_scope != "tokens" and self.dim is None:
+            raise PydanticCustomError("dim_scope", "dim_scope {scope} places the embedding at the width dim, and dim is "
+                                      "null; give embedding_dim", {"scope": self.dim_scope})
+        return self
 
 
 class OutputSwitches(StrictSettings):
@@ -131,7 +144,7 @@ FLAT: dict[str, tuple[str | None, str]] = {
     "window": ("attn", "window"), "share_layers": (None, "share_layers"), "embedding_dim": ("embeddings", "dim"),
     "output_transform": ("output", "transform"), "bias": (None, "bias"), "qk_norm_scope": ("attn", "qk_norm_scope"),
     "qkv_bias": ("attn", "qkv_bias"), "out_bias": ("attn", "out_bias"), "scale_width": ("attn", "scale_width"),
-    "logit_scale": ("output", "logit_scale"),
+    "logit_scale": ("output", "logit_scale"), "embedding_dim_scope": ("embeddings", "dim_scope"),
 }
 """Every switch's flat key -> (its group, or None for a switch of the whole model, and its field
 there), in the order a canonical name shows them (the spec's order before the groups)."""

@@ -1,0 +1,79 @@
+"""ELECTRA (Clark et al. 2020) as transformers' ElectraForMaskedLM holds it (its generator): BERT's
+layout (zoo.interop.bert) with the whole embedding at a narrower width where embedding_size is below
+hidden_size: tokens, positions, token types and their LayerNorm at embedding_size, then a biased
+projection to the stack (`embedding_dim`, `dim_scope: embedding`), and a masked-LM head that maps the
+stack's output back to embedding_size (dense, GELU, LayerNorm there) before the output projection
+tied to the token table, with a bias."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from zoo.interop.hf import Family, register, transformers_class
+from zoo.interop.roberta import BERT_LAYER, layer_names
+from zoo.specs.model_spec import ModelSpec
+
+
+def spec_fields(model: nn.Module) -> dict[str, Any]:
+    c = model.config
+    if c.hidden_act != "gelu" or c.hidden_dropout_prob != c.attention_probs_dropout_prob:
+        raise ValueError(f"ELECTRA with hidden_act {c.hidden_act!r} (the zoo reads gelu) or different hidden and "
+                         "attention dropout has no zoo spec")
+    pad = c.pad_token_id if c.pad_token_id is not None else 0
+    start, end = (i for i in range(3) if i != pad)  # an encoder never decodes: any two other ids
+    factorized = c.embedding_size != c.hidden_size
+    return {
+        "kind": "encoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
+        "d_ff": c.intermediate_size, "n_encoder_layers": c.num_hidden_layers, "dropout": float(c.hidden_dropout_prob),
+        "max_len": c.max_position_embeddings, "pad_id": pad, "bos_id": start, "eos_id": end,
+        "norm": "post", "position": {"name": "learned", "token_types": c.type_vocab_size}, "attention": "fused",
+        "ffn": "gelu", "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps)}, "final_norm": False,
+        "scale_embeddings": False, "embedding_norm": True, "output_transform": True, "output_bias": "trained",
+        "tie_embeddings": model.generator_lm_head.weight is model.electra.embeddings.word_embeddings.weight,
+        "bias": True, **({"embedding_dim": c.embedding_size, "embedding_dim_scope": "embedding"} if factorized else {}),
+    }
+
+
+def config(spec: ModelSpec):
+    from transformers import ElectraConfig
+
+    learned = spec.position.name == "learned"
+    if learned and not spec.position.token_types:
+        raise ValueError("ELECTRA adds a token-type table to its positions")
+    if spec.embeddings.dim is not None and spec.embeddings.dim_scope != "embedding":
+        raise ValueError("ELECTRA's whole embedding is at embedding_size (dim_scope embedding)")
+    return ElectraConfig(
+        vocab_size=spec.tgt_vocab_size, embedding_size=spec.embedding_width, hidden_size=spec.d_model,
+        num_hidden_layers=spec.n_encoder_layers, num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width,
+        hidden_dropout_prob=spec.dropout, attention_probs_dropout_prob=spec.dropout,
+        max_position_embeddings=spec.max_len, type_vocab_size=spec.position.token_types if learned else 2,
+        layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-12, pad_token_id=spec.pad_id,
+        tie_word_embeddings=spec.embeddings.tie)
+
+
+def computed(spec: ModelSpec) -> dict[str, Tensor]:
+    """Position ids 0.. and token types 0, which ELECTRA keeps as buffers."""
+    return {"electra.embeddings.position_ids": torch.arange(spec.max_len)[None].float(),
+            "electra.embeddings.token_type_ids": torch.zeros(1, spec.max_len)}
+
+
+def names(spec: ModelSpec) -> dict[str, str]:
+    emb = "electra.embeddings"
+    table = {"encoder.embed.tokens.weight": f"{emb}.word_embeddings.weight",
+             "encoder.embed.position.table.weight": f"{emb}.position_embeddings.weight",
+             "encoder.embed.position.types.weight": f"{emb}.token_type_embeddings.weight",
+             "generator.weight": "generator_lm_head.weight", "generator.bias": "generator_lm_head.bias"}
+    for part in ("weight", "bias"):
+        if spec.embeddings.dim is not None:
+            table[f"encoder.embed.project.{part}"] = f"electra.embeddings_project.{part}"
+        table |= {f"encoder.embed.norm.{part}": f"{emb}.LayerNorm.{part}",
+                  f"generator.transform.norm.{part}": f"generator_predictions.LayerNorm.{part}",
+                  f"generator.transform.dense.{part}": f"generator_predictions.dense.{part}"}
+    return table | layer_names(spec, "electra.encoder.layer", BERT_LAYER)
+
+
+ELECTRA = register(Family("electra", transformers_class("ElectraForMaskedLM"), spec_fields, config, names, computed,
+                          free=("attention", "bos_id", "eos_id")))
