@@ -342,3 +342,30 @@ def test_to_hf_ignores_the_layer_count_of_the_stack_the_kind_lacks(name, layers)
     assert type(back) is type(ref)
     for key, tensor in ref.state_dict().items():
         assert torch.equal(back.state_dict()[key], tensor), key
+
+
+REFUSED = {
+    "stablelm-qk-layernorm": (lambda: hf.StableLmForCausalLM(hf.StableLmConfig(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, qk_layernorm=True, **IDS)), r"from_hf \(stablelm\): qk_layernorm: StableLM's per-head"),
+    "opt-350m-projections": (lambda: hf.OPTForCausalLM(hf.OPTConfig(
+        vocab_size=VOCAB, hidden_size=16, ffn_dim=24, num_hidden_layers=1, num_attention_heads=2, word_embed_proj_dim=8,
+        **IDS)), r"from_hf \(opt\): word_embed_proj_dim 8 beside hidden_size 16 \(OPT-350m's projected embeddings\)"),
+    "falcon-alibi": (lambda: hf.FalconForCausalLM(hf.FalconConfig(
+        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, alibi=True, **IDS)),
+        r"from_hf \(falcon\): alibi: Falcon's ALiBi divides the slopes by sqrt\(head width\)"),
+    "mpt-clip-qkv": (lambda: hf.MptForCausalLM(hf.MptConfig(
+        vocab_size=VOCAB, d_model=16, n_layers=1, n_heads=2, attn_config={"clip_qkv": 8.0}, **IDS)),
+        r"from_hf \(mpt\): MPT with clip_qkv 8.0"),
+    "bloom-residual-after-norm": (lambda: hf.BloomForCausalLM(hf.BloomConfig(
+        vocab_size=VOCAB, hidden_size=16, n_layer=1, n_head=2, apply_residual_connection_post_layernorm=True, **IDS)),
+        r"from_hf \(bloom\): BLOOM with apply_residual_connection_post_layernorm"),
+}
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_a_family_choice_the_zoo_refuses_is_one_line_naming_it(name):
+    build, message = REFUSED[name]
+    with pytest.raises(zoo.ConfigError, match=message) as err:
+        zoo.from_hf(build())
+    assert "\n" not in str(err.value)
