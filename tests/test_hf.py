@@ -125,8 +125,10 @@ def test_the_logits_are_the_references_with_padding(name):
     model = zoo.from_hf(ref)
     src, tgt, _, real = inputs(model.spec)
     real = real.bool()  # M2M100 gives a padded position its pad row: real tokens are what must agree
+    # 1e-5, and float32's rounding at the logits' size (T5 1.1: 1.2e-5 at 13.5, transformers' RMSNorm written
+    # out by hand against torch's fused one)
     with torch.no_grad():
-        torch.testing.assert_close(model(src, tgt)[real], reference_logits(ref, model.spec)[real], rtol=0, atol=1e-4)
+        torch.testing.assert_close(model(src, tgt)[real], reference_logits(ref, model.spec)[real], rtol=1e-6, atol=1e-5)
     assert not model.training and model.spec.name.split(".")[1] in (
         "t5", "learned+offset=2", "sinusoidal+layout=halves", "sinusoidal+layout=halves+spacing=tensor2tensor+offset=2")
 

@@ -175,11 +175,11 @@ def test_the_logits_are_the_references_with_padding(name):
         expected = ref(input_ids=ids, attention_mask=(ids != 0).long()).logits
         got = model(ids)
     real = ids != 0
-    torch.testing.assert_close(got[real], expected[real], atol=1e-4, rtol=0)
+    torch.testing.assert_close(got[real], expected[real], atol=1e-5, rtol=0)
     for attention in zoo.registry("attention").names():
         with torch.no_grad():
             torch.testing.assert_close(zoo.convert(model, attention=attention)(ids)[real], expected[real],
-                                       atol=1e-4, rtol=0)
+                                       atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("name", REFERENCES)
