@@ -369,3 +369,20 @@ def test_a_family_choice_the_zoo_refuses_is_one_line_naming_it(name):
     with pytest.raises(zoo.ConfigError, match=message) as err:
         zoo.from_hf(build())
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("preset, layers, kv, cls", [("gemma3", 4, 1, hf.Gemma3ForCausalLM),
+                                                      ("gemma2", 1, 1, hf.Gemma2ForCausalLM),
+                                                      ("modernbert", 1, 2, hf.ModernBertForMaskedLM)])
+def test_to_hf_reads_per_layer_rules_by_what_they_change_in_the_layers_there_are(preset, layers, kv, cls):
+    """Gemma 3's every-sixth-layer rule selects none of 4 layers; ModernBERT's global first layer is
+    the only one of 1, so its rope base is the spec's own there: transformers' configurations write
+    these without a rule, and to_hf still finds the family, with the same function."""
+    spec = zoo.spec(preset, vocab_size=VOCAB, d_model=16, n_heads=2, head_width=8, n_kv_heads=kv, d_ff=24,
+                    n_encoder_layers=layers, n_decoder_layers=layers, pad_id=0, bos_id=1, eos_id=2)
+    model = zoo.build(spec, seed=0).eval()
+    back = zoo.to_hf(model)
+    assert type(back) is cls
+    ids = batch()
+    with torch.no_grad():
+        torch.testing.assert_close(zoo.from_hf(back, pad_id=0)(ids)[ids != 0], model(ids)[ids != 0], atol=1e-5, rtol=0)

@@ -25,6 +25,7 @@ from zoo.errors import ConfigError
 from zoo.model.canonical import canonical_state, load_canonical_state
 from zoo.model.kinds import ZooModel, build
 from zoo.specs.catalog import validated
+from zoo.specs.layer_rules import LAYER_KEYS
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.switches import flat_fields
 
@@ -176,6 +177,17 @@ def expressible(spec: ModelSpec) -> dict[str, Any]:
             "head_width": spec.d_head, "n_kv_heads": spec.kv_heads}
 
 
+def expressible_by_layer(spec: ModelSpec) -> dict[str, Any]:
+    """expressible, with what per-layer rules may set read from each layer there is: a rule for every
+    sixth layer changes nothing in four, and one that changes every layer is the spec's own setting."""
+    fields = {key: value for key, value in expressible(spec).items() if key not in (*LAYER_KEYS, "layers")}
+    for stack, depth in zip(("encoder", "decoder"), spec.depths, strict=True):
+        for i in range(depth):
+            layer = expressible(spec.at_layer(stack, i))
+            fields[f"{stack} layer {i}"] = {key: layer[key] for key in LAYER_KEYS if key in layer}
+    return fields
+
+
 UNBUILT = "its configuration cannot be built"
 
 
@@ -188,9 +200,11 @@ def problems(family: Family, spec: ModelSpec) -> list[str]:
     except Exception as err:  # any refusal of the family's configuration classes
         return [f"{UNBUILT} ({err})"]
     have, want = expressible(spec), expressible(expected)
+    if spec.layers or expected.layers:  # what each layer computes, not how the rules write it
+        have, want = expressible_by_layer(spec), expressible_by_layer(expected)
     untie = not spec.embeddings.tie and expected.embeddings.tie  # to_hf unties the built reference
-    return [f"{key} {have[key]!r} ({family.name}: {want[key]!r})" for key in have
-            if have[key] != want[key] and key not in family.free and not (key == "tie_embeddings" and untie)]
+    return [f"{key} {have[key]!r} ({family.name}: {want.get(key)!r})" for key in have  # no such layer there: None
+            if have[key] != want.get(key) and key not in family.free and not (key == "tie_embeddings" and untie)]
 
 
 def untie(reference: nn.Module, table: dict[str, str], state: dict[str, Tensor]) -> None:
