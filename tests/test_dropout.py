@@ -3,7 +3,9 @@ eval mode, gradient through the kept elements only), drawn from uniform floats o
 
 import pytest
 import torch
+from conftest import TINY, padded_batch
 
+import zoo
 from zoo.dropout import Dropout, dropout
 
 
@@ -44,3 +46,26 @@ def test_the_draw_follows_the_global_seed():
     first = dropout(x, 0.5)
     torch.manual_seed(3)
     assert torch.equal(dropout(x, 0.5), first)
+
+
+SITES = {"attention": "attention_dropout", "activation": "activation_dropout", "residual": "residual_dropout",
+         "embedding": "embedding_dropout"}
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_each_site_drops_at_its_own_rate_and_the_others_at_theirs(site):
+    """dropout 0.3 everywhere but one site: in train mode only that site changes the output, and
+    `dropout` stands for every site left null."""
+    zeros = {field: 0.0 for field in SITES.values()}
+    spec = zoo.spec("decoder.pre.learned.fused.relu", **{**TINY, "dropout": 0.3}, **{**zeros, SITES[site]: 0.3})
+    assert [spec.dropout_at(s) for s in SITES] == [0.3 if s == site else 0.0 for s in SITES]
+    assert zoo.spec("decoder.pre.learned.fused.relu", **{**TINY, "dropout": 0.3}).dropout_at(site) == 0.3
+    ids = padded_batch([7, 5], 19, seed=2)
+    for rates, changes in (({**zeros}, False), ({**zeros, SITES[site]: 0.3}, True)):
+        model = zoo.build(spec.replace(**rates), seed=0)
+        with torch.no_grad():
+            expected = model.eval()(ids)
+            torch.manual_seed(0)
+            trained = model.train()(ids)
+        assert torch.equal(trained, expected) != changes, (site, rates)
+    assert spec.name == zoo.spec("decoder.pre.learned.fused.relu", **TINY).name, "rates are no part of a name"

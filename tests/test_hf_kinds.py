@@ -1,9 +1,9 @@
 """The decoder-only and encoder-only references of transformers (GPT-2, GPT-NeoX, Llama, Mistral, Qwen2,
-Qwen3, OLMo 2, Gemma 1-3, Phi, GPT-J, BERT,
-RoBERTa, DistilBERT, ModernBERT) in the zoo: the same logits with padding, the same greedy
-decoding for the decoders, the same count of trained parameters, an exact round trip, and presets that
-are their architectures. Built from small random configurations, offline, with every weight moved
-away from its initial value."""
+Qwen3, OLMo 2, Gemma 1-3, Phi, GPT-J, StableLM, Persimmon, Cohere, OPT, BLOOM, Falcon, MPT, BERT,
+RoBERTa, DistilBERT, ELECTRA, ModernBERT) in the zoo: the same logits with padding, the same greedy
+decoding for the decoders, the same count of trained parameters, an exact round trip, presets that
+are their architectures, and one-line refusals of what the zoo cannot hold. Built from small random
+configurations, offline, with every weight moved away from its initial value."""
 
 import copy
 import functools
@@ -299,8 +299,10 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
 ])
 def test_each_preset_is_its_reference_architecture(name, config, ids, count):
     """GPT-2 (124M), Pythia 70M, Llama 2 7B, Mistral 7B, Qwen3 0.6B, Qwen2.5 0.5B, OLMo 2 1B, Gemma 2B,
-    Gemma 2 2B, Gemma 3 1B, Phi-1.5, GPT-J 6B, ModernBERT-base, RoBERTa-base, DistilBERT-base and
-    BERT-base (uncased) at their published sizes, with their tokenizers' vocabularies and special ids."""
+    Gemma 2 2B, Gemma 3 1B, Phi-1.5, GPT-J 6B, StableLM 2 1.6B, Persimmon 8B, Command R 35B, OPT-125m,
+    BLOOM-560m, Falcon 7B, MPT 7B, ModernBERT-base, RoBERTa-base, DistilBERT-base, ELECTRA's small
+    generator and BERT-base (uncased) at their published sizes, with their tokenizers' vocabularies and
+    special ids."""
     cls = {"gpt2": hf.GPT2LMHeadModel, "pythia": hf.GPTNeoXForCausalLM, "llama": hf.LlamaForCausalLM,
            "mistral": hf.MistralForCausalLM, "qwen3": hf.Qwen3ForCausalLM, "bert": hf.BertForMaskedLM,
            "qwen2": hf.Qwen2ForCausalLM, "olmo2": hf.Olmo2ForCausalLM, "gemma": hf.GemmaForCausalLM,
@@ -386,3 +388,36 @@ def test_to_hf_reads_per_layer_rules_by_what_they_change_in_the_layers_there_are
     ids = batch()
     with torch.no_grad():
         torch.testing.assert_close(zoo.from_hf(back, pad_id=0)(ids)[ids != 0], model(ids)[ids != 0], atol=1e-5, rtol=0)
+
+
+DROPPING = {  # a reference with its dropout rates apart, and the rate the zoo reads at each site
+    "llama": (lambda: hf.LlamaForCausalLM(hf.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=2,
+        attention_dropout=0.2, **IDS)), {"attention": 0.2, "activation": 0.0, "residual": 0.0, "embedding": 0.0}),
+    "gpt2": (lambda: hf.GPT2LMHeadModel(hf.GPT2Config(
+        vocab_size=VOCAB, n_embd=16, n_layer=1, n_head=2, resid_pdrop=0.1, attn_pdrop=0.2, embd_pdrop=0.3, **IDS)),
+        {"attention": 0.2, "activation": 0.0, "residual": 0.1, "embedding": 0.3}),
+    "bert": (lambda: hf.BertForMaskedLM(hf.BertConfig(
+        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=24,
+        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.2)),
+        {"attention": 0.2, "activation": 0.0, "residual": 0.1, "embedding": 0.1}),
+    "opt": (lambda: hf.OPTForCausalLM(hf.OPTConfig(
+        vocab_size=VOCAB, hidden_size=16, ffn_dim=24, num_hidden_layers=1, num_attention_heads=2, dropout=0.1,
+        attention_dropout=0.2, **IDS)), {"attention": 0.2, "activation": 0.0, "residual": 0.1, "embedding": 0.0}),
+    "bart": (lambda: hf.BartForConditionalGeneration(hf.BartConfig(
+        vocab_size=VOCAB, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=24, decoder_ffn_dim=24, dropout=0.1, attention_dropout=0.2,
+        activation_dropout=0.3, **IDS)), {"attention": 0.2, "activation": 0.3, "residual": 0.1, "embedding": 0.1}),
+}
+
+
+@pytest.mark.parametrize("name", DROPPING)
+def test_each_dropout_site_takes_the_references_rate_both_ways(name):
+    """Llama drops attention weights only, GPT-2 embeddings at a rate of their own, BERT and OPT no
+    activations, BART activations at theirs: the zoo trains as the reference does, and to_hf writes
+    the rates back."""
+    build, rates = DROPPING[name]
+    ref = build()
+    spec = zoo.from_hf(ref, pad_id=0).spec
+    assert {site: spec.dropout_at(site) for site in rates} == rates
+    assert zoo.from_hf(zoo.to_hf(zoo.from_hf(ref, pad_id=0)), pad_id=0).spec == spec

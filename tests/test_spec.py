@@ -38,7 +38,8 @@ def test_vocab_sizes_can_differ_and_shorthand_must_agree():
 def test_unknown_keys_are_rejected_by_name():
     (error,) = errors_of(vocab_size=10, d_modle=64)
     assert error["type"] == "unknown_field"
-    assert error["msg"].startswith("unknown field 'd_modle' (did you mean 'd_model'?); fields: attention, ")
+    assert error["msg"].startswith("unknown field 'd_modle' (did you mean 'd_model'?); fields: activation_dropout, "
+                                "attention, ")
     assert all(name in error["msg"] for name in zoo.ModelSpec.model_fields), "every field of the level is listed"
 
 
@@ -122,8 +123,9 @@ def test_json_schema_lists_registered_choices():
 
 
 SIZES = ("d_model", "n_heads", "d_ff", "n_encoder_layers", "n_decoder_layers", "dropout", "max_len", "src_vocab_size",
-         "tgt_vocab_size", "pad_id", "bos_id", "eos_id")
-"""What a canonical name leaves to the sizes a user gives."""
+         "tgt_vocab_size", "pad_id", "bos_id", "eos_id", "attention_dropout", "activation_dropout", "residual_dropout",
+         "embedding_dropout")
+"""What a canonical name leaves to the sizes a user gives (and to the dropout rates of training)."""
 
 
 @pytest.mark.parametrize("preset", zoo.list_variants("*"))

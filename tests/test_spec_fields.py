@@ -43,6 +43,7 @@ FIELD_CASES = {
     "qk_rmsnorm_projection": {"qk_norm": "rmsnorm", "qk_norm_scope": "projection", "norm_type": "rmsnorm"},
     "qk_layernorm_each_head": {"qk_norm": "layernorm", "qk_norm_scope": "each_head"},
     "logit_scale": {"logit_scale": 0.0625},
+    "dropout_by_site": {"dropout": 0.2, "attention_dropout": 0.0, "activation_dropout": 0.1, "embedding_dropout": 0.3},
     "window": {"window": 3},
     "qkv_bias_only": {"bias": False, "qkv_bias": True},
     "no_attention_biases": {"qkv_bias": False, "out_bias": False},

@@ -23,7 +23,8 @@ NEEDS = {"qk_norm_scope": {"qk_norm": "rmsnorm"}, "embedding_dim_scope": {"embed
 """What a switch's value needs beside it (a scope of a qk-norm that is there)."""
 SWITCHES = list(FLAT)
 NOT_SWITCHES = {"kind", "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "n_encoder_layers",
-                "n_decoder_layers", "dropout", "max_len", "pad_id", "bos_id", "eos_id"}
+                "n_decoder_layers", "dropout", "max_len", "pad_id", "bos_id", "eos_id", "attention_dropout",
+                "activation_dropout", "residual_dropout", "embedding_dropout"}
 """The kind and the fields that size a model, regularize its training or number its special tokens."""
 
 

@@ -33,7 +33,7 @@ class TwoLayerFeedForward(FeedForwardBase):
         super().__init__()
         self.linear1 = nn.Linear(spec.d_model, spec.ffn_width, bias=spec.bias)
         self.act = self.activation()
-        self.dropout = Dropout(spec.dropout)
+        self.dropout = Dropout(spec.dropout_at("activation"))
         self.linear2 = nn.Linear(spec.ffn_width, spec.d_model, bias=spec.bias)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -116,7 +116,7 @@ class GatedFeedForward(FeedForwardBase):
         self.gate = nn.Linear(spec.d_model, spec.ffn_width, bias=spec.bias)
         self.linear1 = nn.Linear(spec.d_model, spec.ffn_width, bias=spec.bias)
         self.act = self.activation()
-        self.dropout = Dropout(spec.dropout)
+        self.dropout = Dropout(spec.dropout_at("activation"))
         self.linear2 = nn.Linear(spec.ffn_width, spec.d_model, bias=spec.bias)
 
     def forward(self, x: Tensor) -> Tensor:

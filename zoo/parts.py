@@ -128,7 +128,7 @@ class NormPlacement(nn.Module):
     def __init__(self, spec: ModelSpec, site: Site, index: int = 0, normalizes: bool = True):
         super().__init__()
         self.norm = build_part("norm_type", spec) if normalizes else nn.Identity()
-        self.dropout = Dropout(spec.dropout)
+        self.dropout = Dropout(spec.dropout_at("residual"))
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         """x after the sublayer, where the block's sublayers run in turn."""
@@ -234,7 +234,7 @@ class Attention(HoldsWeights, nn.Module):
         self.scale = (spec.attn.scale_width or self.d_head) ** -0.5 if spec.attn.scale_scores else 1.0
         self.softcap, self.window = spec.attn.softcap, spec.attn.window
         self.in_kinds, self.out_kinds = (("weight", "bias") if on else ("weight",) for on in (spec.qkv_bias, spec.out_bias))
-        self.dropout = spec.dropout
+        self.dropout = spec.dropout_at("attention")
         if spec.attn.qk_norm == "l2":  # scores g cos(q, k) / sqrt(d_head): g = d_head gives them standard spread
             self.qk_scale = nn.Parameter(torch.full((spec.n_heads,), float(spec.d_head)))
         elif spec.attn.qk_norm is not None:

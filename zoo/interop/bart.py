@@ -10,7 +10,7 @@ from typing import Any
 
 from torch import nn
 
-from zoo.interop.hf import ACTIVATIONS, Family, register
+from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register
 from zoo.specs.model_spec import ModelSpec
 
 NAMES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "out_proj"}
@@ -35,7 +35,8 @@ def shared_fields(model: nn.Module, family: str) -> dict[str, Any]:
     inner = model.model
     return {
         "d_model": c.d_model, "n_heads": c.encoder_attention_heads, "d_ff": c.encoder_ffn_dim,
-        "n_encoder_layers": c.encoder_layers, "n_decoder_layers": c.decoder_layers, "dropout": float(c.dropout),
+        "n_encoder_layers": c.encoder_layers, "n_decoder_layers": c.decoder_layers,
+        **dropout_fields(c.dropout, c.attention_dropout, c.activation_dropout),
         "max_len": c.max_position_embeddings, "pad_id": c.pad_token_id, "bos_id": start, "eos_id": c.eos_token_id,
         "norm": "post", "attention": "fused", "ffn": ffn, "norm_type": "layernorm", "final_norm": False,
         "scale_embeddings": bool(c.scale_embedding),
@@ -56,8 +57,9 @@ def shared_config(spec: ModelSpec) -> dict[str, Any]:
     return dict(
         d_model=spec.d_model, encoder_layers=spec.n_encoder_layers, decoder_layers=spec.n_decoder_layers,
         encoder_attention_heads=spec.n_heads, decoder_attention_heads=spec.n_heads, encoder_ffn_dim=spec.ffn_width,
-        decoder_ffn_dim=spec.ffn_width, activation_function=act, dropout=spec.dropout, attention_dropout=spec.dropout,
-        activation_dropout=spec.dropout, max_position_embeddings=spec.max_len, scale_embedding=spec.embeddings.scale,
+        decoder_ffn_dim=spec.ffn_width, activation_function=act, dropout=spec.dropout_at("residual"),
+        attention_dropout=spec.dropout_at("attention"), activation_dropout=spec.dropout_at("activation"),
+        max_position_embeddings=spec.max_len, scale_embedding=spec.embeddings.scale,
         pad_token_id=spec.pad_id, eos_token_id=spec.eos_id, decoder_start_token_id=spec.bos_id,
         forced_eos_token_id=None, tie_word_embeddings=spec.embeddings.tie,
     )

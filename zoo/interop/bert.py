@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.interop.hf import Family, register
+from zoo.interop.hf import Family, dropout_fields, register
 from zoo.specs.model_spec import ModelSpec
 
 
@@ -24,13 +24,12 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     if c.hidden_act != "gelu":
         raise ValueError(f"BERT hidden_act {c.hidden_act!r}: the zoo's masked-LM head uses the exact GELU")
-    if c.hidden_dropout_prob != c.attention_probs_dropout_prob:
-        raise ValueError("BERT with different hidden and attention dropout has no zoo spec")
     pad = c.pad_token_id if c.pad_token_id is not None else 0
     start, end = (i for i in range(3) if i != pad)  # an encoder never decodes: any two other ids
     return {
         "kind": "encoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
-        "d_ff": c.intermediate_size, "n_encoder_layers": c.num_hidden_layers, "dropout": float(c.hidden_dropout_prob),
+        "d_ff": c.intermediate_size, "n_encoder_layers": c.num_hidden_layers,
+        **dropout_fields(c.hidden_dropout_prob, c.attention_probs_dropout_prob),
         "max_len": c.max_position_embeddings, "pad_id": pad, "bos_id": start, "eos_id": end,
         "norm": "post", "position": {"name": "learned", "token_types": c.type_vocab_size}, "attention": "fused",
         "ffn": "gelu", "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps)}, "final_norm": False,
@@ -48,8 +47,8 @@ def config(spec: ModelSpec):
         raise ValueError("BERT adds a token-type table to its positions")
     return BertConfig(
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_encoder_layers,
-        num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width, hidden_dropout_prob=spec.dropout,
-        attention_probs_dropout_prob=spec.dropout, max_position_embeddings=spec.max_len,
+        num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width, hidden_dropout_prob=spec.dropout_at("residual"),
+        attention_probs_dropout_prob=spec.dropout_at("attention"), max_position_embeddings=spec.max_len,
         type_vocab_size=spec.position.token_types if learned else 2,
         layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-12,
         pad_token_id=spec.pad_id, tie_word_embeddings=spec.embeddings.tie,

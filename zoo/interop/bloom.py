@@ -15,7 +15,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.interop.gpt_neox import packed_head_views
-from zoo.interop.hf import Family, register, transformers_class
+from zoo.interop.hf import Family, dropout_fields, register, transformers_class
 from zoo.specs.model_spec import ModelSpec
 
 TRAINING_LENGTH = 2048
@@ -26,11 +26,10 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     if c.apply_residual_connection_post_layernorm or (c.pretraining_tp > 1 and c.slow_but_exact):
         raise ValueError("BLOOM with apply_residual_connection_post_layernorm, or pretraining_tp with slow_but_exact, "
                          "has no zoo spec")
-    if c.attention_dropout != c.hidden_dropout:
-        raise ValueError("BLOOM with attention_dropout other than hidden_dropout has no zoo spec (one rate)")
     return {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.n_head,
-        "d_ff": 4 * c.hidden_size, "n_decoder_layers": c.n_layer, "dropout": float(c.hidden_dropout),
+        "d_ff": 4 * c.hidden_size, "n_decoder_layers": c.n_layer,
+        **dropout_fields(c.hidden_dropout, c.attention_dropout, embedding=0.0),
         "max_len": TRAINING_LENGTH, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id, "pad_id": c.pad_token_id,
         "norm": "pre", "position": "alibi", "attention": "fused", "ffn": "gelu_tanh",
         "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_epsilon)}, "final_norm": True,
@@ -47,7 +46,8 @@ def config(spec: ModelSpec):
     return BloomConfig(
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, n_layer=spec.n_decoder_layers, n_head=spec.n_heads,
         layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
-        hidden_dropout=spec.dropout, attention_dropout=spec.dropout, tie_word_embeddings=spec.embeddings.tie,
+        hidden_dropout=spec.dropout_at("residual"), attention_dropout=spec.dropout_at("attention"),
+        tie_word_embeddings=spec.embeddings.tie,
         bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from zoo.interop.hf import Family, register, transformers_class
+from zoo.interop.hf import Family, dropout_fields, register, transformers_class
 from zoo.interop.llama import rope_base, rotary_buffers
 from zoo.specs.model_spec import ModelSpec
 
@@ -25,7 +25,7 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     return {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
         "n_kv_heads": c.num_key_value_heads, "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers,
-        "dropout": float(c.attention_dropout), "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id,
+        **dropout_fields(0.0, c.attention_dropout), "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id,
         "eos_id": c.eos_token_id, "pad_id": c.pad_token_id, "norm": "parallel",
         "position": {"name": "rope", "base": rope_base(c), "layout": "interleaved"}, "attention": "fused",
         "ffn": "swiglu", "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps), "bias": False},
@@ -42,7 +42,7 @@ def config(spec: ModelSpec):
     return CohereConfig(
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
         num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads, num_key_value_heads=spec.kv_heads,
-        max_position_embeddings=spec.max_len, attention_dropout=spec.dropout,
+        max_position_embeddings=spec.max_len, attention_dropout=spec.dropout_at("attention"),
         layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
         rope_parameters={"rope_type": "default", "rope_theta": spec.position.base if rotary else 10000.0},
         logit_scale=spec.output.logit_scale or 1.0, use_qk_norm=spec.attn.qk_norm is not None,

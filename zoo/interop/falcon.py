@@ -19,7 +19,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from zoo.interop.hf import ACTIVATIONS, Family, register, transformers_class
+from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register, transformers_class
 from zoo.interop.llama import rope_base, rotary_buffers
 from zoo.specs.model_spec import ModelSpec
 
@@ -49,12 +49,12 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
         raise ValueError("Falcon's new_decoder_architecture without parallel_attn has no zoo spec")
     if ACTIVATIONS.get(c.activation) not in FFN:
         raise ValueError(f"Falcon with activation {c.activation!r} has no zoo spec; the zoo reads {', '.join(FFN.values())}")
-    if c.attention_dropout != c.hidden_dropout:
-        raise ValueError("Falcon with attention_dropout other than hidden_dropout has no zoo spec (one rate)")
+    if not c.parallel_attn and c.attention_dropout != c.hidden_dropout:  # its attention's output: attention_dropout
+        raise ValueError("Falcon's sequential block with attention_dropout other than hidden_dropout has no zoo spec")
     return {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
         "n_kv_heads": kv_heads(c), "d_ff": c.ffn_hidden_size, "n_decoder_layers": c.num_hidden_layers,
-        "dropout": float(c.hidden_dropout), "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id,
+        **dropout_fields(c.hidden_dropout, 0.0, embedding=0.0), "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id,
         "eos_id": c.eos_token_id, "pad_id": c.pad_token_id, "norm": block(c),
         "position": {"name": "rope", "base": rope_base(c)}, "attention": "fused", "ffn": ACTIVATIONS[c.activation],
         "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_epsilon)}, "final_norm": True,
@@ -80,7 +80,8 @@ def config(spec: ModelSpec):
         rope_parameters={"rope_type": "default", "rope_theta": spec.position.base if spec.position.name == "rope"
                          else 10000.0},
         layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
-        hidden_dropout=spec.dropout, attention_dropout=spec.dropout, tie_word_embeddings=spec.embeddings.tie,
+        hidden_dropout=spec.dropout_at("residual"), attention_dropout=spec.dropout_at("residual"),
+        tie_word_embeddings=spec.embeddings.tie,
         bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id)
 
 

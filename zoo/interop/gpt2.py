@@ -10,7 +10,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from zoo.interop.hf import ACTIVATIONS, Family, register
+from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register
 from zoo.specs.model_spec import ModelSpec
 
 FFN = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "swish": "silu"}
@@ -32,7 +32,8 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
         raise ValueError(f"GPT-2 activation_function {c.activation_function!r} has no zoo feed-forward part")
     fields = {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.n_embd, "n_heads": c.n_head,
-        "d_ff": c.n_inner or 4 * c.n_embd, "n_decoder_layers": c.n_layer, "dropout": float(c.resid_pdrop),
+        "d_ff": c.n_inner or 4 * c.n_embd, "n_decoder_layers": c.n_layer,
+        **dropout_fields(c.resid_pdrop, c.attn_pdrop, embedding=c.embd_pdrop),
         "max_len": c.n_positions, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
         "norm": "pre", "position": "learned", "attention": "fused", "ffn": ffn,
         "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_epsilon)}, "final_norm": True,
@@ -47,8 +48,9 @@ def config(spec: ModelSpec):
 
     return GPT2Config(
         vocab_size=spec.tgt_vocab_size, n_embd=spec.d_model, n_head=spec.n_heads, n_inner=spec.ffn_width,
-        n_layer=spec.n_decoder_layers, n_positions=spec.max_len, resid_pdrop=spec.dropout, embd_pdrop=spec.dropout,
-        attn_pdrop=spec.dropout, activation_function=FFN.get(spec.ffn.name, "gelu_new"),
+        n_layer=spec.n_decoder_layers, n_positions=spec.max_len, resid_pdrop=spec.dropout_at("residual"),
+        embd_pdrop=spec.dropout_at("embedding"), attn_pdrop=spec.dropout_at("attention"),
+        activation_function=FFN.get(spec.ffn.name, "gelu_new"),
         layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
         bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id,
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from zoo.interop.hf import ACTIVATIONS, Family, register
+from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register
 from zoo.interop.llama import rope_base, rotary_buffers
 from zoo.specs.model_spec import ModelSpec
 
@@ -35,11 +35,10 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     ffn = ACTIVATIONS.get(c.hidden_act)
     if ffn not in FFN or not c.attention_bias:
         raise ValueError(f"GPT-NeoX with hidden_act {c.hidden_act!r} or without attention_bias has no zoo spec")
-    if c.attention_dropout != c.hidden_dropout:
-        raise ValueError("GPT-NeoX with attention_dropout other than hidden_dropout has no zoo spec (one rate)")
     fields = {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
-        "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers, "dropout": float(c.hidden_dropout),
+        "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers,
+        **dropout_fields(c.hidden_dropout, c.attention_dropout),
         "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
         "norm": {"name": "parallel", "shared_norm": False} if c.use_parallel_residual else "pre", "position": rope(c),
         "attention": "fused", "ffn": ffn, "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps)},
@@ -58,7 +57,8 @@ def config(spec: ModelSpec):
         num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width, hidden_act=FFN.get(spec.ffn.name, "gelu"),
         rope_parameters={"rope_type": "default", "rope_theta": spec.position.base if rotary else 10000.0,
                          "partial_rotary_factor": spec.position.fraction if rotary else 1.0},
-        attention_dropout=spec.dropout, hidden_dropout=spec.dropout, max_position_embeddings=spec.max_len,
+        attention_dropout=spec.dropout_at("attention"), hidden_dropout=spec.dropout_at("residual"),
+        max_position_embeddings=spec.max_len,
         layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
         use_parallel_residual=spec.norm.name == "parallel", tie_word_embeddings=spec.embeddings.tie,
         bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id,

@@ -1,8 +1,8 @@
 """`from_hf` and `to_hf`: reference models of `transformers` in the zoo and back, computing the
-same function: the encoder-decoders T5, mT5, BART and Marian, the decoder-only GPT-2, GPT-NeoX, Llama,
-Mistral and Qwen3, and the encoder-only BERT.
+same function: every family in FAMILIES (encoder-decoders such as T5 and BART, decoder-only ones such
+as GPT-2, Llama and Falcon, encoder-only ones such as BERT and ModernBERT; README's table lists all).
 
-A family (zoo.interop.t5, .bart, .marian, .gpt2, .gpt_neox, .llama, .llama_layout, .bert) says three things: the spec a
+A family (one small module of zoo.interop, or two sharing one) says three things: the spec a
 reference model's configuration means, the reference configuration a spec means, and a table from
 the zoo's canonical weight names to the reference's parameter names, or to views of them (GPT-2's
 packed, transposed Conv1D weights). Both key sets are checked: a reference weight that no entry
@@ -25,9 +25,25 @@ from zoo.errors import ConfigError
 from zoo.model.canonical import canonical_state, load_canonical_state
 from zoo.model.kinds import ZooModel, build
 from zoo.specs.catalog import validated
+from zoo.specs.dropouts import SITES
 from zoo.specs.layer_rules import LAYER_KEYS
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.switches import flat_fields
+
+
+def dropout_fields(residual: float, attention: float, activation: float = 0.0,
+                   embedding: float | None = None) -> dict[str, float]:
+    """A reference's dropout rates by site as spec fields (zoo.specs.dropouts): `dropout` is its rate
+    on sublayer outputs (and, unless given apart, on the embedding's), and a site's own rate is
+    written where it differs (a reference that drops no activations: activation_dropout 0)."""
+    rates = {"attention": attention, "activation": activation, "embedding": residual if embedding is None else embedding}
+    return {"dropout": float(residual), **{f"{site}_dropout": float(rate) for site, rate in rates.items()
+                                           if rate != residual}}
+
+
+DROPOUTS = ("dropout", *(f"{site}_dropout" for site in SITES))
+"""Training's regularization, which to_hf writes as far as a configuration holds it and never refuses
+for: the function a reference computes is the same at any rate."""
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh",
                "gelu_pytorch_tanh": "gelu_tanh", "silu": "swish", "swish": "swish", "relu2": "relu2"}
@@ -137,10 +153,9 @@ def unlike_its_configuration(family: Family, model: nn.Module) -> list[str]:
 
 
 def from_hf(model: nn.Module, **overrides: Any) -> ZooModel:
-    """A zoo model computing the function of a reference model of any family in FAMILIES (T5 1.0 and
-    1.1, mT5, BART, Marian, GPT-2, GPT-NeoX, Llama, Mistral, Qwen3, BERT), with its weights (copied),
-    device and mode. `overrides` set spec fields the reference's configuration leaves open (a pad_id
-    where it has no pad token: GPT-2, GPT-NeoX, Llama)."""
+    """A zoo model computing the function of a reference model of any family in FAMILIES, with its
+    weights (copied), device and mode. `overrides` set spec fields the reference's configuration
+    leaves open (a pad_id where it has no pad token: GPT-2, GPT-NeoX, Llama; BLOOM's max_len)."""
     family = family_of(model)
     if any(t.is_meta for t in reference_tensors(model).values()):
         raise ConfigError(f"from_hf ({family.name}): the model's weights are on the meta device and hold no values "
@@ -174,7 +189,8 @@ def expressible(spec: ModelSpec) -> dict[str, Any]:
     return {**flat_fields(spec.model_dump()), **{axis: str(choice) for axis, choice in spec.axes().items()},
             "n_encoder_layers": encoder, "n_decoder_layers": decoder,
             "d_ff": spec.ffn_width, "final_norm": spec.uses_final_norm, "output_bias": spec.logits_bias,
-            "head_width": spec.d_head, "n_kv_heads": spec.kv_heads}
+            "head_width": spec.d_head, "n_kv_heads": spec.kv_heads,
+            **{f"{site}_dropout": spec.dropout_at(site) for site in SITES}}
 
 
 def expressible_by_layer(spec: ModelSpec) -> dict[str, Any]:
@@ -204,7 +220,7 @@ def problems(family: Family, spec: ModelSpec) -> list[str]:
         have, want = expressible_by_layer(spec), expressible_by_layer(expected)
     untie = not spec.embeddings.tie and expected.embeddings.tie  # to_hf unties the built reference
     return [f"{key} {have[key]!r} ({family.name}: {want.get(key)!r})" for key in have  # no such layer there: None
-            if have[key] != want.get(key) and key not in family.free and not (key == "tie_embeddings" and untie)]
+            if have[key] != want.get(key) and key not in (*family.free, *DROPOUTS) and not (key == "tie_embeddings" and untie)]
 
 
 def untie(reference: nn.Module, table: dict[str, str], state: dict[str, Tensor]) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.interop.hf import Family, register
+from zoo.interop.hf import Family, dropout_fields, register
 from zoo.specs.model_spec import ModelSpec
 
 
@@ -37,7 +37,8 @@ def layout_fields(model: nn.Module) -> dict[str, Any]:
     fields = {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
         "n_kv_heads": c.num_key_value_heads, "head_width": getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
-        "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers, "dropout": float(c.attention_dropout),
+        "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers,
+        **dropout_fields(0.0, c.attention_dropout),
         "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
         "norm": "pre", "position": {"name": "rope", "base": rope_base(c)}, "attention": "fused", "ffn": "swiglu",
         "norm_type": {"name": "rmsnorm", "eps": float(c.rms_norm_eps)}, "final_norm": True,
@@ -57,7 +58,7 @@ def layout_config(spec: ModelSpec, config_class: type, **extra: Any):
     return config_class(
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
         num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads, num_key_value_heads=spec.kv_heads,
-        head_dim=spec.d_head, max_position_embeddings=spec.max_len, attention_dropout=spec.dropout,
+        head_dim=spec.d_head, max_position_embeddings=spec.max_len, attention_dropout=spec.dropout_at("attention"),
         rms_norm_eps=spec.norm_type.eps if spec.norm_type.name == "rmsnorm" else 1e-6,
         rope_parameters={"rope_type": "default", "rope_theta": rope}, tie_word_embeddings=spec.embeddings.tie,
         bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id, **extra,

@@ -16,7 +16,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from zoo.interop.hf import Family, register, transformers_class
+from zoo.interop.hf import Family, dropout_fields, register, transformers_class
 from zoo.specs.model_spec import ModelSpec
 
 
@@ -29,7 +29,8 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     scale = attn.softmax_scale
     return {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.d_model, "n_heads": c.n_heads,
-        "d_ff": 4 * c.d_model, "n_decoder_layers": c.n_layers, "dropout": float(attn.attn_pdrop),
+        "d_ff": 4 * c.d_model, "n_decoder_layers": c.n_layers,
+        **dropout_fields(attn.attn_pdrop, attn.attn_pdrop, embedding=0.0),
         "max_len": c.max_seq_len, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id, "pad_id": c.pad_token_id,
         "norm": "pre", "position": "alibi", "attention": "fused", "ffn": "gelu",
         "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_epsilon), "bias": False}, "final_norm": True,
@@ -48,7 +49,7 @@ def config(spec: ModelSpec):
     return MptConfig(
         vocab_size=spec.tgt_vocab_size, d_model=spec.d_model, n_heads=spec.n_heads, n_layers=spec.n_decoder_layers,
         max_seq_len=spec.max_len, layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
-        attn_config={"attn_pdrop": int(spec.dropout) if spec.dropout.is_integer() else spec.dropout,  # typed int there
+        attn_config={"attn_pdrop": int(rate) if (rate := spec.dropout_at("attention")).is_integer() else rate,  # an int there
                      "softmax_scale": None if width is None else width**-0.5},
         tie_word_embeddings=spec.embeddings.tie, bos_token_id=spec.bos_id, eos_token_id=spec.eos_id,
         pad_token_id=spec.pad_id)

@@ -4,8 +4,9 @@ without one where it is false), learned positions read from row p + 2 (`learned+
 biases on every projection but the output's, an output projection tied to the embedding.
 
 Refused: OPT-350m's projections between a narrower embedding and the stack (word_embed_proj_dim),
-LayerNorms without gains (layer_norm_elementwise_affine false). OPT's checkpoints train with dropout
-0.1 and attention_dropout 0.0; the zoo has one rate, and reads `dropout` (evaluation is the same)."""
+LayerNorms without gains (layer_norm_elementwise_affine false). OPT drops sublayer outputs (dropout) and
+attention weights (attention_dropout), neither embeddings nor activations (its activation_dropout is
+never read)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 from torch import nn
 
 from zoo.interop.bart import attention, module
-from zoo.interop.hf import ACTIVATIONS, Family, register, transformers_class
+from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register, transformers_class
 from zoo.specs.model_spec import ModelSpec
 
 FFN = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "swish": "silu"}
@@ -33,7 +34,8 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     pre = c.do_layer_norm_before
     return {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
-        "d_ff": c.ffn_dim, "n_decoder_layers": c.num_hidden_layers, "dropout": float(c.dropout),
+        "d_ff": c.ffn_dim, "n_decoder_layers": c.num_hidden_layers,
+        **dropout_fields(c.dropout, c.attention_dropout, embedding=0.0),
         "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
         "pad_id": c.pad_token_id, "norm": "pre" if pre else "post", "position": {"name": "learned", "offset": 2},
         "attention": "fused", "ffn": ACTIVATIONS[c.activation_function], "norm_type": {"name": "layernorm", "eps": 1e-5},
@@ -53,8 +55,8 @@ def config(spec: ModelSpec):
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_decoder_layers,
         ffn_dim=spec.ffn_width, num_attention_heads=spec.n_heads, activation_function=FFN[spec.ffn.name],
         max_position_embeddings=spec.max_len, do_layer_norm_before=pre,
-        _remove_final_layer_norm=pre and not spec.uses_final_norm, dropout=spec.dropout,
-        attention_dropout=spec.dropout, word_embed_proj_dim=spec.d_model, tie_word_embeddings=spec.embeddings.tie,
+        _remove_final_layer_norm=pre and not spec.uses_final_norm, dropout=spec.dropout_at("residual"),
+        attention_dropout=spec.dropout_at("attention"), word_embed_proj_dim=spec.d_model, tie_word_embeddings=spec.embeddings.tie,
         bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id)
 
 

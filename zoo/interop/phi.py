@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.interop.hf import ACTIVATIONS, Family, register, transformers_class
+from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register, transformers_class
 from zoo.interop.llama import rope_base, rotary_buffers
 from zoo.specs.model_spec import ModelSpec
 
@@ -37,12 +37,11 @@ def phi_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     if c.qk_layernorm or c.num_key_value_heads not in (None, c.num_attention_heads):
         raise ValueError("Phi with qk_layernorm or grouped key/value heads has no zoo spec")
-    if not c.attention_dropout == c.resid_pdrop == c.embd_pdrop:
-        raise ValueError("Phi with attention_dropout, resid_pdrop and embd_pdrop apart has no zoo spec (one rate)")
     fraction = (c.rope_parameters or {}).get("partial_rotary_factor", 1.0)
     return common(model, c.hidden_act, c.layer_norm_eps, float(fraction), "halves", rope_base(c)) | {
         "d_model": c.hidden_size, "n_heads": c.num_attention_heads, "d_ff": c.intermediate_size,
-        "n_decoder_layers": c.num_hidden_layers, "max_len": c.max_position_embeddings, "dropout": float(c.resid_pdrop),
+        "n_decoder_layers": c.num_hidden_layers, "max_len": c.max_position_embeddings,
+        **dropout_fields(c.resid_pdrop, c.attention_dropout, embedding=c.embd_pdrop),
         "tie_embeddings": model.lm_head.weight is model.model.embed_tokens.weight}
 
 
@@ -62,7 +61,8 @@ def phi_config(spec: ModelSpec):
         rope_parameters={"rope_type": "default", "rope_theta": spec.position.base if rotary else 10000.0,
                          "partial_rotary_factor": spec.position.fraction if rotary else 1.0},
         max_position_embeddings=spec.max_len, layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm"
-        else 1e-5, resid_pdrop=spec.dropout, embd_pdrop=spec.dropout, attention_dropout=spec.dropout,
+        else 1e-5, resid_pdrop=spec.dropout_at("residual"), embd_pdrop=spec.dropout_at("embedding"),
+        attention_dropout=spec.dropout_at("attention"),
         tie_word_embeddings=spec.embeddings.tie, bos_token_id=spec.bos_id, eos_token_id=spec.eos_id,
         pad_token_id=spec.pad_id)
 
@@ -90,7 +90,8 @@ def gptj_fields(model: nn.Module) -> dict[str, Any]:
                          "spec")
     return common(model, c.activation_function, c.layer_norm_epsilon, c.rotary_dim / head, "interleaved", 10000.0) | {
         "d_model": c.n_embd, "n_heads": c.n_head, "d_ff": c.n_inner or 4 * c.n_embd, "n_decoder_layers": c.n_layer,
-        "max_len": c.n_positions, "dropout": float(c.resid_pdrop), "qkv_bias": False, "out_bias": False,
+        "max_len": c.n_positions, **dropout_fields(c.resid_pdrop, c.attn_pdrop, embedding=c.embd_pdrop),
+        "qkv_bias": False, "out_bias": False,
         "tie_embeddings": model.lm_head.weight is model.transformer.wte.weight}
 
 
@@ -102,8 +103,9 @@ def gptj_config(spec: ModelSpec):
         vocab_size=spec.tgt_vocab_size, n_embd=spec.d_model, n_layer=spec.n_decoder_layers, n_head=spec.n_heads,
         n_inner=spec.ffn_width, rotary_dim=round(spec.d_head * spec.position.fraction) if rotary else None,
         activation_function=activation(spec), n_positions=spec.max_len,
-        layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5, resid_pdrop=spec.dropout,
-        embd_pdrop=spec.dropout, attn_pdrop=spec.dropout, tie_word_embeddings=spec.embeddings.tie,
+        layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
+        resid_pdrop=spec.dropout_at("residual"),
+        embd_pdrop=spec.dropout_at("embedding"), attn_pdrop=spec.dropout_at("attention"), tie_word_embeddings=spec.embeddings.tie,
         bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id)
 
 

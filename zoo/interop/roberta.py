@@ -10,17 +10,17 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.interop.hf import Family, register, transformers_class
+from zoo.interop.hf import Family, dropout_fields, register, transformers_class
 from zoo.specs.model_spec import ModelSpec
 
 
-def encoder_fields(c, act: str, dropouts: set[float], tied: bool) -> dict[str, Any]:
-    if act != "gelu" or len(dropouts) > 1:
-        raise ValueError("a BERT-like model with an activation other than gelu or two dropout rates has no zoo spec")
+def encoder_fields(c, act: str, dropouts: dict[str, float], tied: bool) -> dict[str, Any]:
+    if act != "gelu":
+        raise ValueError(f"a BERT-like model with activation {act!r} has no zoo spec; the zoo reads gelu")
     pad = c.pad_token_id if c.pad_token_id is not None else 0
     start, end = (i for i in range(3) if i != pad)  # an encoder never decodes: any two other ids
     return {"kind": "encoder", "vocab_size": c.vocab_size, "pad_id": pad, "bos_id": start, "eos_id": end,
-            "dropout": float(dropouts.pop()), "norm": "post", "attention": "fused", "ffn": "gelu", "final_norm": False,
+            **dropouts, "norm": "post", "attention": "fused", "ffn": "gelu", "final_norm": False,
             "scale_embeddings": False, "embedding_norm": True, "output_transform": True, "tie_embeddings": tied,
             "output_bias": "trained", "bias": True}
 
@@ -28,7 +28,7 @@ def encoder_fields(c, act: str, dropouts: set[float], tied: bool) -> dict[str, A
 def roberta_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     offset = c.pad_token_id + 1
-    return encoder_fields(c, c.hidden_act, {c.hidden_dropout_prob, c.attention_probs_dropout_prob},
+    return encoder_fields(c, c.hidden_act, dropout_fields(c.hidden_dropout_prob, c.attention_probs_dropout_prob),
                           model.lm_head.decoder.weight is model.roberta.embeddings.word_embeddings.weight) | {
         "d_model": c.hidden_size, "n_heads": c.num_attention_heads, "d_ff": c.intermediate_size,
         "n_encoder_layers": c.num_hidden_layers, "max_len": c.max_position_embeddings - offset,
@@ -44,8 +44,8 @@ def roberta_config(spec: ModelSpec):
         raise ValueError("RoBERTa reads learned positions from the row after its pad id")
     return RobertaConfig(
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_encoder_layers,
-        num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width, hidden_dropout_prob=spec.dropout,
-        attention_probs_dropout_prob=spec.dropout, max_position_embeddings=spec.max_len + spec.position.offset,
+        num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width, hidden_dropout_prob=spec.dropout_at("residual"),
+        attention_probs_dropout_prob=spec.dropout_at("attention"), max_position_embeddings=spec.max_len + spec.position.offset,
         type_vocab_size=spec.position.token_types, layer_norm_eps=spec.norm_type.eps if spec.norm_type.name ==
         "layernorm" else 1e-5, pad_token_id=spec.pad_id, bos_token_id=spec.bos_id, eos_token_id=spec.eos_id,
         tie_word_embeddings=spec.embeddings.tie)
@@ -89,7 +89,8 @@ def distilbert_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     if c.sinusoidal_pos_embds:
         raise ValueError("DistilBERT with sinusoidal_pos_embds has no zoo spec (its sinusoids are trained)")
-    return encoder_fields(c, c.activation, {c.dropout, c.attention_dropout},
+    # DistilBERT drops no attention output before its residual sum; the zoo drops both sublayers' (training only)
+    return encoder_fields(c, c.activation, dropout_fields(c.dropout, c.attention_dropout),
                           model.vocab_projector.weight is model.distilbert.embeddings.word_embeddings.weight) | {
         "d_model": c.dim, "n_heads": c.n_heads, "d_ff": c.hidden_dim, "n_encoder_layers": c.n_layers,
         "max_len": c.max_position_embeddings, "position": "learned", "norm_type": {"name": "layernorm", "eps": 1e-12}}
@@ -102,7 +103,8 @@ def distilbert_config(spec: ModelSpec):
         raise ValueError("DistilBERT's LayerNorms have eps 1e-12")
     return DistilBertConfig(
         vocab_size=spec.tgt_vocab_size, dim=spec.d_model, n_layers=spec.n_encoder_layers, n_heads=spec.n_heads,
-        hidden_dim=spec.ffn_width, dropout=spec.dropout, attention_dropout=spec.dropout, activation="gelu",
+        hidden_dim=spec.ffn_width, dropout=spec.dropout_at("residual"), attention_dropout=spec.dropout_at("attention"),
+        activation="gelu",
         max_position_embeddings=spec.max_len, pad_token_id=spec.pad_id, tie_word_embeddings=spec.embeddings.tie)
 
 

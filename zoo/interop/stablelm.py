@@ -18,19 +18,18 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.interop.gpt_neox import packed_head_views
-from zoo.interop.hf import ACTIVATIONS, Family, register, transformers_class
+from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register, transformers_class
 from zoo.interop.llama import rope_base, rotary_buffers
 from zoo.specs.model_spec import ModelSpec
 
 
 def common(c) -> dict[str, Any]:
     """What StableLM's and Persimmon's configurations share."""
-    if c.attention_dropout != c.hidden_dropout:
-        raise ValueError("attention_dropout other than hidden_dropout has no zoo spec (one rate)")
     fraction = float((c.rope_parameters or {}).get("partial_rotary_factor", 1.0))
     return {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
-        "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers, "dropout": float(c.hidden_dropout),
+        "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers,
+        **dropout_fields(c.hidden_dropout, c.attention_dropout, embedding=0.0),
         "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
         "pad_id": c.pad_token_id, "position": {"name": "rope", "base": rope_base(c), "fraction": fraction},
         "attention": "fused", "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps)}, "final_norm": True,
@@ -43,7 +42,8 @@ def common_config(spec: ModelSpec) -> dict[str, Any]:
     return dict(
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
         num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads,
-        max_position_embeddings=spec.max_len, hidden_dropout=spec.dropout, attention_dropout=spec.dropout,
+        max_position_embeddings=spec.max_len, hidden_dropout=spec.dropout_at("residual"),
+        attention_dropout=spec.dropout_at("attention"),
         layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
         rope_parameters={"rope_type": "default", "rope_theta": spec.position.base if rotary else 10000.0,
                          "partial_rotary_factor": spec.position.fraction if rotary else 1.0},

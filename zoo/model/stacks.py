@@ -57,7 +57,7 @@ class Embedder(HoldsWeights, nn.Module):
         self.scale = math.sqrt(spec.d_model) if spec.embeddings.scale else 1.0
         self.position = build_part("position", inner, site=site)
         self.norm = build_part("norm_type", inner) if spec.embeddings.norm else nn.Identity()
-        self.dropout = Dropout(spec.dropout)
+        self.dropout = Dropout(spec.dropout_at("embedding"))
 
     def forward(self, ids: Tensor, positions: Tensor) -> Tensor:
         x = self.tokens(ids)

@@ -18,6 +18,7 @@ from pydantic_core import PydanticCustomError
 
 from zoo.errors import ConfigError, describe_validation
 from zoo.specs.choices import AxisChoice, Choice
+from zoo.specs.dropouts import DropoutRates
 from zoo.specs.hooks import AutoWidth, SpecCheck, implements, wants_final_norm
 from zoo.specs.layer_rules import LayerRule, layer_fields, rules_problem
 from zoo.specs.naming import DEFAULT_KIND, CanonicalName
@@ -30,7 +31,7 @@ KINDS = KIND_STACKS
 """The model kinds by name (the three built in, and any registered with zoo.model.kinds.register_kind)."""
 
 
-class ModelRecipe(CanonicalName, StrictSettings):
+class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
     """Every choice that defines a model, the vocabulary sizes optional: what an experiment holds,
     validated at load, whose sizes the task's vocabulary fills in (`sized`). Immutable; unknown
     keys are rejected.
