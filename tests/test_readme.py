@@ -139,7 +139,7 @@ def test_every_spec_field_is_in_the_readme():
 
 def test_an_error_the_readme_shows_must_be_the_one_raised():
     code = ('import zoo\nzoo.spec("pre-ln", vocab_size=8, d_modle=2)\n'
-            "# zoo.ConfigError: unknown field 'd_modle' (did you mean 'd_model'?); fields: attention, ...\n")
+            "# zoo.ConfigError: unknown field 'd_modle' (did you mean 'd_model'?); fields: activation_dropout, ...\n")
     assert run_python([code]) == []
     wrong = code.replace("'d_model'?", "'d_mode'?")
     (problem,) = run_python([wrong])

@@ -55,17 +55,26 @@ def config(spec: ModelSpec):
     )
 
 
+def position_buffers(spec: ModelSpec, embeddings: str) -> dict[str, Tensor]:
+    """Position ids 0.. and token types 0, which BERT's layout keeps as buffers of its embeddings."""
+    return {f"{embeddings}.position_ids": torch.arange(spec.max_len)[None].float(),
+            f"{embeddings}.token_type_ids": torch.zeros(1, spec.max_len)}
+
+
 def computed(spec: ModelSpec) -> dict[str, Tensor]:
-    """Position ids 0.. and token types 0, which BERT keeps as buffers."""
-    return {"bert.embeddings.position_ids": torch.arange(spec.max_len)[None].float(),
-            "bert.embeddings.token_type_ids": torch.zeros(1, spec.max_len)}
+    return position_buffers(spec, "bert.embeddings")
+
+
+def embedding_names(embeddings: str) -> dict[str, str]:
+    """The token, position and token-type tables of BERT's layout under `embeddings`."""
+    return {"encoder.embed.tokens.weight": f"{embeddings}.word_embeddings.weight",
+            "encoder.embed.position.table.weight": f"{embeddings}.position_embeddings.weight",
+            "encoder.embed.position.types.weight": f"{embeddings}.token_type_embeddings.weight"}
 
 
 def names(spec: ModelSpec) -> dict[str, str]:
     emb = "bert.embeddings"
-    table = {"encoder.embed.tokens.weight": f"{emb}.word_embeddings.weight",
-             "encoder.embed.position.table.weight": f"{emb}.position_embeddings.weight",
-             "encoder.embed.position.types.weight": f"{emb}.token_type_embeddings.weight",
+    table = {**embedding_names(emb),
              "generator.weight": "cls.predictions.decoder.weight", "generator.bias": "cls.predictions.bias",
              "generator.transform.dense.weight": "cls.predictions.transform.dense.weight",
              "generator.transform.dense.bias": "cls.predictions.transform.dense.bias"}

@@ -13,6 +13,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.interop.hf import Family, dropout_fields, register, transformers_class
+from zoo.interop.llama import names as llama_names
 from zoo.interop.llama import rope_base, rotary_buffers
 from zoo.specs.model_spec import ModelSpec
 
@@ -51,16 +52,11 @@ def config(spec: ModelSpec):
 
 
 def names(spec: ModelSpec) -> dict[str, str]:
-    table = {"decoder.embed.tokens.weight": "model.embed_tokens.weight", "generator.weight": "lm_head.weight",
-             "decoder.norm.weight": "model.norm.weight"}
+    """Llama's names but for the one norm its parallel block reads, and the per-head qk-norm gains."""
+    table = llama_names(spec)
     for i in range(spec.n_decoder_layers):
         zoo, ref = f"decoder.layers.{i}", f"model.layers.{i}"
-        table |= {f"{zoo}.self_attn.{p}.weight": f"{ref}.self_attn.{p}_proj.weight" for p in "qkv"}
-        table |= {f"{zoo}.self_attn.out.weight": f"{ref}.self_attn.o_proj.weight",
-                  f"{zoo}.self_attn_residual.norm.weight": f"{ref}.input_layernorm.weight",
-                  f"{zoo}.ffn.gate.weight": f"{ref}.mlp.gate_proj.weight",
-                  f"{zoo}.ffn.linear1.weight": f"{ref}.mlp.up_proj.weight",
-                  f"{zoo}.ffn.linear2.weight": f"{ref}.mlp.down_proj.weight"}
+        del table[f"{zoo}.ffn_residual.norm.weight"]
         if spec.attn.qk_norm:
             for p, heads in (("q", spec.n_heads), ("k", spec.kv_heads)):
                 table |= {f"{zoo}.self_attn.{p}_norm.{h}.weight": f"{ref}.self_attn.{p}_norm.weight:{h}"

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
+from zoo.interop.bert import embedding_names, position_buffers
 from zoo.interop.hf import Family, dropout_fields, register, transformers_class
 from zoo.interop.roberta import BERT_LAYER, layer_names
 from zoo.specs.model_spec import ModelSpec
@@ -56,17 +56,13 @@ def config(spec: ModelSpec):
 
 
 def computed(spec: ModelSpec) -> dict[str, Tensor]:
-    """Position ids 0.. and token types 0, which ELECTRA keeps as buffers."""
-    return {"electra.embeddings.position_ids": torch.arange(spec.max_len)[None].float(),
-            "electra.embeddings.token_type_ids": torch.zeros(1, spec.max_len)}
+    return position_buffers(spec, "electra.embeddings")
 
 
 def names(spec: ModelSpec) -> dict[str, str]:
     emb = "electra.embeddings"
-    table = {"encoder.embed.tokens.weight": f"{emb}.word_embeddings.weight",
-             "encoder.embed.position.table.weight": f"{emb}.position_embeddings.weight",
-             "encoder.embed.position.types.weight": f"{emb}.token_type_embeddings.weight",
-             "generator.weight": "generator_lm_head.weight", "generator.bias": "generator_lm_head.bias"}
+    table = {**embedding_names(emb), "generator.weight": "generator_lm_head.weight",
+             "generator.bias": "generator_lm_head.bias"}
     for part in ("weight", "bias"):
         if spec.embeddings.dim is not None:
             table[f"encoder.embed.project.{part}"] = f"electra.embeddings_project.{part}"

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from zoo.interop.bert import embedding_names
 from zoo.interop.hf import Family, dropout_fields, register, transformers_class
 from zoo.specs.model_spec import ModelSpec
 
@@ -75,9 +76,7 @@ def layer_names(spec: ModelSpec, prefix: str, parts: dict[str, str]) -> dict[str
 
 def roberta_names(spec: ModelSpec) -> dict[str, str]:
     emb = "roberta.embeddings"
-    table = {"encoder.embed.tokens.weight": f"{emb}.word_embeddings.weight",
-             "encoder.embed.position.table.weight": f"{emb}.position_embeddings.weight",
-             "encoder.embed.position.types.weight": f"{emb}.token_type_embeddings.weight",
+    table = {**embedding_names(emb),
              "generator.weight": "lm_head.decoder.weight", "generator.bias": "lm_head.bias"}
     for p in ("weight", "bias"):
         table |= {f"encoder.embed.norm.{p}": f"{emb}.LayerNorm.{p}", f"generator.transform.norm.{p}": f"lm_head.layer_norm.{p}",
