@@ -46,7 +46,8 @@ def test_every_settings_model_names_the_field_a_typo_meant_and_the_fields_of_its
                                         ("hidden_size", "'d_model'"), ("nhead", "'n_heads'"),
                                         ("dim_feedforward", "'d_ff'"), ("d_modle", "'d_model'")])
 def test_names_from_other_libraries_point_to_the_zoos(key, meant):
-    with pytest.raises(zoo.ConfigError, match=rf"unknown field '{key}' \(did you mean {meant}\?\); fields: attention"):
+    with pytest.raises(zoo.ConfigError,
+                       match=rf"unknown field '{key}' \(did you mean {meant}\?\); fields: activation_dropout, attention"):
         zoo.spec("pre-ln", vocab_size=8000, **{key: 4})
 
 

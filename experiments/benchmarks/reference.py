@@ -10,8 +10,9 @@ per-layer rules. transformers' model is `zoo.to_hf` of the zoo's, so both hold t
 attention is the one its configuration picks by default (sdpa where the class supports it, else
 eager: the row says which). The zoo's contenders: `zoo.from_hf` of that model (the `fused` layout
 the import gives) and the same converted to `sdpa`. One Adam step on a batch of 16 x 64 tokens, half
-the rows a quarter padding, dropout 0.1 in train mode, the same token-mean cross-entropy on the logits
-for all: translation for encoder-decoders, next tokens for decoders, every token for encoders. The
+the rows a quarter padding, dropout 0.1 in train mode at the sites where the family drops (its
+preset's: Llama's attention weights only, GPT-2's no activations, ...), the same token-mean
+cross-entropy on the logits for all: translation for encoder-decoders, next tokens for decoders, every token for encoders. The
 target: the better zoo layout at least 1.0x transformers' tokens per second, for every family.
 `--device cuda` runs the same steps in bf16 autocast.
 """
