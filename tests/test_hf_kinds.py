@@ -421,3 +421,11 @@ def test_each_dropout_site_takes_the_references_rate_both_ways(name):
     spec = zoo.from_hf(ref, pad_id=0).spec
     assert {site: spec.dropout_at(site) for site in rates} == rates
     assert zoo.from_hf(zoo.to_hf(zoo.from_hf(ref, pad_id=0)), pad_id=0).spec == spec
+
+
+def test_every_family_the_zoo_reads_has_a_reference_under_test():
+    """A family added to zoo.interop without a configuration here (or in test_hf.py) fails."""
+    import test_hf
+
+    tested = {zoo.interop.hf.family_of(build()).name for build in (*REFERENCES.values(), *test_hf.REFERENCES.values())}
+    assert tested == set(zoo.interop.FAMILIES)
