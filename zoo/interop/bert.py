@@ -20,10 +20,10 @@ def reference() -> type:
     return BertForMaskedLM
 
 
-def spec_fields(model: nn.Module) -> dict[str, Any]:
-    c = model.config
+def layout_fields(c, family: str, tied: bool) -> dict[str, Any]:
+    """The spec of BERT's layout from a configuration of it (BERT's, ELECTRA's)."""
     if c.hidden_act != "gelu":
-        raise ValueError(f"BERT hidden_act {c.hidden_act!r}: the zoo's masked-LM head uses the exact GELU")
+        raise ValueError(f"{family} hidden_act {c.hidden_act!r}: the zoo's masked-LM head uses the exact GELU")
     pad = c.pad_token_id if c.pad_token_id is not None else 0
     start, end = (i for i in range(3) if i != pad)  # an encoder never decodes: any two other ids
     return {
@@ -33,10 +33,14 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
         "max_len": c.max_position_embeddings, "pad_id": pad, "bos_id": start, "eos_id": end,
         "norm": "post", "position": {"name": "learned", "token_types": c.type_vocab_size}, "attention": "fused",
         "ffn": "gelu", "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps)}, "final_norm": False,
-        "scale_embeddings": False, "embedding_norm": True, "output_transform": True,
-        "tie_embeddings": model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight,
+        "scale_embeddings": False, "embedding_norm": True, "output_transform": True, "tie_embeddings": tied,
         "output_bias": "trained", "bias": True,
     }
+
+
+def spec_fields(model: nn.Module) -> dict[str, Any]:
+    return layout_fields(model.config, "BERT",
+                         model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight)
 
 
 def config(spec: ModelSpec):

@@ -11,30 +11,17 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from zoo.interop.bert import embedding_names, position_buffers
-from zoo.interop.hf import Family, dropout_fields, register, transformers_class
+from zoo.interop.bert import embedding_names, layout_fields, position_buffers
+from zoo.interop.hf import Family, register, transformers_class
 from zoo.interop.roberta import BERT_LAYER, layer_names
 from zoo.specs.model_spec import ModelSpec
 
 
 def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
-    if c.hidden_act != "gelu":
-        raise ValueError(f"ELECTRA with hidden_act {c.hidden_act!r} has no zoo spec; the zoo reads gelu")
-    pad = c.pad_token_id if c.pad_token_id is not None else 0
-    start, end = (i for i in range(3) if i != pad)  # an encoder never decodes: any two other ids
-    factorized = c.embedding_size != c.hidden_size
-    return {
-        "kind": "encoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
-        "d_ff": c.intermediate_size, "n_encoder_layers": c.num_hidden_layers,
-        **dropout_fields(c.hidden_dropout_prob, c.attention_probs_dropout_prob),
-        "max_len": c.max_position_embeddings, "pad_id": pad, "bos_id": start, "eos_id": end,
-        "norm": "post", "position": {"name": "learned", "token_types": c.type_vocab_size}, "attention": "fused",
-        "ffn": "gelu", "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps)}, "final_norm": False,
-        "scale_embeddings": False, "embedding_norm": True, "output_transform": True, "output_bias": "trained",
-        "tie_embeddings": model.generator_lm_head.weight is model.electra.embeddings.word_embeddings.weight,
-        "bias": True, **({"embedding_dim": c.embedding_size, "embedding_dim_scope": "embedding"} if factorized else {}),
-    }
+    tied = model.generator_lm_head.weight is model.electra.embeddings.word_embeddings.weight
+    factorized = {"embedding_dim": c.embedding_size, "embedding_dim_scope": "embedding"}
+    return layout_fields(c, "ELECTRA", tied) | (factorized if c.embedding_size != c.hidden_size else {})
 
 
 def config(spec: ModelSpec):
