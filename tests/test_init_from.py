@@ -69,9 +69,9 @@ def test_the_source_is_part_of_the_runs_identity_and_a_resume_keeps_its_own_weig
 
 def test_the_same_model_written_out_at_what_its_defaults_stand_for_is_accepted(tmp_path, trained):
     """final_norm, n_kv_heads and head_width at the values their defaults stand for build the same
-    model, and dropout is training's: none of them makes the source another model."""
+    model, and the dropout rates are training's: none of them makes the source another model."""
     spec = zoo.load(trained.checkpoint)[1]
     written = {"final_norm": spec.uses_final_norm, "n_kv_heads": spec.kv_heads, "head_width": spec.d_head,
-               "dropout": 0.3}
+               "dropout": 0.3, "attention_dropout": 0.0, "activation_dropout": 0.2}
     result = zoo.train(tiny_experiment(tmp_path, model=written, train={**STILL, "init_from": str(trained.checkpoint)}))
     assert same(weights(result.checkpoint), weights(trained.checkpoint))

@@ -9,6 +9,7 @@ from typing import Any
 
 from zoo.errors import ConfigError
 from zoo.files import regular_file
+from zoo.specs.dropouts import SITES
 from zoo.specs.identity import flatten
 from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task
@@ -68,10 +69,11 @@ def check_same_tokens(path: Path, task: Task) -> None:
 
 
 def as_built(spec: ModelSpec) -> dict[str, Any]:
-    """The spec as the model is built (ModelSpec.as_built), less dropout: a setting of training
-    that no weight depends on, which a run may change."""
+    """The spec as the model is built (ModelSpec.as_built), less its dropout rates: settings of
+    training that no weight depends on, which a run may change."""
     fields = flatten(spec.as_built())
-    fields.pop("dropout", None)
+    for key in ("dropout", *(f"{site}_dropout" for site in SITES)):
+        fields.pop(key, None)
     return fields
 
 
