@@ -76,3 +76,28 @@ def test_a_constant_difference_below_float32s_resolution_is_no_difference(tmp_pa
     (_, gelu), (_, swish) = effect.differences
     assert gelu.mean == 0.0 and effect.tests[0] == (1.0, 1.0)
     assert swish.mean == pytest.approx(0.01) and effect.tests[1][0] < 1e-12
+
+
+def test_each_effect_plot_writes_the_holm_p_of_the_tables_and_stars_what_separates(tmp_path):
+    """The plot's marks are the tables' rule: pre separates from post (a 0.3 shift), gelu and swish
+    from relu do not (0.01 and 0.02 under seed noise 0.13); each difference carries its Holm p."""
+    from zoo.compare.agreement import separates
+    from zoo.compare.plots import effect_figure
+
+    def value(a, seed):
+        return 0.3 * (a["model.norm"] == "pre") + 0.01 * ["relu", "gelu", "swish"].index(a["model.ffn"]) + (
+            (seed * 7919 + ["relu", "gelu", "swish"].index(a["model.ffn"]) * 13) % 5) / 10
+
+    sweep = sweepkit.write_sweep(tmp_path, "marks", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu", "swish"]},
+                                 [0, 1, 2, 3], value)
+    read = read_sweep(sweep.directory())
+    starred = {}
+    for effect in axis_effects(read.sweep, read.records):
+        right = effect_figure(read.sweep, effect).axes[1]
+        texts = [t.get_text() for t in right.texts]
+        for (_, estimate), (_, adjusted), text in zip(effect.differences, effect.tests, texts, strict=True):
+            assert f"Holm p={adjusted:.3g}" in text and text.endswith(" *") == bool(separates(estimate, adjusted))
+        stars = [line for line in right.lines if line.get_marker() == "*"]
+        starred[effect.key] = len(stars)
+        assert right.get_ylabel() == f"difference in {read.sweep.metric}"
+    assert starred == {"model.norm": 1, "model.ffn": 0}

@@ -105,31 +105,48 @@ def curves_png(sweep: SweepSpec, rows: list[VariantRow], path: Path) -> Path:
     return save_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
-def effect_png(sweep: SweepSpec, effect: AxisEffect, path: Path) -> Path:
+def effect_figure(sweep: SweepSpec, effect: AxisEffect):
     """Left: each value's mean with its 95% interval; right: each paired difference from the first
-    value, with a line at zero. Points, not bars, so small differences near 1.0 stay visible."""
+    value, with a line at zero, its Holm-adjusted p written beside it and, where that p separates it
+    (zoo.compare.agreement.separates, the tables' rule), drawn filled red with a star. Points, not bars,
+    so small differences near 1.0 stay visible."""
+    from zoo.compare.agreement import LEVEL, separates
+
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(3.0 + 1.4 * len(effect.values), 3.8))
     plot_estimates(left, [value_text(v) for v in effect.values], effect.estimates)
     left.set_ylabel(sweep.metric)
     left.set_title(f"{effect.label}: mean, 95% CI", fontsize=10)
     first = value_text(effect.values[0])
-    plot_estimates(right, [f"{value_text(v)} − {first}" for v, _ in effect.differences],
-                   [e for _, e in effect.differences])
+    differences = [e for _, e in effect.differences]
+    tests = effect.tests or [(math.nan, math.nan)] * len(differences)
+    plot_estimates(right, [f"{value_text(v)} − {first}" for v, _ in effect.differences], differences,
+                   marks=[f"Holm p={holm:.3g}" + (" *" if separates(e, holm) else "") for e, (_, holm) in
+                          zip(differences, tests, strict=True)])
+    for x, (e, (_, holm)) in enumerate(zip(differences, tests, strict=True)):
+        if separates(e, holm):
+            right.plot([x], [e.mean], marker="*", markersize=13, color="#c44e52", linestyle="none")
     right.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
-    right.set_title("paired difference, 95% CI", fontsize=10)
+    right.set_ylabel(f"difference in {sweep.metric}")
+    right.set_title(f"paired difference, 95% CI; * Holm p < {LEVEL}", fontsize=10)
     fig.tight_layout()
-    return save_figure(fig, path, dpi=110)
+    return fig
 
 
-def plot_estimates(ax, labels: list[str], estimates) -> None:
+def effect_png(sweep: SweepSpec, effect: AxisEffect, path: Path) -> Path:
+    return save_figure(effect_figure(sweep, effect), path, dpi=110)
+
+
+def plot_estimates(ax, labels: list[str], estimates, marks: list[str] | None = None) -> None:
+    """Means with their intervals, each point annotated with its n (and its mark, where given)."""
     xs = range(len(labels))
     means = [e.mean for e in estimates]
     errors = [[0.0 if math.isnan(e.low) else e.mean - e.low for e in estimates],
               [0.0 if math.isnan(e.high) else e.high - e.mean for e in estimates]]
     ax.errorbar(xs, means, yerr=errors, fmt="o", capsize=6, color="#4c72b0")
-    for x, e in zip(xs, estimates):
-        ax.annotate(f"n={e.n}", (x, e.mean), textcoords="offset points", xytext=(8, 0), fontsize=7)
+    for x, e, mark in zip(xs, estimates, marks or [""] * len(labels), strict=True):
+        ax.annotate("\n".join(filter(None, [f"n={e.n}", mark])), (x, e.mean), textcoords="offset points",
+                    xytext=(8, 0), fontsize=7)
     ax.set_xticks(list(xs), labels, fontsize=8)
     ax.set_xlim(-0.6, len(labels) - 0.4)
 
