@@ -245,7 +245,8 @@ def test_the_console_shows_the_comparison_not_the_wandb_banner(tmp_path):
     assert done.returncode == 0, done.stderr
     output = done.stdout + done.stderr
     assert not [line for line in output.splitlines() if line.startswith("wandb:")], output
-    assert done.stdout.splitlines()[1].startswith("rank  variant"), "the table comes first"
+    said = [line for line in done.stdout.splitlines() if not line.startswith("zoo compare:")]  # progress, notes
+    assert said[0].startswith("rank  variant"), "the table comes first"
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("W&B:")]
     run_dir = Path(line.split()[1])
     assert run_dir.is_dir() and list(run_dir.glob("run-*.wandb")), "the W&B run it names was written"
@@ -293,3 +294,18 @@ def test_report_holds_the_recipe_the_code_and_the_loss_curves(tmp_path):
     assert "each run's final value" in text
     auc = compare(sweep.directory(), wandb_mode="disabled", metric="eval/loss", echo=lambda _: None)
     assert not any(p.name.startswith("loss_curves") for p in auc.plots), "the compared metric's own curve is the loss"
+
+
+def test_two_seeds_warn_in_the_console_and_the_report_and_three_do_not(tmp_path):
+    """t with one degree of freedom: 12.7 standard errors either side, said where it happens."""
+    def value(a, seed):
+        return 0.5 + 0.1 * seed + 0.2 * (a["model.norm"] == "pre")
+
+    for seeds, warned in (([0, 1], True), ([0, 1, 2], False)):
+        sweep = sweepkit.write_sweep(tmp_path / str(len(seeds)), "seeds", {"model.norm": ["post", "pre"]}, seeds, value)
+        said = []
+        report = compare(sweep.directory(), wandb_mode="disabled", echo=said.append)
+        warning = ("2 of 2 variants have 2 finished seeds: their 95% intervals are the mean ± 12.7 standard errors "
+                   "(t with 1 degree of freedom)")
+        assert any(warning in line and line.startswith("zoo compare: warning:") for line in said) == warned
+        assert (warning in report.markdown.read_text()) == warned

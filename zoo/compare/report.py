@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
+from scipy.stats import t as student_t
 
 from zoo.compare.load import read_sweep
 from zoo.compare.plots import curves_png, effect_png
@@ -108,6 +109,17 @@ def censored_note(sweep: SweepSpec) -> list[str]:
 HOLM = ("p: two-sided paired t-test that the difference is 0. Holm p: adjusted by Holm's step-down method over "
         "all {m} paired differences of the sweep, so that the chance that any of them excludes 0 by chance alone "
         "stays within the level (a difference with Holm p < 0.05 holds at 5% for the whole family).")
+
+
+def few_seeds_note(rows: list[VariantRow]) -> list[str]:
+    """A warning where a variant's interval rests on two seeds: t with one degree of freedom puts its
+    95% interval at 12.7 standard errors either side of the mean, wide by construction."""
+    two = [row.variant for row in rows if row.metric.n == 2]
+    if not two:
+        return []
+    return [f"{len(two)} of {len(rows)} variants have 2 finished seeds: their 95% intervals are the mean ± "
+            f"{student_t.ppf(0.975, 1):.1f} standard errors (t with 1 degree of freedom), wide by construction; "
+            "run more seeds to narrow them"]
 
 
 def noise_line(noise: tuple[float, int]) -> str:
@@ -233,6 +245,9 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     for note in notes:
         echo(f"zoo compare: {note}")
     rows, effects, noise = variant_rows(sweep, records), axis_effects(sweep, records), seed_noise(sweep, records)
+    notes = [*notes, *few_seeds_note(rows)]
+    for note in few_seeds_note(rows):
+        echo(f"zoo compare: warning: {note}")
     family = sum(len(e.differences) for e in effects)
     simple = simple_effects(sweep, records)
     interaction = ["## Effect of each axis at each value of another", "",
