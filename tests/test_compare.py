@@ -234,6 +234,9 @@ def test_a_metric_without_a_curve_of_its_own_draws_and_targets_its_evaluations(t
     assert by_norm["pre"].steps_to_target == 200 and by_norm["post"].steps_to_target == 400
     assert [b.mean for b in by_norm["post"].curve] == [0.25, 0.5, 0.75, 1.0]
     assert curve_figure(sweep, rows).get_suptitle().startswith(title)
+    assert {ax.get_yscale() for ax in curve_figure(sweep, rows).axes} == {"linear"}, "an accuracy's axis is linear"
+    loss = sweep.model_copy(update={"metric": "eval/loss", "goal": "min", "target": None})
+    assert {ax.get_yscale() for ax in curve_figure(loss, rows).axes if ax.get_visible()} == {"log"}, "a loss's is log"
 
 
 def test_the_console_shows_the_comparison_not_the_wandb_banner(tmp_path):

@@ -83,6 +83,8 @@ def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
             ax.axhline(sweep.target, color="grey", linestyle="--", linewidth=0.8)
         ax.set_title(", ".join(f"{labels[k]}={v}" for k, v in zip(keys, panel)) or sweep.name, fontsize=9)
         ax.set_xlabel("training step")
+        if on_log_axis(sweep.metric):  # the last hundred steps of six variants would lie on one line
+            ax.set_yscale("log")
         ax.tick_params(labelbottom=True, labelleft=True)  # shared axes hide inner panels' numbers otherwise
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
@@ -98,6 +100,12 @@ def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
         fig.legend(list(handles.values()), list(handles), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0),
                    ncol=max(1, min(len(handles), 2 * columns)), frameon=False)
     return fig
+
+
+def on_log_axis(metric: str) -> bool:
+    """A loss or a perplexity curve, drawn on a log axis: they fall by orders of magnitude early and
+    by little late, where variants part."""
+    return curve_metric(metric).split("/")[-1] in ("loss", "perplexity")
 
 
 def curves_png(sweep: SweepSpec, rows: list[VariantRow], path: Path) -> Path:
