@@ -43,7 +43,12 @@ def test_report_and_wandb_hold_the_interactions_and_variant_intervals(tmp_path):
     sweep = write(tmp_path)
     report = compare(sweep.directory())
     text = report.markdown.read_text()
-    assert "| norm | pre − post | warmup_steps=0 | 0.6 | [0.6, 0.6] | 3 |" in text
+    lines = {tuple(line.split(" | ")[:3]): line for line in text.splitlines() if line.startswith("| norm |")
+             or line.startswith("| warmup_steps |")}
+    assert lines["| norm", "pre − post", "warmup_steps=0"].startswith("| norm | pre − post | warmup_steps=0 | 0.6 | "
+                                                                       "[0.6, 0.6] | 3 | ")
+    assert lines["| norm", "pre − post", "warmup_steps=0"].endswith(" * |"), "the same in every pair: separated"
+    assert lines["| warmup_steps", "100 − 0", "norm=pre"].endswith("| 0 | [0, 0] | 3 | 1 | 1 |"), "none: not starred"
     assert "| warmup_steps | 100 − 0 | norm=pre | " in text
     row = next(r for r in report.rows if r.variant == "norm=pre,warmup_steps=0")
     interval = Estimate.of([0.9 + n for n in NOISE])
@@ -54,7 +59,7 @@ def test_report_and_wandb_hold_the_interactions_and_variant_intervals(tmp_path):
     assert table["nrows"] == 4, "two axes, each at two values of the other"
     written = json.loads((Path(report.wandb_run) / "files" / table["path"]).read_text())
     at_warmup = next(r for r in written["data"] if r[:3] == ["norm", "pre − post", "warmup_steps=100"])
-    assert at_warmup[3:] == pytest.approx([0.3, 0.3, 0.3, 3])
+    assert at_warmup[3:] == pytest.approx([0.3, 0.3, 0.3, 3, 0.0, 0.0], abs=1e-12), "with its p and Holm p"
 
 
 def test_one_axis_has_no_interactions(tmp_path):

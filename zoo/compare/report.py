@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from scipy.stats import t as student_t
 
+from zoo.compare.agreement import separates
 from zoo.compare.load import read_sweep
 from zoo.compare.plots import curves_png, effect_png
 from zoo.compare.stats import (
@@ -173,15 +174,23 @@ def simple_labels(effect: SimpleEffect, value) -> list[str]:
 
 
 def simple_rows(effects: list[SimpleEffect]) -> Rows:
-    """Every axis's paired differences at each value of every other axis, as table rows."""
-    return (["axis", "difference", "at", "mean", "ci_low", "ci_high", "pairs"],
-            [[*simple_labels(e, v), d.mean, d.low, d.high, d.n] for e in effects for v, d in e.differences])
+    """Every axis's paired differences at each value of every other axis, with their p-values, as
+    table rows."""
+    return (["axis", "difference", "at", "mean", "ci_low", "ci_high", "pairs", "p", "holm_p"],
+            [[*simple_labels(e, v), d.mean, d.low, d.high, d.n, p, adjusted]
+             for e in effects for (v, d), (p, adjusted) in zip(e.differences, e.tests, strict=True)])
+
+
+def holm_text(e: Estimate, adjusted: float) -> str:
+    """A Holm-adjusted p, starred where it separates the difference (the tables' one rule)."""
+    return number(adjusted, 3) + (" *" if separates(e, adjusted) else "")
 
 
 def simple_lines(effects: list[SimpleEffect]) -> list[str]:
-    return markdown_table(["axis", "difference (paired)", "at", "mean", "95% CI", "pairs"],
-                          [[*simple_labels(e, v), number(d.mean), interval(d), str(d.n)]
-                           for e in effects for v, d in e.differences])
+    return markdown_table(["axis", "difference (paired)", "at", "mean", "95% CI", "pairs", "p", "Holm p"],
+                          [[*simple_labels(e, v), number(d.mean), interval(d), str(d.n), number(p, 3),
+                            holm_text(d, adjusted)]
+                           for e in effects for (v, d), (p, adjusted) in zip(e.differences, e.tests, strict=True)])
 
 
 def curve_table(rows: list[VariantRow]) -> Rows:
@@ -252,7 +261,8 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     simple = simple_effects(sweep, records)
     interaction = ["## Effect of each axis at each value of another", "",
                    "Where an effect depends on another choice, the marginal effect above averages it away; here "
-                   "the differences are paired within one value of the other axis.", "",
+                   "the differences are paired within one value of the other axis; Holm's family is every such "
+                   "difference of the sweep, and * marks a Holm p below 0.05.", "",
                    *simple_lines(simple), ""] if simple else []
     columns, data_rows = table(sweep, rows)
     plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png"), *loss_curves(sweep, records, sweep_dir, suffix)]
