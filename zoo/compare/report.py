@@ -254,9 +254,10 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     for note in notes:
         echo(f"zoo compare: {note}")
     rows, effects, noise = variant_rows(sweep, records), axis_effects(sweep, records), seed_noise(sweep, records)
-    notes = [*notes, *few_seeds_note(rows)]
-    for note in few_seeds_note(rows):
-        echo(f"zoo compare: warning: {note}")
+    warnings = few_seeds_note(rows)
+    for warning in warnings:
+        echo(f"zoo compare: warning: {warning}")
+    notes = [*notes, *warnings]
     family = sum(len(e.differences) for e in effects)
     simple = simple_effects(sweep, records)
     interaction = ["## Effect of each axis at each value of another", "",

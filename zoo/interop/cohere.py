@@ -78,4 +78,4 @@ def computed(spec: ModelSpec) -> dict[str, Tensor]:
 
 
 COHERE = register(Family("cohere", transformers_class("CohereForCausalLM"), spec_fields, config, names, computed,
-                         free=("attention", "pad_id", "dropout"), views=views))
+                         free=("attention", "pad_id"), views=views))

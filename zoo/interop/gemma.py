@@ -143,7 +143,7 @@ def gemma3_names(spec: ModelSpec) -> dict[str, str]:
                                  for i in range(spec.n_decoder_layers) for p in "qk"}
 
 
-FREE = ("attention", "pad_id", "dropout")
+FREE = ("attention", "pad_id")
 GEMMA = register(Family("gemma", transformers_class("GemmaForCausalLM"), gemma_fields, gemma_config, llama_names, computed,
                         free=FREE))
 GEMMA2 = register(Family("gemma2", transformers_class("Gemma2ForCausalLM"), gemma2_fields, gemma2_config_of, gemma2_names,

@@ -25,6 +25,7 @@ from zoo.errors import ConfigError
 from zoo.model.canonical import canonical_state, load_canonical_state
 from zoo.model.kinds import ZooModel, build
 from zoo.specs.catalog import validated
+from zoo.specs.dropouts import FIELDS as DROPOUT_FIELDS
 from zoo.specs.dropouts import SITES
 from zoo.specs.layer_rules import LAYER_KEYS
 from zoo.specs.model_spec import ModelSpec
@@ -40,10 +41,6 @@ def dropout_fields(residual: float, attention: float, activation: float = 0.0,
     return {"dropout": float(residual), **{f"{site}_dropout": float(rate) for site, rate in rates.items()
                                            if rate != residual}}
 
-
-DROPOUTS = ("dropout", *(f"{site}_dropout" for site in SITES))
-"""Training's regularization, which to_hf writes as far as a configuration holds it and never refuses
-for: the function a reference computes is the same at any rate."""
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh",
                "gelu_pytorch_tanh": "gelu_tanh", "silu": "swish", "swish": "swish", "relu2": "relu2"}
@@ -220,7 +217,8 @@ def problems(family: Family, spec: ModelSpec) -> list[str]:
         have, want = expressible_by_layer(spec), expressible_by_layer(expected)
     untie = not spec.embeddings.tie and expected.embeddings.tie  # to_hf unties the built reference
     return [f"{key} {have[key]!r} ({family.name}: {want.get(key)!r})" for key in have  # no such layer there: None
-            if have[key] != want.get(key) and key not in (*family.free, *DROPOUTS) and not (key == "tie_embeddings" and untie)]
+            if have[key] != want.get(key) and key not in (*family.free, *DROPOUT_FIELDS)  # training's rates: same function
+            and not (key == "tie_embeddings" and untie)]
 
 
 def untie(reference: nn.Module, table: dict[str, str], state: dict[str, Tensor]) -> None:

@@ -114,4 +114,4 @@ def names(spec: ModelSpec) -> dict[str, str]:
 
 
 LLAMA = register(Family("llama", reference, spec_fields, config, names, computed,
-                        free=("attention", "pad_id", "dropout")))
+                        free=("attention", "pad_id")))

@@ -142,7 +142,7 @@ def olmo2_names(spec: ModelSpec) -> dict[str, str]:
     return table
 
 
-FREE = ("attention", "pad_id", "dropout")
+FREE = ("attention", "pad_id")
 MISTRAL = register(Family("mistral", mistral, mistral_fields, mistral_config, names, computed, free=FREE))
 OLMO2 = register(Family("olmo2", olmo2, olmo2_fields, olmo2_config, olmo2_names, computed, free=FREE))
 QWEN2 = register(Family("qwen2", qwen2, qwen2_fields, qwen2_config, qwen2_names, computed, free=FREE))

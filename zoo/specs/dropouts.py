@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field
 
 SITES = ("attention", "activation", "residual", "embedding")
 Site = Literal["attention", "activation", "residual", "embedding"]
+FIELDS = ("dropout", *(f"{site}_dropout" for site in SITES))
+"""Every spec field that sets a dropout rate: training's, which no weight depends on."""
 
 
 class DropoutRates(BaseModel):

@@ -9,7 +9,7 @@ from typing import Any
 
 from zoo.errors import ConfigError
 from zoo.files import regular_file
-from zoo.specs.dropouts import SITES
+from zoo.specs.dropouts import FIELDS as DROPOUT_FIELDS
 from zoo.specs.identity import flatten
 from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task
@@ -72,7 +72,7 @@ def as_built(spec: ModelSpec) -> dict[str, Any]:
     """The spec as the model is built (ModelSpec.as_built), less its dropout rates: settings of
     training that no weight depends on, which a run may change."""
     fields = flatten(spec.as_built())
-    for key in ("dropout", *(f"{site}_dropout" for site in SITES)):
+    for key in DROPOUT_FIELDS:
         fields.pop(key, None)
     return fields
 
