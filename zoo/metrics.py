@@ -15,7 +15,7 @@ def goal_of(metric: str) -> Goal:
 
 
 RANGES = {"exact_match": (0.0, 1.0), "token_acc": (0.0, 1.0), "bleu": (0.0, 100.0), "loss": (0.0, math.inf),
-          "perplexity": (1.0, math.inf)}
+          "perplexity": (1.0, math.inf), "lr_sensitivity": (0.0, math.inf)}
 """What values a metric can take, by its last name part; an interval is held inside it."""
 
 

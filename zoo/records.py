@@ -48,6 +48,8 @@ class RunRecord(BaseModel):
     history: list[dict[str, float]] = Field(default_factory=list)
     experiment: dict[str, Any] | None = Field(None, description="the experiment the run trained, as validated: what "
                                               "zoo reproduce holds a sweep file to")
+    first_loss: float | None = Field(None, description="the training loss of step 1, the model as initialized: what "
+                                     "LR sensitivity counts a diverged run at (Wortsman et al. 2023's initial loss)")
     diverged_at: int | None = None
     error: str | None = Field(None, description="why a run diverged, failed or was interrupted")
     exit_code: int | None = None

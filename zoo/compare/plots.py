@@ -176,3 +176,34 @@ def scatter_png(a: SweepSpec, b: SweepSpec, pairs, agreement, path: Path) -> Pat
     ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     fig.tight_layout()
     return save_figure(fig, path, dpi=110, bbox_inches="tight")
+
+
+def rate_png(name: str, label: str, curves, path: Path) -> Path:
+    """Each variant's final validation loss against the learning rate (log axes): the mean over
+    seeds with the band of `Band`; a diverged run counts at the initial loss, and a rate where one
+    did is marked with a cross."""
+    from zoo.compare.sensitivity import LOSS
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for index, curve in enumerate(curves):
+        points = [(rate, band, bad) for rate, band, bad in zip(curve.rates, curve.bands, curve.diverged) if band]
+        if not points:
+            continue
+        colour = f"C{index % 10}"
+        rates = [rate for rate, _, _ in points]
+        ax.plot(rates, [b.mean for _, b, _ in points], marker="o", markersize=3, color=colour, label=curve.variant)
+        ax.fill_between(rates, [b.low for _, b, _ in points], [b.high for _, b, _ in points], color=colour, alpha=0.18,
+                        linewidth=0)
+        crossed = [(rate, b.mean) for rate, b, bad in points if bad]
+        if crossed:
+            ax.plot(*zip(*crossed), marker="x", markersize=9, color=colour, linestyle="none")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"{label} (log)")
+    ax.set_ylabel(f"final {LOSS} (diverged: initial loss)")
+    ax.set_title(f"{name}: final {LOSS} against {label}\nmean over seeds, band: 95% interval (min-max under 3 "
+                 "seeds); x: a seed diverged", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=110, bbox_inches="tight")

@@ -112,6 +112,10 @@ HOLM = ("p: two-sided paired t-test that the difference is 0. Holm p: adjusted b
         "stays within the level (a difference with Holm p < 0.05 holds at 5% for the whole family).")
 
 
+def tuned_runs(trained: list[RunRecord]) -> str:
+    return f" (each variant's at its chosen value, of {len(trained)} trained)"
+
+
 def few_seeds_note(rows: list[VariantRow]) -> list[str]:
     """A warning where a variant's interval rests on two seeds: t with one degree of freedom puts its
     95% interval at 12.7 standard errors either side of the mean, wide by construction."""
@@ -237,7 +241,7 @@ def recipe_lines(sweep: SweepSpec, base: dict, records: list[RunRecord]) -> list
         shown = ExperimentSpec.model_validate(base).model_dump(mode="json")
     except (ValueError, ValidationError):  # a base this version no longer reads: as saved
         shown = base
-    return ["## Recipe", "", f"The base experiment of every cell, before the grid ({', '.join(sweep.grid)}) and the "
+    return ["## Recipe", "", f"The base experiment of every cell, before the grid ({', '.join(sweep.axes())}) and the "
             f"seeds ({', '.join(map(str, sweep.seeds))}) set their values:", "", "```yaml", dump_yaml(shown).rstrip(),
             "```", "", f"Recorded with zoo commit {recorded('zoo_commit')}; torch {recorded('torch_version')}; "
             f"device {recorded('device')}. `zoo reproduce LEDGER` trains the cells again.", ""]
@@ -250,11 +254,17 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     sweep_dir = Path(sweep_dir)
     read = read_sweep(sweep_dir, metric)
     sweep, base, records, notes, suffix = read.sweep, read.base, read.records, read.notes, read.suffix
+    tuning = None
+    if sweep.tune:
+        from zoo.compare.tuned_report import tuned
+
+        tuning = tuned(sweep, records, sweep_dir, suffix)
+        sweep, records, notes = tuning.sweep, tuning.records, [*notes, *tuning.notes]
     echo(f"zoo compare: {read.progress}")
     for note in notes:
         echo(f"zoo compare: {note}")
     rows, effects, noise = variant_rows(sweep, records), axis_effects(sweep, records), seed_noise(sweep, records)
-    warnings = few_seeds_note(rows)
+    warnings = [*(tuning.warnings if tuning else []), *few_seeds_note(rows)]
     for warning in warnings:
         echo(f"zoo compare: warning: {warning}")
     notes = [*notes, *warnings]
@@ -268,15 +278,16 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     columns, data_rows = table(sweep, rows)
     plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png"), *loss_curves(sweep, records, sweep_dir, suffix)]
     plots += [effect_png(sweep, e, sweep_dir / f"effect_{value_text(e.label)}{suffix}.png") for e in effects]
+    plots += tuning.plots if tuning else []
     lines = [f"# Sweep {sweep.name}", "", f"{read.progress}.", "",
-             f"{len(records)} runs; metric `{sweep.metric}` ({sweep.goal}), {value_kind(sweep.metric)}; means over seeds; "
-             f"intervals are 95% t-intervals{range_text(sweep.metric)}.", "",
-             *(f"- Note: {note}" for note in notes), *([""] if notes else []), "## Variants", "",
-             *markdown_table(columns, data_rows), "", *censored_note(sweep), "## Effect of each axis", "",
+             f"{len(records)} runs{tuned_runs(read.records) if tuning else ''}; metric `{sweep.metric}` ({sweep.goal}), "
+             f"{value_kind(sweep.metric)}; means over seeds; intervals are 95% t-intervals{range_text(sweep.metric)}.", "",
+             *(f"- Note: {note}" for note in notes), *([""] if notes else []), *(tuning.lines if tuning else []),
+             "## Variants", "", *markdown_table(columns, data_rows), "", *censored_note(sweep), "## Effect of each axis", "",
              "Each value's mean over every other grid value and seed; differences are paired over runs that "
              "share every other grid value and the seed.", "", HOLM.format(m=family), "", noise_line(noise), "",
              *effect_lines(effects), *interaction, "## Runs", "", *run_lines(sweep, records), "",
-             *recipe_lines(sweep, base, records), "## Plots", "",
+             *recipe_lines(read.sweep, base, records), "## Plots", "",
              *(f"![{p.stem}]({p.name})" for p in plots), ""]
     markdown = sweep_dir / f"report{suffix}.md"
     atomic_write(markdown, "\n".join(lines))
@@ -285,8 +296,10 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     if mode != "disabled":
         tables = {"comparison": (columns, data_rows), "effects": effect_table(effects), "curves": curve_table(rows),
                   "noise": (["metric", "seed_std", "df"], [[sweep.metric, noise[0], noise[1]]]),
-                  **({"interactions": simple_rows(simple)} if simple else {})}
+                  **({"interactions": simple_rows(simple)} if simple else {}), **(tuning.tables if tuning else {})}
         run = log_tables(base.get("wandb") or {}, sweep.name, "compare", f"{sweep.name}-compare{suffix}", sweep_dir,
-                         mode, sweep.model_dump(mode="json"), tables, plots)
-    return Report(rows, effects, simple, text_table(columns, data_rows), markdown, plots, run,
-                  effects_text(effects, noise), noise)
+                         mode, read.sweep.model_dump(mode="json"), tables, plots)
+    table_text = text_table(columns, data_rows)
+    if tuning:
+        table_text = f"Chosen on {read.sweep.choose_on}:\n{tuning.text}\n\nCompared on {sweep.metric}:\n{table_text}"
+    return Report(rows, effects, simple, table_text, markdown, plots, run, effects_text(effects, noise), noise)

@@ -30,10 +30,9 @@ from zoo.metrics import goal_of
 from zoo.specs.experiment import ExperimentSpec, Strict, assign, parse_sets, validate_experiment, written_defaults
 from zoo.specs.switches import one_setting
 from zoo.specs.yamlio import read_mapping
+from zoo.sweep.keys import check_field, check_tune, check_tuned_metrics, validation_counterpart
 from zoo.tasks import task_params
 
-SWEEP_OWNED = ("train.out_dir", "wandb.name", "wandb.group", "wandb.job_type", "wandb.dir", "wandb.config")
-"""Experiment fields that cell_experiment sets for every cell: a grid over one would be overridden."""
 ROW = "row"
 """The grid key of the named rows."""
 MAX_CELLS = 10_000
@@ -52,6 +51,12 @@ class SweepSpec(Strict):
     rows: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="name -> {dotted experiment field: value}: changes to the base, swept as "
                                           "the grid key `row`; the first row (often {}) is the baseline")
+    tune: dict[str, list[Any]] = Field(
+        default_factory=dict, description="dotted experiment field -> values that every variant and seed trains; "
+                                          "each variant's value is chosen on `choose_on` (validation), and the variants "
+                                          "are compared on `metric` (a held-out split) at their chosen values")
+    choose_on: str | None = Field(None, description="the validation metric that chooses a tuned value; "
+                                                    "default: eval/NAME for a metric test/NAME")
     metric: str = "eval/exact_match"
     goal: Literal["max", "min"] = Field(None, validate_default=False,
                                         description="default: min for a loss, max for anything else")
@@ -66,6 +71,8 @@ class SweepSpec(Strict):
     def _goal_from_metric(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("goal") is None:
             data = {**data, "goal": goal_of(data.get("metric", "eval/exact_match"))}
+        if isinstance(data, dict) and data.get("tune") and data.get("choose_on") is None:
+            data = {**data, "choose_on": validation_counterpart(str(data.get("metric", "eval/exact_match")))}
         return data
 
     @field_validator("seeds")
@@ -91,9 +98,12 @@ class SweepSpec(Strict):
     def _grid_is_well_formed(self) -> SweepSpec:
         if not self.grid:
             raise ValueError("a sweep needs at least one grid axis or row")
-        cells = math.prod(len(values) for values in self.grid.values()) * len(self.seeds)
+        check_tune(self.tune, self.grid, self.rows)
+        if self.tune:
+            check_tuned_metrics(self.metric, self.choose_on)
+        cells = math.prod(len(values) for values in self.axes().values()) * len(self.seeds)
         if cells > self.max_cells:
-            sizes = " x ".join(str(len(values)) for values in self.grid.values())
+            sizes = " x ".join(str(len(values)) for values in self.axes().values())
             raise ValueError(f"the grid has {cells:,} cells ({sizes} values x {len(self.seeds)} seed(s)), more than "
                              f"max_cells {self.max_cells:,}; raise the limit knowingly with --max-cells {cells} "
                              "(or max_cells: in the sweep file), or sweep fewer values")
@@ -120,27 +130,20 @@ class SweepSpec(Strict):
                     raise ValueError(f"row {name!r}: key {key!r} is {also}; a field is set by one or the other")
         return self
 
+    def axes(self) -> dict[str, list[Any]]:
+        """Every key a cell sets a value of: the grid's, then the tuned ones."""
+        return {**self.grid, **self.tune}
+
     def labels(self) -> dict[str, str]:
-        """Short names of the grid keys: the last part (`norm`), or the whole key where two share it
-        or where it is a name the sweep gives every cell (`seed`, `variant`)."""
-        last = [key.rsplit(".", 1)[-1] for key in self.grid]
+        """Short names of the grid and tuned keys: the last part (`norm`), or the whole key where
+        two share it or where it is a name the sweep gives every cell (`seed`, `variant`)."""
+        axes = self.axes()
+        last = [key.rsplit(".", 1)[-1] for key in axes]
         return {key: short if last.count(short) == 1 and short not in RESERVED_LABELS else key
-                for key, short in zip(self.grid, last)}
+                for key, short in zip(axes, last)}
 
     def directory(self) -> Path:
         return Path(self.out_dir) / self.name
-
-
-def check_field(key: str, where: str) -> None:
-    """A key a grid or a row may set: a dotted experiment field that the sweep does not own."""
-    if key.split(".")[0] not in ExperimentSpec.model_fields or "." not in key:
-        raise ValueError(f"{where} is not a dotted experiment field (model.*, task.*, train.*, wandb.*)")
-    if key == "train.seed":
-        raise ValueError(f"{where}: list seeds under `seeds`, not in the grid")
-    owned = next((field for field in SWEEP_OWNED if key == field or key.startswith(field + ".")), None)
-    if owned is not None:
-        raise ValueError(f"{where}: the sweep sets {owned} of every cell itself (its folder, W&B group and names); "
-                         "choose them with the sweep's name and out_dir")
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ class Cell:
     assignment: tuple[tuple[str, Any], ...]
     seed: int
     variant: str
-    """The grid values without the seed, e.g. `norm=pre,ffn=gelu`: what seeds are averaged over."""
+    """The grid (and tuned) values without the seed, e.g. `norm=pre,ffn=gelu`: what seeds are averaged over."""
 
     @property
     def name(self) -> str:
@@ -181,10 +184,10 @@ def value_text(value: Any) -> str:
 def expand(sweep: SweepSpec) -> list[Cell]:
     """Every (grid values, seed), seeds outermost so that a partial sweep has whole seeds first.
     Two cells whose names would share a folder (even on a case-insensitive file system) are an error."""
-    labels, keys = sweep.labels(), list(sweep.grid)
-    cells = []
+    labels, axes = sweep.labels(), sweep.axes()
+    keys, cells = list(axes), []
     for seed in sweep.seeds:
-        for values in itertools.product(*sweep.grid.values()):
+        for values in itertools.product(*axes.values()):
             variant = ",".join(f"{labels[k]}={value_text(v)}" for k, v in zip(keys, values))
             cells.append(Cell(len(cells), tuple(zip(keys, values)), seed, variant))
     seen: dict[str, Cell] = {}
@@ -288,10 +291,11 @@ def read_saved_sweep(folder: Path) -> tuple[SweepSpec, dict[str, Any]]:
 
 def check_metric(sweep: SweepSpec, base: dict[str, Any]) -> None:
     """The sweep's metric must be one that every cell's task reports at the end of a run."""
-    for cell in (c for c in expand(sweep) if c.seed == sweep.seeds[0]):  # every variant once
+    for cell in (c for c in expand(sweep) if c.seed == sweep.seeds[0]):  # every trained variant once
         task = cell_experiment(sweep, base, cell).task
         cls, params = task_params(task)
         logged = cls.final_metrics(params)
-        if sweep.metric not in logged:
-            raise ConfigError(f"sweep {sweep.name!r}: metric {sweep.metric!r} is not reported by task "
-                              f"{task['name']!r} in cell {cell.variant}; choices: {', '.join(logged)}")
+        for field, name in (("metric", sweep.metric), ("choose_on", sweep.choose_on if sweep.tune else None)):
+            if name is not None and name not in logged:
+                raise ConfigError(f"sweep {sweep.name!r}: {field} {name!r} is not reported by task "
+                                  f"{task['name']!r} in cell {cell.variant}; choices: {', '.join(logged)}")

@@ -16,6 +16,8 @@ register = registry("task").register
 
 EVAL_SEED = 20_17
 """Every run, whatever its seed, evaluates on the same held-out strings."""
+SPLIT_STREAMS = {"valid": 0, "long": 1, "test": 2}
+"""Each held-out split draws from a stream of its own, so no split shares a draw with another."""
 
 
 class StringParams(TaskParams):
@@ -26,6 +28,9 @@ class StringParams(TaskParams):
     alphabet: str = Field(string.ascii_lowercase, min_length=2)
     long_eval_min_len: PositiveInt | None = Field(None, description="a second held-out split, `long`, scored at the end")
     long_eval_max_len: PositiveInt | None = None
+    test_size: PositiveInt | None = Field(None, description="a held-out split, `test`, of this many new strings drawn "
+                                                            "as the valid ones are, scored once at the end: what a "
+                                                            "tuned sweep compares on, the valid split having chosen")
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -52,7 +57,8 @@ class StringTask(Task):
 
     @classmethod
     def splits(cls, params: StringParams) -> tuple[str, ...]:
-        return ("valid",) if params.long_eval_min_len is None else ("valid", "long")
+        return ("valid", *(["long"] if params.long_eval_min_len is not None else []),
+                *(["test"] if params.test_size is not None else []))
 
     def transform(self, letters: list[str]) -> list[str]:
         raise NotImplementedError
@@ -91,8 +97,12 @@ class StringTask(Task):
         low, high = p.eval_min_len or p.min_len, p.eval_max_len or p.max_len
         if split == "long":
             low, high = p.long_eval_min_len, p.long_eval_max_len
-        src, tgt = self._strings(step_generator(EVAL_SEED, 0, stream=int(split == "long")), size, low, high)
+        size = p.test_size if split == "test" else size
+        src, tgt = self._strings(step_generator(EVAL_SEED, 0, stream=SPLIT_STREAMS[split]), size, low, high)
         return in_batches(src, tgt, batch_size)
+
+    def held_out_rows(self, size: int, split: str = "valid") -> int:
+        return self.params.test_size if split == "test" else size
 
 
 @register("reverse")

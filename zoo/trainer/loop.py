@@ -168,7 +168,7 @@ class Trainer:
                            wall_time_s=time.perf_counter() - self.start, parameters=self.model.num_parameters(),
                            model_name=self.spec.name, threads=torch.get_num_threads(), data=self.folder.data or None,
                            environment=environment(self.device), history=self.history, **self.tracker.where,
-                           experiment=self.experiment.model_dump(mode="json"),
+                           experiment=self.experiment.model_dump(mode="json"), first_loss=self.watch.first_loss,
                            **extra)
         if not self.folder.write_result(record):
             return f"; the finished result of the earlier run stays in {self.run_dir / 'result.json'}"

@@ -1,0 +1,149 @@
+"""A tuned sweep's choice: each variant's tuned value (a learning rate, a warmup) chosen on the
+validation metric alone, then the variants compared on a held-out split at the chosen values.
+
+The choice is pooled over seeds: one value per variant, the best mean of `choose_on` over its
+seeds, as a user would run the variant: one recipe, whatever the seed. A value where a seed
+diverged or failed ranks after every value whose seeds all finished. The test split never
+chooses, so its comparison is free of the choice's optimism (the validation means of the chosen
+values are not; they are shown as what chose, not as results).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from zoo.compare.stats import Estimate, final_value
+from zoo.errors import ConfigError
+from zoo.metrics import goal_of
+from zoo.records import RunRecord
+from zoo.sweep.keys import check_tuned_metrics
+from zoo.sweep.spec import SweepSpec, value_text
+
+
+@dataclass
+class Tried:
+    """One tuned value (a value of every tuned key) of one variant: `choose_on` over its seeds."""
+
+    values: dict[str, Any]
+    score: Estimate
+    bad: int
+    """Seeds that diverged, failed or ended non-finite: the value then ranks after every clean one."""
+    seeds: list[int]
+
+
+@dataclass
+class Choice:
+    variant: str
+    """The variant's grid values, without the tuned ones (`norm=pre,ffn=gelu`)."""
+    assignment: dict[str, Any]
+    chosen: dict[str, Any]
+    tried: list[Tried]
+    edges: list[str] = field(default_factory=list)
+    """`lr=0.003 is the largest value tried`, for each tuned key whose chosen value is at the end of
+    its range: the best may lie beyond it ("tune further")."""
+    incomplete: bool = False
+    """Some tuned value has fewer seeds than the sweep lists (cells missing or still running)."""
+
+    @property
+    def best(self) -> Tried:
+        return next(t for t in self.tried if t.values == self.chosen)
+
+
+def grid_variant(sweep: SweepSpec, assignment: dict[str, Any]) -> str:
+    labels = sweep.labels()
+    return ",".join(f"{labels[key]}={value_text(assignment[key])}" for key in sweep.grid)
+
+
+def tuned_values(sweep: SweepSpec, record: RunRecord) -> dict[str, Any]:
+    return {key: record.assignment[key] for key in sweep.tune}
+
+
+def rank_key(tried: Tried, goal: str, order: int) -> tuple:
+    """Clean values first, then by the mean (the goal's way), then the order the sweep lists them in."""
+    mean = tried.score.mean if tried.score.n else math.nan
+    scored = math.isfinite(mean)
+    return (tried.bad > 0 or not scored, tried.bad, (-mean if goal == "max" else mean) if scored else 0.0, order)
+
+
+def edge_of(key: str, values: list[Any], chosen: Any, label: str) -> str | None:
+    """Where a chosen value is the smallest or largest of numeric values (else the first or last
+    listed), the sentence that says so."""
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+    ordered = sorted(values) if numeric else list(values)
+    if len(ordered) < 2 or chosen not in (ordered[0], ordered[-1]):
+        return None
+    end = ("smallest" if chosen == ordered[0] else "largest") if numeric else ("first" if chosen == ordered[0] else "last")
+    return f"{label}={value_text(chosen)} is the {end} value tried"
+
+
+def choose(sweep: SweepSpec, records: list[RunRecord]) -> list[Choice]:
+    """Each variant's tuned value, chosen on `choose_on`, in the order the grid lists the variants."""
+    goal, labels = goal_of(sweep.choose_on), sweep.labels()
+    combos: dict[str, dict[str, list[RunRecord]]] = {}
+    assignments: dict[str, dict[str, Any]] = {}
+    for record in records:
+        variant = grid_variant(sweep, record.assignment)
+        assignments[variant] = {key: record.assignment[key] for key in sweep.grid}
+        combos.setdefault(variant, {}).setdefault(value_key(tuned_values(sweep, record)), []).append(record)
+    listed = combinations(sweep)
+    choices = []
+    for variant, by_value in combos.items():
+        tried = []
+        for values in listed:
+            runs = by_value.get(value_key(values), [])
+            scores = [final_value(r, sweep.choose_on) for r in runs]
+            clean = [v for v in scores if v is not None and math.isfinite(v)]
+            tried.append(Tried(values, Estimate.of(clean), len(runs) - len(clean), sorted(r.seed for r in runs)))
+        present = [(i, t) for i, t in enumerate(tried) if t.seeds]
+        _, best = min(present, key=lambda it: rank_key(it[1], goal, it[0]))
+        edges = [edge for key, values in sweep.tune.items()
+                 if (edge := edge_of(key, values, best.values[key], labels[key])) is not None]
+        choices.append(Choice(variant, assignments[variant], best.values, tried, edges,
+                              any(len(t.seeds) < len(sweep.seeds) for t in tried)))
+    return choices
+
+
+def value_key(values: dict[str, Any]) -> str:
+    return repr(sorted((k, repr(v)) for k, v in values.items()))
+
+
+def combinations(sweep: SweepSpec) -> list[dict[str, Any]]:
+    """Every value of the tuned keys together, in the order the cells expand them."""
+    return [dict(zip(sweep.tune, values)) for values in itertools.product(*sweep.tune.values())]
+
+
+def chosen_records(sweep: SweepSpec, records: list[RunRecord], choices: list[Choice]) -> list[RunRecord]:
+    """The runs of each variant's chosen value, as runs of the variant itself (its grid values
+    only): what the comparison of variants pairs by seed."""
+    chosen = {c.variant: value_key(c.chosen) for c in choices}
+    out = []
+    for record in records:
+        variant = grid_variant(sweep, record.assignment)
+        if chosen.get(variant) == value_key(tuned_values(sweep, record)):
+            out.append(record.model_copy(update={"variant": variant, "assignment": {
+                key: record.assignment[key] for key in sweep.grid}}))
+    return out
+
+
+def compared_sweep(sweep: SweepSpec) -> SweepSpec:
+    """The sweep as its comparison sees it: the grid alone, the tuned keys chosen away."""
+    return sweep.model_copy(update={"tune": {}})
+
+
+def check_compared_metric(sweep: SweepSpec) -> None:
+    """`zoo compare --metric` on a tuned sweep must name a split the choice never saw."""
+    try:
+        check_tuned_metrics(sweep.metric, sweep.choose_on)
+    except ValueError as err:
+        raise ConfigError(f"sweep {sweep.name!r}: {err}") from None
+
+
+def tried_text(sweep: SweepSpec, tried: Tried, chosen: bool) -> str:
+    labels = sweep.labels()
+    values = ",".join(f"{labels[k]}={value_text(v)}" for k, v in tried.values.items())
+    score = "—" if not tried.score.n else f"{tried.score.mean:.4g}"
+    bad = f" ({tried.bad} diverged or failed)" if tried.bad else ""
+    return f"{values}: {score}{bad}" + (" ←" if chosen else "")

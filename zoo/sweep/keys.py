@@ -1,0 +1,67 @@
+"""What a sweep's grid, rows and tuned settings may name: dotted experiment fields the sweep does
+not set itself, one setting per key; and which metrics a tuned sweep chooses and compares on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zoo.metrics import CURVE
+from zoo.specs.experiment import ExperimentSpec
+from zoo.specs.switches import one_setting
+
+SWEEP_OWNED = ("train.out_dir", "wandb.name", "wandb.group", "wandb.job_type", "wandb.dir", "wandb.config")
+"""Experiment fields that cell_experiment sets for every cell: a grid over one would be overridden."""
+VALIDATION = ("eval", CURVE)
+"""Metric prefixes scored on the validation split, evaluated during training: what may choose."""
+NOT_HELD_OUT = (*VALIDATION, "train")
+"""Metric prefixes a tuned sweep may not compare on: the choice saw them (or they are not held out)."""
+
+
+def check_field(key: str, where: str) -> None:
+    """A key a grid or a row may set: a dotted experiment field that the sweep does not own."""
+    if key.split(".")[0] not in ExperimentSpec.model_fields or "." not in key:
+        raise ValueError(f"{where} is not a dotted experiment field (model.*, task.*, train.*, wandb.*)")
+    if key == "train.seed":
+        raise ValueError(f"{where}: list seeds under `seeds`, not in the grid")
+    owned = next((field for field in SWEEP_OWNED if key == field or key.startswith(field + ".")), None)
+    if owned is not None:
+        raise ValueError(f"{where}: the sweep sets {owned} of every cell itself (its folder, W&B group and names); "
+                         "choose them with the sweep's name and out_dir")
+
+
+def check_tune(tune: dict[str, list[Any]], grid: dict[str, list[Any]], rows: dict[str, dict[str, Any]]) -> None:
+    """A tuned key is a field no grid key or row sets, with two or more distinct values to choose from."""
+    for key, values in tune.items():
+        check_field(key, f"tune key {key!r}")
+        clash = next((g for g in grid if g == key or one_setting(key, g)), None)
+        if clash is not None:
+            also = "also a grid key" if clash == key else f"the grid key {clash!r}'s setting"
+            raise ValueError(f"tune key {key!r} is {also}: a field is compared (grid) or tuned for each variant "
+                             "(tune), not both")
+        for name, changes in rows.items():
+            if any(k == key or one_setting(key, k) for k in changes):
+                raise ValueError(f"tune key {key!r} is set by row {name!r}: a row fixes what tuning would choose")
+        if not isinstance(values, list) or len(values) < 2 or len({repr(v) for v in values}) != len(values):
+            raise ValueError(f"tune key {key!r} needs two or more distinct values to choose from, got {values!r}; "
+                             "a single value belongs in the base experiment")
+
+
+def held_out(metric: str) -> bool:
+    """Whether a metric is scored on a split the training never evaluated (test/*, long/*)."""
+    return metric.split("/")[0] not in NOT_HELD_OUT and "/" in metric
+
+
+def validation_counterpart(metric: str) -> str:
+    """The validation metric that chooses for a held-out one: eval/X for test/X."""
+    return f"eval/{metric.rsplit('/', 1)[-1]}"
+
+
+def check_tuned_metrics(metric: str, choose_on: str) -> None:
+    """A tuned sweep chooses on the validation split and compares on a split the choice never saw."""
+    if not held_out(metric):
+        raise ValueError(f"metric {metric!r}: a tuned sweep compares its variants on a held-out split that the "
+                         "choice never saw (test/..., long/...), not one that training evaluates; give the task a "
+                         "test split (task.test_size, or test_split for a corpus) and set metric: test/NAME")
+    if choose_on.split("/")[0] not in VALIDATION:
+        raise ValueError(f"choose_on {choose_on!r}: a tuned value is chosen on the validation split "
+                         f"({' or '.join(p + '/...' for p in VALIDATION)}), never on the split it is compared on")
