@@ -103,6 +103,9 @@ def test_report_plots_and_wandb_compare_run(tmp_path):
     assert info["summary"]["noise"]["nrows"] == 1
     assert {k for k in info["summary"] if k.startswith("plots/")} == {"plots/curves", "plots/effect_norm",
                                                                     "plots/effect_ffn"}
+    history = [r["history"]["item"] for r in records if r["type"] == "history"]
+    charted = sorted(key for row in history for key in row if not key.startswith("_"))
+    assert not charted, f"tables and plots are no metrics of a step, yet the run's history charts {charted[:4]}"
 
 
 def test_compare_names_what_is_missing(tmp_path):

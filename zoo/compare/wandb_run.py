@@ -19,17 +19,20 @@ def cell(value: Any) -> Any:
 
 def log_tables(wandb_settings: dict[str, Any], group: str, job_type: str, name: str, folder: Path, mode: str,
                config: dict[str, Any], tables: dict[str, Rows], plots: list[Path]) -> str | None:
-    """One run of `job_type` in `group` holding `tables` as W&B Tables and `plots` as images; its
-    folder, or None when W&B failed."""
+    """One run of `job_type` in `group` holding `tables` as W&B Tables and `plots` as images in its
+    summary (no step: nothing of a comparison is a metric over training); its folder, or None when
+    W&B failed."""
     try:
         import wandb
 
         run = wandb.init(project=wandb_settings.get("project", "zoo"), entity=wandb_settings.get("entity"),
                          group=group, job_type=job_type, name=name, dir=str(folder), mode=mode, config=config,
                          settings=wandb.Settings(console="off", silent=True))  # the table is what the console shows
-        run.log({**{key: wandb.Table(columns=columns, data=[[cell(v) for v in row] for row in rows])
-                    for key, (columns, rows) in tables.items()},
-                 **{f"plots/{p.stem}": wandb.Image(str(p)) for p in plots}})
+        # Into the summary, not run.log: a logged table is a history row too, whose nrows and ncols
+        # a W&B view charts as if they were metrics of a step.
+        run.summary.update({**{key: wandb.Table(columns=columns, data=[[cell(v) for v in row] for row in rows])
+                               for key, (columns, rows) in tables.items()},
+                            **{f"plots/{p.stem}": wandb.Image(str(p)) for p in plots}})
         run_dir = Path(run.dir).parent
         run.finish()
         return str(run_dir)
