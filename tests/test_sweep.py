@@ -16,10 +16,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+import zoo
 from trainkit import read_run, tiny_experiment
 from zoo.cli import build_parser
-from zoo.specs.experiment import load_experiment
 from zoo.sweep import Ledger, SweepSpec, cell_experiment, expand, export_wandb, load_sweep, run_sweep, shard
+from zoo.sweep.export import find_cell
 
 GRID = {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"], "train.optimizer.lr": [0.001, 0.003]}
 
@@ -95,21 +96,29 @@ def test_load_sweep_finds_the_base_beside_the_file_and_routes_sets(tmp_path):
         load_sweep(tmp_path / "sweep.yaml", ["sedes=1"])
 
 
-def test_exported_wandb_sweep_names_the_grid_and_runs_zoo_train(tmp_path, monkeypatch):
+def test_exported_wandb_sweep_names_the_cells_and_trains_each_as_its_variant(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     sweep = sweep_spec("sweeps")
     path = export_wandb(sweep, {"task": {"name": "copy"}})
     config = yaml.safe_load(path.read_text())
     assert config["method"] == "grid" and config["metric"] == {"name": "eval/exact_match", "goal": "maximize"}
-    assert config["parameters"] == {**{k: {"values": v} for k, v in GRID.items()}, "train.seed": {"values": [0, 1]}}
+    assert config["parameters"] == {**{k: {"values": v} for k, v in GRID.items()}, "seed": {"values": [0, 1]}}
     # What W&B's agent runs for one cell: ${args_no_hyphens} becomes key=value words.
-    words = ["model.norm=pre", "model.ffn=gelu", "train.optimizer.lr=0.003", "train.seed=1"]
+    words = ["model.norm=pre", "model.ffn=gelu", "train.optimizer.lr=0.003", "seed=1"]
     command = [w for part in config["command"] for w in (words if part == "${args_no_hyphens}" else [part])]
-    assert command[:2] == ["zoo", "train"]
+    assert command[:2] == ["zoo", "sweep"]
     args = build_parser().parse_args(command[1:])
-    experiment = load_experiment(args.file, args.set)
+    exported, base = load_sweep(args.file, args.set)
+    cell = find_cell(exported, args.cell)
+    assert cell.name == "norm=pre,ffn=gelu,lr=0.003,seed=1"
+    experiment = cell_experiment(exported, base, cell)
     assert (experiment.model.norm, experiment.train.seed, experiment.task["name"]) == ("pre", 1, "copy")
-    assert (experiment.wandb.group, experiment.wandb.job_type, experiment.wandb.mode) == ("s", "sweep", "online")
+    assert (experiment.wandb.group, experiment.wandb.job_type, experiment.wandb.mode) == ("s", cell.variant, "online")
+    with pytest.raises(zoo.ConfigError, match=r"--cell: missing seed; a cell of sweep 's' is named by model.norm, "
+                                              r"model.ffn, train.optimizer.lr, seed"):
+        find_cell(exported, words[:3])
+    with pytest.raises(zoo.ConfigError, match=r"no cell of sweep 's' has .*'train.optimizer.lr': 0.002"):
+        find_cell(exported, [*words[:2], "train.optimizer.lr=0.002", "seed=1"])
 
 
 def test_a_variant_too_long_for_a_job_type_keeps_its_start_and_a_hash():

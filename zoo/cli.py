@@ -228,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
     sweeping.add_argument("--shard", default="0/1", metavar="I/N", help="run only shard I of N (0-based)")
     sweeping.add_argument("--dry-run", action="store_true", help="print the cells and their names")
     sweeping.add_argument("--export", choices=["wandb"], help="write a W&B sweep configuration instead of running")
+    sweeping.add_argument("--cell", nargs="+", metavar="KEY=VALUE",
+                          help="train only the cell of these grid and tuned values and seed (seed=N), as W&B's agent "
+                               "asks for an exported sweep's cells")
     sweeping.add_argument("--set", action="extend", nargs="+", default=[], metavar="DOTTED.KEY=VALUE",
                           help="experiment fields (train.steps=100) or sweep fields (seeds=[0,1,2])")
     slurm = sweeping.add_argument_group("a job array through submitit (--launcher submitit)")

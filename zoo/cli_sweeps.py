@@ -11,6 +11,7 @@ from zoo.errors import ConfigError, ZooError
 
 def cmd_sweep(args: argparse.Namespace) -> None:
     from zoo.sweep import expand, export_wandb, load_sweep, run_sweep, shard
+    from zoo.sweep.export import find_cell
     from zoo.sweep.runner import check_folder
 
     sweep, base = load_sweep(args.file, [*args.set, *([f"max_cells={args.max_cells}"] if args.max_cells else [])])
@@ -27,7 +28,11 @@ def cmd_sweep(args: argparse.Namespace) -> None:
             print(cell.name)
         print(f"{len(cells)} cells of {len(expand(sweep))} in shard {args.shard}; folder {sweep.directory()}")
         return
-    if args.launcher == "submitit":
+    if args.cell:
+        if args.shard != "0/1" or args.launcher == "submitit":
+            raise ConfigError("--cell trains one named cell here; it goes without --shard and --launcher submitit")
+        statuses = run_sweep(sweep, base, 1, only=find_cell(sweep, args.cell))
+    elif args.launcher == "submitit":
         statuses = submit(args, sweep, base)
         if statuses is None:
             return

@@ -27,7 +27,7 @@ from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.identity import changes_between, flatten
 from zoo.specs.yamlio import dump_yaml, read_mapping
 from zoo.sweep.ledger import Ledger
-from zoo.sweep.spec import Cell, SweepSpec, cell_experiment, expand, read_saved_sweep, shard
+from zoo.sweep.spec import Cell, SweepSpec, cell_experiment, expand, read_saved_sweep, safe_text, shard
 from zoo.sweep.worker import KEEP_GOING
 from zoo.tasks import data_digests
 from zoo.trainer.guards import signals_to
@@ -250,17 +250,21 @@ def check_data_unchanged(sweep: SweepSpec, experiments: dict[str, ExperimentSpec
 
 
 def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of: tuple[int, int] = (0, 1),
-              echo: Callable[[str], None] = print, cells_per_process: int | None = None) -> dict[str, str]:
-    """Run the shard's cells that the ledger does not list as done, `workers` at once; returns
-    each cell's status ("skipped" where another process holds the cell, "stopped" where a signal
-    came first)."""
+              echo: Callable[[str], None] = print, cells_per_process: int | None = None,
+              only: Cell | None = None) -> dict[str, str]:
+    """Run the shard's cells (or the one cell `only`, as W&B's agent asks) that the ledger does not
+    list as done, `workers` at once; returns each cell's status ("skipped" where another process
+    holds the cell, "stopped" where a signal came first)."""
     if workers < 1:
         raise ConfigError(f"--workers {workers}: give at least 1")
-    cells = shard(expand(sweep), *shard_of)
+    cells = shard(expand(sweep), *shard_of) if only is None else [only]
     experiments = {cell.name: cell_experiment(sweep, base, cell) for cell in cells}  # all valid before any trains
     folder = sweep.directory()
     check_folder(folder, sweep, base)
-    with FolderLock(folder, f".sweep-{shard_of[0]}of{shard_of[1]}.lock", f"shard {shard_of[0]}/{shard_of[1]} of this sweep"):
+    lock, holder = f".sweep-{shard_of[0]}of{shard_of[1]}.lock", f"shard {shard_of[0]}/{shard_of[1]} of this sweep"
+    if only is not None:
+        lock, holder = f".cell-{safe_text(only.name)}.lock", f"cell {only.name} of this sweep"
+    with FolderLock(folder, lock, holder):
         atomic_write(folder / "sweep.yaml", dump_yaml({**sweep.model_dump(mode="json"), "base": base}))
         ledger = Ledger(folder / "ledger.jsonl")
         read = ledger.read()
