@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 from scipy.stats import t as student_t
@@ -47,6 +48,8 @@ class Report:
     """Each axis's paired differences with their 95% intervals and p-values, as the console shows them."""
     noise: tuple[float, int] = (math.nan, 0)
     """The metric's seed-to-seed standard deviation within a variant, pooled, and its degrees of freedom."""
+    tuning: Any = None
+    """A tuned sweep's choice of each variant's values and its LR sensitivity (zoo.compare.tuned_report.Tuning)."""
 
 
 def number(x: float | None, digits: int = 4) -> str:
@@ -302,4 +305,4 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     table_text = text_table(columns, data_rows)
     if tuning:
         table_text = f"Chosen on {read.sweep.choose_on}:\n{tuning.text}\n\nCompared on {sweep.metric}:\n{table_text}"
-    return Report(rows, effects, simple, table_text, markdown, plots, run, effects_text(effects, noise), noise)
+    return Report(rows, effects, simple, table_text, markdown, plots, run, effects_text(effects, noise), noise, tuning)

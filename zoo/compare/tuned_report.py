@@ -4,15 +4,28 @@ loss against the rate and Wortsman et al.'s sensitivity compared between variant
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from zoo.compare.plots import rate_png
 from zoo.compare.report import effect_lines, effect_table, effects_text, markdown_table, number, table, text_table
 from zoo.compare.sensitivity import LOSS, SENSITIVITY, learning_rate_keys, sensitivities, sensitivity_sweep
-from zoo.compare.stats import axis_effects, seed_noise, variant_rows
-from zoo.compare.tuned import check_compared_metric, choose, chosen_records, compared_sweep, tried_text
+from zoo.compare.stats import AxisEffect, VariantRow, axis_effects, seed_noise, variant_rows
+from zoo.compare.tuned import (
+    Choice,
+    check_compared_metric,
+    choose,
+    chosen_records,
+    compared_sweep,
+    grid_variant,
+    tried_text,
+    tuned_values,
+    value_key,
+)
 from zoo.compare.wandb_run import Rows
+from zoo.files import atomic_write
+from zoo.metrics import goal_of
 from zoo.records import RunRecord
 from zoo.sweep.spec import SweepSpec, value_text
 
@@ -29,6 +42,9 @@ class Tuning:
     plots: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    choices: list[Choice] = field(default_factory=list)
+    sensitivity: dict[str, tuple[list[VariantRow], list[AxisEffect]]] = field(default_factory=dict)
+    """For each tuned learning rate: the variants' LR sensitivity, ranked, and its effects by axis."""
 
 
 RULE = ("Each variant trained every tuned value ({values}) with every seed. Its value is chosen on `{choose_on}` "
@@ -44,7 +60,7 @@ def tuned(sweep: SweepSpec, records: list[RunRecord], folder: Path, suffix: str)
     check_compared_metric(sweep)
     choices = choose(sweep, records)
     compared = compared_sweep(sweep)
-    out = Tuning(compared, chosen_records(sweep, records, choices))
+    out = Tuning(compared, chosen_records(sweep, records, choices), choices=choices)
     labels = sweep.labels()
     keys = list(sweep.tune)
     rows = [[c.variant, *(value_text(c.chosen[k]) for k in keys), number(c.best.score.mean), str(c.best.score.n),
@@ -67,7 +83,24 @@ def tuned(sweep: SweepSpec, records: list[RunRecord], folder: Path, suffix: str)
                  "its choice rests on the cells there are" for c in choices if c.incomplete]
     for key in learning_rate_keys(sweep):
         add_sensitivity(out, sweep, records, choices, key, folder, suffix)
+    write_choices(folder / f"tuning{suffix}.json", sweep, records, choices)
     return out
+
+
+def write_choices(path: Path, sweep: SweepSpec, records: list[RunRecord], choices: list[Choice]) -> None:
+    """Beside the ledger: which runs were chosen for each variant and why (every value's validation
+    mean over its seeds, and the rule), so the choice can be checked by hand from the ledger."""
+    cells: dict[tuple[str, str], list[str]] = {}
+    for record in records:
+        cells.setdefault((grid_variant(sweep, record.assignment), value_key(tuned_values(sweep, record))),
+                         []).append(str(record.cell))
+    data = {"rule": RULE.format(values=", ".join(sweep.tune), choose_on=sweep.choose_on, metric=sweep.metric),
+            "choose_on": sweep.choose_on, "goal": goal_of(sweep.choose_on), "metric": sweep.metric,
+            "variants": [{"variant": c.variant, "chosen": c.chosen, "edges": c.edges,
+                          "chosen_cells": sorted(cells.get((c.variant, value_key(c.chosen)), [])),
+                          "tried": [{"values": t.values, "mean": t.score.mean if t.score.n else None, "seeds": t.seeds,
+                                     "diverged_or_failed": t.bad} for t in c.tried]} for c in choices]}
+    atomic_write(path, json.dumps(data, indent=1) + "\n")
 
 
 def add_sensitivity(out: Tuning, sweep: SweepSpec, records: list[RunRecord], choices, key: str, folder: Path,
@@ -90,6 +123,7 @@ def add_sensitivity(out: Tuning, sweep: SweepSpec, records: list[RunRecord], cho
         return
     scored = sensitivity_sweep(out.sweep)
     rows, effects = variant_rows(scored, measured), axis_effects(scored, measured)
+    out.sensitivity[key] = (rows, effects)
     columns, data = table(scored, rows)
     out.lines += [*markdown_table(columns, data), "", *effect_lines(effects), f"![{path.stem}]({path.name})", ""]
     out.text += f"\n\nLR sensitivity ({SENSITIVITY}, lower is flatter) over {label}:\n" + text_table(columns, data)

@@ -1,0 +1,158 @@
+"""Tuned sweeps: each variant's value chosen on the validation metric alone, the variants compared
+on the held-out split at their chosen values, checked against a hand computation from the ledger;
+a value at the edge flagged; the test set never choosing; LR sensitivity as Wortsman et al. define it."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import yaml
+from scipy import stats
+from test_bad_input import cli_error
+
+from zoo.compare import compare
+from zoo.sweep import Ledger, SweepSpec, expand
+
+RATES = [0.001, 0.003, 0.01]
+VALID = {"post": [0.60, 0.70, 0.65], "pre": [0.62, 0.72, 0.80]}
+"""Validation token accuracy by rate: post peaks inside the range, pre at its largest rate (the edge)."""
+TEST = {"post": [0.90, 0.50, 0.95], "pre": [0.40, 0.60, 0.70]}
+"""Test accuracy by rate: post's best test rate is not its best validation rate; the test never chooses."""
+
+
+def valid_of(norm, lr, seed):
+    return VALID[norm][RATES.index(lr)] + 0.01 * seed
+
+
+def held_out_of(norm, lr, seed):
+    return TEST[norm][RATES.index(lr)] + 0.013 * seed * (norm == "pre") + 0.002 * seed ** 2
+
+
+def write_tuned(tmp_path, test=held_out_of, diverged=(), seeds=(0, 1, 2)) -> SweepSpec:
+    sweep = SweepSpec(name="tuned", grid={"model.norm": ["post", "pre"]}, tune={"train.optimizer.lr": RATES},
+                      seeds=list(seeds), metric="test/token_acc", out_dir=str(tmp_path))
+    folder = sweep.directory()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sweep.yaml").write_text(yaml.safe_dump({**sweep.model_dump(mode="json"),
+                                                       "base": {"wandb": {"mode": "disabled"}}}, sort_keys=False))
+    ledger = Ledger(folder / "ledger.jsonl")
+    for cell in expand(sweep):
+        a = dict(cell.assignment)
+        norm, lr = a["model.norm"], a["train.optimizer.lr"]
+        record = {"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": a,
+                  "first_loss": 3.4 + 0.01 * cell.seed}
+        if cell.name in diverged:
+            ledger.append({**record, "status": "diverged", "error": "step 40: the loss is nan"})
+            continue
+        valid = valid_of(norm, lr, cell.seed)
+        ledger.append({**record, "status": "finished", "history": [{"train/step": 100, "eval/token_acc": valid}],
+                       "metrics": {"eval/token_acc": valid, "eval/loss": 4 * (1 - valid),
+                                   "test/token_acc": test(norm, lr, cell.seed)}})
+    return sweep
+
+
+def hand_choice(folder, variant_prefix):
+    """From the ledger alone: the rate with the best mean validation accuracy over seeds, among
+    rates whose every seed finished."""
+    records = [json.loads(line) for line in (folder / "ledger.jsonl").read_text().splitlines()]
+    done = [r for r in records if r["status"] != "running" and r["variant"].startswith(variant_prefix)]
+    by_rate = {}
+    for r in done:
+        by_rate.setdefault(r["assignment"]["train.optimizer.lr"], []).append(r)
+    clean = {lr: np.mean([r["metrics"]["eval/token_acc"] for r in runs]) for lr, runs in by_rate.items()
+             if all(r["status"] == "finished" for r in runs)}
+    return max(clean, key=clean.get)
+
+
+def test_each_variant_is_chosen_on_validation_and_compared_on_test_paired_by_seed(tmp_path):
+    sweep = write_tuned(tmp_path)
+    report = compare(sweep.directory(), wandb_mode="disabled")
+    chosen = {c.variant: c.chosen["train.optimizer.lr"] for c in report.tuning.choices}
+    assert chosen == {"norm=post": hand_choice(sweep.directory(), "norm=post"),
+                      "norm=pre": hand_choice(sweep.directory(), "norm=pre")} == {"norm=post": 0.003, "norm=pre": 0.01}
+    edges = {c.variant: c.edges for c in report.tuning.choices}
+    assert edges == {"norm=post": [], "norm=pre": ["lr=0.01 is the largest value tried"]}
+    rows = {row.variant: row.metric for row in report.rows}
+    assert rows["norm=post"].mean == pytest.approx(np.mean([held_out_of("post", 0.003, s) for s in range(3)]))
+    assert rows["norm=pre"].mean == pytest.approx(np.mean([held_out_of("pre", 0.01, s) for s in range(3)]))
+    differences = [held_out_of("pre", 0.01, s) - held_out_of("post", 0.003, s) for s in range(3)]
+    (value, estimate), = report.effects[0].differences
+    assert value == "pre" and estimate.mean == pytest.approx(np.mean(differences)) and estimate.n == 3
+    assert report.effects[0].tests[0][0] == pytest.approx(stats.ttest_1samp(differences, 0.0).pvalue)
+    text = report.markdown.read_text()
+    assert "| norm=pre | 0.01 |" in text and "lr=0.01 is the largest value tried: tune further" in text
+    assert "Chosen on eval/token_acc:" in report.table_text
+    saved = json.loads((sweep.directory() / "tuning.json").read_text())
+    pre = next(v for v in saved["variants"] if v["variant"] == "norm=pre")
+    assert pre["chosen_cells"] == [f"norm=pre,lr=0.01,seed={s}" for s in range(3)]
+    assert [t["mean"] for t in pre["tried"]] == pytest.approx([v + 0.01 for v in VALID["pre"]])
+
+
+def test_changing_only_a_test_metric_does_not_move_the_choice(tmp_path):
+    """The test split's values are inverted (the worst validation rate now tests best): the chosen
+    rates stay, and only the compared numbers follow the test values of the chosen runs."""
+    first = compare(write_tuned(tmp_path / "a").directory(), wandb_mode="disabled")
+    inverted = compare(write_tuned(tmp_path / "b", test=lambda n, lr, s: 1.0 - held_out_of(n, lr, s)).directory(),
+                       wandb_mode="disabled")
+    assert [c.chosen for c in first.tuning.choices] == [c.chosen for c in inverted.tuning.choices]
+    means = {row.variant: row.metric.mean for row in inverted.rows}
+    assert means["norm=post"] == pytest.approx(1.0 - np.mean([held_out_of("post", 0.003, s) for s in range(3)]))
+
+
+def test_a_rate_where_a_seed_diverged_ranks_after_every_clean_rate(tmp_path):
+    sweep = write_tuned(tmp_path, diverged={"norm=pre,lr=0.01,seed=2"})
+    report = compare(sweep.directory(), wandb_mode="disabled")
+    pre = next(c for c in report.tuning.choices if c.variant == "norm=pre")
+    assert pre.chosen == {"train.optimizer.lr": hand_choice(sweep.directory(), "norm=pre")} == {"train.optimizer.lr": 0.003}
+    assert pre.edges == [] and next(t for t in pre.tried if t.values == {"train.optimizer.lr": 0.01}).bad == 1
+
+
+def test_lr_sensitivity_is_the_mean_gap_to_the_best_with_a_diverged_run_at_the_initial_loss(tmp_path):
+    sweep = write_tuned(tmp_path, diverged={"norm=pre,lr=0.01,seed=2"})
+    report = compare(sweep.directory(), wandb_mode="disabled")
+    rows, effects = report.tuning.sensitivity["train.optimizer.lr"]
+
+    def by_hand(norm, seed):
+        initial = 3.4 + 0.01 * seed
+        losses = [initial if (norm, lr, seed) == ("pre", 0.01, 2) else min(4 * (1 - valid_of(norm, lr, seed)), initial)
+                  for lr in RATES]
+        return np.mean(losses) - min(losses)
+
+    means = {row.variant: row.metric.mean for row in rows}
+    assert means["norm=post"] == pytest.approx(np.mean([by_hand("post", s) for s in range(3)]))
+    assert means["norm=pre"] == pytest.approx(np.mean([by_hand("pre", s) for s in range(3)]))
+    (_, difference), = effects[0].differences
+    assert difference.mean == pytest.approx(np.mean([by_hand("pre", s) - by_hand("post", s) for s in range(3)]))
+    assert (sweep.directory() / "loss_vs_lr.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def tuned_file(tmp_path, **changes) -> str:
+    data = {"name": "t", "base": {"task": {"name": "reverse", "test_size": 8}},
+            "grid": {"model.norm": ["post", "pre"]}, "tune": {"train.optimizer.lr": [0.001, 0.003]},
+            "metric": "test/token_acc", **changes}
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("changes, said", [
+    ({"tune": {"model.norm": ["post", "pre"]}}, "tune key 'model.norm' is also a grid key"),
+    ({"tune": {"train.optimizer.lrr": [0.1, 0.2]}}, "train.optimizer: unknown field 'lrr' (did you mean 'lr'?)"),
+    ({"tune": {"training.lr": [0.1, 0.2]}}, "tune key 'training.lr' is not a dotted experiment field"),
+    ({"tune": {"train.optimizer.lr": [0.001]}}, "tune key 'train.optimizer.lr' needs two or more distinct values"),
+    ({"metric": "eval/token_acc"}, "metric 'eval/token_acc': a tuned sweep compares its variants on a held-out split"),
+    ({"choose_on": "test/loss"}, "choose_on 'test/loss': a tuned value is chosen on the validation split"),
+    ({"base": {"task": {"name": "reverse"}}}, "metric 'test/token_acc' is not reported by task 'reverse'"),
+])
+def test_a_bad_tuned_sweep_is_one_line_before_anything_runs(tmp_path, capsys, changes, said):
+    err = cli_error(["sweep", tuned_file(tmp_path, **changes), "--dry-run"], capsys)
+    assert said in err
+    assert not (tmp_path / "sweeps").exists()
+
+
+def test_a_tuned_sweep_compared_on_a_validation_metric_is_refused(tmp_path, capsys):
+    sweep = write_tuned(tmp_path)
+    err = cli_error(["compare", str(sweep.directory()), "--metric", "eval/token_acc", "--wandb-mode", "disabled"], capsys)
+    assert "a tuned sweep compares its variants on a held-out split that the choice never saw" in err
+    assert not math.isnan(compare(sweep.directory(), wandb_mode="disabled", metric="test/token_acc").rows[0].metric.mean)
