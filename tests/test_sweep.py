@@ -222,7 +222,7 @@ def test_cli_dry_run_lists_the_shards_cells_and_export_writes_the_file(tmp_path,
     assert lines[:-1] == [c.name for c in shard(expand(load_sweep("s.yaml")[0]), 1, 4)]
     assert lines[-1] == "4 cells of 16 in shard 1/4; folder sweeps/s" and not (tmp_path / "sweeps").exists()
     main(["sweep", "s.yaml", "--export", "wandb"])
-    assert (tmp_path / "sweeps" / "s" / "wandb_sweep.yaml").exists() and (tmp_path / "sweeps" / "s" / "base.yaml").exists()
+    assert (tmp_path / "sweeps" / "s" / "wandb_sweep.yaml").exists() and (tmp_path / "sweeps" / "s" / "exported_sweep.yaml").exists()
     with pytest.raises(SystemExit) as exit_info:
         main(["sweep", "s.yaml", "--shard", "4/4", "--dry-run"])
     assert exit_info.value.code == 2 and "--shard 4/4" in capsys.readouterr().err
@@ -235,7 +235,7 @@ SHIPPED = sorted(p.name for p in (Path(__file__).parents[1] / "experiments").glo
 def test_shipped_sweeps_expand_into_valid_cells(name):
     sweep, base = load_sweep(Path(__file__).parents[1] / "experiments" / name)
     cells = expand(sweep)
-    assert len(cells) == len({c.name for c in cells}) == math.prod(map(len, sweep.grid.values())) * len(sweep.seeds)
+    assert len(cells) == len({c.name for c in cells}) == math.prod(map(len, sweep.axes().values())) * len(sweep.seeds)
     for cell in cells:
         assert cell_experiment(sweep, base, cell).wandb.group == sweep.name
 
@@ -259,7 +259,7 @@ def test_rows_are_one_at_a_time_changes_to_the_base_swept_as_the_grid_key_row():
 @pytest.mark.parametrize("rows, grid, message", [
     ({"a": {"ffn": "gelu"}}, {}, "row 'a': key 'ffn' is not a dotted experiment field"),
     ({"a": {"model.ffn": "gelu"}}, {"model.ffn": ["relu", "gelu"]}, "row 'a': key 'model.ffn' is also a grid key"),
-    ({"a b": {}}, {}, "row 'a b': a row's name is part of folder names"),
+    ({"a b": {}}, {}, "row 'a b': its name is part of folder names"),
     ({"a": {"train.seed": 3}}, {}, "list seeds under `seeds`"),
     ({}, {}, "a sweep needs at least one grid axis or row"),
 ])

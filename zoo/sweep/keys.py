@@ -29,8 +29,9 @@ def check_field(key: str, where: str) -> None:
                          "choose them with the sweep's name and out_dir")
 
 
-def check_tune(tune: dict[str, list[Any]], grid: dict[str, list[Any]], rows: dict[str, dict[str, Any]]) -> None:
-    """A tuned key is a field no grid key or row sets, with two or more distinct values to choose from."""
+def check_tune(tune: dict[str, list[Any]], grid: dict[str, list[Any]], named: dict[str, dict[str, Any]]) -> None:
+    """A tuned key is a field that no grid key, row or size sets (`named`: "row 'x'" -> its changes),
+    with two or more distinct values to choose from."""
     for key, values in tune.items():
         check_field(key, f"tune key {key!r}")
         clash = next((g for g in grid if g == key or one_setting(key, g)), None)
@@ -38,9 +39,9 @@ def check_tune(tune: dict[str, list[Any]], grid: dict[str, list[Any]], rows: dic
             also = "also a grid key" if clash == key else f"the grid key {clash!r}'s setting"
             raise ValueError(f"tune key {key!r} is {also}: a field is compared (grid) or tuned for each variant "
                              "(tune), not both")
-        for name, changes in rows.items():
+        for where, changes in named.items():
             if any(k == key or one_setting(key, k) for k in changes):
-                raise ValueError(f"tune key {key!r} is set by row {name!r}: a row fixes what tuning would choose")
+                raise ValueError(f"tune key {key!r} is set by {where}: it fixes what tuning would choose")
         if not isinstance(values, list) or len(values) < 2 or len({repr(v) for v in values}) != len(values):
             raise ValueError(f"tune key {key!r} needs two or more distinct values to choose from, got {values!r}; "
                              "a single value belongs in the base experiment")

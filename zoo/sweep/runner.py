@@ -27,7 +27,7 @@ from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.identity import changes_between, flatten
 from zoo.specs.yamlio import dump_yaml, read_mapping
 from zoo.sweep.ledger import Ledger
-from zoo.sweep.spec import Cell, SweepSpec, cell_experiment, expand, read_saved_sweep, safe_text, shard
+from zoo.sweep.spec import NAMED, Cell, SweepSpec, cell_experiment, expand, read_saved_sweep, safe_text, shard
 from zoo.sweep.worker import KEEP_GOING
 from zoo.tasks import data_digests
 from zoo.trainer.guards import signals_to
@@ -208,12 +208,12 @@ def check_folder(folder: Path, sweep: SweepSpec, base: dict[str, Any]) -> None:
     changed = changes_between(fields(saved), fields(base), "before")
     if changed:
         raise ConfigError(f"{folder} holds a sweep of another base experiment ({'; '.join(changed)}); {way_out}")
-    redefined = [f"row {name!r} was {saved_sweep.rows[name]} when its cells ran and is {changes} now"
-                 for name, changes in sweep.rows.items()
-                 if name in saved_sweep.rows and as_json(saved_sweep.rows[name]) != as_json(changes)]
+    redefined = [f"{key} {name!r} was {saved_sweep.named(key)[name]} when its cells ran and is {changes} now"
+                 for key in NAMED for name, changes in sweep.named(key).items()
+                 if name in saved_sweep.named(key) and as_json(saved_sweep.named(key)[name]) != as_json(changes)]
     if redefined:
         raise ConfigError(f"{folder}: {'; '.join(redefined)}, so its name would stand for another experiment; give "
-                          f"the changed row a new name (its old cells stay), or {way_out}")
+                          f"the changed one a new name (its old cells stay), or {way_out}")
     before = {label: key for key, label in saved_sweep.labels().items()}
     relabeled = [f"{label!r} named {before[label]} there and names {key} now"
                  for key, label in sweep.labels().items() if before.get(label, key) != key]

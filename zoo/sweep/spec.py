@@ -11,17 +11,13 @@ once with the grid key that holds it, not hours later in one cell.
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
-import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -31,10 +27,12 @@ from zoo.specs.experiment import ExperimentSpec, Strict, assign, parse_sets, val
 from zoo.specs.switches import one_setting
 from zoo.specs.yamlio import read_mapping
 from zoo.sweep.keys import check_field, check_tune, check_tuned_metrics, validation_counterpart
+from zoo.sweep.names import JOB_TYPE_LIMIT, SAFE, job_type, safe_text, value_text  # noqa: F401 (importers find them here)
 from zoo.tasks import task_params
 
-ROW = "row"
-"""The grid key of the named rows."""
+ROW, SIZE = "row", "size"
+NAMED = {ROW: "rows", SIZE: "sizes"}
+"""Grid keys whose values name sets of changes to the base, and the sweep field that defines them."""
 MAX_CELLS = 10_000
 """Cells a sweep may have unless it says more: past this, a grid is more likely a mistake (a
 12-key grid of millions) than a plan, and expanding it would take minutes and gigabytes."""
@@ -51,6 +49,10 @@ class SweepSpec(Strict):
     rows: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="name -> {dotted experiment field: value}: changes to the base, swept as "
                                           "the grid key `row`; the first row (often {}) is the baseline")
+    sizes: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="name -> {dotted experiment field: value}: a model size (width, heads, "
+                                          "layers together), swept as the grid key `size`; zoo compare reports each "
+                                          "axis's effect at each size and whether it holds across them")
     tune: dict[str, list[Any]] = Field(
         default_factory=dict, description="dotted experiment field -> values that every variant and seed trains; "
                                           "each variant's value is chosen on `choose_on` (validation), and the variants "
@@ -84,21 +86,27 @@ class SweepSpec(Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _rows_in_the_grid(cls, data: Any) -> Any:
-        """The rows' names lead the grid as its key `row` (written back as such: idempotent)."""
-        if isinstance(data, dict) and isinstance(data.get("rows"), dict) and data["rows"]:
-            grid, names = dict(data.get("grid") or {}), list(data["rows"])
-            if grid.setdefault(ROW, names) != names:
-                raise PydanticCustomError("row_names", "grid key 'row' {given} is not the rows' names {names}",
-                                          {"given": grid[ROW], "names": names})
-            data = {**data, "grid": {ROW: names, **{k: v for k, v in grid.items() if k != ROW}}}
-        return data
+    def _named_in_the_grid(cls, data: Any) -> Any:
+        """The rows' names lead the grid as its key `row`, the sizes' as `size` (written back as
+        such: idempotent)."""
+        if not isinstance(data, dict):
+            return data
+        grid, named = dict(data.get("grid") or {}), {}
+        for key, field in NAMED.items():
+            if isinstance(data.get(field), dict) and data[field]:
+                names = list(data[field])
+                if grid.setdefault(key, names) != names:
+                    raise PydanticCustomError("named", "grid key '{key}' {given} is not the {field}' names {names}",
+                                              {"key": key, "field": field, "given": grid[key], "names": names})
+                named[key] = names
+        return {**data, "grid": {**named, **{k: v for k, v in grid.items() if k not in named}}} if named else data
 
     @model_validator(mode="after")
     def _grid_is_well_formed(self) -> SweepSpec:
         if not self.grid:
             raise ValueError("a sweep needs at least one grid axis or row")
-        check_tune(self.tune, self.grid, self.rows)
+        definitions = {f"{key} {name!r}": changes for key in NAMED for name, changes in self.named(key).items()}
+        check_tune(self.tune, self.grid, definitions)
         if self.tune:
             check_tuned_metrics(self.metric, self.choose_on)
         cells = math.prod(len(values) for values in self.axes().values()) * len(self.seeds)
@@ -108,27 +116,36 @@ class SweepSpec(Strict):
                              f"max_cells {self.max_cells:,}; raise the limit knowingly with --max-cells {cells} "
                              "(or max_cells: in the sweep file), or sweep fewer values")
         for key, values in self.grid.items():
-            if key != ROW:
+            if key not in NAMED:
                 check_field(key, f"grid key {key!r}")
-            elif not self.rows:
-                raise ValueError(f"grid key 'row' {values!r} names rows, but the sweep has no `rows:` defining them "
-                                 "(rows: {NAME: {FIELD: VALUE, ...}, ...})")
+            elif not self.named(key):
+                raise ValueError(f"grid key {key!r} {values!r} names {NAMED[key]}, but the sweep has no `{NAMED[key]}:` "
+                                 f"defining them ({NAMED[key]}: {{NAME: {{FIELD: VALUE, ...}}, ...}})")
             if not values or len({repr(v) for v in values}) != len(values):
                 raise ValueError(f"grid key {key!r} needs a list of distinct values, got {values!r}")
-        keys = [key for key in self.grid if key != ROW]
+        keys = [key for key in self.grid if key not in NAMED]
         for first, second in ((a, b) for i, a in enumerate(keys) for b in keys[i + 1:] if one_setting(a, b)):
             raise ValueError(f"grid keys {first!r} and {second!r} set one setting (a switch's flat key and its group's, or a "
                              "group and a field of it): its cells would train what their names do not say; give one of them")
-        for name, changes in self.rows.items():
-            if not SAFE.fullmatch(name):
-                raise ValueError(f"row {name!r}: a row's name is part of folder names; use letters, digits, _ . + -")
+        for where, changes in definitions.items():
+            if not SAFE.fullmatch(where.split(" ", 1)[1][1:-1]):
+                raise ValueError(f"{where}: its name is part of folder names; use letters, digits, _ . + -")
             for key in changes:
-                check_field(key, f"row {name!r}: key {key!r}")
+                check_field(key, f"{where}: key {key!r}")
                 clash = next((grid_key for grid_key in keys if one_setting(key, grid_key)), None)
                 if clash is not None:
                     also = "also a grid key" if clash == key else f"the grid key {clash!r}'s setting"
-                    raise ValueError(f"row {name!r}: key {key!r} is {also}; a field is set by one or the other")
+                    raise ValueError(f"{where}: key {key!r} is {also}; a field is set by one or the other")
+        row_keys = {key for changes in self.rows.values() for key in changes}
+        for name, changes in self.sizes.items():
+            clash = next((key for key in changes for other in row_keys if one_setting(key, other)), None)
+            if clash is not None:
+                raise ValueError(f"size {name!r}: key {clash!r} is set by a row too; a field is set by one or the other")
         return self
+
+    def named(self, key: str) -> dict[str, dict[str, Any]]:
+        """The definitions of a named grid key's values (rows, sizes); {} for any other key."""
+        return getattr(self, NAMED[key]) if key in NAMED else {}
 
     def axes(self) -> dict[str, list[Any]]:
         """Every key a cell sets a value of: the grid's, then the tuned ones."""
@@ -161,26 +178,6 @@ class Cell:
         return f"{self.variant},seed={self.seed}"
 
 
-SAFE = re.compile(r"[A-Za-z0-9_.+-]+")
-
-
-def safe_text(text: str) -> str:
-    """`text` with `_` for every character that is not safe in a file name."""
-    return re.sub(r"[^A-Za-z0-9_.+-]", "_", text)
-
-
-def value_text(value: Any) -> str:
-    """A grid value as it appears in cell names and folders: its text where every character is
-    safe in a file name (`pre`, `0.001`), else the text with `_` for the unsafe characters and a
-    short hash of the exact value (`abcd_~1f0c2a`), so distinct values never share a name."""
-    text = value if isinstance(value, str) else yaml.safe_dump(value, default_flow_style=True).strip()
-    text = text.removesuffix("\n...").strip()
-    if SAFE.fullmatch(text) and text not in (".", ".."):
-        return text
-    exact = json.dumps(value, sort_keys=True, default=repr) + type(value).__name__
-    return safe_text(text)[:24] + "~" + hashlib.blake2b(exact.encode(), digest_size=3).hexdigest()
-
-
 def expand(sweep: SweepSpec) -> list[Cell]:
     """Every (grid values, seed), seeds outermost so that a partial sweep has whole seeds first.
     Two cells whose names would share a folder (even on a case-insensitive file system) are an error."""
@@ -207,25 +204,12 @@ def shard(cells: Sequence[Cell], index: int, count: int) -> list[Cell]:
     return [cell for cell in cells if cell.index % count == index]
 
 
-JOB_TYPE_LIMIT = 64
-"""Job types are kept within 64 characters (W&B's limit on a tag), so W&B's tables stay readable."""
-
-
-def job_type(cell: Cell) -> str:
-    """The cell's variant as its W&B job type, so runs of one variant (its seeds) group together;
-    a variant too long for W&B keeps its start and a hash of the whole."""
-    if len(cell.variant) <= JOB_TYPE_LIMIT:
-        return cell.variant
-    digest = hashlib.blake2b(cell.variant.encode(), digest_size=4).hexdigest()
-    return cell.variant[: JOB_TYPE_LIMIT - 9] + "~" + digest
-
-
 def cell_experiment(sweep: SweepSpec, base: dict[str, Any], cell: Cell) -> ExperimentSpec:
     """The cell's experiment: the base, the grid values and the seed, logged into the sweep's group."""
     data = {**written_defaults(), **copy.deepcopy(dict(base))}  # as written: a grid's preset replaces the base's
     for key, value in cell.assignment:
-        for field, setting in (sweep.rows[value].items() if key == ROW else [(key, value)]):
-            assign(data, field, setting, f"row {value!r}: " if key == ROW else "grid ")
+        for field, setting in (sweep.named(key)[value].items() if key in NAMED else [(key, value)]):
+            assign(data, field, setting, f"{key} {value!r}: " if key in NAMED else "grid ")
     folder, labels = sweep.directory(), sweep.labels()
     tags = [f"{labels[key]}={value_text(value)}" for key, value in cell.assignment]
     config = {labels[key]: value if isinstance(value, str | int | float | bool) else value_text(value)
@@ -244,7 +228,7 @@ def load_sweep(path: str | Path, sets: Sequence[str] = ()) -> tuple[SweepSpec, d
     path = Path(path)
     data = read_mapping(path, "sweep file")
     groups = sorted(set(ExperimentSpec.model_fields) & data.keys())
-    if groups and not {"grid", "rows"} & data.keys():
+    if groups and not {"grid", *NAMED.values()} & data.keys():
         raise ConfigError(f"{path} is an experiment file (it has {', '.join(groups)}); train it with zoo train {path}, "
                           f"or sweep it by naming it as a sweep file's base: "
                           f"{{name: NAME, base: {path.name}, grid: {{model.norm: [post, pre]}}}}")
