@@ -7,11 +7,11 @@ from zoo.sweep import Ledger, SweepSpec, expand
 
 
 def write_sweep(out_dir, name, grid, seeds, value, metric="eval/exact_match", target=None, statuses=None,
-                history=None, rows=None) -> SweepSpec:
+                history=None, rows=None, sizes=None) -> SweepSpec:
     """Every cell finished with `metric` = value(assignment, seed) (and eval/loss = 1 - that, where
     the metric is not a loss); `history(assignment, seed, final)` gives its logged rows, by default
     an evaluation of 0 at step 50 and the final value at step 100."""
-    sweep = SweepSpec(name=name, grid=grid, rows=rows or {}, seeds=seeds, metric=metric, target=target,
+    sweep = SweepSpec(name=name, grid=grid, rows=rows or {}, sizes=sizes or {}, seeds=seeds, metric=metric, target=target,
                       out_dir=str(out_dir))
     folder = sweep.directory()
     folder.mkdir(parents=True)

@@ -76,13 +76,15 @@ def cmd_compare(args: argparse.Namespace) -> None:
 
     if len(args.sweep_dirs) > 2:
         raise ConfigError(f"zoo compare takes one sweep folder, or two to compare across tasks; got {len(args.sweep_dirs)}")
+    if len(args.sweep_dirs) == 2 and args.by:
+        raise ConfigError("--by draws one sweep's effects within each value of one of its axes; give one sweep folder")
     if len(args.sweep_dirs) == 2:
         report = transfer(*args.sweep_dirs, out=args.out, wandb_mode=args.wandb_mode, metric=args.metric)
         print(report.table_text)
     elif args.out:
         raise ConfigError("--out names the folder of a comparison of two sweeps; one sweep's report goes in its folder")
     else:
-        report = compare(Path(args.sweep_dirs[0]), wandb_mode=args.wandb_mode, metric=args.metric)
+        report = compare(Path(args.sweep_dirs[0]), wandb_mode=args.wandb_mode, metric=args.metric, by=args.by)
         print(f"{report.table_text}\n\n{report.effects_text}")
     print(f"report: {report.markdown}")
     for plot in report.plots:

@@ -141,6 +141,40 @@ def effect_figure(sweep: SweepSpec, effect: AxisEffect):
     return fig
 
 
+def by_figure(sweep: SweepSpec, simple, given_key: str):
+    """One panel per other axis: its paired differences within each value of `given_key`, each
+    with its Holm p (over every simple difference of the sweep) and a star where that separates it."""
+    from zoo.compare.agreement import LEVEL, separates
+
+    plt = pyplot()
+    effects = [e for e in simple if e.given_key == given_key]
+    keys = list(dict.fromkeys(e.key for e in effects))
+    widths = [sum(len(e.differences) for e in effects if e.key == key) for key in keys]
+    fig, axes = plt.subplots(1, len(keys), figsize=(sum(2.0 + 1.3 * w for w in widths), 4.2), squeeze=False,
+                             gridspec_kw={"width_ratios": widths})
+    for ax, key in zip(axes[0], keys):
+        labels, estimates, marks = [], [], []
+        for e in (e for e in effects if e.key == key):
+            for (value, d), (_, adjusted) in zip(e.differences, e.tests, strict=True):
+                labels.append(f"{value_text(value)} − {value_text(e.reference)}\n{e.given_label}={value_text(e.given_value)}")
+                estimates.append(d)
+                marks.append(f"Holm p={adjusted:.3g}" + (" *" if separates(d, adjusted) else ""))
+        plot_estimates(ax, labels, estimates, marks)
+        for x, (d, mark) in enumerate(zip(estimates, marks, strict=True)):
+            if mark.endswith("*"):
+                ax.plot([x], [d.mean], marker="*", markersize=13, color="#c44e52", linestyle="none")
+        ax.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
+        ax.set_ylabel(f"difference in {sweep.metric}")
+        ax.set_title(f"{sweep.labels()[key]} within each {sweep.labels()[given_key]}", fontsize=10)
+    fig.suptitle(f"{sweep.name}: paired differences, 95% CI; * Holm p < {LEVEL}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def by_png(sweep: SweepSpec, simple, given_key: str, path: Path) -> Path:
+    return save_figure(by_figure(sweep, simple, given_key), path, dpi=110)
+
+
 def effect_png(sweep: SweepSpec, effect: AxisEffect, path: Path) -> Path:
     return save_figure(effect_figure(sweep, effect), path, dpi=110)
 

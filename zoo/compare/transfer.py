@@ -10,8 +10,8 @@ from pathlib import Path
 from zoo.compare.agreement import RankAgreement, oriented, rank_agreement, verdict
 from zoo.compare.load import SweepRecords, read_sweep
 from zoo.compare.plots import scatter_png
-from zoo.compare.report import interval, markdown_table, number, text_table
 from zoo.compare.stats import AxisEffect, VariantRow, axis_effects, variant_rows
+from zoo.compare.tables import interval, markdown_table, number, text_table
 from zoo.compare.wandb_run import Rows, log_tables
 from zoo.errors import ConfigError
 from zoo.files import atomic_write

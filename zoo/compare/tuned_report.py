@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zoo.compare.plots import rate_png
-from zoo.compare.report import effect_lines, effect_table, effects_text, markdown_table, number, table, text_table
 from zoo.compare.sensitivity import LOSS, SENSITIVITY, learning_rate_keys, sensitivities, sensitivity_sweep
 from zoo.compare.stats import AxisEffect, VariantRow, axis_effects, seed_noise, variant_rows
+from zoo.compare.tables import effect_lines, effect_table, effects_text, markdown_table, number, table, text_table
 from zoo.compare.tuned import (
     Choice,
     check_compared_metric,

@@ -1,0 +1,71 @@
+"""Effects across model sizes: each difference at each size, its interaction with size checked
+against a hand computation, the verdict, and the by-size plot's Holm marks against the tables."""
+
+import numpy as np
+import pytest
+import sweepkit
+from test_bad_input import cli_error
+
+from zoo.compare import compare
+from zoo.compare.agreement import separates
+from zoo.compare.plots import by_figure
+
+SIZES = {"small": {"model.d_model": 16}, "large": {"model.d_model": 32}}
+NORM_EFFECT = {"small": 0.05, "large": 0.30}
+"""pre − post grows with size: an interaction. gelu − relu is 0.10 at both: it holds."""
+
+
+def value(a, seed):
+    ffn = ["relu", "gelu"].index(a["model.ffn"])
+    noise = ((seed * 7 + ffn * 3 + (a["size"] == "large") * 5 + (a["model.norm"] == "pre") * 2) % 4) / 100
+    return 0.4 + NORM_EFFECT[a["size"]] * (a["model.norm"] == "pre") + 0.10 * ffn + noise
+
+
+def sized_sweep(tmp_path):
+    return sweepkit.write_sweep(tmp_path, "sized", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]},
+                                list(range(6)), lambda a, seed: value(a, seed), sizes=SIZES)
+
+
+def test_each_effect_at_each_size_and_its_interaction_with_size(tmp_path):
+    sweep = sized_sweep(tmp_path)
+    assert list(sweep.grid) == ["size", "model.norm", "model.ffn"]
+    report = compare(sweep.directory(), wandb_mode="disabled")
+    by_label = {e.label: e for e in report.sizes}
+    norm, ffn = by_label["norm: pre − post"], by_label["ffn: gelu − relu"]
+
+    def cell(size, norm, ffn, seed):
+        return value({"size": size, "model.norm": norm, "model.ffn": ffn}, seed)
+
+    at_large = [cell("large", "pre", f, s) - cell("large", "post", f, s) for f in ("relu", "gelu") for s in range(6)]
+    at_small = [cell("small", "pre", f, s) - cell("small", "post", f, s) for f in ("relu", "gelu") for s in range(6)]
+    (contrast, p, adjusted), = norm.interactions
+    assert contrast.mean == pytest.approx(np.mean(np.subtract(at_large, at_small))) and contrast.n == 12
+    assert [d.mean for d, _ in norm.at_size] == pytest.approx([np.mean(at_small), np.mean(at_large)])
+    assert separates(contrast, adjusted) and norm.verdict == "depends on size: an interaction separates"
+    assert ffn.verdict.startswith("holds: the same sign at every size, separates at 2 of 2")
+    text = report.markdown.read_text()
+    assert "## Across sizes" in text and "| norm: pre − post |" in text
+    assert "Across size:" in report.effects_text
+
+
+def test_the_by_size_plot_marks_what_the_tables_separate(tmp_path):
+    sweep = sized_sweep(tmp_path)
+    report = compare(sweep.directory(), wandb_mode="disabled", by=["norm"])
+    names = [p.name for p in report.plots]
+    assert "effects_by_norm.png" in names and "effects_by_size.png" in names
+    within = [e for e in report.simple if e.given_key == "size"]
+    figure = by_figure(sweep, report.simple, "size")
+    for ax, key in zip(figure.axes, ["model.norm", "model.ffn"], strict=True):
+        expected = [(d, adjusted) for e in within if e.key == key
+                    for (_, d), (_, adjusted) in zip(e.differences, e.tests, strict=True)]
+        texts = [t.get_text() for t in ax.texts]
+        for (d, adjusted), text in zip(expected, texts, strict=True):
+            assert f"Holm p={adjusted:.3g}" in text and text.endswith(" *") == bool(separates(d, adjusted))
+        stars = [line for line in ax.lines if line.get_marker() == "*"]
+        assert len(stars) == sum(bool(separates(d, a)) for d, a in expected)
+
+
+def test_by_an_unknown_axis_names_the_choices(tmp_path, capsys):
+    sweep = sized_sweep(tmp_path)
+    err = cli_error(["compare", str(sweep.directory()), "--by", "nrom", "--wandb-mode", "disabled"], capsys)
+    assert "--by nrom: not a grid key of sweep 'sized'; choices: size, norm, ffn" in err

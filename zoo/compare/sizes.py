@@ -1,0 +1,141 @@
+"""Whether an effect holds across model sizes: each axis's paired difference at each size (the
+simple effects, Holm over every simple difference of the sweep), and its interaction with size,
+the difference of differences against the smallest size listed, paired by seed and every other
+grid value (Holm over every interaction of the table). An effect holds where it has the same
+sign at every size and no interaction separates, as `transfer` reads an effect across tasks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zoo.compare.agreement import separates
+from zoo.compare.stats import Estimate, SimpleEffect, finished_values, holm, p_value
+from zoo.compare.tables import interval, markdown_table, number, text_table
+from zoo.compare.wandb_run import Rows
+from zoo.records import RunRecord
+from zoo.sweep.spec import SIZE, SweepSpec, value_text
+
+SIZE_KEYS = (SIZE, "model.d_model", "model.n_layers", "model.n_encoder_layers", "model.n_decoder_layers",
+             "model.n_heads", "model.d_ff")
+"""Grid keys that are model sizes: named sizes, the width, the depth."""
+
+
+def size_keys(sweep: SweepSpec) -> list[str]:
+    return [key for key in sweep.grid if key in SIZE_KEYS]
+
+
+@dataclass
+class AcrossSizes:
+    label: str
+    """`ffn: gelu − relu`"""
+    size_label: str
+    sizes: list[Any]
+    at_size: list[tuple[Estimate, float]]
+    """The difference at each size, and its Holm p over the sweep's simple differences."""
+    interactions: list[tuple[Estimate, float, float]]
+    """At each size after the first: the difference there minus at the first, its p and Holm p."""
+    verdict: str = ""
+
+
+def interaction(finished: list[tuple[RunRecord, float]], key: str, value: Any, reference: Any, given: str,
+                at: Any, base: Any) -> Estimate:
+    """(x(value, at) − x(reference, at)) − (x(value, base) − x(reference, base)), paired over runs
+    that share the seed and every grid value but `key` and `given`."""
+    cells: dict[tuple, float] = {}
+    for record, x in finished:
+        rest = tuple(sorted((k, repr(v)) for k, v in record.assignment.items() if k not in (key, given)))
+        cells[(rest, record.seed, repr(record.assignment[key]), repr(record.assignment[given]))] = x
+    values = []
+    for rest, seed, k, g in list(cells):
+        if (k, g) != (repr(value), repr(at)):
+            continue
+        corners = [cells.get((rest, seed, repr(v), repr(s))) for v, s in ((reference, at), (value, base), (reference, base))]
+        if None not in corners:
+            values.append(cells[(rest, seed, k, g)] - corners[0] - corners[1] + corners[2])
+    return Estimate.of(values)
+
+
+def verdict(at_size: Sequence[tuple[Estimate, float]], interactions: Sequence[tuple[Estimate, float, float]]) -> str:
+    """Whether the difference holds across sizes: an interaction that separates says it does not; else
+    the same sign at every size says it does, where it separates at some size at all."""
+    if any(separates(e, adjusted) for e, _, adjusted in interactions):
+        return "depends on size: an interaction separates"
+    count = sum(bool(separates(e, adjusted)) for e, adjusted in at_size)
+    if not count:
+        return "separates at no size; no interaction separates"
+    signs = {np.sign(e.mean) for e, _ in at_size if math.isfinite(e.mean)}
+    if len(signs) > 1:
+        return f"changes sign across sizes (separates at {count} of {len(at_size)}); no interaction separates"
+    return f"holds: the same sign at every size, separates at {count} of {len(at_size)}, no interaction separates"
+
+
+def across_sizes(sweep: SweepSpec, records: Sequence[RunRecord], simple: list[SimpleEffect]) -> list[AcrossSizes]:
+    finished, labels, out = finished_values(sweep, records), sweep.labels(), []
+    for given in size_keys(sweep):
+        sizes = list(sweep.grid[given])
+        for key, values in sweep.grid.items():
+            if key == given:
+                continue
+            at = [e for e in simple if e.key == key and e.given_key == given]
+            for index, value in enumerate(values[1:]):
+                at_size = [(e.differences[index][1], e.tests[index][1]) for e in at]
+                contrasts = [interaction(finished, key, value, values[0], given, size, sizes[0]) for size in sizes[1:]]
+                out.append(AcrossSizes(f"{labels[key]}: {value_text(value)} − {value_text(values[0])}", labels[given],
+                                       sizes, at_size, [(e, p_value(e), math.nan) for e in contrasts]))
+    adjusted = iter(holm([p for effect in out for _, p, _ in effect.interactions]))
+    for effect in out:
+        effect.interactions = [(e, p, next(adjusted)) for e, p, _ in effect.interactions]
+        effect.verdict = verdict(effect.at_size, effect.interactions)
+    return out
+
+
+def starred(e: Estimate, adjusted: float) -> str:
+    return f"{number(e.mean)} {interval(e)} Holm p {number(adjusted, 3)}" + (" *" if separates(e, adjusted) else "")
+
+
+def size_rows(effects: list[AcrossSizes]) -> tuple[list[str], list[list[str]]]:
+    """One row per difference: its value at each size, its interaction with size, the verdict."""
+    if not effects:
+        return [], []
+    first = effects[0]
+    columns = ["difference (paired)", *(f"at {first.size_label}={value_text(s)}" for s in first.sizes),
+               *(f"interaction {value_text(s)} vs {value_text(first.sizes[0])}" for s in first.sizes[1:]), "verdict"]
+    rows = [[e.label, *(starred(d, adjusted) for d, adjusted in e.at_size),
+             *(starred(d, adjusted) for d, _, adjusted in e.interactions), e.verdict] for e in effects]
+    return columns, rows
+
+
+def size_lines(effects: list[AcrossSizes]) -> list[str]:
+    if not effects:
+        return []
+    out = ["## Across sizes", "",
+           "Each difference at each size (paired within the size; Holm over every simple difference of the sweep), "
+           "and its interaction with size: the difference at a size minus at the first size, paired by seed and every "
+           "other grid value, Holm over every interaction of this table. An effect holds across sizes where it has "
+           "the same sign at every size and no interaction separates; * marks a Holm p below 0.05.", ""]
+    for label in dict.fromkeys(e.size_label for e in effects):
+        columns, rows = size_rows([e for e in effects if e.size_label == label])
+        out += [*markdown_table(columns, rows), ""]
+    return out
+
+
+def size_text(effects: list[AcrossSizes]) -> str:
+    parts = []
+    for label in dict.fromkeys(e.size_label for e in effects):
+        columns, rows = size_rows([e for e in effects if e.size_label == label])
+        parts.append(f"Across {label}:\n" + text_table(columns, rows))
+    return "\n\n".join(parts)
+
+
+def size_table(effects: list[AcrossSizes]) -> Rows:
+    return (["difference", "size_key", "size", "kind", "mean", "ci_low", "ci_high", "pairs", "holm_p", "verdict"],
+            [[e.label, e.size_label, value_text(size), kind, d.mean, d.low, d.high, d.n, adjusted, e.verdict]
+             for e in effects
+             for kind, pairs in (("at size", [(s, d, a) for s, (d, a) in zip(e.sizes, e.at_size)]),
+                                 ("interaction", [(s, d, a) for s, (d, _, a) in zip(e.sizes[1:], e.interactions)]))
+             for size, d, adjusted in pairs])

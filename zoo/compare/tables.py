@@ -1,0 +1,187 @@
+"""The comparison's tables as text: Markdown for report.md, aligned columns for the console, and
+rows for W&B tables; every difference with its p and Holm p, starred where it separates."""
+
+from __future__ import annotations
+
+import math
+
+from scipy.stats import t as student_t
+
+from zoo.compare.agreement import separates
+from zoo.compare.stats import AxisEffect, Estimate, SimpleEffect, VariantRow
+from zoo.compare.wandb_run import Rows
+from zoo.metrics import CURVE, range_of
+from zoo.records import RunRecord
+from zoo.sweep.spec import SweepSpec, value_text
+
+
+def number(x: float | None, digits: int = 4) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}g}"
+
+
+def interval(e: Estimate) -> str:
+    return "—" if math.isnan(e.low) else f"[{number(e.low)}, {number(e.high)}]"
+
+
+def table(sweep: SweepSpec, rows: list[VariantRow]) -> tuple[list[str], list[list[str]]]:
+    columns = ["rank", "variant", f"{sweep.metric} mean", "95% CI", "std", "seeds", "parameters"]
+    if sweep.target is not None:
+        columns += [f"steps to {sweep.target:g}", f"seconds to {sweep.target:g}", "reached", "steps per seed"]
+    columns += ["diverged", "failed"]
+    data = []
+    for rank, row in enumerate(rows, 1):
+        mean = f"non-finite ({row.nonfinite} of {row.metric.n})" if row.nonfinite else number(row.metric.mean)
+        line = [str(rank), row.variant, mean, interval(row.metric), number(row.metric.std),
+                str(row.metric.n), f"{row.parameters:,}" if row.parameters else "—"]
+        if sweep.target is not None:
+            bound = "≥" if row.reached < len(row.seed_steps) else ""  # a censored seed: the mean is a lower bound
+            line += [bound + number(row.steps_to_target), bound + number(row.seconds_to_target, 3),
+                     f"{row.reached} of {len(row.seed_steps)}", seed_steps_text(row)]
+        line += [str(row.diverged), str(row.failed)]
+        data.append(line)
+    return columns, data
+
+
+def seed_steps_text(row: VariantRow) -> str:
+    """`180, >240`: each seed's step at the target; `>N` for a seed that ended at step N without it."""
+    return ", ".join(f"{step}" if reached else f">{step}" for step, reached in row.seed_steps) or "—"
+
+
+CENSORED = ("Steps and seconds to {target:g}: the mean over finished seeds of the first evaluation that met it; a "
+            "seed that never did counts at its last step (`>N` per seed), so a mean marked ≥ is a lower bound.")
+
+
+def value_kind(metric: str) -> str:
+    """What one run's value of the metric is: an eval_auc metric is no final value."""
+    if metric.startswith(CURVE + "/"):
+        return f"each run's mean of eval/{metric.split('/', 1)[1]} over its evaluations (the area under its curve)"
+    return "each run's final value"
+
+
+def range_text(metric: str) -> str:
+    """How the intervals of a bounded metric are held inside its range, said where they are."""
+    low, high = range_of(metric)
+    if math.isinf(low) and math.isinf(high):
+        return ""
+    if math.isinf(high):
+        return f", held at {low:g} or more, what `{metric}` can be"
+    width = high - low
+    return f", held inside what `{metric}` can be: [{low:g}, {high:g}], and a difference inside [{-width:g}, {width:g}]"
+
+
+def censored_note(sweep: SweepSpec) -> list[str]:
+    return [CENSORED.format(target=sweep.target), ""] if sweep.target is not None else []
+
+
+HOLM = ("p: two-sided paired t-test that the difference is 0. Holm p: adjusted by Holm's step-down method over "
+        "all {m} paired differences of the sweep, so that the chance that any of them excludes 0 by chance alone "
+        "stays within the level (a difference with Holm p < 0.05 holds at 5% for the whole family).")
+
+
+def tuned_runs(trained: list[RunRecord]) -> str:
+    return f" (each variant's at its chosen value, of {len(trained)} trained)"
+
+
+def few_seeds_note(rows: list[VariantRow]) -> list[str]:
+    """A warning where a variant's interval rests on two seeds: t with one degree of freedom puts its
+    95% interval at 12.7 standard errors either side of the mean, wide by construction."""
+    two = [row.variant for row in rows if row.metric.n == 2]
+    if not two:
+        return []
+    return [f"{len(two)} of {len(rows)} variants have 2 finished seeds: their 95% intervals are the mean ± "
+            f"{student_t.ppf(0.975, 1):.1f} standard errors (t with 1 degree of freedom), wide by construction; "
+            "run more seeds to narrow them"]
+
+
+def noise_line(noise: tuple[float, int]) -> str:
+    std, df = noise
+    if not df:
+        return "Seed-to-seed noise: not measured (no variant has two finished seeds)."
+    return (f"Seed-to-seed noise: standard deviation {number(std)} within a variant, pooled over variants ({df} degrees "
+            "of freedom): a difference between two variants of the same order is within what a change of seed moves.")
+
+
+def effect_lines(effects: list[AxisEffect]) -> list[str]:
+    lines = []
+    for effect in effects:
+        lines += [f"### {effect.label} (`{effect.key}`)", "", "| value | mean | 95% CI | n |", "|---|---|---|---|"]
+        for value, e in zip(effect.values, effect.estimates):
+            lines.append(f"| {value_text(value)} | {number(e.mean)} | {interval(e)} | {e.n} |")
+        lines += ["", "| difference (paired) | mean | 95% CI | pairs | p | Holm p |", "|---|---|---|---|---|---|"]
+        for (value, e), (p, adjusted) in zip(effect.differences, effect.tests, strict=True):
+            lines.append(f"| {value_text(value)} − {value_text(effect.values[0])} | {number(e.mean)} | {interval(e)} | "
+                         f"{e.n} | {number(p, 3)} | {number(adjusted, 3)} |")
+        lines.append("")
+    return lines
+
+
+def effects_text(effects: list[AxisEffect], noise: tuple[float, int]) -> str:
+    """The paired difference of every axis value from the axis's first value, one line each, with
+    its p-values, then the seed-to-seed noise."""
+    rows = [[e.label, f"{value_text(v)} − {value_text(e.values[0])}", number(d.mean), interval(d), str(d.n),
+             number(p, 3), number(adjusted, 3)]
+            for e in effects for (v, d), (p, adjusted) in zip(e.differences, e.tests, strict=True)]
+    return "\n".join([text_table(["axis", "difference (paired)", "mean", "95% CI", "pairs", "p", "Holm p"], rows),
+                      noise_line(noise)])
+
+
+def effect_table(effects: list[AxisEffect]) -> Rows:
+    """Each axis value's mean, then each paired difference from the first value with its p-values,
+    as table rows."""
+    rows = []
+    for effect in effects:
+        first = value_text(effect.values[0])
+        rows += [[effect.label, value_text(v), "mean", e.mean, e.low, e.high, e.n, math.nan, math.nan]
+                 for v, e in zip(effect.values, effect.estimates)]
+        rows += [[effect.label, value_text(v), f"difference from {first}", e.mean, e.low, e.high, e.n, p, adjusted]
+                 for (v, e), (p, adjusted) in zip(effect.differences, effect.tests, strict=True)]
+    return ["axis", "value", "kind", "mean", "ci_low", "ci_high", "n", "p", "holm_p"], rows
+
+
+def simple_labels(effect: SimpleEffect, value) -> list[str]:
+    return [effect.label, f"{value_text(value)} − {value_text(effect.reference)}",
+            f"{effect.given_label}={value_text(effect.given_value)}"]
+
+
+def simple_rows(effects: list[SimpleEffect]) -> Rows:
+    """Every axis's paired differences at each value of every other axis, with their p-values, as
+    table rows."""
+    return (["axis", "difference", "at", "mean", "ci_low", "ci_high", "pairs", "p", "holm_p"],
+            [[*simple_labels(e, v), d.mean, d.low, d.high, d.n, p, adjusted]
+             for e in effects for (v, d), (p, adjusted) in zip(e.differences, e.tests, strict=True)])
+
+
+def holm_text(e: Estimate, adjusted: float) -> str:
+    """A Holm-adjusted p, starred where it separates the difference (the tables' one rule)."""
+    return number(adjusted, 3) + (" *" if separates(e, adjusted) else "")
+
+
+def simple_lines(effects: list[SimpleEffect]) -> list[str]:
+    return markdown_table(["axis", "difference (paired)", "at", "mean", "95% CI", "pairs", "p", "Holm p"],
+                          [[*simple_labels(e, v), number(d.mean), interval(d), str(d.n), number(p, 3),
+                            holm_text(d, adjusted)]
+                           for e in effects for (v, d), (p, adjusted) in zip(e.differences, e.tests, strict=True)])
+
+
+def curve_table(rows: list[VariantRow]) -> Rows:
+    """Every variant's evaluation curve: the mean over seeds and the band at each evaluated step."""
+    return (["variant", "step", "mean", "band_low", "band_high", "seeds"],
+            [[row.variant, b.step, b.mean, b.low, b.high, b.n] for row in rows for b in row.curve])
+
+
+def run_lines(sweep: SweepSpec, records: list[RunRecord]) -> list[str]:
+    """Every run the comparison rests on, one row each: its seed's value (what the means and
+    intervals summarize), its status, and the W&B run that holds its curves."""
+    rows = [[str(r.variant), str(r.seed), r.status, number(r.metrics.get(sweep.metric)), str(r.steps),
+             f"`{r.wandb_run}` ({r.wandb_dir})" if r.wandb_run else "—"]
+            for r in sorted(records, key=lambda r: (str(r.variant), r.seed or 0))]
+    return markdown_table(["variant", "seed", "status", sweep.metric, "steps", "W&B run (local folder)"], rows)
+
+
+def markdown_table(columns: list[str], data: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns), *("| " + " | ".join(r) + " |" for r in data)]
+
+
+def text_table(columns: list[str], data: list[list[str]]) -> str:
+    widths = [max(len(c), *(len(r[i]) for r in data)) if data else len(c) for i, c in enumerate(columns)]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) for line in [columns, *data])
