@@ -38,7 +38,7 @@ def test_each_effect_at_each_size_and_its_interaction_with_size(tmp_path):
 
     at_large = [cell("large", "pre", f, s) - cell("large", "post", f, s) for f in ("relu", "gelu") for s in range(6)]
     at_small = [cell("small", "pre", f, s) - cell("small", "post", f, s) for f in ("relu", "gelu") for s in range(6)]
-    (contrast, p, adjusted), = norm.interactions
+    (contrast, _, adjusted), = norm.interactions
     assert contrast.mean == pytest.approx(np.mean(np.subtract(at_large, at_small))) and contrast.n == 12
     assert [d.mean for d, _ in norm.at_size] == pytest.approx([np.mean(at_small), np.mean(at_large)])
     assert separates(contrast, adjusted) and norm.verdict == "depends on size: an interaction separates"

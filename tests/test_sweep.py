@@ -222,7 +222,8 @@ def test_cli_dry_run_lists_the_shards_cells_and_export_writes_the_file(tmp_path,
     assert lines[:-1] == [c.name for c in shard(expand(load_sweep("s.yaml")[0]), 1, 4)]
     assert lines[-1] == "4 cells of 16 in shard 1/4; folder sweeps/s" and not (tmp_path / "sweeps").exists()
     main(["sweep", "s.yaml", "--export", "wandb"])
-    assert (tmp_path / "sweeps" / "s" / "wandb_sweep.yaml").exists() and (tmp_path / "sweeps" / "s" / "exported_sweep.yaml").exists()
+    folder = tmp_path / "sweeps" / "s"
+    assert (folder / "wandb_sweep.yaml").exists() and (folder / "exported_sweep.yaml").exists()
     with pytest.raises(SystemExit) as exit_info:
         main(["sweep", "s.yaml", "--shard", "4/4", "--dry-run"])
     assert exit_info.value.code == 2 and "--shard 4/4" in capsys.readouterr().err
