@@ -121,3 +121,24 @@ def test_against_paper_reads_each_row_beside_the_papers_number(tables, tmp_path)
     assert lines[3].endswith("| reversed: worse (paper: better) |")
     assert lines[4].endswith("| not separated (paper: no change) |")
     assert "Holm p: adjusted over the 3 differences on each metric; bold: Holm p < 0.05. Source: a paper." in lines[-1]
+
+
+def test_tables_of_a_tuned_sweep_are_its_choice_and_its_chosen_runs(tables, tmp_path):
+    from test_tuned_sweep import held_out_of, write_tuned
+
+    folder = write_tuned(tmp_path).directory()
+    picked = tables.choices(folder, ["test/token_acc"])
+    assert "| norm=pre | lr=0.01 | lr=0.01 is the largest value tried | 0.630 / 0.730 / 0.810 |" in picked
+    assert "| norm=post | lr=0.003 | — |" in picked
+    ranked = tables.ranking(folder, ["test/token_acc"])
+    assert " / ".join(tables.figure(held_out_of("post", 0.003, s)) for s in range(3)) in ranked
+    sensitive = tables.sensitivity(folder, ["test/token_acc"])
+    assert sensitive.startswith("| variant | LR sensitivity [95% CI] |") and "| norm: pre − post |" in sensitive
+
+
+def test_sizes_table_says_whether_each_difference_holds(tables, tmp_path):
+    from test_compare_sizes import sized_sweep
+
+    text = tables.sizes(sized_sweep(tmp_path).directory(), ["eval/exact_match"])
+    assert "| norm: pre − post |" in text and "depends on size: an interaction separates" in text
+    assert "holds: the same sign at every size, separates at 2 of 2" in text

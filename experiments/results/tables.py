@@ -20,7 +20,9 @@ the verdict of `transfer`. `falls`: the runs whose first metric fell most betwee
 `A+B`, metrics one for each side): each axis's effect on both sweeps with its verdict, and the rank
 correlation of the variants. `against_paper`: each row of a sweep of rows against its first, beside
 the number a paper reports for it (the folder's paper.yaml), with the Holm-adjusted p and whether
-the paper's direction held.
+the paper's direction held. `choices` (a tuned sweep): each variant's chosen values and every
+value's validation mean; `sensitivity`: each variant's LR sensitivity (Wortsman et al. 2023) and
+its effects; `sizes`: each difference at each model size, its interaction with size, the verdict.
 A results folder holds what `zoo sweep` and `zoo compare` left: sweep.yaml, ledger.jsonl,
 report.md and the plots; `zoo reproduce experiments/results/NAME/ledger.jsonl` trains its cells again.
 """
@@ -43,33 +45,18 @@ from zoo.specs.yamlio import load_yaml
 from zoo.sweep.spec import value_text
 
 RESULTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(RESULTS))  # its table kinds beside it (run as a file, or loaded from one by the tests)
+from formats import compared, figure, shown, signed  # noqa: E402
+from tuned_kinds import choices, sensitivity, sizes  # noqa: E402
+
 README = RESULTS / "README.md"
 """The results page; the project's README gives one line of each result and links here."""
 MARKER = re.compile(r"(<!-- results (\S+) (\w+) ([^>]*?) -->\n)(.*?)(<!-- end results -->)", re.S)
-PUBLISHED = ("sweep.yaml", "ledger.jsonl", "report.md", "*.png")
-
-
-def figure(x: float) -> str:
-    """Three significant figures, trailing zeros kept: 0.610, 0.0489, 0.00667."""
-    return f"{x:#.3g}".rstrip(".").replace("-", "−")
-
-
-def signed(x: float) -> str:
-    return "0" if x == 0 else ("+" if x > 0 else "") + figure(x)
-
-
-def shown(e: Estimate, holm_p: float | None = None) -> str:
-    """`+0.0510 [0.0350, 0.0670]`: a mean with its interval; a difference (given its Holm-adjusted
-    p) is signed, and bold where it separates."""
-    fmt = figure if holm_p is None else signed
-    if e.n < 2:
-        return f"{fmt(e.mean)} (n={e.n})"
-    text = f"{fmt(e.mean)} [{figure(e.low)}, {figure(e.high)}]"
-    return f"**{text}**" if holm_p is not None and separates(e, holm_p) else text
+PUBLISHED = ("sweep.yaml", "ledger.jsonl", "report.md", "tuning.json", "*.png")
 
 
 def effects(folder: Path, metrics: list[str]) -> str:
-    per_metric = {m: axis_effects(read.sweep, read.records) for m in metrics for read in [read_sweep(folder, m)]}
+    per_metric = {m: axis_effects(*compared(folder, m)) for m in metrics}
     first = per_metric[metrics[0]]
     lines = ["| axis: paired difference | " + " | ".join(f"`{m}` [95% CI]" for m in metrics) + " |",
              "|---" * (len(metrics) + 1) + "|"]
@@ -95,10 +82,10 @@ def effects(folder: Path, metrics: list[str]) -> str:
 
 def ranking(folder: Path, metrics: list[str]) -> str:
     """Every variant, best first, with its value in each seed."""
-    read = read_sweep(folder, metrics[0])
-    rows = variant_rows(read.sweep, read.records)
-    by_seed = {(r.variant, r.seed): r.metrics.get(metrics[0]) for r in read.records}
-    seeds = read.sweep.seeds
+    sweep, records = compared(folder, metrics[0])
+    rows = variant_rows(sweep, records)
+    by_seed = {(r.variant, r.seed): r.metrics.get(metrics[0]) for r in records}
+    seeds = sweep.seeds
 
     def value(variant: str, seed: int) -> str:
         found = by_seed.get((variant, seed))
@@ -114,9 +101,8 @@ def ranking(folder: Path, metrics: list[str]) -> str:
 def interactions(folder: Path, metrics: list[str]) -> str:
     """Each axis's paired differences within each value of every other axis, bold where Holm p
     (over all of them) is below 0.05."""
-    read = read_sweep(folder, metrics[0])
     lines = [f"| difference (paired) | at | `{metrics[0]}` [95% CI] | pairs | Holm p |", "|---|---|---|---|---|"]
-    for effect in simple_effects(read.sweep, read.records):
+    for effect in simple_effects(*compared(folder, metrics[0])):
         for (value, estimate), (_, holm_p) in zip(effect.differences, effect.tests, strict=True):
             lines.append(f"| {effect.label}: {value_text(value)} − {value_text(effect.reference)} | "
                          f"{effect.given_label}={value_text(effect.given_value)} | {shown(estimate, holm_p)} | "
@@ -229,7 +215,8 @@ def against_paper(folder: Path, metrics: list[str]) -> str:
 
 
 KINDS = {"effects": effects, "ranking": ranking, "interactions": interactions, "by_kind": by_kind, "falls": falls,
-         "transfer": transfer, "against_paper": against_paper}
+         "transfer": transfer, "against_paper": against_paper, "choices": choices, "sensitivity": sensitivity,
+         "sizes": sizes}
 
 
 def render(text: str) -> str:

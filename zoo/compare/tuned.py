@@ -147,3 +147,12 @@ def tried_text(sweep: SweepSpec, tried: Tried, chosen: bool) -> str:
     score = "—" if not tried.score.n else f"{tried.score.mean:.4g}"
     bad = f" ({tried.bad} diverged or failed)" if tried.bad else ""
     return f"{values}: {score}{bad}" + (" ←" if chosen else "")
+
+
+def as_compared(sweep: SweepSpec, records: list[RunRecord]) -> tuple[SweepSpec, list[RunRecord]]:
+    """What a comparison pairs: a tuned sweep's chosen runs as runs of their variants (its grid
+    alone); any other sweep as it is."""
+    if not sweep.tune:
+        return sweep, records
+    check_compared_metric(sweep)
+    return compared_sweep(sweep), chosen_records(sweep, records, choose(sweep, records))
