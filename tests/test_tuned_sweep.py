@@ -12,7 +12,8 @@ from scipy import stats
 from test_bad_input import cli_error
 
 from zoo.compare import compare
-from zoo.sweep import Ledger, SweepSpec, expand
+from zoo.sweep import Ledger, SweepSpec, expand, run_sweep, shard
+from zoo.sweep.spec import read_saved_sweep
 
 RATES = [0.001, 0.003, 0.01]
 VALID = {"post": [0.60, 0.70, 0.65], "pre": [0.62, 0.72, 0.80]}
@@ -156,3 +157,16 @@ def test_a_tuned_sweep_compared_on_a_validation_metric_is_refused(tmp_path, caps
     err = cli_error(["compare", str(sweep.directory()), "--metric", "eval/token_acc", "--wandb-mode", "disabled"], capsys)
     assert "a tuned sweep compares its variants on a held-out split that the choice never saw" in err
     assert not math.isnan(compare(sweep.directory(), wandb_mode="disabled", metric="test/token_acc").rows[0].metric.mean)
+
+
+def test_a_tuned_sweeps_cells_shard_and_resume_like_any_others(tmp_path):
+    sweep = write_tuned(tmp_path)
+    cells = expand(sweep)
+    assert len(cells) == 2 * len(RATES) * 3 and cells[0].name == "norm=post,lr=0.001,seed=0"
+    shards = [shard(cells, index, 4) for index in range(4)]
+    assert sorted(c.name for part in shards for c in part) == sorted(c.name for c in cells)
+    saved, base = read_saved_sweep(sweep.directory())
+    said = []
+    statuses = run_sweep(saved, base, echo=said.append)
+    assert set(statuses.values()) == {"finished"} and len(statuses) == 18
+    assert "18 cells in this shard, 18 already done, 0 to run" in said[0], "a rerun trains nothing that is done"
