@@ -219,7 +219,7 @@ def rate_png(name: str, label: str, curves, path: Path) -> Path:
     from zoo.compare.sensitivity import LOSS
 
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = plt.subplots(figsize=(8.0, 5.2))
     for index, curve in enumerate(curves):
         points = [(rate, band, bad) for rate, band, bad in zip(curve.rates, curve.bands, curve.diverged) if band]
         if not points:
