@@ -26,6 +26,13 @@ def settings_models() -> dict[str, type[StrictSettings]]:
     return models
 
 
+def beside(model) -> list[str]:
+    """The keys a level takes beside its fields: an optimizer's own settings (the default's, adam)."""
+    from zoo.specs.experiment import OptimizerSpec
+
+    return list(type(OptimizerSpec().settings).model_fields) if model is OptimizerSpec else []
+
+
 def typo(name: str) -> str:
     """The field with its first two letters swapped, the commonest slip of a hand."""
     return name[1] + name[0] + name[2:] if name[0] != name[1] else name + "x"
@@ -39,7 +46,7 @@ def test_every_settings_model_names_the_field_a_typo_meant_and_the_fields_of_its
         (error,) = err.value.errors()
         assert error["type"] == "unknown_field"
         assert error["msg"].startswith(f"unknown field '{typo(name)}' (did you mean '{name}'?); fields: "), error["msg"]
-        assert error["msg"].endswith(", ".join(sorted([*field_names(model), *model.shorthands])))
+        assert error["msg"].endswith(", ".join(sorted([*field_names(model), *model.shorthands, *beside(model)])))
 
 
 @pytest.mark.parametrize("key, meant", [("n_layers", "'n_encoder_layers' and 'n_decoder_layers'"),

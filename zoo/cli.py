@@ -11,18 +11,20 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from zoo.cli_registries import cmd_list, shown
 from zoo.cli_runs import cmd_eval, cmd_train
 from zoo.cli_sweeps import cmd_compare, cmd_reproduce, cmd_sweep
 from zoo.errors import ConfigError, exit_code_of
 from zoo.specs.catalog import list_variants, name_fields, preset_chain, preset_description, recipe, resolve
-from zoo.specs.choices import part_text, settings_text
+from zoo.specs.choices import settings_text
 from zoo.specs.experiment import assign, parse_sets
 from zoo.specs.model_spec import ModelSpec
-from zoo.specs.registries import AXES, NAMED_AXES, registry
+from zoo.specs.registries import AXES, registry
 
 EXAMPLES = """examples:
   zoo list                                          presets, every axis's parts, tasks and their metrics
   zoo show pre-ln --set vocab_size=8000             the resolved spec of a preset or canonical name
+  zoo show optimizer adafactor                      a registered choice's settings and defaults
   zoo train --set model.norm=pre train.steps=200    one run (no file: the default experiment)
   zoo train experiments/multi30k.yaml --print-config  the resolved experiment and its folder, nothing run
   zoo eval runs/RUN/checkpoint.pt --beams 4         score a checkpoint again, greedy or with beams
@@ -42,28 +44,12 @@ def model_sets(sets: Sequence[str]) -> dict[str, Any]:
     return fields
 
 
-def cmd_list(args: argparse.Namespace) -> None:
-    for name in list_variants(args.pattern):
-        print(f"{name:20s} {preset_description(name)}")
-    later = [axis for axis in AXES if axis not in NAMED_AXES]
-    print(f"\naxes (any combination is a canonical name: {'.'.join(NAMED_AXES)}, then {', '.join(later)} "
-          "where not at its default; a part's non-default settings follow it as +key=value):")
-    for axis in AXES:
-        print(f"  {axis:10s} {', '.join(part_text(axis, name) for name in registry(axis).names())}")
-    print("\ntasks (task.name) and the final metrics a run reports, which a sweep can rank by:")
-    for name in registry("task").names():
-        task = registry("task").get(name)
-        print(f"  {name:16s} {task_metrics_text(task)}")
-
-
-def task_metrics_text(task) -> str:
-    """The metrics a run of the task reports with its default settings (defaults alone: a task's
-    required settings, such as a corpus folder, decide no metric); optional splits add theirs."""
-    return ", ".join(task.final_metrics(task.Params.model_construct()))
-
-
 def cmd_show(args: argparse.Namespace) -> None:
     from zoo.model.size_checks import exact_parameters
+
+    if args.choice is not None:
+        print(shown(args.name, args.choice))
+        return
 
     sets = model_sets(args.set)
     if "preset" in sets:
@@ -181,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing.set_defaults(run=cmd_list)
 
     show = commands.add_parser("show", help="print the resolved spec of a preset or canonical name")
-    show.add_argument("name")
+    show.add_argument("name", help="a preset or canonical name; or a kind (optimizer, schedule, task, an axis) ...")
+    show.add_argument("choice", nargs="?", help="... and a registered name of it: zoo show optimizer adafactor")
     show.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                       help="ModelSpec fields, e.g. --set vocab_size=8000 d_model=256")
     show.set_defaults(run=cmd_show)

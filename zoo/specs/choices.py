@@ -140,7 +140,7 @@ def describe_settings(axis: str, name: str, model: type[PartSettings]) -> str:
     return f"{axis} '{name}' settings: " + ", ".join(f"{key} (default {value_text(f.default)})" for key, f in fields.items())
 
 
-def _settings_error(axis: str, name: str, model: type[PartSettings], err: ValidationError) -> PydanticCustomError:
+def settings_error(axis: str, name: str, model: type[PartSettings], err: ValidationError) -> PydanticCustomError:
     problems = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"])
@@ -149,7 +149,8 @@ def _settings_error(axis: str, name: str, model: type[PartSettings], err: Valida
             hint = f"; did you mean '{close[0]}'?" if close else ""
             problems.append(f"unknown setting '{key}'{hint}")
         else:
-            problems.append(f"{key}: {e['msg']}")
+            message = e["msg"].removeprefix("Value error, ")
+            problems.append(f"{key}: {message}" if key else message)
     return _problem("part_settings", f"{'; '.join(problems)} ({describe_settings(axis, name, model)})")
 
 
@@ -175,7 +176,7 @@ def validate_choice(axis: str, value: Any) -> Choice:
     try:
         settings = model.model_validate(fields)
     except ValidationError as err:
-        raise _settings_error(axis, name, model, err) from None
+        raise settings_error(axis, name, model, err) from None
     return Choice(axis, name, tuple(settings.model_dump(exclude_defaults=True).items()))
 
 

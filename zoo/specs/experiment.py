@@ -9,9 +9,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    ConfigDict,
     Field,
     NonNegativeInt,
     PositiveFloat,
@@ -24,9 +25,10 @@ from pydantic_core import PydanticCustomError
 
 from zoo.errors import ConfigError, describe_validation
 from zoo.specs.catalog import recipe
+from zoo.specs.choices import AxisChoice, Choice, settings_error, settings_model
 from zoo.specs.model_spec import ModelRecipe, ModelSpec
 from zoo.specs.registries import AXES, UnknownChoiceError, registry
-from zoo.specs.strict import StrictSettings
+from zoo.specs.strict import StrictSettings, unknown_keys
 from zoo.specs.switches import FLAT, grouped_key
 from zoo.specs.yamlio import dump_yaml, load_yaml, read_mapping
 
@@ -37,11 +39,46 @@ class Strict(StrictSettings):
 
 
 class OptimizerSpec(Strict):
-    name: Literal["adam", "adamw"] = "adam"
+    """A registered optimizer (zoo.optim) by name, the rate and weight decay every one takes, and
+    its own settings beside them (`{name: sgd, lr: 0.1, momentum: 0.9}`), every default written out."""
+
+    model_config = ConfigDict(extra="allow")
+    synonyms: ClassVar[dict[str, str]] = {"learning_rate": "'lr'", "type": "'name'"}
+    name: str = "adam"
     lr: PositiveFloat = 2e-3
-    betas: tuple[float, float] = Field((0.9, 0.98), strict=False)
-    eps: PositiveFloat = 1e-9
     weight_decay: float = Field(0.0, ge=0.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        """The optimizer's settings model names unknown keys (with its settings), not this level."""
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _the_optimizers_settings(cls, data: Any) -> Any:
+        if isinstance(data, OptimizerSpec) or not isinstance(data, Mapping):
+            return data
+        name = data.get("name", "adam")
+        try:
+            model = settings_model(registry("optimizer").get(name))
+        except UnknownChoiceError as err:
+            raise PydanticCustomError("unknown_optimizer", "{text}", {"text": str(err)}) from None
+        known = [*cls.model_fields, *model.model_fields]
+        unknown = [key for key in data if key not in known]
+        if unknown:
+            raise PydanticCustomError("unknown_field", "{text}", {"text": unknown_keys(unknown, known, cls.synonyms)})
+        common = {key: value for key, value in data.items() if key in cls.model_fields}
+        try:
+            settings = model.model_validate({key: value for key, value in data.items() if key not in cls.model_fields})
+        except ValidationError as err:
+            raise settings_error("optimizer", name, model, err) from None
+        return {**common, **settings.model_dump()}
+
+    @property
+    def settings(self):
+        """The optimizer's own settings, typed."""
+        return settings_model(registry("optimizer").get(self.name)).model_validate(self.model_extra or {})
 
 
 class ExplosionSpec(Strict):
@@ -57,8 +94,10 @@ class TrainSpec(Strict):
     batch_size: PositiveInt = 256
     batch_tokens: PositiveInt | None = Field(None, description="batch by a token budget per rank instead: rows x the "
                                              "longest side's length, sentences of similar length together")
-    optimizer: OptimizerSpec = OptimizerSpec()
-    schedule: Literal["constant", "inverse_sqrt", "cosine"] = "cosine"
+    optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)
+    schedule: Annotated[Choice, AxisChoice("schedule")] = Field(
+        "cosine", validate_default=True, description="a registered schedule (zoo.optim) after the warmup: its name, or "
+                                                     "{name: ..., setting: value}")
     warmup_steps: NonNegativeInt = 30
     grad_clip: PositiveFloat | None = 1.0
     label_smoothing: float = Field(0.0, ge=0.0, lt=1.0)
@@ -132,7 +171,7 @@ def written_defaults() -> dict[str, Any]:
 class ExperimentSpec(Strict):
     model: ModelRecipe = Field(default_factory=lambda: recipe(DEFAULT_MODEL))
     task: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_TASK), validate_default=True)
-    train: TrainSpec = TrainSpec()
+    train: TrainSpec = Field(default_factory=TrainSpec)
     wandb: WandbSpec = WandbSpec()
 
     @field_validator("model", mode="before")

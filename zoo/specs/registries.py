@@ -119,8 +119,10 @@ class Registry(Generic[T]):
 
 TASKS = "task"
 """The registry of training tasks; not a model axis."""
+RECIPE = ("optimizer", "schedule")
+"""The registries of the training recipe's choices (zoo.optim); not model axes."""
 
-_REGISTRIES: dict[str, Registry] = {kind: Registry(kind) for kind in (*AXES, TASKS)}
+_REGISTRIES: dict[str, Registry] = {kind: Registry(kind) for kind in (*AXES, TASKS, *RECIPE)}
 
 
 def registry(kind: str) -> Registry:
@@ -135,7 +137,8 @@ _plugins_loaded = False
 
 
 def load_plugins() -> None:
-    """Import the built-in parts and tasks, then every `zoo.variants` entry point, once per process.
+    """Import the built-in parts, tasks, optimizers and schedules, then every `zoo.variants` entry
+    point, once per process.
 
     A broken third-party plugin is reported as a warning and skipped, so it cannot take the
     built-in variants down with it; a broken built-in is a bug and raises.
@@ -147,6 +150,7 @@ def load_plugins() -> None:
     try:
         importlib.import_module("zoo.variants")
         importlib.import_module("zoo.tasks")
+        importlib.import_module("zoo.optim")
     except BaseException:
         _plugins_loaded = False
         raise

@@ -1,0 +1,89 @@
+"""Optimizers and schedules are registered choices with typed settings, as the model's parts are:
+each optimizer trains and its settings reach torch's, each schedule ramps and ends where its
+settings say, the old names keep every fingerprint, and a bad setting names the choice's settings."""
+
+import itertools
+import math
+
+import pytest
+import torch
+from test_bad_input import cli_error
+
+import zoo
+from trainkit import tiny_experiment
+from zoo.specs.choices import settings_model
+from zoo.specs.experiment import ExperimentSpec, OptimizerSpec, TrainSpec, validate_experiment
+from zoo.specs.identity import run_name
+from zoo.specs.registries import registry
+from zoo.trainer.optim import lr_multiplier, make_optimizer
+
+OPTIMIZERS = registry("optimizer").names()
+SCHEDULES = [(name, dict(tried)) for name in registry("schedule").names()
+             for tried in ({}, *settings_model(registry("schedule").get(name)).TRIED)]
+RATES = {"sgd": 0.3, "adafactor": 0.03}
+"""A rate each optimizer learns the tiny task at in a few steps; the Adam family's is the default's."""
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_each_optimizer_trains_and_its_settings_reach_torch(tmp_path, name):
+    tried = {"name": name, "lr": RATES.get(name, 3e-3), **dict(next(iter(
+        settings_model(registry("optimizer").get(name)).TRIED), {}))}
+    experiment = validate_experiment(tiny_experiment(tmp_path, train={"steps": 40, "eval_every": 40, "optimizer": tried}))
+    model = torch.nn.Linear(3, 2)
+    built = make_optimizer(model, experiment.train)
+    group = built.param_groups[0]
+    assert group["lr"] == tried["lr"] and group["weight_decay"] == experiment.train.optimizer.weight_decay
+    for key, value in experiment.train.optimizer.settings.model_dump().items():
+        if key in group:  # Adafactor's eps is the second of torch's (eps1, eps2)
+            held = group[key][1] if (name, key) == ("adafactor", "eps") else group[key]
+            assert held == (tuple(value) if isinstance(value, list) else value), key
+    result = zoo.train(experiment)
+    losses = [row["train/loss"] for row in result.history if "train/loss" in row]
+    assert math.isfinite(result.metrics["eval/loss"]) and losses[-1] < losses[0], (name, losses)
+
+
+@pytest.mark.parametrize("name, settings", SCHEDULES, ids=[f"{n}{s or ''}" for n, s in SCHEDULES])
+def test_each_schedule_ramps_over_the_warmup_then_ends_where_its_settings_say(name, settings):
+    train = TrainSpec.model_validate({"steps": 200, "warmup_steps": 20, "schedule": {"name": name, **settings}})
+    values = [lr_multiplier(train, step) for step in range(1, 201)]
+    assert values[:20] == pytest.approx([step / 20 for step in range(1, 21)]), "the shared linear warmup"
+    assert all(0.0 <= v <= 1.0 for v in values)
+    end = {"constant": 1.0, "inverse_sqrt": math.sqrt(20 / 200)}.get(name, settings.get("min_ratio", 0.0))
+    assert values[-1] == pytest.approx(end)
+    if name != "constant":
+        assert all(b <= a + 1e-12 for a, b in itertools.pairwise(values[19:])), "never rises after the warmup"
+
+
+def test_wsd_holds_the_peak_until_its_decay():
+    train = TrainSpec.model_validate({"steps": 120, "warmup_steps": 20, "schedule": {"name": "wsd", "decay_fraction": 0.25}})
+    assert [lr_multiplier(train, s) for s in (21, 95)] == [1.0, 1.0] and lr_multiplier(train, 96) < 1.0
+    assert lr_multiplier(train, 120) == 0.0
+
+
+def test_the_old_names_keep_every_fingerprint_and_write_the_same_experiment():
+    """What the first names were fingerprinted with: Adam's settings written out, the schedule a name."""
+    experiment = ExperimentSpec.model_validate({})
+    dumped = experiment.model_dump(mode="json")["train"]
+    assert dumped["optimizer"] == {"name": "adam", "lr": 0.002, "weight_decay": 0.0, "betas": [0.9, 0.98], "eps": 1e-9}
+    assert dumped["schedule"] == "cosine"
+    assert run_name(experiment) == run_name(ExperimentSpec.model_validate(
+        {"train": {"optimizer": {"name": "adam", "betas": [0.9, 0.98]}, "schedule": "cosine"}}))
+    sgd = ExperimentSpec.model_validate({"train": {"optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9}}})
+    assert run_name(sgd) != run_name(ExperimentSpec.model_validate({"train": {"optimizer": {"name": "sgd", "lr": 0.1}}}))
+
+
+@pytest.mark.parametrize("optimizer, said", [
+    ({"name": "sgdd"}, "unknown optimizer 'sgdd'; did you mean 'sgd'?"),
+    ({"name": "sgd", "betas": [0.9, 0.9]}, "unknown field 'betas'; fields: dampening, lr, momentum, name, nesterov,"),
+    ({"name": "adam", "lrr": 0.1}, "unknown field 'lrr' (did you mean 'lr'?); fields: betas, eps, lr, name, weight_decay"),
+    ({"name": "sgd", "nesterov": True}, "nesterov needs momentum > 0 and dampening 0"),
+])
+def test_a_bad_optimizer_names_its_settings(tmp_path, capsys, optimizer, said):
+    import yaml
+
+    path = tmp_path / "e.yaml"
+    path.write_text(yaml.safe_dump({"train": {"optimizer": optimizer}}))
+    assert said in cli_error(["train", str(path), "--print-config"], capsys)
+    with pytest.raises(zoo.ConfigError, match=r"train\.optimizer"):
+        validate_experiment({"train": {"optimizer": optimizer}})
+    assert OptimizerSpec.model_validate({"name": "sgd", "momentum": 0.9}).momentum == 0.9

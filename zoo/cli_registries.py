@@ -1,0 +1,64 @@
+"""`zoo list` (presets, every axis's parts, tasks, optimizers and schedules) and what `zoo show KIND
+NAME` says of a registered choice: its settings, their defaults and what they mean."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+
+from zoo.errors import ConfigError
+from zoo.specs.catalog import list_variants, preset_description
+from zoo.specs.choices import part_text, settings_model
+from zoo.specs.registries import AXES, NAMED_AXES, RECIPE, TASKS, registry
+
+KINDS = (*RECIPE, TASKS, *AXES)
+"""What `zoo show KIND NAME` can show."""
+WHERE = {"optimizer": "train.optimizer", "schedule": "train.schedule", TASKS: "task"}
+
+
+def recipe_lines() -> list[str]:
+    """`zoo list`'s lines of the training recipe's choices: each name with its settings' defaults."""
+    lines = []
+    for kind in RECIPE:
+        lines += [f"\n{kind}s ({WHERE[kind]}; a mapping {{name: ..., setting: value}} sets its settings):",
+                  *(f"  {part_text(kind, name)}" for name in registry(kind).names())]
+    return lines
+
+
+def shown(kind: str, name: str) -> str:
+    """A registered choice's description, then each setting with its type, default and meaning."""
+    if kind not in KINDS:
+        raise ConfigError(f"zoo show {kind} {name}: {kind!r} is not a kind of registered choice; "
+                          f"choices: {', '.join(KINDS)}")
+    found = registry(kind).get(name)
+    model = found.Params if kind == TASKS else settings_model(found)
+    doc = inspect.getdoc(found) or ""
+    lines = [f"# {kind} {name} ({WHERE.get(kind, 'model.' + kind)}): {' '.join(doc.split())}"]
+    if not model.model_fields:
+        return "\n".join([*lines, "# no settings"])
+    lines.append("# settings (default; meaning):")
+    for key, field in model.model_fields.items():
+        default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
+        lines.append(f"{key}: {default}" + (f"  # {field.description}" if field.description else ""))
+    return "\n".join(lines)
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    for name in list_variants(args.pattern):
+        print(f"{name:20s} {preset_description(name)}")
+    later = [axis for axis in AXES if axis not in NAMED_AXES]
+    print(f"\naxes (any combination is a canonical name: {'.'.join(NAMED_AXES)}, then {', '.join(later)} "
+          "where not at its default; a part's non-default settings follow it as +key=value):")
+    for axis in AXES:
+        print(f"  {axis:10s} {', '.join(part_text(axis, name) for name in registry(axis).names())}")
+    print("\ntasks (task.name) and the final metrics a run reports, which a sweep can rank by:")
+    for name in registry("task").names():
+        task = registry("task").get(name)
+        print(f"  {name:16s} {task_metrics_text(task)}")
+    print("\n".join(recipe_lines()))
+
+
+def task_metrics_text(task) -> str:
+    """The metrics a run of the task reports with its default settings (defaults alone: a task's
+    required settings, such as a corpus folder, decide no metric); optional splits add theirs."""
+    return ", ".join(task.final_metrics(task.Params.model_construct()))

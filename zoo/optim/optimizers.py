@@ -1,0 +1,136 @@
+"""Optimizers, registered by name as parts are: each declares its own typed settings (beside the
+learning rate and weight decay every one takes) and builds torch's optimizer from them.
+
+`train.optimizer: {name: sgd, lr: 0.1, momentum: 0.9, nesterov: true}`: the settings sit beside the
+name, validated by the optimizer's `Settings`, every default written out in the experiment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+import torch
+from pydantic import Field, model_validator
+
+from zoo.specs.choices import PartSettings
+from zoo.specs.registries import registry
+
+register = registry("optimizer").register
+
+
+class Optimizer:
+    """A registered optimizer: `Settings`, and `build` from parameters and every setting."""
+
+    Settings: ClassVar[type[PartSettings]] = PartSettings
+    fused: ClassVar[bool] = False
+    """Whether torch has a fused CUDA kernel for it (one launch for every parameter)."""
+
+    @classmethod
+    def build(cls, params: Iterable[torch.Tensor], lr: float, weight_decay: float, settings: PartSettings,
+              fused: bool | None) -> torch.optim.Optimizer:
+        raise NotImplementedError
+
+
+class AdamSettings(PartSettings):
+    betas: tuple[float, float] = Field((0.9, 0.98), strict=False, description="the moments' decay rates")
+    eps: float = Field(1e-9, gt=0.0, description="added to the second moment's root")
+
+
+@register("adam")
+class Adam(Optimizer):
+    """Adam (Kingma and Ba 2015), with the Transformer's betas (0.9, 0.98) and eps 1e-9 (Vaswani et al.
+    2017); weight decay added to the gradient (L2)."""
+
+    Settings = AdamSettings
+    fused = True
+    torch_class: ClassVar[type] = torch.optim.Adam
+
+    @classmethod
+    def build(cls, params, lr, weight_decay, settings, fused):
+        return cls.torch_class(params, lr=lr, betas=settings.betas, eps=settings.eps, weight_decay=weight_decay,
+                               fused=fused)
+
+
+@register("adamw")
+class AdamW(Adam):
+    """AdamW (Loshchilov and Hutter 2019): Adam with the weight decay decoupled from the gradient."""
+
+    torch_class = torch.optim.AdamW
+
+
+class SGDSettings(PartSettings):
+    momentum: float = Field(0.0, ge=0.0, description="heavy-ball momentum; 0: plain SGD")
+    nesterov: bool = Field(False, description="Nesterov's momentum (needs momentum > 0)")
+    dampening: float = Field(0.0, ge=0.0, le=1.0, description="a share of the gradient left out of the momentum")
+
+    TRIED: ClassVar = ({"momentum": 0.9, "nesterov": True},)
+
+    @model_validator(mode="after")
+    def _nesterov_needs_momentum(self):
+        if self.nesterov and (self.momentum <= 0 or self.dampening != 0):
+            raise ValueError("nesterov needs momentum > 0 and dampening 0")
+        return self
+
+
+@register("sgd")
+class SGD(Optimizer):
+    """Stochastic gradient descent, with momentum (Polyak 1964) or Nesterov's (Sutskever et al. 2013)."""
+
+    Settings = SGDSettings
+    fused = True
+
+    @classmethod
+    def build(cls, params, lr, weight_decay, settings, fused):
+        return torch.optim.SGD(params, lr=lr, momentum=settings.momentum, nesterov=settings.nesterov,
+                               dampening=settings.dampening, weight_decay=weight_decay, fused=fused)
+
+
+class AdafactorSettings(PartSettings):
+    beta2_decay: float = Field(-0.8, le=0.0, description="the second moment's decay rate is 1 - step ** this")
+    eps: float = Field(1e-3, gt=0.0, description="the floor of the update's scale relative to the parameter's")
+    d: float = Field(1.0, gt=0.0, description="the update's root mean square is clipped to this")
+
+
+@register("adafactor")
+class Adafactor(Optimizer):
+    """Adafactor (Shazeer and Stern 2018), torch's own: factored second moments (a row and a column
+    of statistics per matrix instead of a full one), no first moment; T5's optimizer."""
+
+    Settings = AdafactorSettings
+
+    @classmethod
+    def build(cls, params, lr, weight_decay, settings, fused):
+        return torch.optim.Adafactor(params, lr=lr, beta2_decay=settings.beta2_decay, eps=(None, settings.eps),
+                                     d=settings.d, weight_decay=weight_decay)
+
+
+class AdamFamilySettings(PartSettings):
+    betas: tuple[float, float] = Field((0.9, 0.999), strict=False, description="the moments' decay rates")
+    eps: float = Field(1e-8, gt=0.0, description="added to the second moment's root")
+    decoupled_weight_decay: bool = Field(False, description="decay the weights apart from the gradient, as AdamW")
+
+
+@register("nadam")
+class NAdam(Optimizer):
+    """NAdam (Dozat 2016): Adam with Nesterov's momentum."""
+
+    Settings = AdamFamilySettings
+
+    @classmethod
+    def build(cls, params, lr, weight_decay, settings, fused):
+        return torch.optim.NAdam(params, lr=lr, betas=settings.betas, eps=settings.eps, weight_decay=weight_decay,
+                                 decoupled_weight_decay=settings.decoupled_weight_decay)
+
+
+@register("radam")
+class RAdam(Optimizer):
+    """RAdam (Liu et al. 2020): Adam whose adaptive step is rectified while its variance estimate is
+    poor, a warmup built into the optimizer."""
+
+    Settings = AdamFamilySettings
+
+    @classmethod
+    def build(cls, params, lr, weight_decay, settings, fused):
+        return torch.optim.RAdam(params, lr=lr, betas=settings.betas, eps=settings.eps, weight_decay=weight_decay,
+                                 decoupled_weight_decay=settings.decoupled_weight_decay)
