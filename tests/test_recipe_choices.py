@@ -87,3 +87,21 @@ def test_a_bad_optimizer_names_its_settings(tmp_path, capsys, optimizer, said):
     with pytest.raises(zoo.ConfigError, match=r"train\.optimizer"):
         validate_experiment({"train": {"optimizer": optimizer}})
     assert OptimizerSpec.model_validate({"name": "sgd", "momentum": 0.9}).momentum == 0.9
+
+
+@pytest.mark.parametrize("key, meant", [("lr", "optimizer.lr"), ("learning_rate", "optimizer.lr"), ("max_steps", "steps"),
+                                        ("lr_scheduler_type", "schedule"), ("max_grad_norm", "grad_clip")])
+def test_other_libraries_names_of_training_fields_point_to_the_zoos(key, meant):
+    with pytest.raises(zoo.ConfigError, match=rf"train: unknown field '{key}' \(did you mean '{meant}'\?\)"):
+        validate_experiment({"train": {key: 1}})
+
+
+def test_replace_raises_the_documented_error_of_the_python_api():
+    spec = zoo.spec("pre-ln", vocab_size=100)
+    with pytest.raises(zoo.ConfigError, match=r"ffn: unknown ffn 'swigluu'; did you mean 'swiglu'\?"):
+        spec.replace(ffn="swigluu")
+    with pytest.raises(zoo.ConfigError, match=r"OptimizerSpec\.replace: unknown optimizer 'sgdd'"):
+        OptimizerSpec().replace(name="sgdd")
+    sgd = OptimizerSpec(lr=0.1).replace(name="sgd", momentum=0.9)
+    assert sgd.model_dump() == {"name": "sgd", "lr": 0.1, "weight_decay": 0.0, "momentum": 0.9, "nesterov": False,
+                                "dampening": 0.0}, "another optimizer leaves the last one's settings behind"

@@ -75,6 +75,12 @@ class OptimizerSpec(Strict):
             raise settings_error("optimizer", name, model, err) from None
         return {**common, **settings.model_dump()}
 
+    def replace(self, **changes: Any) -> OptimizerSpec:
+        """A copy with `changes`; another optimizer's name leaves this one's own settings behind."""
+        if changes.get("name", self.name) == self.name:
+            return super().replace(**changes)
+        return self.validated_copy({**{key: getattr(self, key) for key in type(self).model_fields}, **changes})
+
     @property
     def settings(self):
         """The optimizer's own settings, typed."""
@@ -90,6 +96,14 @@ class ExplosionSpec(Strict):
 
 
 class TrainSpec(Strict):
+    synonyms: ClassVar[dict[str, str]] = {
+        "lr": "'optimizer.lr'", "learning_rate": "'optimizer.lr'", "weight_decay": "'optimizer.weight_decay'",
+        "optim": "'optimizer.name'", "max_steps": "'steps'", "num_train_steps": "'steps'", "max_update": "'steps'",
+        "per_device_train_batch_size": "'batch_size'", "train_batch_size": "'batch_size'", "max_tokens": "'batch_tokens'",
+        "lr_scheduler_type": "'schedule'", "lr_scheduler": "'schedule'", "warmup": "'warmup_steps'",
+        "warmup_updates": "'warmup_steps'", "max_grad_norm": "'grad_clip'", "clip_norm": "'grad_clip'",
+        "clip_grad_norm": "'grad_clip'", "seed_value": "'seed'"}
+    """Names other libraries (transformers' Trainer, fairseq, nanoGPT) give these fields."""
     steps: PositiveInt = 400
     batch_size: PositiveInt = 256
     batch_tokens: PositiveInt | None = Field(None, description="batch by a token budget per rank instead: rows x the "

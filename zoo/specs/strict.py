@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
+
+from zoo.errors import ConfigError, describe_validation
 
 FLOAT32_MAX = 3.4028234663852886e38
 FLOAT32_TINY = 1.1754943508222875e-38
@@ -63,7 +65,15 @@ class StrictSettings(BaseModel):
     def replace(self, **changes: Any):
         """A copy with `changes`, validated as the original was: the way to change a frozen spec
         (`spec.replace(ffn="swiglu", d_model=256)`); a bad value is an error that names it."""
-        return type(self).model_validate({**self.model_dump(), **changes})
+        return self.validated_copy({**self.model_dump(), **changes})
+
+    def validated_copy(self, data: dict[str, Any]):
+        """`data` validated as this model; a bad value is the Python API's documented error, a
+        zoo.ConfigError, as zoo.spec(...) raises, not pydantic's."""
+        try:
+            return type(self).model_validate(data)
+        except ValidationError as err:
+            raise ConfigError(f"{type(self).__name__}.replace: {describe_validation(err)}") from None
 
     def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False):
         """pydantic's copy, except that an update is validated: pydantic's skips validation, which
