@@ -105,3 +105,4 @@ def test_replace_raises_the_documented_error_of_the_python_api():
     sgd = OptimizerSpec(lr=0.1).replace(name="sgd", momentum=0.9)
     assert sgd.model_dump() == {"name": "sgd", "lr": 0.1, "weight_decay": 0.0, "momentum": 0.9, "nesterov": False,
                                 "dampening": 0.0}, "another optimizer leaves the last one's settings behind"
+
