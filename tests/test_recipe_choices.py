@@ -106,3 +106,21 @@ def test_replace_raises_the_documented_error_of_the_python_api():
     assert sgd.model_dump() == {"name": "sgd", "lr": 0.1, "weight_decay": 0.0, "momentum": 0.9, "nesterov": False,
                                 "dampening": 0.0}, "another optimizer leaves the last one's settings behind"
 
+
+
+def test_every_module_of_the_built_in_packages_is_imported_so_none_is_forgotten():
+    """A module of parts, tasks, optimizers or schedules registers them when imported: the packages
+    import every module they hold, not a list a new module could be left out of."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    expected = sorted([f"zoo.tasks.{p.stem}" for p in (root / "zoo" / "tasks").glob("*.py") if p.stem != "__init__"]
+                      + [f"zoo.optim.{p.stem}" for p in (root / "zoo" / "optim").glob("*.py") if p.stem != "__init__"]
+                      + [f"zoo.variants.{p.stem}" for p in (root / "variants").glob("*.py") if p.stem != "__init__"])
+    code = ("import sys, zoo; zoo.registry('task').names(); "
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[:2] in "
+            "(['zoo', 'tasks'], ['zoo', 'optim'], ['zoo', 'variants']) and m.count('.') == 2)))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert loaded.stdout.split() == expected

@@ -3,4 +3,6 @@
 Installed as `zoo.variants`. Importing it registers every part; `zoo.registry` does so on first use.
 """
 
-from zoo.variants import attention, ffn, norm_types, norms, positions  # noqa: F401  (registers the parts)
+from zoo.specs.registries import import_modules
+
+import_modules(__name__, __path__)  # every module: each registers its parts

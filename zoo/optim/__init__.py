@@ -1,4 +1,6 @@
 """The training recipe's registered choices: optimizers and learning-rate schedules, each a class
 with typed settings, registered by name as the model's parts are (zoo list, zoo show)."""
 
-from zoo.optim import optimizers, schedules  # noqa: F401 (importing them registers them)
+from zoo.specs.registries import import_modules
+
+import_modules(__name__, __path__)  # every module: each registers its optimizers or schedules

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import pkgutil
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import entry_points
@@ -131,6 +132,13 @@ def registry(kind: str) -> Registry:
         return _REGISTRIES[kind]
     except (KeyError, TypeError):
         raise UnknownChoiceError("registry", kind, _REGISTRIES) from None
+
+
+def import_modules(package: str, path: Iterable[str]) -> None:
+    """Import every module of a package (its `__name__` and `__path__`): a module of built-in parts,
+    tasks or optimizers registers them when imported, so none can be left out by a forgotten line."""
+    for found in pkgutil.iter_modules(path):
+        importlib.import_module(f"{package}.{found.name}")
 
 
 _plugins_loaded = False

@@ -1,7 +1,9 @@
 """Training tasks, registered by name on the `task` registry."""
 
-from zoo.tasks import lines, parallel, synthetic, toy_translation  # noqa: F401  (registers the tasks)
+from zoo.specs.registries import import_modules
 from zoo.tasks.base import Task, TaskParams, Vocabulary
+
+import_modules(__name__, __path__)  # every module: each registers its tasks
 
 __all__ = ["Task", "Vocabulary", "build_task", "data_digests", "task_params"]
 
