@@ -214,7 +214,7 @@ class ExperimentSpec(Strict):
         except UnknownChoiceError as err:
             raise PydanticCustomError("task_name", "{problem}", {"problem": str(err)}) from None
         except ValidationError as err:
-            raise PydanticCustomError("task_params", "{name}: {problems}",
+            raise PydanticCustomError("task_params", "{name}: {problems} (zoo show task {name}: its settings)",
                                       {"name": name, "problems": describe_validation(err)}) from None
         return {"name": name, **params.model_dump()}
 
