@@ -4,6 +4,7 @@ generator, a stale table caught, and the committed tables as the ledgers give th
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sweepkit import write_sweep
 
@@ -142,3 +143,14 @@ def test_sizes_table_says_whether_each_difference_holds(tables, tmp_path):
     text = tables.sizes(sized_sweep(tmp_path).directory(), ["eval/exact_match"])
     assert "| norm: pre − post |" in text and "depends on size: an interaction separates" in text
     assert "holds: the same sign at every size, separates at 2 of 2" in text
+
+
+def test_a_tuned_sweeps_effects_beside_its_effects_at_one_fixed_value(tables, tmp_path):
+    from test_tuned_sweep import held_out_of, write_tuned
+
+    folder = write_tuned(tmp_path).directory()
+    text = tables.effects(folder, ["test/token_acc", "test/token_acc@train.optimizer.lr=0.001"])
+    tuned = np.mean([held_out_of("pre", 0.01, s) - held_out_of("post", 0.003, s) for s in range(3)])
+    fixed = np.mean([held_out_of("pre", 0.001, s) - held_out_of("post", 0.001, s) for s in range(3)])
+    row = next(line for line in text.splitlines() if line.startswith("| norm: pre − post |"))
+    assert tables.signed(tuned) in row.split("|")[2] and tables.signed(fixed) in row.split("|")[3]

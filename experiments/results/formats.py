@@ -8,7 +8,8 @@ from pathlib import Path
 from zoo.compare.agreement import separates
 from zoo.compare.load import read_sweep
 from zoo.compare.stats import Estimate
-from zoo.compare.tuned import as_compared
+from zoo.compare.tuned import as_compared, compared_sweep, grid_variant
+from zoo.specs.yamlio import load_yaml
 from zoo.sweep.spec import SweepSpec
 
 
@@ -32,6 +33,15 @@ def shown(e: Estimate, holm_p: float | None = None) -> str:
 
 
 def compared(folder: Path, metric: str) -> tuple[SweepSpec, list]:
-    """The sweep and records a comparison pairs (a tuned sweep: each variant's chosen runs)."""
+    """The sweep and records a comparison pairs: a tuned sweep's chosen runs, or with
+    `METRIC@KEY=VALUE` its runs at one tuned value (the comparison an untuned sweep would make)."""
+    metric, _, fixed = metric.partition("@")
     read = read_sweep(folder, metric)
-    return as_compared(read.sweep, read.records)
+    if not fixed:
+        return as_compared(read.sweep, read.records)
+    key, _, text = fixed.partition("=")
+    if key not in read.sweep.tune:
+        raise SystemExit(f"README.md: {metric}@{fixed}: {key} is not a tuned key of {folder.name}")
+    value, sweep = load_yaml(text, fixed), read.sweep
+    return compared_sweep(sweep), [r.model_copy(update={"variant": grid_variant(sweep, r.assignment), "assignment": {
+        k: r.assignment[k] for k in sweep.grid}}) for r in read.records if r.assignment.get(key) == value]
