@@ -4,7 +4,7 @@ scores, and a scatter of the scores, in a report folder and a W&B run of their o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zoo.compare.agreement import RankAgreement, oriented, rank_agreement, verdict
@@ -12,6 +12,7 @@ from zoo.compare.load import SweepRecords, read_sweep
 from zoo.compare.plots import scatter_png
 from zoo.compare.stats import AxisEffect, VariantRow, axis_effects, variant_rows
 from zoo.compare.tables import interval, markdown_table, number, text_table
+from zoo.compare.tuned import as_compared
 from zoo.compare.wandb_run import Rows, log_tables
 from zoo.errors import ConfigError
 from zoo.files import atomic_write
@@ -89,8 +90,15 @@ class Transfer:
     effects: list[tuple[AxisEffect, AxisEffect]]
 
 
+def compared(read: SweepRecords) -> SweepRecords:
+    """A tuned sweep as its comparison sees it: each variant's chosen runs (zoo.compare.tuned)."""
+    sweep, records = as_compared(read.sweep, read.records)
+    return replace(read, sweep=sweep, records=records)
+
+
 def measure(a: SweepRecords, b: SweepRecords, label: str) -> Transfer:
     """The figures of a transfer report, written nowhere (the README's tables use them too)."""
+    a, b = compared(a), compared(b)
     differences = grid_differences(a.sweep, b.sweep)
     if differences:
         raise ConfigError(f"{label}: the two sweeps' grids differ, so their variants do not pair up: "
