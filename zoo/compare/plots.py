@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from zoo.compare.sensitivity import LOSS
 from zoo.compare.stats import AxisEffect, VariantRow, curve_metric, curve_title
 from zoo.files import save_figure
 from zoo.sweep.spec import SweepSpec, value_text
@@ -216,8 +217,6 @@ def rate_png(name: str, label: str, curves, path: Path) -> Path:
     """Each variant's final validation loss against the learning rate (log axes): the mean over
     seeds with the band of `Band`; a diverged run counts at the initial loss, and a rate where one
     did is marked with a cross."""
-    from zoo.compare.sensitivity import LOSS
-
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.0, 5.2))
     for index, curve in enumerate(curves):

@@ -2,7 +2,9 @@
 
 Named `rows` ask one-at-a-time questions (Narang et al. 2021's design: each modification against
 one baseline): each row is a set of changes to the base, and the rows become the grid key `row`,
-its first row the baseline every other is paired against.
+its first row the baseline every other is paired against. Named `sizes` become the grid key
+`size` the same way. `tune` names settings every variant trains each value of, to be chosen per
+variant on the validation split by `zoo compare` (zoo.compare.tuned) rather than compared.
 
 Every cell is one ExperimentSpec, validated before anything runs, so a bad grid value fails at
 once with the grid key that holds it, not hours later in one cell.
@@ -105,8 +107,8 @@ class SweepSpec(Strict):
     def _grid_is_well_formed(self) -> SweepSpec:
         if not self.grid:
             raise ValueError("a sweep needs at least one grid axis or row")
-        definitions = {f"{key} {name!r}": changes for key in NAMED for name, changes in self.named(key).items()}
-        check_tune(self.tune, self.grid, definitions)
+        definitions = [(key, name, changes) for key in NAMED for name, changes in self.named(key).items()]
+        check_tune(self.tune, self.grid, {f"{key} {name!r}": changes for key, name, changes in definitions})
         if self.tune:
             check_tuned_metrics(self.metric, self.choose_on)
         cells = math.prod(len(values) for values in self.axes().values()) * len(self.seeds)
@@ -127,8 +129,9 @@ class SweepSpec(Strict):
         for first, second in ((a, b) for i, a in enumerate(keys) for b in keys[i + 1:] if one_setting(a, b)):
             raise ValueError(f"grid keys {first!r} and {second!r} set one setting (a switch's flat key and its group's, or a "
                              "group and a field of it): its cells would train what their names do not say; give one of them")
-        for where, changes in definitions.items():
-            if not SAFE.fullmatch(where.split(" ", 1)[1][1:-1]):
+        for named, name, changes in definitions:
+            where = f"{named} {name!r}"
+            if not SAFE.fullmatch(name):
                 raise ValueError(f"{where}: its name is part of folder names; use letters, digits, _ . + -")
             for key in changes:
                 check_field(key, f"{where}: key {key!r}")
