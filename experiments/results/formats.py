@@ -8,7 +8,7 @@ from pathlib import Path
 from zoo.compare.agreement import separates
 from zoo.compare.load import read_sweep
 from zoo.compare.stats import Estimate
-from zoo.compare.tuned import as_compared, compared_sweep, grid_variant
+from zoo.compare.tuned import as_compared, as_variant_run, compared_sweep
 from zoo.specs.yamlio import load_yaml
 from zoo.sweep.spec import SweepSpec
 
@@ -43,5 +43,4 @@ def compared(folder: Path, metric: str) -> tuple[SweepSpec, list]:
     if key not in read.sweep.tune:
         raise SystemExit(f"README.md: {metric}@{fixed}: {key} is not a tuned key of {folder.name}")
     value, sweep = load_yaml(text, fixed), read.sweep
-    return compared_sweep(sweep), [r.model_copy(update={"variant": grid_variant(sweep, r.assignment), "assignment": {
-        k: r.assignment[k] for k in sweep.grid}}) for r in read.records if r.assignment.get(key) == value]
+    return compared_sweep(sweep), [as_variant_run(sweep, r) for r in read.records if r.assignment.get(key) == value]

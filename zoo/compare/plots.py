@@ -119,7 +119,7 @@ def effect_figure(sweep: SweepSpec, effect: AxisEffect):
     value, with a line at zero, its Holm-adjusted p written beside it and, where that p separates it
     (zoo.compare.agreement.separates, the tables' rule), drawn filled red with a star. Points, not bars,
     so small differences near 1.0 stay visible."""
-    from zoo.compare.agreement import LEVEL, separates
+    from zoo.compare.agreement import LEVEL
 
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(3.0 + 1.4 * len(effect.values), 3.8))
@@ -129,14 +129,8 @@ def effect_figure(sweep: SweepSpec, effect: AxisEffect):
     first = value_text(effect.values[0])
     differences = [e for _, e in effect.differences]
     tests = effect.tests or [(math.nan, math.nan)] * len(differences)
-    plot_estimates(right, [f"{value_text(v)} − {first}" for v, _ in effect.differences], differences,
-                   marks=[f"Holm p={holm:.3g}" + (" *" if separates(e, holm) else "") for e, (_, holm) in
-                          zip(differences, tests, strict=True)])
-    for x, (e, (_, holm)) in enumerate(zip(differences, tests, strict=True)):
-        if separates(e, holm):
-            right.plot([x], [e.mean], marker="*", markersize=13, color="#c44e52", linestyle="none")
-    right.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
-    right.set_ylabel(f"difference in {sweep.metric}")
+    plot_differences(right, [f"{value_text(v)} − {first}" for v, _ in effect.differences], differences,
+                     [holm for _, holm in tests], sweep.metric)
     right.set_title(f"paired difference, 95% CI; * Holm p < {LEVEL}", fontsize=10)
     fig.tight_layout()
     return fig
@@ -145,7 +139,7 @@ def effect_figure(sweep: SweepSpec, effect: AxisEffect):
 def by_figure(sweep: SweepSpec, simple, given_key: str):
     """One panel per other axis: its paired differences within each value of `given_key`, each
     with its Holm p (over every simple difference of the sweep) and a star where that separates it."""
-    from zoo.compare.agreement import LEVEL, separates
+    from zoo.compare.agreement import LEVEL
 
     plt = pyplot()
     effects = [e for e in simple if e.given_key == given_key]
@@ -154,18 +148,13 @@ def by_figure(sweep: SweepSpec, simple, given_key: str):
     fig, axes = plt.subplots(1, len(keys), figsize=(sum(2.0 + 1.3 * w for w in widths), 4.2), squeeze=False,
                              gridspec_kw={"width_ratios": widths})
     for ax, key in zip(axes[0], keys):
-        labels, estimates, marks = [], [], []
+        labels, estimates, adjusted = [], [], []
         for e in (e for e in effects if e.key == key):
-            for (value, d), (_, adjusted) in zip(e.differences, e.tests, strict=True):
+            for (value, d), (_, holm) in zip(e.differences, e.tests, strict=True):
                 labels.append(f"{value_text(value)} − {value_text(e.reference)}\n{e.given_label}={value_text(e.given_value)}")
                 estimates.append(d)
-                marks.append(f"Holm p={adjusted:.3g}" + (" *" if separates(d, adjusted) else ""))
-        plot_estimates(ax, labels, estimates, marks)
-        for x, (d, mark) in enumerate(zip(estimates, marks, strict=True)):
-            if mark.endswith("*"):
-                ax.plot([x], [d.mean], marker="*", markersize=13, color="#c44e52", linestyle="none")
-        ax.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
-        ax.set_ylabel(f"difference in {sweep.metric}")
+                adjusted.append(holm)
+        plot_differences(ax, labels, estimates, adjusted, sweep.metric)
         ax.set_title(f"{sweep.labels()[key]} within each {sweep.labels()[given_key]}", fontsize=10)
     fig.suptitle(f"{sweep.name}: paired differences, 95% CI; * Holm p < {LEVEL}", fontsize=10)
     fig.tight_layout()
@@ -178,6 +167,20 @@ def by_png(sweep: SweepSpec, simple, given_key: str, path: Path) -> Path:
 
 def effect_png(sweep: SweepSpec, effect: AxisEffect, path: Path) -> Path:
     return save_figure(effect_figure(sweep, effect), path, dpi=110)
+
+
+def plot_differences(ax, labels: list[str], differences, holm_ps: list[float], metric: str) -> None:
+    """Paired differences with their intervals, a line at zero, each Holm p written beside its point
+    and, where it separates the difference (the tables' rule), a red star."""
+    from zoo.compare.agreement import separates
+
+    marks = [f"Holm p={holm:.3g}" + (" *" if separates(e, holm) else "") for e, holm in zip(differences, holm_ps, strict=True)]
+    plot_estimates(ax, labels, differences, marks)
+    for x, (e, holm) in enumerate(zip(differences, holm_ps, strict=True)):
+        if separates(e, holm):
+            ax.plot([x], [e.mean], marker="*", markersize=13, color="#c44e52", linestyle="none")
+    ax.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_ylabel(f"difference in {metric}")
 
 
 def plot_estimates(ax, labels: list[str], estimates, marks: list[str] | None = None) -> None:

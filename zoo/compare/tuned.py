@@ -20,7 +20,7 @@ from zoo.errors import ConfigError
 from zoo.metrics import goal_of
 from zoo.records import RunRecord
 from zoo.sweep.keys import check_tuned_metrics
-from zoo.sweep.spec import SweepSpec, value_text
+from zoo.sweep.spec import SweepSpec, assignment_text, value_text
 
 
 @dataclass
@@ -32,6 +32,8 @@ class Tried:
     bad: int
     """Seeds that diverged, failed or ended non-finite: the value then ranks after every clean one."""
     seeds: list[int]
+    cells: list[str]
+    """The cells of its runs: for a chosen value, the runs the comparison rests on."""
 
 
 @dataclass
@@ -53,8 +55,13 @@ class Choice:
 
 
 def grid_variant(sweep: SweepSpec, assignment: dict[str, Any]) -> str:
-    labels = sweep.labels()
-    return ",".join(f"{labels[key]}={value_text(assignment[key])}" for key in sweep.grid)
+    return assignment_text(sweep.labels(), ((key, assignment[key]) for key in sweep.grid))
+
+
+def as_variant_run(sweep: SweepSpec, record: RunRecord) -> RunRecord:
+    """A run of one tuned value as a run of its variant: its grid values only."""
+    return record.model_copy(update={"variant": grid_variant(sweep, record.assignment),
+                                     "assignment": {key: record.assignment[key] for key in sweep.grid}})
 
 
 def tuned_values(sweep: SweepSpec, record: RunRecord) -> dict[str, Any]:
@@ -96,7 +103,8 @@ def choose(sweep: SweepSpec, records: list[RunRecord]) -> list[Choice]:
             runs = by_value.get(value_key(values), [])
             scores = [final_value(r, sweep.choose_on) for r in runs]
             clean = [v for v in scores if v is not None and math.isfinite(v)]
-            tried.append(Tried(values, Estimate.of(clean), len(runs) - len(clean), sorted(r.seed for r in runs)))
+            tried.append(Tried(values, Estimate.of(clean), len(runs) - len(clean), sorted(r.seed for r in runs),
+                               sorted(str(r.cell) for r in runs)))
         present = [(i, t) for i, t in enumerate(tried) if t.seeds]
         _, best = min(present, key=lambda it: rank_key(it[1], goal, it[0]))
         edges = [edge for key, values in sweep.tune.items()
@@ -119,13 +127,8 @@ def chosen_records(sweep: SweepSpec, records: list[RunRecord], choices: list[Cho
     """The runs of each variant's chosen value, as runs of the variant itself (its grid values
     only): what the comparison of variants pairs by seed."""
     chosen = {c.variant: value_key(c.chosen) for c in choices}
-    out = []
-    for record in records:
-        variant = grid_variant(sweep, record.assignment)
-        if chosen.get(variant) == value_key(tuned_values(sweep, record)):
-            out.append(record.model_copy(update={"variant": variant, "assignment": {
-                key: record.assignment[key] for key in sweep.grid}}))
-    return out
+    return [as_variant_run(sweep, record) for record in records
+            if chosen.get(grid_variant(sweep, record.assignment)) == value_key(tuned_values(sweep, record))]
 
 
 def compared_sweep(sweep: SweepSpec) -> SweepSpec:
@@ -142,8 +145,7 @@ def check_compared_metric(sweep: SweepSpec) -> None:
 
 
 def tried_text(sweep: SweepSpec, tried: Tried, chosen: bool) -> str:
-    labels = sweep.labels()
-    values = ",".join(f"{labels[k]}={value_text(v)}" for k, v in tried.values.items())
+    values = assignment_text(sweep.labels(), tried.values.items())
     score = "—" if not tried.score.n else f"{tried.score.mean:.4g}"
     bad = f" ({tried.bad} diverged or failed)" if tried.bad else ""
     return f"{values}: {score}{bad}" + (" ←" if chosen else "")

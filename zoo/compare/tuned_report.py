@@ -18,10 +18,7 @@ from zoo.compare.tuned import (
     choose,
     chosen_records,
     compared_sweep,
-    grid_variant,
     tried_text,
-    tuned_values,
-    value_key,
 )
 from zoo.compare.wandb_run import Rows
 from zoo.files import atomic_write
@@ -83,21 +80,17 @@ def tuned(sweep: SweepSpec, records: list[RunRecord], folder: Path, suffix: str)
                  "its choice rests on the cells there are" for c in choices if c.incomplete]
     for key in learning_rate_keys(sweep):
         add_sensitivity(out, sweep, records, choices, key, folder, suffix)
-    write_choices(folder / f"tuning{suffix}.json", sweep, records, choices)
+    write_choices(folder / f"tuning{suffix}.json", sweep, choices)
     return out
 
 
-def write_choices(path: Path, sweep: SweepSpec, records: list[RunRecord], choices: list[Choice]) -> None:
+def write_choices(path: Path, sweep: SweepSpec, choices: list[Choice]) -> None:
     """Beside the ledger: which runs were chosen for each variant and why (every value's validation
     mean over its seeds, and the rule), so the choice can be checked by hand from the ledger."""
-    cells: dict[tuple[str, str], list[str]] = {}
-    for record in records:
-        cells.setdefault((grid_variant(sweep, record.assignment), value_key(tuned_values(sweep, record))),
-                         []).append(str(record.cell))
     data = {"rule": RULE.format(values=", ".join(sweep.tune), choose_on=sweep.choose_on, metric=sweep.metric),
             "choose_on": sweep.choose_on, "goal": goal_of(sweep.choose_on), "metric": sweep.metric,
             "variants": [{"variant": c.variant, "chosen": c.chosen, "edges": c.edges,
-                          "chosen_cells": sorted(cells.get((c.variant, value_key(c.chosen)), [])),
+                          "chosen_cells": c.best.cells,
                           "tried": [{"values": t.values, "mean": t.score.mean if t.score.n else None, "seeds": t.seeds,
                                      "diverged_or_failed": t.bad} for t in c.tried]} for c in choices]}
     atomic_write(path, json.dumps(data, indent=1) + "\n")

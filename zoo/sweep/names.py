@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import yaml
@@ -40,3 +41,8 @@ def job_type(cell) -> str:
         return cell.variant
     digest = hashlib.blake2b(cell.variant.encode(), digest_size=4).hexdigest()
     return cell.variant[: JOB_TYPE_LIMIT - 9] + "~" + digest
+
+
+def assignment_text(labels: dict[str, str], pairs: Iterable[tuple[str, Any]]) -> str:
+    """`norm=pre,ffn=gelu`: (key, value) pairs as cell and variant names write them, by their labels."""
+    return ",".join(f"{labels[key]}={value_text(value)}" for key, value in pairs)

@@ -29,7 +29,14 @@ from zoo.specs.experiment import ExperimentSpec, Strict, assign, parse_sets, val
 from zoo.specs.switches import one_setting
 from zoo.specs.yamlio import read_mapping
 from zoo.sweep.keys import check_field, check_tune, check_tuned_metrics, validation_counterpart
-from zoo.sweep.names import JOB_TYPE_LIMIT, SAFE, job_type, safe_text, value_text  # noqa: F401 (importers find them here)
+from zoo.sweep.names import (  # noqa: F401 (importers find them here)
+    JOB_TYPE_LIMIT,
+    SAFE,
+    assignment_text,
+    job_type,
+    safe_text,
+    value_text,
+)
 from zoo.tasks import task_params
 
 ROW, SIZE = "row", "size"
@@ -188,7 +195,7 @@ def expand(sweep: SweepSpec) -> list[Cell]:
     keys, cells = list(axes), []
     for seed in sweep.seeds:
         for values in itertools.product(*axes.values()):
-            variant = ",".join(f"{labels[k]}={value_text(v)}" for k, v in zip(keys, values))
+            variant = assignment_text(labels, zip(keys, values))
             cells.append(Cell(len(cells), tuple(zip(keys, values)), seed, variant))
     seen: dict[str, Cell] = {}
     for cell in cells:
