@@ -3,6 +3,7 @@ not set itself, one setting per key; and which metrics a tuned sweep chooses and
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from zoo.metrics import CURVE
@@ -29,14 +30,21 @@ def check_field(key: str, where: str) -> None:
                          "choose them with the sweep's name and out_dir")
 
 
+def grid_clash(key: str, grid_keys: Iterable[str]) -> str | None:
+    """How a key sets what a grid key sets ("also a grid key", or "the grid key 'x''s setting"), or None."""
+    clash = next((g for g in grid_keys if g == key or one_setting(key, g)), None)
+    if clash is None:
+        return None
+    return "also a grid key" if clash == key else f"the grid key {clash!r}'s setting"
+
+
 def check_tune(tune: dict[str, list[Any]], grid: dict[str, list[Any]], named: dict[str, dict[str, Any]]) -> None:
     """A tuned key is a field that no grid key, row or size sets (`named`: "row 'x'" -> its changes),
     with two or more distinct values to choose from."""
     for key, values in tune.items():
         check_field(key, f"tune key {key!r}")
-        clash = next((g for g in grid if g == key or one_setting(key, g)), None)
-        if clash is not None:
-            also = "also a grid key" if clash == key else f"the grid key {clash!r}'s setting"
+        also = grid_clash(key, grid)
+        if also is not None:
             raise ValueError(f"tune key {key!r} is {also}: a field is compared (grid) or tuned for each variant "
                              "(tune), not both")
         for where, changes in named.items():

@@ -28,7 +28,7 @@ from zoo.metrics import goal_of
 from zoo.specs.experiment import ExperimentSpec, Strict, assign, parse_sets, validate_experiment, written_defaults
 from zoo.specs.switches import one_setting
 from zoo.specs.yamlio import read_mapping
-from zoo.sweep.keys import check_field, check_tune, check_tuned_metrics, validation_counterpart
+from zoo.sweep.keys import check_field, check_tune, check_tuned_metrics, grid_clash, validation_counterpart
 from zoo.sweep.names import (  # noqa: F401 (importers find them here)
     JOB_TYPE_LIMIT,
     SAFE,
@@ -142,9 +142,8 @@ class SweepSpec(Strict):
                 raise ValueError(f"{where}: its name is part of folder names; use letters, digits, _ . + -")
             for key in changes:
                 check_field(key, f"{where}: key {key!r}")
-                clash = next((grid_key for grid_key in keys if one_setting(key, grid_key)), None)
-                if clash is not None:
-                    also = "also a grid key" if clash == key else f"the grid key {clash!r}'s setting"
+                also = grid_clash(key, keys)
+                if also is not None:
                     raise ValueError(f"{where}: key {key!r} is {also}; a field is set by one or the other")
         row_keys = {key for changes in self.rows.values() for key in changes}
         for name, changes in self.sizes.items():
