@@ -76,7 +76,7 @@ def test_token_batches_bucket_their_rows_too(tmp_path, monkeypatch):
     task = build_task(LENGTHS, seed=0)
     raw, padded = set(), set()
     for step in range(1, 31):
-        batch = BatchFeed(task, 4, spec, Distributed(), torch.device("cpu"), 120, buckets=True).take(step)
+        [batch] = BatchFeed(task, 4, spec, Distributed(), torch.device("cpu"), 120, buckets=True).take(step)
         src, tgt = task.token_batch(step, 120)
         raw.add((src.shape, tgt.shape))
         padded.add(tuple(t.shape for t in batch.inputs))

@@ -43,8 +43,10 @@ def run(tmp_path, name: str, processes: int, kind: str = "encoder_decoder", trai
     return run_dir_of(experiment), experiment
 
 
-CASES = {**{kind: (kind, {}) for kind in TASKS}, "decoder, chunked loss": ("decoder", {"loss_chunk": 7})}
-"""Every kind, and the loss a chunk at a time, whose generator runs outside DDP's forward."""
+CASES = {**{kind: (kind, {}) for kind in TASKS},
+         "decoder, chunked loss, 2 micro-batches": ("decoder", {"loss_chunk": 7, "accumulate": 2, "batch_size": 16})}
+"""Every kind, and the loss a chunk at a time, whose generator runs outside DDP's forward, over two
+micro-batches a step, whose gradients the ranks average once."""
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -63,7 +63,7 @@ def test_ranks_get_equal_rows_within_their_budget(name):
     feeds = [BatchFeed(task, 0, spec, Distributed(rank=r, world=2), torch.device("cpu"), batch_tokens=400)
              for r in range(2)]
     for step in range(1, 20):
-        shares = [feed.take(step) for feed in feeds]
+        shares = [feed.take(step)[0] for feed in feeds]
         assert shares[0].inputs[0].size(0) == shares[1].inputs[0].size(0)
         for share in shares:
             assert share.inputs[0].size(0) * max(share.inputs[0].size(1), share.inputs[1].size(1) + 1) <= 400

@@ -47,12 +47,16 @@ class TrainSpec(Strict):
         "per_device_train_batch_size": "'batch_size'", "train_batch_size": "'batch_size'", "max_tokens": "'batch_tokens'",
         "lr_scheduler_type": "'schedule'", "lr_scheduler": "'schedule'", "warmup": "'warmup_steps'",
         "warmup_updates": "'warmup_steps'", "max_grad_norm": "'grad_clip'", "clip_norm": "'grad_clip'",
-        "clip_grad_norm": "'grad_clip'", "seed_value": "'seed'"}
+        "clip_grad_norm": "'grad_clip'", "seed_value": "'seed'", "gradient_accumulation_steps": "'accumulate'",
+        "update_freq": "'accumulate'", "accumulate_grad_batches": "'accumulate'"}
     """Names other libraries (transformers' Trainer, fairseq, nanoGPT) give these fields."""
     steps: PositiveInt = 400
     batch_size: PositiveInt = 256
     batch_tokens: PositiveInt | None = Field(None, description="batch by a token budget per rank instead: rows x the "
                                              "longest side's length, sentences of similar length together")
+    accumulate: PositiveInt = Field(1, description="micro-batches per optimizer step, their gradients added up: a "
+                                    "step learns from accumulate x batch_size rows (or accumulate x batch_tokens "
+                                    "per rank) in the memory of one micro-batch")
     optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec)
     schedule: Annotated[Choice, AxisChoice("schedule")] = Field(
         "cosine", validate_default=True, description="a registered schedule (zoo.optim) after the warmup: its name, or "

@@ -31,22 +31,28 @@ class Batch(NamedTuple):
 
 
 class BatchFeed:
+    """`accumulate` micro-batches per step (train.accumulate): the step's global batch is
+    accumulate times as large, and each rank splits its rows into that many micro-batches, every
+    accumulate-th row each (rows of similar length stay together in token batches)."""
+
     def __init__(self, task: Task, batch_size: int, spec: ModelSpec, dist: Distributed, device: torch.device,
-                 batch_tokens: int | None = None, buckets: bool = False):
+                 batch_tokens: int | None = None, buckets: bool = False, accumulate: int = 1):
         self.task, self.batch_size, self.spec, self.dist, self.device = task, batch_size, spec, dist, device
-        self.batch_tokens, self.buckets = batch_tokens, buckets
+        self.batch_tokens, self.buckets, self.accumulate = batch_tokens, buckets, accumulate
         self.kind = model_class(spec)
-        self._ready: tuple[int, Batch] | None = None
+        self._ready: tuple[int, list[Batch]] | None = None
 
     def global_batch(self, step: int) -> tuple[Tensor, Tensor]:
-        """Every rank's rows: batch_size of them, or a budget of batch_tokens per rank, each rank's
-        rows of similar length (every world-th row of a length-sorted batch)."""
+        """Every rank's rows: batch_size of them per micro-batch, or a budget of batch_tokens per
+        rank and micro-batch, each share of rows of similar length (every world-th row of a
+        length-sorted batch, then every accumulate-th of those)."""
         if self.batch_tokens is None:
-            return self.task.train_batch(step, self.batch_size)
-        return self.task.token_batch(step, self.batch_tokens * self.dist.world, self.dist.world)
+            return self.task.train_batch(step, self.batch_size * self.accumulate)
+        shares = self.dist.world * self.accumulate
+        return self.task.token_batch(step, self.batch_tokens * shares, shares)
 
     def prepare(self, step: int) -> None:
-        """Build the batch of `step` and start its copy to the device."""
+        """Build the micro-batches of `step` and start their copy to the device."""
         spec = self.spec
         src, tgt = self.global_batch(step)
         check_ids("src", src, spec.src_vocab_size)
@@ -54,23 +60,41 @@ class BatchFeed:
         inputs, labels = self.kind.frame(spec, src, tgt)
         tokens = max(1, int((labels != spec.pad_id).sum()))  # a batch may hold none (masked LM, rarely)
         inputs, labels = tuple(self.dist.shard(t) for t in inputs), self.dist.shard(labels)
+        shares = [(inputs, labels)] if self.accumulate == 1 else [
+            trimmed(tuple(t[m :: self.accumulate] for t in inputs), labels[m :: self.accumulate], spec.pad_id)
+            for m in range(self.accumulate)]
+        self._ready = (step, [self._batch(*share, tokens) for share in shares])
+
+    def _batch(self, inputs: tuple[Tensor, ...], labels: Tensor, tokens: int) -> Batch:
+        spec = self.spec
         if self.buckets:
             inputs, labels = bucketed(inputs, labels, spec.pad_id, spec.max_len, rows=self.batch_tokens is not None)
         masks = self.kind.input_masks(spec, inputs)
         masks = explicit(masks, inputs) if self.buckets else masks
-        batch = Batch(inputs, masks, labels, tokens)
-        self._ready = (step, Batch(tuple(map(self._to_device, batch.inputs)), tuple(map(self._to_device, batch.padding)),
-                                   self._to_device(labels), tokens))
+        return Batch(tuple(map(self._to_device, inputs)), tuple(map(self._to_device, masks)), self._to_device(labels),
+                     tokens)
 
-    def take(self, step: int) -> Batch:
-        """The batch of `step`: the one prepared ahead, or built now (the first step, a resume)."""
+    def take(self, step: int) -> list[Batch]:
+        """The micro-batches of `step`: those prepared ahead, or built now (the first step, a resume)."""
         if self._ready is None or self._ready[0] != step:
             self.prepare(step)
-        batch = self._ready[1]
+        batches = self._ready[1]
         self._ready = None
-        return batch
+        return batches
 
     def _to_device(self, tensor: Tensor | None) -> Tensor | None:
         if tensor is None or self.device.type == "cpu":
             return tensor
         return tensor.contiguous().pin_memory().to(self.device, non_blocking=True)
+
+
+def trimmed(inputs: tuple[Tensor, ...], labels: Tensor, pad_id: int) -> tuple[tuple[Tensor, ...], Tensor]:
+    """A micro-batch without the columns that are padding in all its rows, inputs and labels
+    alike (the labels keep the last input's width): less work, the same loss."""
+    def width(*tensors: Tensor) -> int:
+        used = torch.stack([(t != pad_id).any(0) for t in tensors]).any(0).nonzero()
+        return int(used.max()) + 1 if used.numel() else 1
+
+    *first, last = inputs
+    keep = width(last, labels)
+    return (*(t[:, : width(t)] for t in first), last[:, :keep]), labels[:, :keep]

@@ -58,7 +58,8 @@ class Trainer:
         experiment, t = self.experiment, self.experiment.train
         self.task = task or build_task(experiment.task, t.seed, saved and saved["task"])
         self.spec = run_spec(experiment, self.task, saved, self.folder)
-        self.feed = BatchFeed(self.task, t.batch_size, self.spec, self.dist, self.device, t.batch_tokens, t.compile)
+        self.feed = BatchFeed(self.task, t.batch_size, self.spec, self.dist, self.device, t.batch_tokens, t.compile,
+                              t.accumulate)
         self.model = run_model(self.spec, experiment, self.task, self.feed, self.folder, self.device, self.dist, saved)
         self.progress = CheckpointProgress(step=0) if saved is None else saved["progress"]
         self.run_id = None if saved is None else saved.get("wandb_id")

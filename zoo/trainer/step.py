@@ -33,10 +33,10 @@ class TrainStep:
         self.scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
         if saved is not None:
             restore_training(saved, model, self.optimizer, self.schedule, self.scaler, device)
-        self.forward = model
+        self.forward = self.ddp = model
         if dist.world > 1:
             ids = [device.index] if device.type == "cuda" else None
-            self.forward = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+            self.forward = self.ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
         if train.compile:
             self.forward = compiled(self.forward)
         self.world = dist.world
@@ -48,17 +48,18 @@ class TrainStep:
         """What a checkpoint needs to continue bitwise (zoo.trainer.checkpoint.training_state)."""
         return training_state(self.model, self.optimizer, self.schedule, self.scaler, self.device)
 
-    def __call__(self, step: int, batch: Batch) -> None:
+    def __call__(self, step: int, micro: list[Batch]) -> None:
         """Nothing is read back from the device, so the host runs ahead to the next batch (see
-        zoo.trainer.log_window)."""
-        t, pad = self.train, self.model.spec.pad_id
-        autocast = torch.autocast(self.device.type, self.amp_dtype) if self.amp_dtype else nullcontext()
-        loss_sum = batch_loss_sum(self.forward, self.model.generator, batch, pad, t, autocast)
-        aux = auxiliary_loss(self.aux_parts)  # a mean over this rank's tokens, which DDP's averaging keeps
-        # DDP averages gradients over ranks, so each rank scales its sum to give the global mean.
-        loss = loss_sum * self.world / batch.tokens + (0.0 if aux is None else aux)
+        zoo.trainer.log_window). The step's micro-batches (train.accumulate) add their gradients
+        up, each loss scaled by the global batch's tokens, so they sum to the whole batch's mean;
+        under DDP the ranks average gradients once, with the last micro-batch's backward."""
+        t = self.train
         self.optimizer.zero_grad(set_to_none=True)
-        (self.scaler.scale(loss) if self.scaler else loss).backward()
+        loss_sum, aux = self._backward(micro[0], last=len(micro) == 1, parts=len(micro))
+        for i, batch in enumerate(micro[1:], 2):
+            more, more_aux = self._backward(batch, last=i == len(micro), parts=len(micro))
+            loss_sum = loss_sum + more
+            aux = more_aux if aux is None else aux + more_aux
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.grad_clip or math.inf)
@@ -69,4 +70,20 @@ class TrainStep:
             self.optimizer.step()
         self.lr = self.optimizer.param_groups[0]["lr"]  # the rate this step used, before the schedule moves on
         self.schedule.step()
-        self.window.add(step, loss_sum, batch.tokens, grad_norm, grad_must_be_finite=self.scaler is None, aux=aux)
+        self.window.add(step, loss_sum, micro[0].tokens, grad_norm, grad_must_be_finite=self.scaler is None, aux=aux)
+
+    def _backward(self, batch: Batch, last: bool, parts: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One micro-batch's forward and backward; its summed loss and its share of the parts'
+        auxiliary loss (their mean over micro-batches). DDP syncs gradients at the `last` only."""
+        t, pad = self.train, self.model.spec.pad_id
+        autocast = torch.autocast(self.device.type, self.amp_dtype) if self.amp_dtype else nullcontext()
+        sync = nullcontext() if last or self.ddp is self.model else self.ddp.no_sync()
+        with sync:
+            loss_sum = batch_loss_sum(self.forward, self.model.generator, batch, pad, t, autocast)
+            aux = auxiliary_loss(self.aux_parts)  # a mean over this rank's tokens, which DDP's averaging keeps
+            if aux is not None and parts > 1:
+                aux = aux / parts
+            # DDP averages gradients over ranks, so each rank scales its sum to give the global mean.
+            loss = loss_sum * self.world / batch.tokens + (0.0 if aux is None else aux)
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
+        return loss_sum, aux
