@@ -9,11 +9,11 @@ import inspect
 from zoo.errors import ConfigError
 from zoo.specs.catalog import list_variants, preset_description
 from zoo.specs.choices import part_text, settings_model
-from zoo.specs.registries import AXES, NAMED_AXES, RECIPE, TASKS, registry
+from zoo.specs.registries import AXES, METRIC, NAMED_AXES, RECIPE, TASKS, registry
 
-KINDS = (*RECIPE, TASKS, *AXES)
+KINDS = (*RECIPE, TASKS, METRIC, *AXES)
 """What `zoo show KIND NAME` can show."""
-WHERE = {"optimizer": "train.optimizer", "schedule": "train.schedule", TASKS: "task"}
+WHERE = {"optimizer": "train.optimizer", "schedule": "train.schedule", TASKS: "task", METRIC: "eval/NAME, test/NAME"}
 
 
 def recipe_lines() -> list[str]:
@@ -31,9 +31,12 @@ def shown(kind: str, name: str) -> str:
         raise ConfigError(f"zoo show {kind} {name}: {kind!r} is not a kind of registered choice; "
                           f"choices: {', '.join(KINDS)}")
     found = registry(kind).get(name)
-    model = found.Params if kind == TASKS else settings_model(found)
     doc = inspect.getdoc(found) or ""
     lines = [f"# {kind} {name} ({WHERE.get(kind, 'model.' + kind)}): {' '.join(doc.split())}"]
+    if kind == METRIC:
+        scorer = found.scorer()
+        return "\n".join([*lines, f"# {metric_text(name)}", *([f"# scored by sacrebleu: {scorer}"] if scorer else [])])
+    model = found.Params if kind == TASKS else settings_model(found)
     if not model.model_fields:
         return "\n".join([*lines, "# no settings"])
     lines.append("# settings (default; meaning):")
@@ -56,6 +59,19 @@ def cmd_list(args: argparse.Namespace) -> None:
         task = registry("task").get(name)
         print(f"  {name:16s} {task_metrics_text(task)}")
     print("\n".join(recipe_lines()))
+    print("\nmetrics (eval/NAME, test/NAME, eval_auc/NAME; zoo show metric NAME):")
+    for name in registry(METRIC).names():
+        print(f"  {name:15s} {metric_text(name)}")
+
+
+def metric_text(name: str) -> str:
+    """Which way a metric improves, its range, and which tasks report it."""
+    metric = registry(METRIC).get(name)
+    low, high = metric.bounds
+    span = f"{low:g} to {high:g}".replace("inf", "∞")
+    tasks = [task for task in registry(TASKS).names() if metric.needs <= registry(TASKS).get(task).traits()]
+    by = f"reported by {', '.join(tasks)}" if tasks else "computed by zoo compare over a tuned sweep's runs"
+    return f"{'lower' if metric.goal == 'min' else 'higher'} is better, {span}; {by}"
 
 
 def task_metrics_text(task) -> str:

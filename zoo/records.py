@@ -48,6 +48,8 @@ class RunRecord(BaseModel):
     history: list[dict[str, float]] = Field(default_factory=list)
     experiment: dict[str, Any] | None = Field(None, description="the experiment the run trained, as validated: what "
                                               "zoo reproduce holds a sweep file to")
+    scorers: dict[str, str] | None = Field(None, description="each metric the run reports and how it was scored: "
+                                           "sacrebleu's signature for text metrics, 'zoo' for the zoo's own")
     first_loss: float | None = Field(None, description="the training loss of step 1, the model as initialized: what "
                                      "LR sensitivity counts a diverged run at (Wortsman et al. 2023's initial loss)")
     diverged_at: int | None = None
@@ -91,6 +93,8 @@ class CheckpointProgress(BaseModel):
     last_eval: dict[str, float] = Field(default_factory=dict)
     history: list[dict[str, float]] = Field(default_factory=list)
     wall_s: float = 0.0
+    scorers: dict[str, str] | None = Field(None, description="each metric the run reports and how it was scored: "
+                                           "sacrebleu's signature for text metrics, 'zoo' for the zoo's own")
     first_loss: float | None = Field(None, description="the loss of the first step (the explosion rule's base)")
     high_logs: int = Field(0, description="consecutive logs above the explosion threshold")
 

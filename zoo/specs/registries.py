@@ -123,7 +123,10 @@ TASKS = "task"
 RECIPE = ("optimizer", "schedule")
 """The registries of the training recipe's choices (zoo.optim); not model axes."""
 
-_REGISTRIES: dict[str, Registry] = {kind: Registry(kind) for kind in (*AXES, TASKS, *RECIPE)}
+METRIC = "metric"
+"""The registry of held-out metrics (zoo.metrics): each with its direction, range and the tasks that report it."""
+
+_REGISTRIES: dict[str, Registry] = {kind: Registry(kind) for kind in (*AXES, TASKS, *RECIPE, METRIC)}
 
 
 def registry(kind: str) -> Registry:
@@ -159,6 +162,7 @@ def load_plugins() -> None:
         importlib.import_module("zoo.variants")
         importlib.import_module("zoo.tasks")
         importlib.import_module("zoo.optim")
+        importlib.import_module("zoo.metrics")
     except BaseException:
         _plugins_loaded = False
         raise

@@ -4,6 +4,7 @@ environment that decides the rounding, the final metrics and the early losses.""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -65,9 +66,26 @@ def early_differences(recorded: list[dict[str, float]], now: list[dict[str, floa
     return metric_differences(named(recorded), named(now))
 
 
-def metric_differences(recorded: dict[str, float], now: dict[str, float]) -> list[str]:
+def added_since(recorded: dict[str, float], scorers: dict[str, str] | None, now: dict[str, float]) -> list[str]:
+    """The final metrics reported now by a metric the record's run did not have (its `scorers` do
+    not list it; a record made before records listed them knew none of those it lacks): the zoo
+    gained them since (chrF and TER came after the first text ledgers), so there is nothing to compare."""
+    known = scorers or {}
+    return [key for key in now if key not in recorded and key.rsplit("/", 1)[-1] not in known]
+
+
+def scorer_differences(recorded: dict[str, str] | None, now: dict[str, str] | None) -> list[str]:
+    """Each metric scored another way than the record's (another sacrebleu, other defaults)."""
+    old, new = recorded or {}, now or {}
+    return [f"{name} scored by {old[name]!r} recorded, {new[name]!r} now" for name in old
+            if name in new and old[name] != new[name]]
+
+
+def metric_differences(recorded: dict[str, float], now: dict[str, float], added: Sequence[str] = ()) -> list[str]:
     """Every final metric whose value differs, and every metric only one side reported: a run that
-    stopped reporting a metric, or started reporting one, does not reproduce its record."""
+    stopped reporting a metric, or started reporting one, does not reproduce its record (`added`:
+    metrics the zoo gained since the record, shown apart)."""
+    now = {key: value for key, value in now.items() if key not in added}
     changed = [f"{key}: {old!r} recorded, {now[key]!r} now" for key, old in recorded.items()
                if key in now and not same(old, now[key])]
     lost = [f"{key}: {old!r} recorded, not reported now" for key, old in recorded.items() if key not in now]

@@ -32,12 +32,14 @@ from zoo.records import RunRecord
 from zoo.specs.experiment import parse_sets, with_sets
 from zoo.sweep.ledger import Ledger
 from zoo.sweep.record_differences import (
+    added_since,
     early_differences,
     environment_changes,
     experiment_changes,
     logged_losses,
     metric_differences,
     relative_difference,
+    scorer_differences,
 )
 from zoo.sweep.retrain import other_rounding, retrain
 from zoo.sweep.spec import SweepSpec, cell_experiment, expand, read_saved_sweep
@@ -66,6 +68,8 @@ class Reproduction:
     early_steps: int = 0
     relative: dict[str, float] = field(default_factory=dict)
     """Each final metric's relative difference from the record (empty with `early`)."""
+    added: list[str] = field(default_factory=list)
+    """Final metrics of a metric the zoo gained after the record was made: shown, not compared."""
     early: bool = False
     """Only the early window was trained again."""
     rounding: str = ""
@@ -210,7 +214,9 @@ def rerun(experiment: dict[str, Any], record: RunRecord, scratch: Path, early: b
     if early:
         outcome.differences = early_differences(record.history, now.history, window)
     else:
-        outcome.differences = metric_differences(record.metrics, now.metrics)
+        outcome.added = added_since(record.metrics, record.scorers, now.metrics)
+        outcome.differences = [*metric_differences(record.metrics, now.metrics, outcome.added),
+                               *scorer_differences(record.scorers, now.scorers)]
         outcome.relative = {key: relative_difference(old, now.metrics.get(key, math.nan)) for key, old in record.metrics.items()}
         if now.steps != record.steps:
             outcome.differences.append(f"steps: {record.steps} recorded, {now.steps} now")
@@ -237,6 +243,15 @@ def measure_rounding(outcome: Reproduction, experiment: dict[str, Any], threads:
 
 
 def describe(result: Reproduction) -> str:
+    """The cell's verdict, and the metrics the zoo gained since its record, which it could not compare."""
+    verdict = outcome_text(result)
+    if result.added and result.error is None:
+        names = sorted({key.rsplit("/", 1)[-1] for key in result.added})
+        verdict += f" (not in the record, so not compared: {', '.join(names)}, metrics the zoo gained since)"
+    return verdict
+
+
+def outcome_text(result: Reproduction) -> str:
     if result.error is not None:
         return f"{result.cell}: NOT REPRODUCED: {result.error}"
     what = f"the losses logged to step {result.early_steps}" if result.early else "every final metric"

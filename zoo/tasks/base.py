@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from zoo.metrics import CURVE
+from zoo.metrics import CURVE, reported
 from zoo.specs.strict import StrictSettings
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
@@ -148,8 +148,9 @@ class Task:
         return cls.special_ids
 
     text_metric: ClassVar[bool] = False
-    """Whether eval/bleu (corpus BLEU of greedy decodes) is meaningful for this task."""
-    METRICS: ClassVar[tuple[str, ...]] = ("loss", "token_acc", "exact_match")
+    """Whether the decoded targets are text, scored by the text metrics (BLEU, chrF, TER)."""
+    next_token: ClassVar[bool] = False
+    """Whether the task is language modeling, whose loss has a perplexity."""
     generates: ClassVar[bool] = True
     """Whether held-out targets are decoded (exact match, BLEU): not for language modeling."""
     shape: ClassVar[str] = "sequences"
@@ -193,9 +194,20 @@ class Task:
     @classmethod
     def final_metrics(cls, params: TaskParams) -> list[str]:
         """Every metric in a finished run's result: what a sweep can rank its variants by."""
-        names = [*cls.METRICS, *(["bleu"] if cls.text_metric else [])]
+        names = cls.metrics()
         return [*(f"{metric_prefix(split)}/{name}" for split in cls.splits(params) for name in names),
                 *(f"{CURVE}/{name}" for name in names)]
+
+    @classmethod
+    def traits(cls) -> frozenset[str]:
+        """What the task does, which decides the registered metrics it reports (zoo.metrics)."""
+        flags = {"generates": cls.generates, "text": cls.text_metric, "next_token": cls.next_token}
+        return frozenset(name for name, on in flags.items() if on)
+
+    @classmethod
+    def metrics(cls) -> list[str]:
+        """The registered metrics each held-out split of the task reports."""
+        return reported(cls.traits())
 
     def longest_training(self) -> tuple[int, int] | None:
         """The most tokens (bos and eos counted) of a training source and target, where the task

@@ -61,7 +61,6 @@ class TextLines(Task):
     order each epoch, a pure function of (seed, step); held-out lines keep the files' order."""
 
     Params = LinesParams
-    METRICS = ("loss", "token_acc")
     generates = False
 
     def __init__(self, params: LinesParams, seed: int, state: dict[str, Any] | None = None):
@@ -153,7 +152,7 @@ class LanguageModeling(TextLines):
     and is scored on every token after its first."""
 
     Params = LmParams
-    METRICS = ("loss", "perplexity", "token_acc")
+    next_token = True
     kinds: ClassVar[tuple[str, ...]] = ("decoder",)
 
     def __init__(self, params: LmParams, seed: int, state: dict[str, Any] | None = None):

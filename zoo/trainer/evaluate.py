@@ -13,11 +13,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from zoo.errors import Diverged
-from zoo.metrics import better, curve_means
+from zoo.metrics import Tally, better, curve_means
 from zoo.model.generate import default_new_tokens
 from zoo.model.kinds import ZooModel
 from zoo.records import CheckpointProgress
 from zoo.specs.experiment import TrainSpec
+from zoo.specs.registries import registry
 from zoo.tasks.base import Task
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.picture import try_cross_attention_png
@@ -31,45 +32,36 @@ def until_eos(row: list[int], eos_id: int) -> list[int]:
 def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], device,
              references: list[str] | None = None, prefix: str = "eval", num_beams: int = 1,
              length_penalty: float = 1.0) -> dict[str, float]:
-    """Metrics of one held-out split; BLEU scores against `references` (raw text) when given,
-    else against the decoded target ids. Decoding (greedy, or beam search with `num_beams`) never
-    looks at the target, not even for its length."""
+    """The task's registered metrics (zoo.metrics) on one held-out split; text metrics score
+    against `references` (raw text) when given, else against the decoded target ids. Decoding
+    (greedy, or beam search with `num_beams`) never looks at the target, not even for its length."""
     was_training = model.training
     model.eval()
     spec, kind = model.spec, type(model)
-    loss_sum = correct = tokens = exact = rows = 0
-    hypotheses, decoded_refs = [], []
+    tally = Tally()
     for src, tgt in batches:
         src, tgt = src.to(device), tgt.to(device)
         inputs, labels = kind.frame(spec, src, tgt)
         logits = model(*inputs).float()
         real = labels != spec.pad_id
-        loss_sum += F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=spec.pad_id, reduction="sum").item()
-        correct += ((logits.argmax(-1) == labels) & real).sum().item()
-        tokens += real.sum().item()
-        rows += src.size(0)
+        tally.loss_sum += F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=spec.pad_id,
+                                          reduction="sum").item()
+        tally.correct += ((logits.argmax(-1) == labels) & real).sum().item()
+        tally.tokens += real.sum().item()
+        tally.rows += src.size(0)
         if not task.generates:
             continue
         decoded = model.generate(kind.prompts(spec, src), max_new_tokens=default_new_tokens(model, src),
                                  num_beams=num_beams, length_penalty=length_penalty)
         for out, ref in zip(kind.continuations(spec, src, decoded), tgt.tolist(), strict=True):
             hyp, ref = until_eos(out, spec.eos_id), until_eos(ref[1:], spec.eos_id)
-            exact += hyp == ref
-            hypotheses.append(task.tgt_vocab.decode(hyp))
-            decoded_refs.append(task.tgt_vocab.decode(ref))
+            tally.exact += hyp == ref
+            tally.hypotheses.append(task.tgt_vocab.decode(hyp))
+            tally.references.append(task.tgt_vocab.decode(ref))
     model.train(was_training)
-    loss = loss_sum / max(tokens, 1)
-    metrics = {f"{prefix}/loss": loss, f"{prefix}/token_acc": correct / max(tokens, 1)}
-    if "perplexity" in task.METRICS:
-        metrics[f"{prefix}/perplexity"] = math.exp(min(loss, 700.0))  # past e^700 a float overflows
-    if task.generates:
-        metrics[f"{prefix}/exact_match"] = exact / max(rows, 1)
-    if task.text_metric:
-        import sacrebleu
-
-        refs = decoded_refs if references is None else references
-        metrics[f"{prefix}/bleu"] = sacrebleu.corpus_bleu(hypotheses, [refs]).score
-    return metrics
+    if references is not None:
+        tally.references = list(references)
+    return {f"{prefix}/{name}": registry("metric").get(name).score(tally) for name in task.metrics()}
 
 
 def evaluate_split(model: ZooModel, task: Task, split: str, size: int, rows: int, device,
@@ -88,6 +80,8 @@ class Evaluator:
         self.batches = task.eval_batches(train.eval_size, train.batch_size) if dist.is_main else []
         self.references = task.references(train.eval_size) if dist.is_main else None
         self.decoding = {"num_beams": train.eval_beams, "length_penalty": train.length_penalty}
+        self.scorers = {name: registry("metric").get(name).scorer() or "zoo" for name in task.metrics()}
+        """Each metric the run reports and how it is scored (result.json and the W&B config hold it)."""
 
     def __call__(self, model: ZooModel, step: int, collective: bool = True) -> dict[str, float]:
         """Rank 0 evaluates; with `collective`, every rank learns whether the loss was finite, and

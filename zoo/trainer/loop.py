@@ -69,6 +69,7 @@ class Trainer:
         self.working_on = 0
         self.tracker = Tracker(experiment, self.spec, self.name, self.dist.is_main, self.run_id)
         self.evaluator = Evaluator(self.task, t, self.device, self.dist, self.progress)
+        self.tracker.config({"scorers": self.evaluator.scorers})
         self.checkpointer = Checkpointer(self.folder, experiment, self.spec, self.task, self.dist)
 
     @property
@@ -170,6 +171,7 @@ class Trainer:
                            model_name=self.spec.name, threads=torch.get_num_threads(), data=self.folder.data or None,
                            environment=environment(self.device), history=self.history, **self.tracker.where,
                            experiment=self.experiment.model_dump(mode="json"), first_loss=self.watch.first_loss,
+                           scorers=self.evaluator.scorers,
                            **extra)
         if not self.folder.write_result(record):
             return f"; the finished result of the earlier run stays in {self.run_dir / 'result.json'}"

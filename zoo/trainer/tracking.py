@@ -88,6 +88,11 @@ class Tracker:
         if self.run is not None:
             self._guard("log", lambda: self.run.log({**metrics, "train/step": step}))
 
+    def config(self, values: dict[str, Any]) -> None:
+        """More config keys, known once the run is assembled (how metrics are scored, the data)."""
+        if self.run is not None:
+            self._guard("config", lambda: self.run.config.update(values, allow_val_change=True))
+
     def summary(self, values: dict[str, Any]) -> None:
         if self.run is not None:
             self._guard("summary", lambda: self.run.summary.update(values))

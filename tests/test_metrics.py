@@ -1,0 +1,96 @@
+"""Metrics are registered as parts are: each declares its direction, its range and the tasks that
+report it; text metrics are sacrebleu's, signed in result.json and the W&B config; `zoo reproduce`
+shows, without comparing, a metric the zoo gained after a record was made."""
+
+import json
+import math
+
+import pytest
+import sacrebleu
+
+import zoo
+from trainkit import offline_run, run_dir_of, tiny_experiment
+from zoo.metrics import Tally, better, goal_of, range_of, reported
+from zoo.sweep.record_differences import added_since, metric_differences, scorer_differences
+from zoo.sweep.reproduce import Reproduction, describe
+
+METRICS = zoo.registry("metric").names()
+HYPOTHESES = ["the cat sat on the mat", "a dog ran", "birds sang in a park", "the the the"]
+REFERENCES = ["the cat sat on a mat", "a dog ran in the park", "birds sang in a park", "the mat"]
+TALLY = Tally(loss_sum=23.0, correct=31, tokens=40, exact=1, rows=4, hypotheses=HYPOTHESES, references=REFERENCES)
+
+
+@pytest.mark.parametrize("name", METRICS)
+def test_every_metric_declares_its_direction_and_range_and_scores_inside_it(name):
+    metric = zoo.registry("metric").get(name)
+    low, high = metric.bounds
+    assert metric.goal in ("min", "max") and low < high and metric.__doc__
+    assert goal_of(f"test/{name}") == goal_of(f"best/eval/{name}") == metric.goal
+    assert range_of(f"eval_auc/{name}") == metric.bounds
+    if "comparison" in metric.needs:  # zoo compare computes it over runs
+        return
+    value = metric.score(TALLY)
+    assert low <= value <= high and math.isfinite(value)
+    worse, best = (value + 1, value) if metric.goal == "min" else (value - 1, value)
+    assert better(name, best, worse) and not better(name, worse, best)
+    assert not better(name, best, worse, min_delta=1.5), "an improvement within min_delta is none"
+
+
+def test_text_metrics_are_sacrebleus_corpus_scores_with_their_signatures():
+    registry = zoo.registry("metric")
+    expected = {"bleu": sacrebleu.corpus_bleu, "chrf": sacrebleu.corpus_chrf, "ter": sacrebleu.corpus_ter}
+    for name, corpus_score in expected.items():
+        assert registry.get(name).score(TALLY) == corpus_score(HYPOTHESES, [REFERENCES]).score
+        assert registry.get(name).scorer().startswith("nrefs:1|") and f"version:{sacrebleu.__version__}" in \
+            registry.get(name).scorer()
+    assert registry.get("loss").score(TALLY) == 23 / 40 and registry.get("perplexity").score(TALLY) == math.exp(23 / 40)
+
+
+@pytest.mark.parametrize("task", zoo.registry("task").names())
+def test_each_task_reports_the_metrics_its_traits_call_for(task):
+    found = zoo.registry("task").get(task)
+    names = found.metrics()
+    assert names[:2] == ["loss", "token_acc"] and names == reported(found.traits())
+    assert ("exact_match" in names) == found.generates
+    assert {"bleu", "chrf", "ter"} <= set(names) if found.text_metric else not {"bleu", "chrf", "ter"} & set(names)
+    assert "lr_sensitivity" not in names
+
+
+def test_a_text_run_reports_chrf_and_ter_and_records_how_each_metric_was_scored(tmp_path):
+    experiment = tiny_experiment(tmp_path, task={"name": "toy_translation"},
+                                 train={"steps": 20, "eval_every": 10, "log_every": 10}, wandb={"mode": "offline"})
+    zoo.train(experiment)
+    result = json.loads((run_dir_of(experiment) / "result.json").read_text())
+    for name in ("bleu", "chrf", "ter"):
+        assert f"eval/{name}" in result["metrics"] and f"{zoo.metrics.CURVE}/{name}" in result["metrics"]
+        assert result["scorers"][name] == zoo.registry("metric").get(name).scorer()
+    assert result["scorers"]["exact_match"] == "zoo"
+    info, records = offline_run(tmp_path)
+    assert info["config"]["scorers"]["ter"].startswith("nrefs:1|case:lc|tok:tercom")
+    logged = [r["history"]["item"] for r in records if r["type"] == "history"]
+    assert sum("eval/chrf" in row for row in logged) == 2
+
+
+def test_reproduce_shows_a_metric_added_since_the_record_and_compares_the_rest():
+    recorded = {"eval/loss": 1.0, "eval/bleu": 20.0}
+    now = {"eval/loss": 1.0, "eval/bleu": 20.0, "eval/chrf": 40.0, "eval/ter": 70.0}
+    added = added_since(recorded, None, now)
+    assert added == ["eval/chrf", "eval/ter"] and metric_differences(recorded, now, added) == []
+    assert added_since(recorded, {"loss": "zoo", "bleu": "x", "chrf": "y", "ter": "z"}, now) == [], \
+        "a record that lists chrF as scored and lacks its value lost it"
+    assert metric_differences({**recorded, "eval/chrf": 41.0}, now, ["eval/ter"]) == ["eval/chrf: 41.0 recorded, 40.0 now"]
+    assert scorer_differences({"bleu": "version:2.5.1"}, {"bleu": "version:2.6.0"}) == [
+        "bleu scored by 'version:2.5.1' recorded, 'version:2.6.0' now"]
+    text = describe(Reproduction("norm=pre,seed=0", added=added))
+    assert text == ("norm=pre,seed=0: every final metric matches bit for bit (not in the record, so not compared: "
+                    "chrf, ter, metrics the zoo gained since)")
+
+
+def test_zoo_list_and_show_explain_the_metrics(capsys):
+    from zoo.cli import main
+
+    main(["list"])
+    assert "  ter             lower is better, 0 to ∞; reported by parallel, toy_translation" in capsys.readouterr().out
+    main(["show", "metric", "chrf"])
+    shown = capsys.readouterr().out
+    assert "higher is better, 0 to 100" in shown and "# scored by sacrebleu: nrefs:1|case:mixed|eff:yes|nc:6" in shown

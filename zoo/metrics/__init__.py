@@ -1,0 +1,108 @@
+"""Metrics, registered by name as parts are: each declares which way it improves, what values it
+can take, what a task must do to report it, and how it is scored from one pass over a held-out
+split (a `Tally`). And the curve metrics: how fast a run learned, not only where it ended.
+
+A metric is found by the last part of a logged name: `test/chrf` is `chrf` on the test split."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from zoo.specs.registries import import_modules, registry
+
+Goal = Literal["min", "max"]
+register = registry("metric").register
+
+
+@dataclass
+class Tally:
+    """What one pass over a held-out split counts: teacher-forced loss and labels, and the decoded
+    hypotheses with their references, as text."""
+
+    loss_sum: float = 0.0
+    correct: int = 0
+    tokens: int = 0
+    exact: int = 0
+    rows: int = 0
+    hypotheses: list[str] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)
+
+    @property
+    def loss(self) -> float:
+        return self.loss_sum / max(self.tokens, 1)
+
+
+class Metric:
+    """A registered metric. `needs`: the traits a task must have to report it (zoo.tasks.base.Task.traits);
+    a metric that needs "comparison" is computed by `zoo compare` over runs, never by a task."""
+
+    goal: ClassVar[Goal] = "max"
+    bounds: ClassVar[tuple[float, float]] = (-math.inf, math.inf)
+    needs: ClassVar[frozenset[str]] = frozenset()
+    order: ClassVar[int] = 100
+    """Where it stands in a run's metrics (the order they were always logged in)."""
+
+    @classmethod
+    def score(cls, tally: Tally) -> float:
+        raise NotImplementedError
+
+    @classmethod
+    def scorer(cls) -> str | None:
+        """How a library scored it, where that can change the value (sacrebleu's signature)."""
+        return None
+
+
+def reported(traits: Iterable[str]) -> list[str]:
+    """The metrics a task with these traits reports, in their order."""
+    have = set(traits)
+    metrics = registry("metric")
+    found = [name for name in metrics.names() if metrics.get(name).needs <= have]
+    return sorted(found, key=lambda name: (metrics.get(name).order, name))
+
+
+def metric_of(name: str) -> type[Metric] | None:
+    """The registered metric of a logged name (`eval/bleu`, `best/eval/loss`, `bleu`), if any."""
+    last = name.rsplit("/", 1)[-1]
+    return registry("metric").get(last) if last in registry("metric") else None
+
+
+def goal_of(metric: str) -> Goal:
+    found = metric_of(metric)
+    if found is not None:
+        return found.goal
+    return "min" if metric.rsplit("/", 1)[-1].endswith(("loss", "perplexity")) else "max"
+
+
+def range_of(metric: str) -> tuple[float, float]:
+    """What values a metric can take; an interval is held inside it."""
+    found = metric_of(metric)
+    return found.bounds if found is not None else (-math.inf, math.inf)
+
+
+def better(metric: str, new: float, old: float | None, min_delta: float = 0.0) -> bool:
+    """Whether `new` improves on `old` by more than `min_delta` (None: nothing yet)."""
+    if old is None:
+        return True
+    return new < old - min_delta if goal_of(metric) == "min" else new > old + min_delta
+
+
+CURVE = "eval_auc"
+"""`eval_auc/NAME` is the mean of `eval/NAME` over a run's evaluations: the area under its
+evaluation curve divided by its length (evaluations are evenly spaced). Two runs that end at the
+same value differ in it when one got there sooner."""
+
+
+def curve_means(history: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """`eval_auc/NAME` for every `eval/NAME` in the logged rows."""
+    seen: dict[str, list[float]] = {}
+    for row in history:
+        for key, value in row.items():
+            if key.startswith("eval/"):
+                seen.setdefault(key, []).append(float(value))
+    return {f"{CURVE}/{key.removeprefix('eval/')}": sum(v) / len(v) for key, v in seen.items()}
+
+
+import_modules(__name__, __path__)  # every module: each registers its metrics

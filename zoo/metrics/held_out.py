@@ -1,0 +1,60 @@
+"""The metrics of teacher forcing and of exact decoding: every task reports a loss and a token
+accuracy; a language model its perplexity; a task that decodes its targets, exact match."""
+
+from __future__ import annotations
+
+import math
+
+from zoo.metrics import Metric, Tally, register
+
+
+@register("loss")
+class Loss(Metric):
+    """Cross-entropy per counted label, teacher-forced (nats)."""
+
+    goal, bounds, order = "min", (0.0, math.inf), 0
+
+    @classmethod
+    def score(cls, tally: Tally) -> float:
+        return tally.loss
+
+
+@register("token_acc")
+class TokenAccuracy(Metric):
+    """The share of counted labels whose most likely token is the label, teacher-forced."""
+
+    bounds, order = (0.0, 1.0), 1
+
+    @classmethod
+    def score(cls, tally: Tally) -> float:
+        return tally.correct / max(tally.tokens, 1)
+
+
+@register("perplexity")
+class Perplexity(Metric):
+    """exp(loss): the language model's perplexity per token."""
+
+    goal, bounds, order, needs = "min", (1.0, math.inf), 2, frozenset({"next_token"})
+
+    @classmethod
+    def score(cls, tally: Tally) -> float:
+        return math.exp(min(tally.loss, 700.0))  # past e^700 a float overflows
+
+
+@register("exact_match")
+class ExactMatch(Metric):
+    """The share of held-out targets decoded exactly, up to their end of sequence."""
+
+    bounds, order, needs = (0.0, 1.0), 3, frozenset({"generates"})
+
+    @classmethod
+    def score(cls, tally: Tally) -> float:
+        return tally.exact / max(tally.rows, 1)
+
+
+@register("lr_sensitivity")
+class LRSensitivity(Metric):
+    """Wortsman et al. (2023)'s learning-rate sensitivity of a tuned sweep's variant: computed by
+    zoo compare over runs at several rates (zoo.compare.sensitivity), not by a run."""
+
+    goal, bounds, needs = "min", (0.0, math.inf), frozenset({"comparison"})
