@@ -93,8 +93,6 @@ class CheckpointProgress(BaseModel):
     last_eval: dict[str, float] = Field(default_factory=dict)
     history: list[dict[str, float]] = Field(default_factory=list)
     wall_s: float = 0.0
-    scorers: dict[str, str] | None = Field(None, description="each metric the run reports and how it was scored: "
-                                           "sacrebleu's signature for text metrics, 'zoo' for the zoo's own")
     first_loss: float | None = Field(None, description="the loss of the first step (the explosion rule's base)")
     high_logs: int = Field(0, description="consecutive logs above the explosion threshold")
 
