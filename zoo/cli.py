@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from zoo.cli_registries import cmd_list, shown
-from zoo.cli_runs import cmd_eval, cmd_train
+from zoo.cli_runs import cmd_average, cmd_eval, cmd_train
 from zoo.cli_sweeps import cmd_compare, cmd_reproduce, cmd_sweep
 from zoo.errors import ConfigError, exit_code_of
 from zoo.specs.catalog import list_variants, name_fields, preset_chain, preset_description, recipe, resolve
@@ -28,6 +28,7 @@ EXAMPLES = """examples:
   zoo train --set model.norm=pre train.steps=200    one run (no file: the default experiment)
   zoo train experiments/multi30k.yaml --print-config  the resolved experiment and its folder, nothing run
   zoo eval runs/RUN/checkpoint.pt --beams 4         score a checkpoint again, greedy or with beams
+  zoo average runs/RUN --last 5 -o avg.pt           average the last checkpoints' weights
   zoo sweep experiments/seed_axes.yaml --workers 2  a grid of variants over seeds
   zoo compare sweeps/seed-axes                      ranked table, axis effects, plots, report.md
   zoo reproduce sweeps/seed-axes/ledger.jsonl       train recorded cells again and compare
@@ -202,6 +203,14 @@ def build_parser() -> argparse.ArgumentParser:
     scoring.add_argument("--set", action="extend", nargs="+", default=[], metavar="DOTTED.KEY=VALUE",
                          help="change the saved experiment, e.g. task.data_dir=/path/to/multi30k")
     scoring.set_defaults(run=cmd_eval)
+
+    averaging = commands.add_parser("average", help="average the weights of checkpoints of one model (fairseq's "
+                                    "average_checkpoints) into a checkpoint zoo eval scores")
+    averaging.add_argument("checkpoints", nargs="+", help="checkpoint files, or run folders: the snapshots their "
+                           "train.average_last kept")
+    averaging.add_argument("--last", type=positive_int, help="only the last N of them")
+    averaging.add_argument("-o", "--output", required=True, help="the averaged checkpoint to write")
+    averaging.set_defaults(run=cmd_average)
 
     sweeping = commands.add_parser("sweep", help="train a grid of variants over seeds in worker processes")
     sweeping.add_argument("file", help="a SweepSpec YAML file")

@@ -34,3 +34,12 @@ def cmd_eval(args: argparse.Namespace) -> None:
     decoding = "greedy" if args.beams == 1 else f"beam {args.beams}, length_penalty {args.length_penalty}"
     print(json.dumps({"checkpoint": str(args.checkpoint), "split": args.split, "decoding": decoding,
                       "seconds": round(time.perf_counter() - start, 1), **metrics}, indent=1))
+
+
+def cmd_average(args: argparse.Namespace) -> None:
+    from zoo.trainer.averaging import checkpoints_to_average, write_average
+
+    sources = checkpoints_to_average(args.checkpoints, args.last)
+    output = write_average(sources, args.output)
+    print(f"averaged {len(sources)} checkpoints ({', '.join(map(str, sources))}) into {output}; "
+          f"score it with: zoo eval {output} --split test")

@@ -52,6 +52,11 @@ class RunRecord(BaseModel):
                                            "sacrebleu's signature for text metrics, 'zoo' for the zoo's own")
     first_loss: float | None = Field(None, description="the training loss of step 1, the model as initialized: what "
                                      "LR sensitivity counts a diverged run at (Wortsman et al. 2023's initial loss)")
+    stopped_early_at: int | None = Field(None, description="the step where train.early_stop ended the run")
+    best_checkpoint: dict[str, Any] | None = Field(None, description="train.keep_best: the best evaluation's step, "
+                                                   "metric and value, and its checkpoint's metrics on every split")
+    averaged: dict[str, Any] | None = Field(None, description="train.average_last: the steps averaged and the "
+                                            "average's metrics on every split")
     diverged_at: int | None = None
     error: str | None = Field(None, description="why a run diverged, failed or was interrupted")
     exit_code: int | None = None

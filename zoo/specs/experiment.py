@@ -28,6 +28,7 @@ from zoo.specs.choices import AxisChoice, Choice
 from zoo.specs.model_spec import ModelRecipe, ModelSpec
 from zoo.specs.optimizer_spec import OptimizerSpec, Strict
 from zoo.specs.registries import AXES, UnknownChoiceError, registry
+from zoo.specs.selection import EarlyStopSpec, selection_problems, validation_metric
 from zoo.specs.switches import FLAT, grouped_key
 from zoo.specs.yamlio import dump_yaml, load_yaml, read_mapping
 
@@ -48,7 +49,10 @@ class TrainSpec(Strict):
         "lr_scheduler_type": "'schedule'", "lr_scheduler": "'schedule'", "warmup": "'warmup_steps'",
         "warmup_updates": "'warmup_steps'", "max_grad_norm": "'grad_clip'", "clip_norm": "'grad_clip'",
         "clip_grad_norm": "'grad_clip'", "seed_value": "'seed'", "gradient_accumulation_steps": "'accumulate'",
-        "update_freq": "'accumulate'", "accumulate_grad_batches": "'accumulate'"}
+        "update_freq": "'accumulate'", "accumulate_grad_batches": "'accumulate'",
+        "early_stopping_patience": "'early_stop.patience'", "patience": "'early_stop.patience'",
+        "metric_for_best_model": "'keep_best'", "load_best_model_at_end": "'keep_best'",
+        "best_checkpoint_metric": "'keep_best'", "average_checkpoints": "'average_last'"}
     """Names other libraries (transformers' Trainer, fairseq, nanoGPT) give these fields."""
     steps: PositiveInt = 400
     batch_size: PositiveInt = 256
@@ -82,8 +86,20 @@ class TrainSpec(Strict):
     length_penalty: float = Field(1.0, description="with eval_beams > 1: scores are divided by length ** this")
     log_every: PositiveInt = 20
     checkpoint_every: PositiveInt = 100
+    early_stop: EarlyStopSpec | None = Field(None, description="stop when a validation metric stops improving: "
+                                             "{metric, patience, min_delta}; null: train every step")
+    keep_best: str | None = Field(None, description="a validation metric (eval/NAME): the checkpoint of its best "
+                                  "evaluation is kept as checkpoint_best.pt and scored on every split at the end")
+    average_last: int | None = Field(None, ge=2, description="average the weights of the last N checkpoints "
+                                     "(checkpoint_every apart) at the end into checkpoint_averaged.pt, scored on "
+                                     "every split")
     explosion: ExplosionSpec | None = Field(ExplosionSpec(), description="null: only a non-finite loss diverges")
     out_dir: str = "runs"
+
+    @field_validator("keep_best")
+    @classmethod
+    def _on_the_validation_split(cls, name: str | None) -> str | None:
+        return None if name is None else validation_metric(name)
 
 
 class WandbSpec(Strict):
@@ -189,6 +205,13 @@ class ExperimentSpec(Strict):
                 able = ", ".join(name for name in tasks.names() if tasks.get(name).token_batches)
                 raise PydanticCustomError("batch_tokens", "train.batch_tokens: task '{task}' has no token batches; "
                                           "tasks that do: {able}", {"task": self.task["name"], "able": able})
+        return self
+
+    @model_validator(mode="after")
+    def _selection_names_reported_metrics(self) -> ExperimentSpec:
+        problems = selection_problems(self.train, registry("task").get(self.task["name"]).metrics())
+        if problems:
+            raise PydanticCustomError("selection", "{problems}", {"problems": "; ".join(problems)})
         return self
 
     @property

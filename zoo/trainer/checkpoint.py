@@ -39,18 +39,30 @@ class Checkpointer:
                  dist: Distributed):
         self.folder, self.experiment, self.spec, self.task, self.dist = folder, experiment, spec, task, dist
 
-    def save(self, train_step: TrainStep, progress: CheckpointProgress, wandb_id: str | None) -> None:
+    def save(self, train_step: TrainStep, progress: CheckpointProgress, wandb_id: str | None,
+             pieces: dict[str, Any] | None = None, path: Path | None = None) -> None:
         """Only finite weights are written (checked on every rank, whose weights are the same), by
-        rank 0, whole or not at all."""
+        rank 0, whole or not at all; `pieces`: the state of the trainer's pieces that keep one
+        (early stopping, kept weights); `path`: another file than the run's checkpoint (the best)."""
         if not finite_weights(train_step.model):
             raise Diverged(f"step {progress.step}: the weights are no longer finite")
         if not self.dist.is_main:
             return
-        save_checkpoint(self.folder.checkpoint, {
-            "experiment": self.experiment.model_dump(mode="json"), "spec": self.spec.model_dump(),
-            **train_step.state(), "progress": progress.model_dump(), "task": self.task.state(),
-            "wandb_id": wandb_id, "data": self.folder.data,
+        save_checkpoint(path or self.folder.checkpoint, {
+            **self.description(), **train_step.state(), "progress": progress.model_dump(),
+            "wandb_id": wandb_id, "data": self.folder.data, **({"pieces": pieces} if pieces else {}),
         })
+
+    def description(self) -> dict[str, Any]:
+        """What a checkpoint says of its run: enough, with weights, for zoo.load and zoo eval."""
+        return {"experiment": self.experiment.model_dump(mode="json"), "spec": self.spec.model_dump(),
+                "task": self.task.state()}
+
+    def snapshot(self, model: ZooModel, path: Path) -> None:
+        """The weights alone, with the run's description (train.average_last's snapshots), by rank 0."""
+        if self.dist.is_main:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_checkpoint(path, {**self.description(), "model": model.state_dict()})
 
 
 def training_state(model, optimizer, schedule, scaler, device: torch.device) -> dict[str, Any]:

@@ -113,6 +113,14 @@ class Evaluator:
             raise Diverged(f"step {step}: the final evaluation is not finite ({broken})")
         return final
 
+    def every_split(self, model: ZooModel) -> dict[str, float]:
+        """On rank 0: metrics of another model (the best checkpoint's, the average's) on every held-out split."""
+        metrics = {}
+        for split in self.task.eval_splits:
+            metrics.update(evaluate_split(model, self.task, split, self.train.eval_size, self.train.batch_size,
+                                          self.device, **self.decoding))
+        return metrics
+
     def picture(self, model: ZooModel, path: Path) -> str | None:
         """The cross-attention of the first held-out source, drawn into `path`; its caption, or
         None where the model has no cross-attention or the drawing failed (a warning)."""

@@ -25,6 +25,7 @@ from zoo.trainer.guards import LossWatch, StopSignals, signals_to
 from zoo.trainer.progress import ProgressBar
 from zoo.trainer.run_folder import RunFolder, TrainResult
 from zoo.trainer.run_model import run_model, run_spec
+from zoo.trainer.selection import EarlyStop, KeptWeights, kept_results
 from zoo.trainer.step import TrainStep
 from zoo.trainer.tracking import Tracker
 
@@ -71,6 +72,14 @@ class Trainer:
         self.evaluator = Evaluator(self.task, t, self.device, self.dist, self.progress)
         self.tracker.config({"scorers": self.evaluator.scorers})
         self.checkpointer = Checkpointer(self.folder, experiment, self.spec, self.task, self.dist)
+        self.early_stop, self.kept = EarlyStop(t), KeptWeights(t, self.run_dir)
+        for name, piece in self.pieces().items():
+            if saved is not None and name in saved.get("pieces", {}):
+                piece.load_state_dict(saved["pieces"][name])
+
+    def pieces(self) -> dict[str, EarlyStop | KeptWeights]:
+        """The trainer's pieces that keep a state of their own, which the checkpoint holds by name."""
+        return {"early_stop": self.early_stop, "kept_weights": self.kept}
 
     @property
     def step(self) -> int:
@@ -84,10 +93,16 @@ class Trainer:
     def history(self) -> list[dict[str, float]]:
         return self.progress.history
 
-    def _checkpoint(self) -> None:
+    def _checkpoint(self, path: Path | None = None) -> None:
         self.progress.wall_s = time.perf_counter() - self.start
         self.progress.first_loss, self.progress.high_logs = self.watch.first_loss, self.watch.high_logs
-        self.checkpointer.save(self.train_step, self.progress, self.tracker.run_id or self.run_id)
+        pieces = {name: piece.state_dict() for name, piece in self.pieces().items()}
+        self.checkpointer.save(self.train_step, self.progress, self.tracker.run_id or self.run_id, pieces, path)
+        snapshot = None if path else self.kept.snapshot_path(self.step)
+        if snapshot is not None:
+            self.checkpointer.snapshot(self.model, snapshot)
+            if self.dist.is_main:
+                self.kept.prune(self.step)
 
     def _train_step(self, step: int) -> None:
         """One optimizer step on the global batch of `step`; then the next batch is prepared while
@@ -110,8 +125,11 @@ class Trainer:
         return self.dist.sum(torch.tensor(float(stop.received is not None), device=self.device)).item() > 0
 
     def _loop(self, bar: ProgressBar, stop: StopSignals, last: int | None = None) -> None:
-        """Train to train.steps (or to step `last`, for a benchmark of the loop itself)."""
+        """Train to train.steps (or to step `last`, for a benchmark of the loop itself), or until
+        early stopping ends the run."""
         t = self.experiment.train
+        if self.early_stop.stopped_at is not None:
+            return  # a resume of a run that had stopped early: only its end is left to do
         for step in range(self.step + 1, (last or t.steps) + 1):
             self.working_on = step
             self._train_step(step)
@@ -132,17 +150,32 @@ class Trainer:
                     self.watch.at_end(row["train/loss"], step)
             elif evaluating or saving:
                 self.train_step.window.settle()
-            if evaluating:
-                metrics = self.evaluator(self.model, step)
-                if self.dist.is_main:
-                    self._log(metrics, step)
-                    bar.update(step, metrics)
+            if evaluating and self._evaluate(bar, step):
+                self.early_stop.stopped_at, saving = step, True
             if saving:
                 if not self.watch.suspect:
                     self._checkpoint()
                 self.dist.barrier()
             if stopping:
                 raise Interrupted(f"stopped by {stop.name or 'a signal'} after step {step}", stop.received)
+            if self.early_stop.stopped_at is not None:
+                if self.dist.is_main:
+                    bar.write(self.early_stop.note())
+                return
+
+    def _evaluate(self, bar: ProgressBar, step: int) -> bool:
+        """Evaluate, log, keep the best checkpoint; whether early stopping ends the run here (every
+        rank learns it from rank 0)."""
+        metrics = self.evaluator(self.model, step)
+        if self.dist.is_main:
+            self._log(metrics, step)
+            bar.update(step, metrics)
+        if self.kept.improved(metrics, step) and not self.watch.suspect:
+            self._checkpoint(self.kept.best_path)
+        stops = self.early_stop.observe(metrics, step)
+        if self.dist.world > 1:
+            stops = self.dist.sum(torch.tensor(float(stops), device=self.device)).item() > 0
+        return stops
 
     def _picture(self) -> Path | None:
         png = self.run_dir / "cross_attention.png"
@@ -156,9 +189,12 @@ class Trainer:
         """On rank 0: the final metrics (zoo.trainer.evaluate.Evaluator), the picture, the summary, result.json."""
         final = self.evaluator.final(self.model, self.step)
         png = self._picture()
+        kept = kept_results(self.early_stop, self.kept, self.model, self.evaluator, self.step)
         self.tracker.summary({**final, **{f"best/{k}": v for k, v in self.best.items()},
-                              "wall_time_s": time.perf_counter() - self.start, "steps": self.step})
-        self._write_result("finished", final)
+                              "wall_time_s": time.perf_counter() - self.start, "steps": self.step,
+                              **{f"{group}/{k}": v for group in ("best_checkpoint", "averaged") if kept.get(group)
+                                 for k, v in kept[group]["metrics"].items()}})
+        self._write_result("finished", final, **kept)
         return final, png
 
     def _write_result(self, status: str, final: dict[str, float], **extra: Any) -> str:

@@ -53,6 +53,15 @@ class ProgressBar:
             print(" ".join(filter(None, [f"step {step}/{self.total}", _short(metrics), self.pace(step)])), flush=True)
         self.last = step
 
+    def write(self, line: str) -> None:
+        """A line of its own (above the bar on a terminal)."""
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.write(line)
+        else:
+            print(line, flush=True)
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()

@@ -1,0 +1,95 @@
+"""Early stopping, the best checkpoint and checkpoint averaging, on a run whose validation curve
+turns: a decoder that memorizes 60 lines and then loses ground on the held-out ones."""
+
+import json
+
+import pytest
+import torch
+
+import zoo
+from trainkit import run_dir_of, text_task, tiny_experiment, write_corpus
+from zoo.cli import main
+from zoo.trainer.averaging import averaged_weights
+from zoo.trainer.checkpoint import read_checkpoint
+
+TURNING = {"steps": 160, "eval_every": 10, "log_every": 10, "checkpoint_every": 10, "batch_size": 16,
+           "optimizer": {"lr": 1e-2}}
+
+
+def turning_run(tmp_path, **train) -> tuple[dict, dict, list[float]]:
+    """The experiment, its result.json and the validation losses it logged."""
+    experiment = tiny_experiment(tmp_path, model={"kind": "decoder", "d_model": 64, "d_ff": 256, "n_decoder_layers": 2},
+                                 task=text_task("lm", write_corpus(tmp_path / "corpus", lines=60)),
+                                 train={**TURNING, **train})
+    run = zoo.train(experiment)
+    result = json.loads((run.run_dir / "result.json").read_text())
+    return experiment, result, [row["eval/loss"] for row in run.history if "eval/loss" in row]
+
+
+def test_early_stopping_the_best_checkpoint_and_the_average_on_a_turning_curve(tmp_path):
+    experiment, result, losses = turning_run(tmp_path, early_stop={"metric": "loss", "patience": 3},
+                                             keep_best="eval/loss", average_last=3)
+    best = min(range(len(losses)), key=losses.__getitem__)
+    assert losses[-1] > losses[best] and best >= 2, "the curve turns (otherwise this tests nothing)"
+    assert len(losses) == best + 1 + 3, "stopped the third evaluation after the best"
+    stopped = 10 * len(losses)
+    assert result["stopped_early_at"] == result["steps"] == stopped < TURNING["steps"]
+
+    kept = result["best_checkpoint"]
+    assert (kept["step"], kept["metric"], kept["value"]) == (10 * (best + 1), "eval/loss", losses[best])
+    assert kept["metrics"]["eval/loss"] == losses[best], "the best checkpoint's weights score as they did then"
+    assert {"test/loss", "test/perplexity"} <= kept["metrics"].keys()
+    assert result["metrics"]["eval/loss"] == losses[-1], "the run's own metrics stay the last model's"
+
+    run_dir = run_dir_of(experiment)
+    snapshots = sorted((run_dir / "averaging").glob("step_*.pt"))
+    assert [int(p.stem.split("_")[1]) for p in snapshots] == result["averaged"]["steps"] == [stopped - 20, stopped - 10,
+                                                                                             stopped]
+    averaged = read_checkpoint(run_dir / "checkpoint_averaged.pt", need=("experiment", "spec", "model", "task"))
+    for name, tensor in averaged["model"].items():
+        mean = sum(read_checkpoint(p, need=("model",))["model"][name].double() for p in snapshots) / 3
+        assert torch.allclose(tensor.double(), mean, atol=1e-6), name
+    assert zoo.load(run_dir / "checkpoint_averaged.pt")[1].kind == "decoder"
+    assert result["averaged"]["metrics"]["eval/loss"] < losses[-1], "on this curve, the average beats the last"
+
+    (run_dir / "result.json").unlink()  # killed after its last checkpoint, before its result: the resume ends it
+    again = zoo.train(experiment, resume=True)
+    assert again.metrics == result["metrics"] and again.history[-1]["train/step"] == stopped
+
+
+def test_min_delta_counts_only_larger_improvements(tmp_path):
+    _, result, losses = turning_run(tmp_path, steps=60, early_stop={"metric": "eval/token_acc", "patience": 2,
+                                                                     "min_delta": 0.5})
+    assert len(losses) == 3 and result["stopped_early_at"] == 30, "no gain of 0.5 in accuracy: two evaluations after the first"
+
+
+def test_zoo_average_writes_a_checkpoint_zoo_eval_scores(tmp_path, capsys):
+    experiment, result, _ = turning_run(tmp_path, steps=40, average_last=4)
+    run_dir = run_dir_of(experiment)
+    main(["average", str(run_dir), "--last", "2", "-o", str(tmp_path / "two.pt")])
+    assert "averaged 2 checkpoints" in capsys.readouterr().out
+    weights, _ = averaged_weights(sorted((run_dir / "averaging").glob("step_*.pt"))[-2:])
+    two = read_checkpoint(tmp_path / "two.pt", need=("model",))["model"]
+    assert all(torch.equal(two[name], weights[name]) for name in weights)
+    assert result["averaged"]["steps"] == [10, 20, 30, 40]
+    main(["eval", str(tmp_path / "two.pt"), "--split", "test"])
+    assert json.loads(capsys.readouterr().out)["test/perplexity"] > 1
+
+    other = tiny_experiment(tmp_path / "other", train={"steps": 2, "eval_every": 2})
+    zoo.train(other)
+    with pytest.raises(SystemExit):
+        main(["average", str(run_dir / "checkpoint.pt"), str(run_dir_of(other) / "checkpoint.pt"), "-o", "x.pt"])
+    assert "another model than" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["average", str(run_dir / "checkpoint.pt"), "-o", "x.pt"])
+    assert "averaging needs two checkpoints or more; got 1" in capsys.readouterr().err
+
+
+def test_selection_names_a_metric_the_task_reports():
+    with pytest.raises(zoo.ConfigError, match=r"train.early_stop.metric: the task reports no 'eval/bleu'; choices: "
+                                              r"eval/loss, eval/token_acc, eval/exact_match"):
+        zoo.specs.experiment.validate_experiment({"train": {"early_stop": {"metric": "bleu"}}})
+    with pytest.raises(zoo.ConfigError, match=r"train: unknown field 'metric_for_best_model' \(did you mean 'keep_best'"):
+        zoo.specs.experiment.validate_experiment({"train": {"metric_for_best_model": "eval/loss"}})
+    with pytest.raises(zoo.ConfigError, match=r"train.average_last: .*greater than or equal to 2"):
+        zoo.specs.experiment.validate_experiment({"train": {"average_last": 1}})
