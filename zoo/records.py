@@ -42,6 +42,8 @@ class RunRecord(BaseModel):
     model_name: str | None = None
     threads: int | None = None
     data: dict[str, str] | None = Field(None, description="{file: content digest} of the task's data files")
+    data_summary: dict[str, float | int] | None = Field(None, description="what the data is: examples per split, "
+                                                        "vocabulary sizes, <unk> shares, lines left out, mean lengths")
     environment: dict[str, str] | None = Field(None, description="what reproduction needs beside the thread count: "
                                                "zoo version and commit, torch and Python versions, the device, the CPU "
                                                "(vendor, family, model), torch's CPU capability, the BLAS")

@@ -209,6 +209,13 @@ class Task:
         """The registered metrics each held-out split of the task reports."""
         return reported(cls.traits())
 
+    def summary(self, eval_size: int) -> dict[str, float | int]:
+        """What the run's data is (zoo.tasks.summary): vocabulary sizes and held-out examples per
+        split here; a task that reads files says more."""
+        one = self.src_vocab is self.tgt_vocab
+        return {"source_vocabulary": len(self.src_vocab), **({} if one else {"target_vocabulary": len(self.tgt_vocab)}),
+                **{f"{split}_examples": self.held_out_rows(eval_size, split) for split in self.eval_splits}}
+
     def longest_training(self) -> tuple[int, int] | None:
         """The most tokens (bos and eos counted) of a training source and target, where the task
         knows them before training: a sequence a model cannot place is then found before any step."""

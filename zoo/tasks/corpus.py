@@ -93,6 +93,12 @@ def split_files(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: Corpus
 def read_split(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: CorpusFormat = "auto") -> list[tuple[str, str]]:
     """The (source, target) sentence pairs of one split; pairs with an empty side are dropped. A
     split left with no pair is an error that names its files."""
+    return read_split_counted(data_dir, stem, src, tgt, fmt)[0]
+
+
+def read_split_counted(data_dir: str | Path, stem: str, src: str, tgt: str,
+                       fmt: CorpusFormat = "auto") -> tuple[list[tuple[str, str]], int]:
+    """read_split's pairs, and how many pairs with an empty side it dropped (a run's data summary says so)."""
     files = split_files(data_dir, stem, src, tgt, fmt)
     if len(files) == 2:
         sources, targets = read_lines(files[0]), read_lines(files[1])
@@ -110,7 +116,7 @@ def read_split(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: CorpusF
     kept = [(s.strip(), t.strip()) for s, t in pairs if s.strip() and t.strip()]
     if not kept:
         raise DataError(f"{' and '.join(map(str, files))}: split {stem!r} holds no sentence pair with text on both sides")
-    return kept
+    return kept, len(pairs) - len(kept)
 
 
 def cached_digest(path: Path) -> str:

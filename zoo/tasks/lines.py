@@ -18,7 +18,8 @@ from zoo.errors import ConfigError, DataError
 from zoo.specs.registries import registry
 from zoo.tasks.base import EpochOrder, Task, TaskParams, Vocabulary, held_out_part, pad_rows, step_generator
 from zoo.tasks.corpus import find, read_lines
-from zoo.tasks.text import TokenizerName, codec_from_state, train_codec
+from zoo.tasks.summary import mean_length, unknown_share
+from zoo.tasks.text import TokenizerName, codec_from_state, train_codec, unk_id
 
 
 class LinesParams(TaskParams):
@@ -95,6 +96,17 @@ class TextLines(Task):
 
     def _split(self, stem: str) -> tuple[str, ...]:
         return cached_lines(self.params.data_dir, stem, self.params.lang)
+
+    def summary(self, eval_size: int) -> dict[str, float | int]:
+        p = self.params
+        read = self._split(p.train_split)[: p.train_sentences]
+        unknown = unk_id(self.codec)
+        shares = {} if unknown is None else {
+            f"{split}_unknown_share": unknown_share(rows, unknown)
+            for split, rows in (("train", self.train_lines), ("valid", self.held_out(eval_size, "valid")))}
+        return {**super().summary(eval_size), "train_examples": len(self.train_lines),
+                "train_too_long": len(read) - len(self.train_lines), "max_tokens": p.max_tokens, **shares,
+                "mean_tokens": mean_length(self.train_lines)}
 
     def longest_training(self) -> tuple[int, int]:
         longest = max(map(len, self.train_lines))

@@ -14,9 +14,10 @@ from torch import Tensor
 from zoo.errors import ConfigError
 from zoo.specs.registries import registry
 from zoo.tasks.base import EpochOrder, Task, TaskParams, held_out_part, in_batches, pad_rows
-from zoo.tasks.corpus import CorpusFormat, read_split, split_files
+from zoo.tasks.corpus import CorpusFormat, read_split_counted, split_files
 from zoo.tasks.pretrained_tokenizer import PretrainedCodec, folder_files, special_ids
-from zoo.tasks.text import TokenizerName, codec_from_state, normalize, train_codec
+from zoo.tasks.summary import mean_length, unknown_share
+from zoo.tasks.text import TokenizerName, codec_from_state, normalize, train_codec, unk_id
 from zoo.tasks.token_batches import TokenPlan
 
 
@@ -43,9 +44,11 @@ class ParallelParams(TaskParams):
 
 
 @lru_cache(maxsize=8)
-def cached_split(data_dir: str, stem: str, src: str, tgt: str, fmt: str) -> tuple[tuple[str, str], ...]:
-    """Each split is read once per process, however many tasks (runs, tests) use it."""
-    return tuple(read_split(data_dir, stem, src, tgt, fmt))
+def cached_split(data_dir: str, stem: str, src: str, tgt: str, fmt: str) -> tuple[tuple[tuple[str, str], ...], int]:
+    """Each split is read once per process, however many tasks (runs, tests) use it: its pairs,
+    and how many pairs with an empty side were dropped."""
+    pairs, dropped = read_split_counted(data_dir, stem, src, tgt, fmt)
+    return tuple(pairs), dropped
 
 
 @registry("task").register("parallel")
@@ -116,7 +119,22 @@ class Parallel(Task):
 
     def _split(self, stem: str) -> tuple[tuple[str, str], ...]:
         p = self.params
-        return cached_split(p.data_dir, stem, p.src_lang, p.tgt_lang, p.format)
+        return cached_split(p.data_dir, stem, p.src_lang, p.tgt_lang, p.format)[0]
+
+    def summary(self, eval_size: int) -> dict[str, float | int]:
+        p = self.params
+        read = self._split(p.train_split)[: p.train_sentences]
+        valid = [(self.encode_source(s), self.tgt_vocab.encode(t)) for s, t in self._split(p.valid_split)[:eval_size]]
+        sides = {"source": (self.src_vocab, 0), "target": (self.tgt_vocab, 1)}
+        return {
+            **super().summary(eval_size), "train_examples": len(self.train_pairs),
+            "train_too_long": len(read) - len(self.train_pairs), "max_tokens": p.max_tokens,
+            "train_empty": cached_split(p.data_dir, p.train_split, p.src_lang, p.tgt_lang, p.format)[1],
+            **{f"{split}_{side}_unknown_share": unknown_share([pair[i] for pair in pairs], unk_id(codec))
+               for split, pairs in (("train", self.train_pairs), ("valid", valid)) for side, (codec, i) in sides.items()
+               if unk_id(codec) is not None},
+            **{f"mean_{side}_tokens": mean_length([pair[i] for pair in self.train_pairs]) for side, (_, i) in sides.items()},
+        }
 
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
         rows = [self.train_pairs[i] for i in self.order.rows(step, batch_size)]

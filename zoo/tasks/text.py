@@ -124,3 +124,14 @@ def codec_from_state(state: dict[str, Any]):
 
         return PretrainedCodec.from_state(state)
     raise ValueError(f"unknown codec kind {kind!r} in a task state; choices: bpe, char, word, pretrained, vocabulary")
+
+
+def unk_id(codec) -> int | None:
+    """The id that stands for a piece outside the vocabulary: the zoo's codecs keep it at 3; a
+    pretrained tokenizer names its own (or has none: byte-level BPE covers every text)."""
+    if hasattr(codec, "tokenizer"):
+        model = codec.tokenizer.model
+        token = getattr(model, "unk_token", None)
+        found = codec.tokenizer.token_to_id(token) if token else getattr(model, "unk_id", None)
+        return None if found is None else int(found)
+    return Vocabulary.unk_id

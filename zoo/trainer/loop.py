@@ -16,6 +16,7 @@ from zoo.provenance import environment
 from zoo.records import CheckpointProgress, RunRecord
 from zoo.specs.experiment import ExperimentSpec, validate_experiment
 from zoo.tasks import Task, build_task
+from zoo.tasks.summary import summary_line, warn_unknown
 from zoo.trainer.checkpoint import Checkpointer
 from zoo.trainer.devices import autocast_dtype, pick_device
 from zoo.trainer.distributed import Distributed
@@ -70,7 +71,8 @@ class Trainer:
         self.working_on = 0
         self.tracker = Tracker(experiment, self.spec, self.name, self.dist.is_main, self.run_id)
         self.evaluator = Evaluator(self.task, t, self.device, self.dist, self.progress)
-        self.tracker.config({"scorers": self.evaluator.scorers})
+        self.data_summary = self.task.summary(t.eval_size) if self.dist.is_main else {}
+        self.tracker.config({"scorers": self.evaluator.scorers, "data": self.data_summary})
         self.checkpointer = Checkpointer(self.folder, experiment, self.spec, self.task, self.dist)
         self.early_stop, self.kept = EarlyStop(t), KeptWeights(t, self.run_dir)
         for name, piece in self.pieces().items():
@@ -207,8 +209,7 @@ class Trainer:
                            model_name=self.spec.name, threads=torch.get_num_threads(), data=self.folder.data or None,
                            environment=environment(self.device), history=self.history, **self.tracker.where,
                            experiment=self.experiment.model_dump(mode="json"), first_loss=self.watch.first_loss,
-                           scorers=self.evaluator.scorers,
-                           **extra)
+                           scorers=self.evaluator.scorers, data_summary=self.data_summary or None, **extra)
         if not self.folder.write_result(record):
             return f"; the finished result of the earlier run stays in {self.run_dir / 'result.json'}"
         return ""
@@ -232,6 +233,9 @@ class Trainer:
 
     def run(self) -> TrainResult:
         bar = ProgressBar(self.experiment.train.steps, self.step, enabled=self.dist.is_main)
+        if self.dist.is_main:
+            bar.write(summary_line(self.data_summary))
+            warn_unknown(self.data_summary)
         self.tracker.summary({"parameters": self.model.num_parameters(), "model_name": self.spec.name})
         final, png, failed = {}, None, True
         wandb_dir = self.tracker.files_dir
