@@ -9,11 +9,12 @@ import inspect
 from zoo.errors import ConfigError
 from zoo.specs.catalog import list_variants, preset_description
 from zoo.specs.choices import part_text, settings_model
-from zoo.specs.registries import AXES, METRIC, NAMED_AXES, RECIPE, TASKS, registry
+from zoo.specs.registries import AXES, FORMAT, METRIC, NAMED_AXES, RECIPE, TASKS, registry
 
-KINDS = (*RECIPE, TASKS, METRIC, *AXES)
+KINDS = (*RECIPE, TASKS, METRIC, FORMAT, *AXES)
 """What `zoo show KIND NAME` can show."""
-WHERE = {"optimizer": "train.optimizer", "schedule": "train.schedule", TASKS: "task", METRIC: "eval/NAME, test/NAME"}
+WHERE = {"optimizer": "train.optimizer", "schedule": "train.schedule", TASKS: "task", METRIC: "eval/NAME, test/NAME",
+         FORMAT: "task.format"}
 
 
 def recipe_lines() -> list[str]:
@@ -36,6 +37,8 @@ def shown(kind: str, name: str) -> str:
     if kind == METRIC:
         scorer = found.scorer()
         return "\n".join([*lines, f"# {metric_text(name)}", *([f"# scored by sacrebleu: {scorer}"] if scorer else [])])
+    if kind == FORMAT:
+        return "\n".join([*lines, f"# files: {format_files(name)}"])
     model = found.Params if kind == TASKS else settings_model(found)
     if not model.model_fields:
         return "\n".join([*lines, "# no settings"])
@@ -59,9 +62,17 @@ def cmd_list(args: argparse.Namespace) -> None:
         task = registry("task").get(name)
         print(f"  {name:16s} {task_metrics_text(task)}")
     print("\n".join(recipe_lines()))
+    print("\ncorpus formats (task.format; auto: the first whose files exist):")
+    for name in registry(FORMAT).names():
+        print(f"  {name:15s} {format_files(name)}")
     print("\nmetrics (eval/NAME, test/NAME, eval_auc/NAME; zoo show metric NAME):")
     for name in registry(METRIC).names():
         print(f"  {name:15s} {metric_text(name)}")
+
+
+def format_files(name: str) -> str:
+    """The files a corpus format reads for one split, each maybe gzipped."""
+    return " and ".join(f"SPLIT{file[5:]}[.gz]" for file in registry(FORMAT).get(name).names("SPLIT", "SRC", "TGT"))
 
 
 def metric_text(name: str) -> str:

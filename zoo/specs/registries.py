@@ -126,7 +126,10 @@ RECIPE = ("optimizer", "schedule")
 METRIC = "metric"
 """The registry of held-out metrics (zoo.metrics): each with its direction, range and the tasks that report it."""
 
-_REGISTRIES: dict[str, Registry] = {kind: Registry(kind) for kind in (*AXES, TASKS, *RECIPE, METRIC)}
+FORMAT = "format"
+"""The registry of corpus formats (zoo.tasks.formats): how a split's sentence pairs are stored."""
+
+_REGISTRIES: dict[str, Registry] = {kind: Registry(kind) for kind in (*AXES, TASKS, *RECIPE, METRIC, FORMAT)}
 
 
 def registry(kind: str) -> Registry:

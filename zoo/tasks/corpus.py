@@ -1,5 +1,5 @@
-"""Reading a parallel corpus from disk: aligned `STEM.SRC` / `STEM.TGT` files, or one `STEM.tsv`
-of `source<TAB>target` lines; each may be gzipped (`.gz`).
+"""Reading a parallel corpus from disk in a registered format (zoo.tasks.formats: aligned
+`STEM.SRC` / `STEM.TGT` files, `STEM.tsv`, `STEM.jsonl`); each file may be gzipped (`.gz`).
 
 A line is what ends in `\\n` (a `\\r` before it is dropped): Unicode line separators, form feeds
 and other control characters inside a sentence stay in it, so one stray U+2028 in web-scraped text
@@ -12,12 +12,13 @@ from __future__ import annotations
 import gzip
 import zlib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
 
 from zoo.errors import DataError
 from zoo.files import content_digest, human_bytes, regular_file
-
-CorpusFormat = Literal["auto", "pair", "tsv"]
+from zoo.specs.registries import describe_unknown, registry
 
 
 def readable_bytes() -> int:
@@ -76,47 +77,54 @@ def find(data_dir: Path, name: str) -> Path | None:
     return None
 
 
-def split_files(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: CorpusFormat = "auto") -> list[Path]:
-    """The files that hold one split: the aligned pair, or the TSV file."""
-    data_dir = Path(data_dir)
-    pair = [find(data_dir, f"{stem}.{src}"), find(data_dir, f"{stem}.{tgt}")]
-    tsv = find(data_dir, f"{stem}.tsv")
-    if fmt in ("auto", "pair") and all(pair):
-        return pair
-    if fmt in ("auto", "tsv") and tsv is not None:
-        return [tsv]
-    tried = {"pair": [f"{stem}.{src}[.gz] and {stem}.{tgt}[.gz]"], "tsv": [f"{stem}.tsv[.gz]"]}
-    looked = tried.get(fmt, tried["pair"] + tried["tsv"])
-    raise FileNotFoundError(f"task.data_dir {str(data_dir)!r}: no {' or '.join(looked)} for split {stem!r}")
+def in_order(fmt: str) -> list[tuple[str, Any]]:
+    """(name, format) of `fmt`, or with auto of every registered format in its order."""
+    formats = registry("format")
+    names = sorted(formats.names(), key=lambda name: formats.get(name).order) if fmt == "auto" else [fmt]
+    return [(name, formats.get(name)) for name in names]
 
 
-def read_split(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: CorpusFormat = "auto") -> list[tuple[str, str]]:
+def located(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: str = "auto") -> tuple[Any, list[Path]]:
+    """The format of one split (the one named, or with auto the first whose files exist) and its files."""
+    tried = []
+    for _, found in in_order(fmt):
+        files = found.files(Path(data_dir), stem, src, tgt)
+        if files:
+            return found, files
+        tried.append(" and ".join(f"{name}[.gz]" for name in found.names(stem, src, tgt)))
+    raise FileNotFoundError(f"task.data_dir {str(data_dir)!r}: no {' or '.join(tried)} for split {stem!r}")
+
+
+def split_files(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: str = "auto") -> list[Path]:
+    """The files that hold one split."""
+    return located(data_dir, stem, src, tgt, fmt)[1]
+
+
+def read_split(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: str = "auto") -> list[tuple[str, str]]:
     """The (source, target) sentence pairs of one split; pairs with an empty side are dropped. A
     split left with no pair is an error that names its files."""
     return read_split_counted(data_dir, stem, src, tgt, fmt)[0]
 
 
 def read_split_counted(data_dir: str | Path, stem: str, src: str, tgt: str,
-                       fmt: CorpusFormat = "auto") -> tuple[list[tuple[str, str]], int]:
+                       fmt: str = "auto") -> tuple[list[tuple[str, str]], int]:
     """read_split's pairs, and how many pairs with an empty side it dropped (a run's data summary says so)."""
-    files = split_files(data_dir, stem, src, tgt, fmt)
-    if len(files) == 2:
-        sources, targets = read_lines(files[0]), read_lines(files[1])
-        if len(sources) != len(targets):
-            raise DataError(f"{files[0]} has {len(sources)} lines but {files[1]} has {len(targets)}; "
-                            "aligned files need one sentence a line on both sides")
-        pairs = list(zip(sources, targets))
-    else:
-        pairs = []
-        for number, line in enumerate(read_lines(files[0]), 1):
-            columns = line.split("\t")
-            if len(columns) != 2:
-                raise DataError(f"{files[0]}:{number}: expected 'source<TAB>target', found {len(columns)} column(s)")
-            pairs.append((columns[0], columns[1]))
+    found, files = located(data_dir, stem, src, tgt, fmt)
+    pairs = found.pairs(files, src, tgt)
     kept = [(s.strip(), t.strip()) for s, t in pairs if s.strip() and t.strip()]
     if not kept:
         raise DataError(f"{' and '.join(map(str, files))}: split {stem!r} holds no sentence pair with text on both sides")
     return kept, len(pairs) - len(kept)
+
+
+def format_name(fmt: str) -> str:
+    """A task's `format`: auto, or a registered corpus format (zoo.tasks.formats)."""
+    if fmt != "auto" and fmt not in registry("format"):
+        raise ValueError(describe_unknown("format", fmt, ["auto", *registry("format").names()]))
+    return fmt
+
+
+CorpusFormat = Annotated[str, AfterValidator(format_name)]
 
 
 def cached_digest(path: Path) -> str:

@@ -28,7 +28,8 @@ class ParallelParams(TaskParams):
     train_split: str = "train"
     valid_split: str = "valid"
     test_split: str | None = Field("test", description="evaluated once at the end; null for none")
-    format: CorpusFormat = Field("auto", description="pair: aligned files; tsv: SPLIT.tsv[.gz]; auto: whichever exists")
+    format: CorpusFormat = Field("auto", description="a registered corpus format (zoo show format NAME): pair, "
+                                                    "tsv, jsonl; auto: the first whose files exist")
     tokenizer: TokenizerName = "bpe"
     tokenizer_dir: str | None = Field(None, description="a pretrained model's tokenizer folder (tokenizer.json, "
                                       "tokenizer_config.json): its vocabulary and special ids for both sides, "

@@ -1,0 +1,73 @@
+"""Corpus formats are registered as parts are: every format reads the same pairs from its own
+files, `auto` finds it, and a run trains on it; a bad line names its file and line."""
+
+import gzip
+import json
+
+import pytest
+
+import zoo
+from trainkit import tiny_experiment
+from zoo.tasks.corpus import read_split
+
+PAIRS = {"train": [(f"ein satz {i} hier", f"a sentence {i} here") for i in range(40)],
+         "valid": [("ein satz 7 dort", "a sentence 7 there"), ("kein satz", "no sentence")]}
+
+
+def write_pair(folder, split, pairs, open_):
+    for side, lang in enumerate(("de", "en")):
+        with open_(folder / f"{split}.{lang}") as handle:
+            handle.write("".join(pair[side] + "\n" for pair in pairs))
+
+
+def write_tsv(folder, split, pairs, open_):
+    with open_(folder / f"{split}.tsv") as handle:
+        handle.write("".join(f"{s}\t{t}\n" for s, t in pairs))
+
+
+def write_jsonl(folder, split, pairs, open_):
+    with open_(folder / f"{split}.jsonl") as handle:
+        handle.write("".join(json.dumps({"translation": {"de": s, "en": t}}, ensure_ascii=False) + "\n"
+                             for s, t in pairs))
+
+
+WRITERS = {"pair": write_pair, "tsv": write_tsv, "jsonl": write_jsonl}
+"""How the tests write each registered format (a new format needs its writer here)."""
+
+
+def opener(gz: bool):
+    def open_(path):
+        return gzip.open(f"{path}.gz", "wt", encoding="utf-8") if gz else open(path, "w", encoding="utf-8")
+
+    return open_
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize("name", zoo.registry("format").names())
+def test_every_format_reads_the_same_pairs_and_trains(tmp_path, name, gz):
+    for split, pairs in PAIRS.items():
+        WRITERS[name](tmp_path, split, pairs, opener(gz))
+    for fmt in (name, "auto"):
+        assert read_split(tmp_path, "train", "de", "en", fmt) == PAIRS["train"]
+    others = [other for other in zoo.registry("format").names() if other != name]
+    with pytest.raises(FileNotFoundError, match=r"no .* for split 'valid'"):
+        read_split(tmp_path, "valid", "de", "en", others[0])
+    task = {"name": "parallel", "data_dir": str(tmp_path), "test_split": None, "format": name, "tokenizer": "word",
+            "min_frequency": 1}
+    run = zoo.train(tiny_experiment(tmp_path / "runs", task=task, train={"steps": 4, "eval_every": 4}))
+    assert run.metrics["eval/loss"] < 10 and "eval/chrf" in run.metrics
+
+
+def test_a_bad_jsonl_line_names_its_file_and_line(tmp_path):
+    (tmp_path / "train.jsonl").write_text('{"translation": {"de": "a", "en": "b"}}\n{"de": "c", "fr": "d"}\n')
+    with pytest.raises(zoo.DataError, match=r"train.jsonl:2: expected text under 'de' and 'en' .* found \['de', 'fr'\]"):
+        read_split(tmp_path, "train", "de", "en", "jsonl")
+    (tmp_path / "train.jsonl").write_text('{"de": "a", "en": "b"}\nnot json\n')
+    with pytest.raises(zoo.DataError, match=r"train.jsonl:2: not a JSON object"):
+        read_split(tmp_path, "train", "de", "en")
+
+
+def test_an_unknown_format_names_the_choices():
+    with pytest.raises(zoo.ConfigError, match=r"unknown format 'jsnl'; did you mean 'jsonl'\? choices: auto, jsonl, pair, "
+                                              r"tsv"):
+        zoo.specs.experiment.validate_experiment({"task": {"name": "parallel", "data_dir": ".", "format": "jsnl"}})
