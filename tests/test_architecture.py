@@ -62,3 +62,74 @@ def test_no_optional_hook_is_found_with_getattr():
     found = [f"{path.relative_to(ROOT)}:{number}" for _, path in sources()
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if by_name.search(line)]
     assert not found, f"check a part against its Protocol with zoo.specs.hooks.implements: {found}"
+
+
+def module_name(path: Path) -> str:
+    """The dotted module of a source file (variants/ is installed as zoo.variants)."""
+    parts = ["zoo", "variants", *path.relative_to(ROOT / "variants").with_suffix("").parts] \
+        if path.is_relative_to(ROOT / "variants") else list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports(path: Path) -> set[str]:
+    """The zoo modules a file imports where it is loaded (its body, `if TYPE_CHECKING:` blocks
+    included), not inside its functions: `from zoo.x import y` counts as zoo.x.y where that is a module."""
+    known = {module_name(p) for _, p in sources()}
+    found: set[str] = set()
+
+    def visit(nodes) -> None:
+        for node in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("zoo"):
+                found.update(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
+                             for a in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.startswith("zoo"))
+            visit(ast.iter_child_nodes(node))
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    return found & known
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """Circles of imports (checkpoint, run folder and step once formed one) are 0."""
+    graph = {module_name(p): module_imports(p) - {module_name(p)} for _, p in sources()}
+    circles, done = [], set()
+
+    def walk(node: str, path: list[str]) -> None:
+        if node in path:
+            circles.append([*path[path.index(node):], node])
+            return
+        if node in done:
+            return
+        for nxt in sorted(graph.get(node, ())):
+            walk(nxt, [*path, node])
+        done.add(node)
+
+    for start in sorted(graph):
+        walk(start, [])
+    assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles[:5])
+
+
+def test_the_model_imports_nothing_inside_its_functions():
+    """An import inside a function hides a cycle from the layer test; the model's count is 0."""
+    found = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in (ROOT / "zoo" / "model").rglob("*.py")
+             for function in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for node in ast.walk(function) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert not found, found
+
+
+def test_no_room_loads_a_higher_one_by_name():
+    """A module's name as a string (import_module, a list of packages to load) counts as an import."""
+    named = re.compile(r"^zoo\.([a-z_]+)(\.[a-z_]+)*$")
+    found = []
+    for room, path in sources():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            values = node.args if isinstance(node, ast.Call) else node.elts if isinstance(node, (ast.List, ast.Tuple)) else []
+            for value in values:
+                match = isinstance(value, ast.Constant) and isinstance(value.value, str) and named.match(value.value)
+                if match and match.group(1) in FLOORS and match.group(1) != room and FLOORS[match.group(1)] >= FLOORS[room]:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {value.value}")
+    assert not found, found

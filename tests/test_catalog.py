@@ -99,15 +99,16 @@ def test_register_preset_rejects_duplicates_and_dots():
 
 def test_a_mistake_in_the_built_in_presets_names_the_real_file(monkeypatch):
     """zoo.variants is installed from the project's variants/ folder: zoo/variants/ does not exist."""
+    import importlib
     from pathlib import Path
 
+    import zoo.variants.presets
     from zoo.specs import catalog
 
     seen = []
     real = catalog.load_yaml
     monkeypatch.setattr(catalog, "load_yaml", lambda text, source: seen.append(source) or real(text, source))
-    monkeypatch.setattr(catalog, "_builtin_loaded", False)
     monkeypatch.setattr(catalog, "_PRESETS", {})
-    catalog._presets()
+    importlib.reload(zoo.variants.presets)
     (source,) = seen
     assert Path(source).is_file() and Path(source).parts[-2:] == ("variants", "presets.yaml")

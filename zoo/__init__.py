@@ -10,6 +10,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from zoo.specs import registries
+
+registries.BUILT_IN[:] = ["zoo.variants", "zoo.tasks", "zoo.optim", "zoo.metrics"]
+"""The built-in choices, loaded on the first registry lookup (the top floor names them, so that no
+room below it loads a room above it by name)."""
+
 _HOMES = {
     "zoo.errors": ("CheckpointError", "ConfigError", "DataError", "Diverged", "Interrupted", "RunConflict", "ZooError"),
     "zoo.interop": ("from_hf", "to_hf"),

@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from zoo.errors import ConfigError
+from pydantic import ValidationError
+
+from zoo.errors import ConfigError, describe_validation
 from zoo.files import regular_file
 from zoo.interop.hf import from_hf
-from zoo.model.pretrained import CONFIG, load_zoo_folder, read_config
+from zoo.model.kinds import build
+from zoo.model.pretrained import CONFIG, FORMAT, WEIGHTS, read_config, read_weights
+from zoo.specs.model_spec import ModelSpec
 
 
 def from_pretrained(directory: str | Path):
@@ -19,6 +23,25 @@ def from_pretrained(directory: str | Path):
     if "zoo_format" in config:
         return load_zoo_folder(directory, config)
     return from_transformers_folder(directory, config)
+
+
+def load_zoo_folder(directory: Path, config: dict):
+    """The zoo model a folder that save_pretrained wrote holds (its spec and weights), in eval mode
+    on the CPU; zoo.from_pretrained (zoo.interop.folders) reads a transformers folder too."""
+    written = config["zoo_format"]
+    if isinstance(written, bool) or not isinstance(written, int) or written < 1:
+        raise ConfigError(f"{directory / CONFIG}: zoo_format is {json.dumps(written)}, not a format number (an integer "
+                          f"from 1; this zoo writes {FORMAT})")
+    if written > FORMAT:
+        raise ConfigError(f"{directory / CONFIG}: zoo_format {written}, written by a newer zoo; this one reads up to "
+                          f"{FORMAT}")
+    try:
+        spec = ModelSpec.model_validate(config.get("spec"))
+    except ValidationError as err:
+        raise ConfigError(f"{directory / CONFIG}: its spec: {describe_validation(err)}") from None
+    model = build(spec, seed=0)
+    model.load_state_dict(read_weights(directory / WEIGHTS, model))
+    return model.eval()
 
 
 def from_transformers_folder(directory: Path, config: dict):

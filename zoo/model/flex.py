@@ -20,6 +20,7 @@ from functools import cache
 
 import torch
 from torch import Tensor
+from torch.nn.attention.flex_attention import flex_attention
 
 FLEX_ON_CPU = False
 """Whether inference on the CPU goes through FlexAttention's unfused path too (the tests set it to
@@ -40,8 +41,6 @@ def runs_here(q: Tensor, extra: Tensor | None, dropout: float, need_weights: boo
 @cache
 def _kernel() -> Callable[..., Tensor]:
     """flex_attention, compiled for CUDA (its fused kernels exist only compiled); eager elsewhere."""
-    from torch.nn.attention.flex_attention import flex_attention
-
     return torch.compile(flex_attention, dynamic=False) if torch.cuda.is_available() else flex_attention
 
 

@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 
 import torch
-from pydantic import ValidationError
+from safetensors import SafetensorError
+from safetensors.torch import load, save
 
-from zoo.errors import CheckpointError, ConfigError, describe_validation
+from zoo.errors import CheckpointError, ConfigError
 from zoo.files import atomic_write, read_bounded, read_json
 from zoo.model.size_checks import available_bytes
-from zoo.specs.model_spec import ModelSpec
 
 CONFIG, WEIGHTS = "config.json", "model.safetensors"
 FORMAT = 1
@@ -23,8 +23,6 @@ FORMAT = 1
 def save_pretrained(model, directory: str | Path) -> Path:
     """Write the model's spec and weights into `directory` (made if missing), each file whole or
     not at all. A tensor that two names share (tied or shared embeddings) is stored once."""
-    from safetensors.torch import save
-
     directory = Path(directory)
     tensors, aliases, seen = {}, {}, {}
     for name, tensor in model.state_dict().items():
@@ -56,32 +54,8 @@ def read_config(directory: Path) -> dict:
     return config
 
 
-def load_zoo_folder(directory: Path, config: dict):
-    """The zoo model a folder that save_pretrained wrote holds (its spec and weights), in eval mode
-    on the CPU; zoo.from_pretrained (zoo.interop.folders) reads a transformers folder too."""
-    written = config["zoo_format"]
-    if isinstance(written, bool) or not isinstance(written, int) or written < 1:
-        raise ConfigError(f"{directory / CONFIG}: zoo_format is {json.dumps(written)}, not a format number (an integer "
-                          f"from 1; this zoo writes {FORMAT})")
-    if written > FORMAT:
-        raise ConfigError(f"{directory / CONFIG}: zoo_format {written}, written by a newer zoo; this one reads up to "
-                          f"{FORMAT}")
-    try:
-        spec = ModelSpec.model_validate(config.get("spec"))
-    except ValidationError as err:
-        raise ConfigError(f"{directory / CONFIG}: its spec: {describe_validation(err)}") from None
-    from zoo.model.kinds import build
-
-    model = build(spec, seed=0)
-    model.load_state_dict(read_weights(directory / WEIGHTS, model))
-    return model.eval()
-
-
 def read_weights(file: Path, model) -> dict[str, torch.Tensor]:
     """The state dict a weights file holds, its shared names restored, checked against the model."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load
-
     try:
         data = read_bounded(file, "a weights file", available_bytes("cpu"), CheckpointError)
         tensors = load(data)

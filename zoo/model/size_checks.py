@@ -12,7 +12,10 @@ import torch
 
 from zoo.errors import ConfigError
 from zoo.files import human_bytes
+from zoo.model.assembly import stack_sites
+from zoo.model.stacks import OutputProjection, layer_block, model_stack
 from zoo.specs.hooks import Copies, implements
+from zoo.specs.layer_rules import distinct_layers
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
 
@@ -68,10 +71,6 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
     first is the same as the second, so a stack of N holds one + (N - 1) x (two - one), and a
     depth of 10^6 counts as fast as 2. Where per-layer rules make layers differ, an empty stack
     plus one block of each kind of layer times its count."""
-    from zoo.model.assembly import stack_sites
-    from zoo.model.stacks import OutputProjection, layer_block, model_stack
-    from zoo.specs.layer_rules import distinct_layers
-
     check_countable(spec)
     linear = {axis: (setting, n) for axis, (setting, n) in copies_of(spec).items() if n > 3}
     if linear:  # N copies counted from 2 and 3: a million experts count as fast as two
@@ -211,9 +210,10 @@ def check_decoding_fits(spec: ModelSpec, sources: int, src_len: int, beams: int,
 
 
 def check_evaluation_fits(spec: ModelSpec, device: torch.device | str, split: str, rows: int, src_len: int,
-                          tgt_len: int, beams: int) -> None:
+                          tgt_len: int, beams: int, start: int = 1) -> None:
     """Refuse an evaluation batch whose forward pass (one layer's activations at a time, and the
-    logits) or whose decoding (`beams` > 0) cannot fit, naming the split and its longest line."""
+    logits) or whose decoding (`beams` > 0, from `start` columns: the model kind's start_columns)
+    cannot fit, naming the split and its longest line."""
     one_layer = spec.model_copy(update={"n_encoder_layers": 1, "n_decoder_layers": 1})
     need, free = activation_floats(one_layer, rows, src_len, tgt_len) * FLOAT_BYTES, available_bytes(device)
     if need > free:
@@ -221,9 +221,6 @@ def check_evaluation_fits(spec: ModelSpec, device: torch.device | str, split: st
                           f"tokens needs about {human_bytes(need)}, but only {human_bytes(free)} is available; use "
                           "shorter held-out lines or a smaller train.batch_size (found before any training step)")
     if beams:
-        from zoo.model.kinds import model_class  # the kinds build on this module
-
-        start = model_class(spec).start_columns(spec, src_len)
         new_tokens = max(0, min(spec.max_len - start, 2 * src_len + 10))
         try:
             check_decoding_fits(spec, rows, src_len, beams, new_tokens, device)

@@ -18,9 +18,12 @@ from torch import Tensor, nn
 
 from zoo.errors import ConfigError
 from zoo.model.assembly import stack_sites
+from zoo.model.beam import beam_search
 from zoo.model.decoding import Decoding
+from zoo.model.generate import greedy
 from zoo.model.init import draw_seed, initialize
 from zoo.model.masks import real_tokens, target_mask
+from zoo.model.pretrained import save_pretrained
 from zoo.model.size_checks import check_fits
 from zoo.model.stacks import OutputProjection, Stack, model_stack
 from zoo.parts import Site
@@ -81,8 +84,6 @@ class ZooModel(nn.Module):
 
     def save_pretrained(self, directory) -> Path:
         """The model as a folder (config.json, model.safetensors) that zoo.from_pretrained reads."""
-        from zoo.model.pretrained import save_pretrained
-
         return save_pretrained(self, directory)
 
     @property
@@ -163,11 +164,7 @@ class ZooModel(nn.Module):
         decoding step (`start_decoding`, `decode_step`). Without `max_new_tokens`, at most 2 x the
         input's padded length + 10 new tokens, within max_len."""
         if num_beams == 1:
-            from zoo.model.generate import greedy
-
             return greedy(self, inputs, max_new_tokens, use_cache)
-        from zoo.model.beam import beam_search
-
         return beam_search(self, inputs, num_beams, max_new_tokens, length_penalty, use_cache)
 
     def start_decoding(self, inputs: Tensor, use_cache: bool = True, beams: int = 1) -> tuple[Tensor, Decoding]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,7 +26,6 @@ from zoo.specs.yamlio import load_yaml, read_mapping
 Spec = TypeVar("Spec", bound=ModelRecipe)
 
 _PRESETS: dict[str, dict[str, Any]] = {}
-_builtin_loaded = False
 
 
 def register_preset(name: str, fields: Mapping[str, Any], *, base: str | None = None, description: str = "") -> None:
@@ -52,14 +50,15 @@ def register_preset(name: str, fields: Mapping[str, Any], *, base: str | None = 
     _PRESETS[name] = {"base": base, "description": description, "fields": dict(fields)}
 
 
+def register_presets_file(path: Path) -> None:
+    """Register every preset of a YAML file ({name: {spec, base, description}}): the built-in
+    presets.yaml (zoo.variants.presets) and a plugin's own."""
+    for name, entry in load_yaml(path.read_text(encoding="utf-8"), str(path)).items():
+        register_preset(name, entry.get("spec", {}), base=entry.get("base"), description=entry.get("description", ""))
+
+
 def _presets() -> dict[str, dict[str, Any]]:
-    global _builtin_loaded
-    if not _builtin_loaded:
-        _builtin_loaded = True
-        path = resources.files("zoo.variants").joinpath("presets.yaml")  # variants/presets.yaml of the project
-        for name, entry in load_yaml(path.read_text(encoding="utf-8"), str(path)).items():
-            register_preset(name, entry.get("spec", {}), base=entry.get("base"), description=entry.get("description", ""))
-        load_plugins()
+    load_plugins()  # the built-in presets register with the built-in parts
     return _PRESETS
 
 

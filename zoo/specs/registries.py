@@ -12,7 +12,6 @@ import importlib
 import pkgutil
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
 from zoo.errors import ConfigError
@@ -147,12 +146,16 @@ def import_modules(package: str, path: Iterable[str]) -> None:
         importlib.import_module(f"{package}.{found.name}")
 
 
+BUILT_IN: list[str] = []
+"""The packages of built-in parts, tasks, corpus formats, optimizers, schedules and metrics: `zoo`
+itself (the top floor) names them here when it is imported, so no lower floor loads a higher one by
+name; each package imports every module it holds (import_modules)."""
+
 _plugins_loaded = False
 
 
 def load_plugins() -> None:
-    """Import the built-in parts, tasks, optimizers and schedules, then every `zoo.variants` entry
-    point, once per process.
+    """Import the built-in packages (BUILT_IN), then every `zoo.variants` entry point, once per process.
 
     A broken third-party plugin is reported as a warning and skipped, so it cannot take the
     built-in variants down with it; a broken built-in is a bug and raises.
@@ -162,13 +165,13 @@ def load_plugins() -> None:
         return
     _plugins_loaded = True
     try:
-        importlib.import_module("zoo.variants")
-        importlib.import_module("zoo.tasks")
-        importlib.import_module("zoo.optim")
-        importlib.import_module("zoo.metrics")
+        for package in BUILT_IN:
+            importlib.import_module(package)
     except BaseException:
         _plugins_loaded = False
         raise
+    from importlib.metadata import entry_points  # here: `import zoo` names the built-ins without reading metadata
+
     for point in entry_points(group=PLUGIN_GROUP):
         try:
             point.load()

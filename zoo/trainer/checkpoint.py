@@ -6,11 +6,10 @@ from __future__ import annotations
 import pickle
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from pydantic import ValidationError
-from torch import Tensor
 
 from zoo.errors import CheckpointError, Diverged, describe_validation
 from zoo.files import atomic_write, human_bytes, regular_file
@@ -22,10 +21,6 @@ from zoo.tasks.base import Task
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.guards import finite_weights
 
-if TYPE_CHECKING:  # both import this module
-    from zoo.trainer.run_folder import RunFolder
-    from zoo.trainer.step import TrainStep
-
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     """Write a checkpoint (the CHECKPOINT_KEYS) in the current format; never half a file."""
@@ -33,24 +28,27 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
 
 
 class Checkpointer:
-    """The run's checkpoint as the trainer writes it: everything a resume needs to continue bitwise."""
+    """The run's checkpoint as the trainer writes it: everything a resume needs to continue bitwise.
+    The trainer's pieces give their state as dicts (the step's `state_dict`: weights, optimizer,
+    schedule, scaler, generators; early stopping's and the kept weights' under `pieces`), so this
+    module knows none of them."""
 
-    def __init__(self, folder: RunFolder, experiment: ExperimentSpec, spec: ModelSpec, task: Task,
+    def __init__(self, path: Path, data: dict[str, str], experiment: ExperimentSpec, spec: ModelSpec, task: Task,
                  dist: Distributed):
-        self.folder, self.experiment, self.spec, self.task, self.dist = folder, experiment, spec, task, dist
+        self.path, self.data, self.experiment, self.spec, self.task, self.dist = path, data, experiment, spec, task, dist
 
-    def save(self, train_step: TrainStep, progress: CheckpointProgress, wandb_id: str | None,
+    def save(self, model: ZooModel, training: dict[str, Any], progress: CheckpointProgress, wandb_id: str | None,
              pieces: dict[str, Any] | None = None, path: Path | None = None) -> None:
         """Only finite weights are written (checked on every rank, whose weights are the same), by
-        rank 0, whole or not at all; `pieces`: the state of the trainer's pieces that keep one
-        (early stopping, kept weights); `path`: another file than the run's checkpoint (the best)."""
-        if not finite_weights(train_step.model):
+        rank 0, whole or not at all; `training`: the step's state_dict (read on rank 0 alone); `path`:
+        another file than the run's checkpoint (the best)."""
+        if not finite_weights(model):
             raise Diverged(f"step {progress.step}: the weights are no longer finite")
         if not self.dist.is_main:
             return
-        save_checkpoint(path or self.folder.checkpoint, {
-            **self.description(), **train_step.state(), "progress": progress.model_dump(),
-            "wandb_id": wandb_id, "data": self.folder.data, **({"pieces": pieces} if pieces else {}),
+        save_checkpoint(path or self.path, {
+            **self.description(), **training, "progress": progress.model_dump(),
+            "wandb_id": wandb_id, "data": self.data, **({"pieces": pieces} if pieces else {}),
         })
 
     def description(self) -> dict[str, Any]:
@@ -63,40 +61,6 @@ class Checkpointer:
         if self.dist.is_main:
             path.parent.mkdir(parents=True, exist_ok=True)
             save_checkpoint(path, {**self.description(), "model": model.state_dict()})
-
-
-def training_state(model, optimizer, schedule, scaler, device: torch.device) -> dict[str, Any]:
-    """Everything that makes a resumed run continue bitwise: weights, optimizer, schedule, the
-    fp16 scaler and every random generator (the host's, and the training device's where it is CUDA)."""
-    return {
-        "model": model.state_dict(), "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
-        "scaler": None if scaler is None else scaler.state_dict(), "rng": random_state(device),
-    }
-
-
-def random_state(device: torch.device) -> dict[str, Tensor | None]:
-    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-    return {"torch": torch.get_rng_state(), "cuda": cuda}
-
-
-def restore_random_state(saved: dict[str, Tensor | None], device: torch.device) -> None:
-    """The inverse of random_state. Generator states must be host byte tensors: each is brought
-    to the host first, whatever device the checkpoint was read onto. A CUDA state restores the
-    training device's generator; a run moved between CPU and CUDA keeps the host's and draws the
-    device's afresh."""
-    torch.set_rng_state(saved["torch"].cpu())
-    if device.type == "cuda" and saved.get("cuda") is not None:
-        torch.cuda.set_rng_state(saved["cuda"].cpu(), device)
-
-
-def restore_training(state: dict[str, Any], model, optimizer, schedule, scaler, device: torch.device) -> None:
-    """The inverse of training_state."""
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    schedule.load_state_dict(state["schedule"])
-    if scaler is not None and state.get("scaler"):
-        scaler.load_state_dict(state["scaler"])
-    restore_random_state(state["rng"], device)
 
 
 MAPPINGS = ("experiment", "spec", "model", "optimizer", "schedule", "rng")

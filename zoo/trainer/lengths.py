@@ -40,8 +40,10 @@ def check_lengths(model, task: Task, eval_size: int, batch_size: int, device="cp
     for split in task.eval_splits:
         batches = task.eval_batches(eval_size, batch_size, split)
         longest[split] = (max(src.size(1) for src, _ in batches), max(tgt.size(1) for _, tgt in batches))
+        decoded = beams if task.generates else 0
+        start = type(model).start_columns(model.spec, longest[split][0]) if decoded else 0
         check_evaluation_fits(model.spec, device, split, max(src.size(0) for src, _ in batches), *longest[split],
-                              beams if task.generates else 0)
+                              decoded, start)
     for split, lengths in longest.items():
         if lengths is None:
             continue

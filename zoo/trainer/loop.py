@@ -73,7 +73,8 @@ class Trainer:
         self.evaluator = Evaluator(self.task, t, self.device, self.dist, self.progress)
         self.data_summary = self.task.summary(t.eval_size) if self.dist.is_main else {}
         self.tracker.config({"scorers": self.evaluator.scorers, "data": self.data_summary})
-        self.checkpointer = Checkpointer(self.folder, experiment, self.spec, self.task, self.dist)
+        self.checkpointer = Checkpointer(self.checkpoint_path, self.folder.data, experiment, self.spec, self.task,
+                                         self.dist)
         self.early_stop, self.kept = EarlyStop(t), KeptWeights(t, self.run_dir)
         for name, piece in self.pieces().items():
             if saved is not None and name in saved.get("pieces", {}):
@@ -99,7 +100,8 @@ class Trainer:
         self.progress.wall_s = time.perf_counter() - self.start
         self.progress.first_loss, self.progress.high_logs = self.watch.first_loss, self.watch.high_logs
         pieces = {name: piece.state_dict() for name, piece in self.pieces().items()}
-        self.checkpointer.save(self.train_step, self.progress, self.tracker.run_id or self.run_id, pieces, path)
+        training = self.train_step.state_dict() if self.dist.is_main else {}
+        self.checkpointer.save(self.model, training, self.progress, self.tracker.run_id or self.run_id, pieces, path)
         snapshot = None if path else self.kept.snapshot_path(self.step)
         if snapshot is not None:
             self.checkpointer.snapshot(self.model, snapshot)

@@ -8,10 +8,10 @@ from contextlib import nullcontext
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from zoo.model.kinds import ZooModel
 from zoo.specs.experiment import TrainSpec
-from zoo.trainer.checkpoint import restore_training, training_state
 from zoo.trainer.compiled import CompileClock, compiled
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.feed import Batch
@@ -32,7 +32,7 @@ class TrainStep:
         self.schedule = make_schedule(self.optimizer, train)
         self.scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
         if saved is not None:
-            restore_training(saved, model, self.optimizer, self.schedule, self.scaler, device)
+            self.load_state_dict(saved)
         self.forward = self.ddp = model
         if dist.world > 1:
             ids = [device.index] if device.type == "cuda" else None
@@ -44,9 +44,21 @@ class TrainStep:
         self.window = Window(device, dist)
         self.lr = self.optimizer.param_groups[0]["lr"]
 
-    def state(self) -> dict[str, Any]:
-        """What a checkpoint needs to continue bitwise (zoo.trainer.checkpoint.training_state)."""
-        return training_state(self.model, self.optimizer, self.schedule, self.scaler, self.device)
+    def state_dict(self) -> dict[str, Any]:
+        """Everything that makes a resumed run continue bitwise: weights, optimizer, schedule, the
+        fp16 scaler and every random generator (the host's, and the training device's where it is CUDA)."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "schedule": self.schedule.state_dict(), "scaler": None if self.scaler is None else self.scaler.state_dict(),
+                "rng": random_state(self.device)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The inverse of state_dict (a checkpoint's keys)."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+        if self.scaler is not None and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        restore_random_state(state["rng"], self.device)
 
     def __call__(self, step: int, micro: list[Batch]) -> None:
         """Nothing is read back from the device, so the host runs ahead to the next batch (see
@@ -87,3 +99,18 @@ class TrainStep:
             loss = loss_sum * self.world / batch.tokens + (0.0 if aux is None else aux)
             (self.scaler.scale(loss) if self.scaler else loss).backward()
         return loss_sum, aux
+
+
+def random_state(device: torch.device) -> dict[str, Tensor | None]:
+    cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+    return {"torch": torch.get_rng_state(), "cuda": cuda}
+
+
+def restore_random_state(saved: dict[str, Tensor | None], device: torch.device) -> None:
+    """The inverse of random_state. Generator states must be host byte tensors: each is brought
+    to the host first, whatever device the checkpoint was read onto. A CUDA state restores the
+    training device's generator; a run moved between CPU and CUDA keeps the host's and draws the
+    device's afresh."""
+    torch.set_rng_state(saved["torch"].cpu())
+    if device.type == "cuda" and saved.get("cuda") is not None:
+        torch.cuda.set_rng_state(saved["cuda"].cpu(), device)
