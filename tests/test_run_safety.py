@@ -213,6 +213,7 @@ def test_sigterm_stops_zoo_train_after_a_step_with_a_checkpoint_of_that_step(tmp
     run_dir = run_dir_of(experiment)
     process = subprocess.Popen([sys.executable, "-m", "zoo.cli", "train", str(file)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
+    assert process.stdout.readline().startswith("data: valid 32; vocabulary"), "the run says its data first"
     assert process.stdout.readline().startswith("step 20/3000"), "training has begun"
     process.terminate()
     _, err = process.communicate(timeout=60)

@@ -70,6 +70,12 @@ class Replayed(Task):
     def longest_training(self) -> tuple[int, int]:
         return self.longest
 
+    def summary(self, eval_size: int) -> dict[str, float | int]:
+        """A replay's data is its recorded batches: the vocabularies' sizes and how many batches."""
+        one = self.src_vocab is self.tgt_vocab
+        return {"source_vocabulary": len(self.src_vocab), **({} if one else {"target_vocabulary": len(self.tgt_vocab)}),
+                "replayed_batches": len(self.batches)}
+
     @property
     def eval_splits(self) -> tuple[str, ...]:
         return ()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,10 @@ class Checkpointer:
     schedule, scaler, generators; early stopping's and the kept weights' under `pieces`), so this
     module knows none of them."""
 
-    def __init__(self, path: Path, data: dict[str, str], experiment: ExperimentSpec, spec: ModelSpec, task: Task,
-                 dist: Distributed):
+    def __init__(self, path: Path, data: Callable[[], dict[str, str]], experiment: ExperimentSpec, spec: ModelSpec,
+                 task: Task, dist: Distributed):
+        """`data`: the digests of the task's files, asked for when a checkpoint is written (a run of
+        replayed batches writes none, and has no files to read)."""
         self.path, self.data, self.experiment, self.spec, self.task, self.dist = path, data, experiment, spec, task, dist
 
     def save(self, model: ZooModel, training: dict[str, Any], progress: CheckpointProgress, wandb_id: str | None,
@@ -48,7 +51,7 @@ class Checkpointer:
             return
         save_checkpoint(path or self.path, {
             **self.description(), **training, "progress": progress.model_dump(),
-            "wandb_id": wandb_id, "data": self.data, **({"pieces": pieces} if pieces else {}),
+            "wandb_id": wandb_id, "data": self.data(), **({"pieces": pieces} if pieces else {}),
         })
 
     def description(self) -> dict[str, Any]:

@@ -73,7 +73,7 @@ class Trainer:
         self.evaluator = Evaluator(self.task, t, self.device, self.dist, self.progress)
         self.data_summary = self.task.summary(t.eval_size) if self.dist.is_main else {}
         self.tracker.config({"scorers": self.evaluator.scorers, "data": self.data_summary})
-        self.checkpointer = Checkpointer(self.checkpoint_path, self.folder.data, experiment, self.spec, self.task,
+        self.checkpointer = Checkpointer(self.checkpoint_path, lambda: self.folder.data, experiment, self.spec, self.task,
                                          self.dist)
         self.early_stop, self.kept = EarlyStop(t), KeptWeights(t, self.run_dir)
         for name, piece in self.pieces().items():
