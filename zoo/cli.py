@@ -9,15 +9,14 @@ import itertools
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
 
-from zoo.cli_registries import cmd_list, shown
+from zoo.cli_registries import cmd_list, cmd_show, model_sets
 from zoo.cli_runs import cmd_average, cmd_eval, cmd_train
 from zoo.cli_sweeps import cmd_compare, cmd_reproduce, cmd_sweep
 from zoo.errors import ConfigError, exit_code_of
-from zoo.specs.catalog import list_variants, name_fields, preset_chain, preset_description, recipe, resolve
-from zoo.specs.choices import settings_text
-from zoo.specs.experiment import assign, parse_sets
+from zoo.specs.catalog import (
+    resolve,
+)
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import AXES, registry
 
@@ -35,47 +34,6 @@ EXAMPLES = """examples:
   zoo build-all --only '*.moe.*'                    build and run every combination
 each command's own --help says more."""
 
-
-def model_sets(sets: Sequence[str]) -> dict[str, Any]:
-    """`--set` for commands that take a model alone (`show`, `build-all`): keys are ModelSpec
-    fields, with or without a leading `model.`, parsed as `zoo train` parses its own."""
-    fields: dict[str, Any] = {}
-    for key, value in parse_sets(sets):
-        assign(fields, key.removeprefix("model."), value, "--set ", [*ModelSpec.model_fields, "vocab_size", "preset"])
-    return fields
-
-
-def cmd_show(args: argparse.Namespace) -> None:
-    from zoo.model.size_checks import exact_parameters
-
-    if args.choice is not None:
-        print(shown(args.name, args.choice))
-        return
-
-    sets = model_sets(args.set)
-    if "preset" in sets:
-        raise ConfigError(f"zoo show {args.name} --set preset={sets['preset']}: the variant is the name already; "
-                          f"show the other one as zoo show {sets['preset']}")
-    written = recipe({**name_fields(args.name), **sets})
-    placeholder = None if written.src_vocab_size and written.tgt_vocab_size else PLACEHOLDER_VOCABULARY
-    spec = written.sized(PLACEHOLDER_VOCABULARY, PLACEHOLDER_VOCABULARY)
-    if args.name in list_variants():
-        print(f"# preset {' -> '.join(preset_chain(args.name))}: {preset_description(args.name)}")
-    if placeholder:
-        print(f"# vocabulary: none given, so a placeholder of {placeholder:,} tokens on each side; the parameter count "
-              "and the vocabulary sizes below are for it (--set vocab_size=N for yours)")
-    print(f"# canonical name: {spec.name}")
-    print(f"# parameters: {exact_parameters(spec, buffers=False):,d}")
-    if spec.d_ff == "auto":
-        print(f"# d_ff: auto = {spec.ffn_width} for ffn {spec.ffn.name}")
-    for axis, choice in spec.axes().items():
-        if type(choice.settings).model_fields:
-            print(f"# {axis} {choice.name} settings: {settings_text(choice.settings)}")
-    print(spec.to_yaml(), end="")
-
-
-PLACEHOLDER_VOCABULARY = 32000
-"""The vocabulary `zoo show` assumes where none is given (a common BPE size), and says so."""
 
 BUILD_ALL_SIZE = {"vocab_size": 64, "d_model": 32, "n_heads": 4, "n_kv_heads": 2, "d_ff": 64, "n_encoder_layers": 1,
                   "n_decoder_layers": 2}

@@ -1,14 +1,27 @@
-"""`zoo list` (presets, every axis's parts, tasks, optimizers and schedules) and what `zoo show KIND
-NAME` says of a registered choice: its settings, their defaults and what they mean."""
+"""`zoo list` (presets, every axis's parts, tasks, optimizers, schedules, metrics and corpus
+formats), what `zoo show KIND NAME` says of a registered choice (its settings, their defaults and
+what they mean), and `zoo show NAME`: a variant's resolved spec."""
 
 from __future__ import annotations
 
 import argparse
 import inspect
+from collections.abc import Sequence
+from typing import Any
 
 from zoo.errors import ConfigError
-from zoo.specs.catalog import list_variants, preset_description
-from zoo.specs.choices import part_text, settings_model
+from zoo.specs.catalog import (
+    following_width,
+    list_variants,
+    merge_fields,
+    name_fields,
+    preset_chain,
+    preset_description,
+    recipe,
+)
+from zoo.specs.choices import part_text, settings_model, settings_text
+from zoo.specs.experiment import assign, parse_sets
+from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import AXES, FORMAT, METRIC, NAMED_AXES, RECIPE, TASKS, registry
 
 KINDS = (*RECIPE, TASKS, METRIC, FORMAT, *AXES)
@@ -89,3 +102,51 @@ def task_metrics_text(task) -> str:
     """The metrics a run of the task reports with its default settings (defaults alone: a task's
     required settings, such as a corpus folder, decide no metric); optional splits add theirs."""
     return ", ".join(task.final_metrics(task.Params.model_construct()))
+
+
+def model_sets(sets: Sequence[str]) -> dict[str, Any]:
+    """`--set` for commands that take a model alone (`show`, `build-all`): keys are ModelSpec
+    fields, with or without a leading `model.`, parsed as `zoo train` parses its own."""
+    fields: dict[str, Any] = {}
+    for key, value in parse_sets(sets):
+        assign(fields, key.removeprefix("model."), value, "--set ", [*ModelSpec.model_fields, "vocab_size", "preset"])
+    return fields
+
+
+def cmd_show(args: argparse.Namespace) -> None:
+    from zoo.model.size_checks import exact_parameters
+
+    if args.choice is not None:
+        print(shown(args.name, args.choice))
+        return
+
+    sets = model_sets(args.set)
+    if "preset" in sets:
+        raise ConfigError(f"zoo show {args.name} --set preset={sets['preset']}: the variant is the name already; "
+                          f"show the other one as zoo show {sets['preset']}")
+    named = name_fields(args.name)
+    written = recipe(merge_fields(named, sets))
+    placeholder = None if written.src_vocab_size and written.tgt_vocab_size else PLACEHOLDER_VOCABULARY
+    spec = written.sized(PLACEHOLDER_VOCABULARY, PLACEHOLDER_VOCABULARY)
+    if args.name in list_variants():
+        print(f"# preset {' -> '.join(preset_chain(args.name))}: {preset_description(args.name)}")
+    if placeholder:
+        print(f"# vocabulary: none given, so a placeholder of {placeholder:,} tokens on each side; the parameter count "
+              "and the vocabulary sizes below are for it (--set vocab_size=N for yours)")
+    print(f"# canonical name: {spec.name}")
+    print(f"# parameters: {exact_parameters(spec, buffers=False):,d}")
+    scaled = following_width(named, sets)
+    if scaled:
+        base = {key: named.get(key, ModelSpec.model_fields[key].default) for key in ("d_model", "d_ff")}
+        print(f"# d_ff: {scaled['d_ff']}, d_model {spec.d_model} times {args.name}'s ratio ({base['d_ff']} at d_model "
+              f"{base['d_model']}), since only d_model was given (--set d_ff=N for another)")
+    if spec.d_ff == "auto":
+        print(f"# d_ff: auto = {spec.ffn_width} for ffn {spec.ffn.name}")
+    for axis, choice in spec.axes().items():
+        if type(choice.settings).model_fields:
+            print(f"# {axis} {choice.name} settings: {settings_text(choice.settings)}")
+    print(spec.to_yaml(), end="")
+
+
+PLACEHOLDER_VOCABULARY = 32000
+"""The vocabulary `zoo show` assumes where none is given (a common BPE size), and says so."""

@@ -104,6 +104,7 @@ def merge_fields(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[
     switch, by its flat key or in its group, changes that switch alone."""
     merged, overrides = grouped(base), grouped(overrides)
     overrides = {key: _merge_axis(key, merged.get(key), value) for key, value in overrides.items()}
+    overrides.update(following_width(merged, overrides))
     overrides.update(merge_groups(merged, overrides))
     if "vocab_size" in merged and ({"vocab_size", "src_vocab_size", "tgt_vocab_size"} & set(overrides)):
         size = merged.pop("vocab_size")
@@ -114,6 +115,18 @@ def merge_fields(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[
         merged.pop("tgt_vocab_size", None)
     merged.update(overrides)
     return merged
+
+
+def following_width(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """d_ff for a d_model given without one: the base's d_ff scaled to the new width (its ratio
+    kept: 4 x d_model for vaswani2017 and the canonical names), not the base's 2048 at any width.
+    Nothing where d_ff is given, `auto` (the feed-forward part sizes itself) or the width unchanged."""
+    width, inner = overrides.get("d_model"), base.get("d_ff", ModelSpec.model_fields["d_ff"].default)
+    was = base.get("d_model", ModelSpec.model_fields["d_model"].default)
+    if "d_ff" in overrides or not isinstance(width, int) or isinstance(width, bool) or not isinstance(inner, int) \
+            or isinstance(was, bool) or not isinstance(was, int) or width == was:
+        return {}
+    return {"d_ff": max(1, round(width * inner / was))}
 
 
 def _merge_axis(key: str, base: Any, value: Any) -> Any:
