@@ -50,8 +50,9 @@ def test_every_format_reads_the_same_pairs_and_trains(tmp_path, name, gz):
     for fmt in (name, "auto"):
         assert read_split(tmp_path, "train", "de", "en", fmt) == PAIRS["train"]
     others = [other for other in zoo.registry("format").names() if other != name]
-    with pytest.raises(FileNotFoundError, match=r"no .* for split 'valid'"):
+    with pytest.raises(zoo.MissingData, match=r"no .* for split 'valid'") as missing:
         read_split(tmp_path, "valid", "de", "en", others[0])
+    assert isinstance(missing.value, zoo.ZooError) and isinstance(missing.value, FileNotFoundError)
     task = {"name": "parallel", "data_dir": str(tmp_path), "test_split": None, "format": name, "tokenizer": "word",
             "min_frequency": 1}
     run = zoo.train(tiny_experiment(tmp_path / "runs", task=task, train={"steps": 4, "eval_every": 4}))

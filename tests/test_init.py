@@ -92,5 +92,5 @@ def test_initial_scales():
     q = canonical_state(model)["encoder.layers.0.self_attn.q.weight"]
     bound = (6 / (256 + 256)) ** 0.5  # xavier uniform on the full d_model x d_model projection
     assert q.abs().max() <= bound and q.abs().max() > 0.95 * bound
-    assert torch.equal(model.encoder.layers[0].ffn.linear1.bias, torch.zeros(2048))
+    assert model.spec.d_ff == 1024 and torch.equal(model.encoder.layers[0].ffn.linear1.bias, torch.zeros(1024))
     assert torch.equal(model.encoder.layers[0].ffn_residual.norm.weight, torch.ones(256))

@@ -28,6 +28,11 @@ class DataError(ZooError, ValueError):
     and the line where there is one."""
 
 
+class MissingData(DataError, FileNotFoundError):
+    """A data file the task names is not there (a corpus split, a text file): a FileNotFoundError
+    too, so code that catches that still does."""
+
+
 class RunConflict(ZooError):
     """The run folder is held by another process, or holds another run."""
 

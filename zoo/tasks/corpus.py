@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
-from zoo.errors import DataError
+from zoo.errors import DataError, MissingData
 from zoo.files import content_digest, human_bytes, regular_file
 from zoo.specs.registries import describe_unknown, registry
 
@@ -92,7 +92,7 @@ def located(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: str = "aut
         if files:
             return found, files
         tried.append(" and ".join(f"{name}[.gz]" for name in found.names(stem, src, tgt)))
-    raise FileNotFoundError(f"task.data_dir {str(data_dir)!r}: no {' or '.join(tried)} for split {stem!r}")
+    raise MissingData(f"task.data_dir {str(data_dir)!r}: no {' or '.join(tried)} for split {stem!r}")
 
 
 def split_files(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: str = "auto") -> list[Path]:

@@ -14,7 +14,7 @@ import torch
 from pydantic import Field, PositiveInt
 from torch import Tensor
 
-from zoo.errors import ConfigError, DataError
+from zoo.errors import ConfigError, DataError, MissingData
 from zoo.specs.registries import registry
 from zoo.tasks.base import EpochOrder, Task, TaskParams, Vocabulary, held_out_part, pad_rows, step_generator
 from zoo.tasks.corpus import find, read_lines
@@ -42,7 +42,7 @@ def line_file(data_dir: str, stem: str, lang: str | None) -> Path:
     name = f"{stem}.{lang or 'txt'}"
     path = find(Path(data_dir), name)
     if path is None:
-        raise FileNotFoundError(f"task.data_dir {data_dir!r}: no {name}[.gz] for split {stem!r}")
+        raise MissingData(f"task.data_dir {data_dir!r}: no {name}[.gz] for split {stem!r}")
     return path
 
 
