@@ -55,53 +55,59 @@ class AlignedFiles(CorpusFormat):
         return list(zip(sources, targets))
 
 
-@register("tsv")
-class TabSeparated(CorpusFormat):
-    """STEM.tsv: `source<TAB>target` a line."""
+class LineFormat(CorpusFormat):
+    """A format of one file a split, `STEM.SUFFIX`, whose lines each hold a pair (or none)."""
 
-    order = 1
+    suffix: ClassVar[str] = ""
 
     @classmethod
     def names(cls, stem, src, tgt):
-        return [f"{stem}.tsv"]
+        return [f"{stem}.{cls.suffix}"]
 
     @classmethod
     def pairs(cls, files, src, tgt):
-        pairs = []
-        for number, line in enumerate(read_lines(files[0]), 1):
-            columns = line.split("\t")
-            if len(columns) != 2:
-                raise DataError(f"{files[0]}:{number}: expected 'source<TAB>target', found {len(columns)} column(s)")
-            pairs.append((columns[0], columns[1]))
-        return pairs
+        found = (cls.pair(line, f"{files[0]}:{number}", src, tgt) for number, line in enumerate(read_lines(files[0]), 1))
+        return [pair for pair in found if pair is not None]
+
+    @classmethod
+    def pair(cls, line: str, where: str, src: str, tgt: str) -> tuple[str, str] | None:
+        """The pair a line holds; `where` (file:line) names it in an error."""
+        raise NotImplementedError
+
+
+@register("tsv")
+class TabSeparated(LineFormat):
+    """STEM.tsv: `source<TAB>target` a line."""
+
+    order, suffix = 1, "tsv"
+
+    @classmethod
+    def pair(cls, line, where, src, tgt):
+        columns = line.split("\t")
+        if len(columns) != 2:
+            raise DataError(f"{where}: expected 'source<TAB>target', found {len(columns)} column(s)")
+        return columns[0], columns[1]
 
 
 @register("jsonl")
-class JsonLines(CorpusFormat):
+class JsonLines(LineFormat):
     """STEM.jsonl: a JSON object a line, `{"translation": {"de": ..., "en": ...}}` as Hugging Face
     datasets write translation pairs (WMT, IWSLT, OPUS), or `{"de": ..., "en": ...}`, keyed by
-    task.src_lang and task.tgt_lang."""
+    task.src_lang and task.tgt_lang; blank lines are skipped."""
 
-    order = 2
-
-    @classmethod
-    def names(cls, stem, src, tgt):
-        return [f"{stem}.jsonl"]
+    order, suffix = 2, "jsonl"
 
     @classmethod
-    def pairs(cls, files, src, tgt):
-        pairs = []
-        for number, line in enumerate(read_lines(files[0]), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{files[0]}:{number}: not a JSON object ({err.msg})") from None
-            sides = row.get("translation", row) if isinstance(row, dict) else None
-            if not isinstance(sides, dict) or not all(isinstance(sides.get(lang), str) for lang in (src, tgt)):
-                shown = sorted(sides) if isinstance(sides, dict) else type(row).__name__
-                raise DataError(f"{files[0]}:{number}: expected text under {src!r} and {tgt!r} (task.src_lang, "
-                                f"task.tgt_lang), alone or under 'translation'; found {shown}")
-            pairs.append((sides[src], sides[tgt]))
-        return pairs
+    def pair(cls, line, where, src, tgt):
+        if not line.strip():
+            return None
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataError(f"{where}: not a JSON object ({err.msg})") from None
+        sides = row.get("translation", row) if isinstance(row, dict) else None
+        if not isinstance(sides, dict) or not all(isinstance(sides.get(lang), str) for lang in (src, tgt)):
+            shown = sorted(sides) if isinstance(sides, dict) else type(row).__name__
+            raise DataError(f"{where}: expected text under {src!r} and {tgt!r} (task.src_lang, task.tgt_lang), alone "
+                            f"or under 'translation'; found {shown}")
+        return sides[src], sides[tgt]
