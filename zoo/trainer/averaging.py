@@ -14,6 +14,8 @@ import torch
 from zoo.errors import CheckpointError
 from zoo.trainer.checkpoint import read_checkpoint, save_checkpoint
 
+SNAPSHOTS = "averaging"
+"""The folder of a run where train.average_last keeps the weights of its last checkpoints."""
 KEPT = ("experiment", "spec", "task")
 """What an averaged checkpoint takes from the last of its sources beside the weights: enough for
 zoo.load and zoo eval, nothing to resume from."""
@@ -51,7 +53,7 @@ def checkpoints_to_average(paths: Sequence[str | Path], last: int | None = None)
         if not path.is_dir():
             found.append(path)
             continue
-        kept = sorted((path / "averaging").glob("step_*.pt"))
+        kept = sorted((path / SNAPSHOTS).glob("step_*.pt"))
         if not kept:
             raise CheckpointError(f"{path}: a folder without snapshots to average (averaging/step_*.pt); a run keeps "
                                   "them with train.average_last=N, or give checkpoint files")

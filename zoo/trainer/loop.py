@@ -174,7 +174,7 @@ class Trainer:
         if self.dist.is_main:
             self._log(metrics, step)
             bar.update(step, metrics)
-        if self.kept.improved(metrics, step) and not self.watch.suspect:
+        if not self.watch.suspect and self.kept.improved(metrics, step):  # a suspect model is never kept
             self._checkpoint(self.kept.best_path)
         stops = self.early_stop.observe(metrics, step)
         if self.dist.world > 1:

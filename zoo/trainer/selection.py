@@ -11,11 +11,11 @@ from typing import Any
 from zoo.metrics import better
 from zoo.model.kinds import ZooModel
 from zoo.specs.experiment import TrainSpec
-from zoo.trainer.averaging import write_average
+from zoo.trainer.averaging import SNAPSHOTS, write_average
 from zoo.trainer.checkpoint import read_checkpoint
 from zoo.trainer.evaluate import Evaluator
 
-BEST, AVERAGED, SNAPSHOTS = "checkpoint_best.pt", "checkpoint_averaged.pt", "averaging"
+BEST, AVERAGED = "checkpoint_best.pt", "checkpoint_averaged.pt"
 
 
 class EarlyStop:
