@@ -125,3 +125,20 @@ def test_an_old_flat_folder_of_a_model_with_switches_loads(tmp_path):
     assert loaded.spec == model.spec and "logit_softcap" in config["spec"]
     ids = torch.tensor([[3, 4, 5, 6]])
     torch.testing.assert_close(loaded.eval()(ids, ids), model.eval()(ids, ids), rtol=0, atol=0)
+
+
+def test_flat_keys_are_upgraded_where_fields_enter_the_catalog(monkeypatch):
+    """A preset, a mapping, overrides and a spec resolved again each take old flat keys once, where
+    they enter; the catalog merges grouped fields only."""
+    from zoo.specs import catalog
+
+    monkeypatch.setattr(catalog, "_PRESETS", dict(catalog._presets()))
+    catalog.register_preset("flat-windowed", {"window": 8, "tie_embeddings": True}, base="pre-ln")
+    grouped = zoo.spec("pre-ln", **SIZES, attn={"window": 8}, embeddings={"tie": True})
+    assert zoo.spec("flat-windowed", **SIZES) == grouped
+    assert zoo.resolve({"preset": "pre-ln", "window": 8, **SIZES}, tie_embeddings=True) == grouped
+    assert zoo.resolve(zoo.spec("pre-ln", **SIZES), window=8, embeddings={"tie": True}) == grouped
+    assert catalog.merge_fields({"attn": {"window": 8}}, {"attn": {"qk_norm": "rmsnorm"}}) == {
+        "attn": {"window": 8, "qk_norm": "rmsnorm"}}
+    with pytest.raises(zoo.ConfigError, match=r"preset 'twice': window 8 and attn.window 16 are one switch given twice"):
+        catalog.register_preset("twice", {"window": 8, "attn": {"window": 16}})

@@ -11,6 +11,7 @@ from typing import Any
 
 from zoo.errors import ConfigError
 from zoo.specs.catalog import (
+    entering,
     following_width,
     list_variants,
     merge_fields,
@@ -124,7 +125,7 @@ def cmd_show(args: argparse.Namespace) -> None:
     if "preset" in sets:
         raise ConfigError(f"zoo show {args.name} --set preset={sets['preset']}: the variant is the name already; "
                           f"show the other one as zoo show {sets['preset']}")
-    named = name_fields(args.name)
+    named, sets = name_fields(args.name), entering(sets)
     written = recipe(merge_fields(named, sets))
     placeholder = None if written.src_vocab_size and written.tgt_vocab_size else PLACEHOLDER_VOCABULARY
     spec = written.sized(PLACEHOLDER_VOCABULARY, PLACEHOLDER_VOCABULARY)

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from zoo.model.canonical import canonical_state, load_canonical_state
 from zoo.model.kinds import EncoderDecoder, build
-from zoo.specs.catalog import merge_fields
+from zoo.specs.catalog import entering, merge_fields
 from zoo.specs.model_spec import ModelSpec
 
 
@@ -90,7 +90,7 @@ def from_torch(
         "tie_embeddings": False,
         "bias": True,
     }
-    spec = ModelSpec.model_validate(merge_fields(fields, overrides))
+    spec = ModelSpec.model_validate(merge_fields(entering(fields), entering(overrides)))
     state = {
         "encoder.embed.tokens.weight": src_embedding.weight,
         "decoder.embed.tokens.weight": tgt_embedding.weight,

@@ -47,7 +47,7 @@ def register_preset(name: str, fields: Mapping[str, Any], *, base: str | None = 
         level = _PRESETS[level]["base"]
     if level is not None and level in chain:
         raise ConfigError(f"preset '{name}' would extend itself: {' -> '.join([*chain, level])}")
-    _PRESETS[name] = {"base": base, "description": description, "fields": dict(fields)}
+    _PRESETS[name] = {"base": base, "description": description, "fields": entering(fields, f"preset '{name}'")}
 
 
 def register_presets_file(path: Path) -> None:
@@ -98,11 +98,21 @@ def preset_description(name: str) -> str:
     return _presets()[chain[-1]]["description"]
 
 
+def entering(fields: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+    """Fields where they enter the catalog (a preset, a name's switches, a mapping, overrides):
+    the one step that moves old flat switch keys into their groups (zoo.specs.switches.grouped),
+    after which everything here holds the grouped form only."""
+    try:
+        return grouped(fields)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}" if where else str(err)) from None
+
+
 def merge_fields(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Overrides on top of base, where `vocab_size` stands for both vocabulary sizes, an axis
-    mapping without a name changes settings of the base's part (`position: {base: 500000}`), and a
-    switch, by its flat key or in its group, changes that switch alone."""
-    merged, overrides = grouped(base), grouped(overrides)
+    """Overrides on top of base, both in the grouped form (`entering`), where `vocab_size` stands
+    for both vocabulary sizes, an axis mapping without a name changes settings of the base's part
+    (`position: {base: 500000}`), and a switch in its group changes that switch alone."""
+    merged, overrides = dict(base), dict(overrides)
     overrides = {key: _merge_axis(key, merged.get(key), value) for key, value in overrides.items()}
     overrides.update(following_width(merged, overrides))
     overrides.update(merge_groups(merged, overrides))
@@ -182,7 +192,7 @@ def name_fields(name: str) -> dict[str, Any]:
     kind = {"kind": parts.pop(0)} if parts and parts[0] in KINDS and parts[0] != DEFAULT_KIND else {}
     switches = switch_fields(parts.pop()) if parts and SWITCH_TEXT.match(parts[-1]) else {}
     if len(parts) >= len(NAMED_AXES) and all(parts):
-        return {**kind, **axis_fields(parts), **switches}
+        return {**kind, **axis_fields(parts), **entering(switches, f"the switches of {name!r}")}
     raise UnknownChoiceError(
         "variant", name, _presets(), hint=f"; or a canonical name [decoder. or encoder.]{'.'.join(NAMED_AXES)}, "
         "e.g. post.sinusoidal.fused.relu or decoder.pre.rope.sdpa.swiglu"
@@ -200,7 +210,7 @@ def validated(fields: Mapping[str, Any], into: type[Spec] = ModelSpec) -> Spec:
 
 def spec(name: str, **overrides: Any) -> ModelSpec:
     """A validated ModelSpec for a preset or canonical name, with field overrides."""
-    return validated(merge_fields(name_fields(name), overrides))
+    return validated(merge_fields(name_fields(name), entering(overrides)))
 
 
 def resolve(source: ModelSpec | str | Mapping[str, Any], **overrides: Any) -> ModelSpec:
@@ -208,7 +218,7 @@ def resolve(source: ModelSpec | str | Mapping[str, Any], **overrides: Any) -> Mo
     if isinstance(source, ModelSpec):
         if not overrides:
             return source
-        return validated(merge_fields(source.model_dump(), overrides))
+        return validated(merge_fields(source.model_dump(), entering(overrides)))
     if isinstance(source, str):
         return spec(source, **overrides)
     if isinstance(source, Mapping):
@@ -223,7 +233,7 @@ def written_fields(source: Mapping[str, Any], overrides: Mapping[str, Any] | Non
     fields = dict(source)
     preset = fields.pop("preset", None)
     base = name_fields(preset) if preset is not None else {}
-    return merge_fields(merge_fields(base, fields), overrides or {})
+    return merge_fields(merge_fields(base, entering(fields)), entering(overrides or {}))
 
 
 def recipe(source: ModelRecipe | str | Mapping[str, Any]) -> ModelRecipe:
