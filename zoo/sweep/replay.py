@@ -28,6 +28,7 @@ from zoo.errors import ConfigError, ZooError
 from zoo.files import read_bounded
 from zoo.specs.registries import registry
 from zoo.tasks import Task, Vocabulary, build_task, task_params
+from zoo.tasks.summary import vocabulary_sizes
 
 FORMAT = 1
 REPLAY_BYTES = 64 << 20
@@ -72,9 +73,7 @@ class Replayed(Task):
 
     def summary(self, eval_size: int) -> dict[str, float | int]:
         """A replay's data is its recorded batches: the vocabularies' sizes and how many batches."""
-        one = self.src_vocab is self.tgt_vocab
-        return {"source_vocabulary": len(self.src_vocab), **({} if one else {"target_vocabulary": len(self.tgt_vocab)}),
-                "replayed_batches": len(self.batches)}
+        return {**vocabulary_sizes(self.src_vocab, self.tgt_vocab), "replayed_batches": len(self.batches)}
 
     @property
     def eval_splits(self) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from zoo.metrics import CURVE, reported
 from zoo.specs.strict import StrictSettings
+from zoo.tasks.summary import vocabulary_sizes
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS)
@@ -212,8 +213,7 @@ class Task:
     def summary(self, eval_size: int) -> dict[str, float | int]:
         """What the run's data is (zoo.tasks.summary): vocabulary sizes and held-out examples per
         split here; a task that reads files says more."""
-        one = self.src_vocab is self.tgt_vocab
-        return {"source_vocabulary": len(self.src_vocab), **({} if one else {"target_vocabulary": len(self.tgt_vocab)}),
+        return {**vocabulary_sizes(self.src_vocab, self.tgt_vocab),
                 **{f"{split}_examples": self.held_out_rows(eval_size, split) for split in self.eval_splits}}
 
     def longest_training(self) -> tuple[int, int] | None:

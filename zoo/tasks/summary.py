@@ -11,6 +11,12 @@ UNKNOWN_WARNING = 0.1
 """A share of <unk> tokens past this is warned about at the start of a run."""
 
 
+def vocabulary_sizes(src_vocab, tgt_vocab) -> dict[str, int]:
+    """The source vocabulary's size, and the target's where it is another vocabulary."""
+    one = src_vocab is tgt_vocab
+    return {"source_vocabulary": len(src_vocab), **({} if one else {"target_vocabulary": len(tgt_vocab)})}
+
+
 def unknown_share(rows: Sequence[Sequence[int]], unk_id: int | None, specials: int = 2) -> float | None:
     """The share of a side's tokens (bos and eos not counted) that are <unk>; None without an <unk>."""
     if unk_id is None:
