@@ -11,6 +11,7 @@ from typing import Any
 
 from zoo.errors import ConfigError
 from zoo.specs.catalog import (
+    base_widths,
     entering,
     following_width,
     list_variants,
@@ -94,7 +95,7 @@ def metric_text(name: str) -> str:
     metric = registry(METRIC).get(name)
     low, high = metric.bounds
     span = f"{low:g} to {high:g}".replace("inf", "∞")
-    tasks = [task for task in registry(TASKS).names() if metric.needs <= registry(TASKS).get(task).traits()]
+    tasks = [task for task in registry(TASKS).names() if name in registry(TASKS).get(task).metrics()]
     by = f"reported by {', '.join(tasks)}" if tasks else "computed by zoo compare over a tuned sweep's runs"
     return f"{'lower' if metric.goal == 'min' else 'higher'} is better, {span}; {by}"
 
@@ -138,9 +139,9 @@ def cmd_show(args: argparse.Namespace) -> None:
     print(f"# parameters: {exact_parameters(spec, buffers=False):,d}")
     scaled = following_width(named, sets)
     if scaled:
-        base = {key: named.get(key, ModelSpec.model_fields[key].default) for key in ("d_model", "d_ff")}
-        print(f"# d_ff: {scaled['d_ff']}, d_model {spec.d_model} times {args.name}'s ratio ({base['d_ff']} at d_model "
-              f"{base['d_model']}), since only d_model was given (--set d_ff=N for another)")
+        width, inner = base_widths(named)
+        print(f"# d_ff: {scaled['d_ff']}, d_model {spec.d_model} times {args.name}'s ratio ({inner} at d_model "
+              f"{width}), since only d_model was given (--set d_ff=N for another)")
     if spec.d_ff == "auto":
         print(f"# d_ff: auto = {spec.ffn_width} for ffn {spec.ffn.name}")
     for axis, choice in spec.axes().items():

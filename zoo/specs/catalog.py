@@ -127,14 +127,18 @@ def merge_fields(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[
     return merged
 
 
+def base_widths(base: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(d_model, d_ff) of fields, each the spec's default where they do not give it."""
+    return tuple(base.get(key, ModelSpec.model_fields[key].default) for key in ("d_model", "d_ff"))
+
+
 def following_width(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """d_ff for a d_model given without one: the base's d_ff scaled to the new width (its ratio
     kept: 4 x d_model for vaswani2017 and the canonical names), not the base's 2048 at any width.
     Nothing where d_ff is given, `auto` (the feed-forward part sizes itself) or the width unchanged."""
-    width, inner = overrides.get("d_model"), base.get("d_ff", ModelSpec.model_fields["d_ff"].default)
-    was = base.get("d_model", ModelSpec.model_fields["d_model"].default)
-    if "d_ff" in overrides or not isinstance(width, int) or isinstance(width, bool) or not isinstance(inner, int) \
-            or isinstance(was, bool) or not isinstance(was, int) or width == was:
+    width, (was, inner) = overrides.get("d_model"), base_widths(base)
+    counts = all(isinstance(value, int) and not isinstance(value, bool) for value in (width, was, inner))
+    if "d_ff" in overrides or not counts or width == was:
         return {}
     return {"d_ff": max(1, round(width * inner / was))}
 

@@ -77,17 +77,17 @@ def find(data_dir: Path, name: str) -> Path | None:
     return None
 
 
-def in_order(fmt: str) -> list[tuple[str, Any]]:
-    """(name, format) of `fmt`, or with auto of every registered format in its order."""
+def in_order(fmt: str) -> list[Any]:
+    """The format `fmt` names, or with auto every registered format in its order."""
     formats = registry("format")
     names = sorted(formats.names(), key=lambda name: formats.get(name).order) if fmt == "auto" else [fmt]
-    return [(name, formats.get(name)) for name in names]
+    return [formats.get(name) for name in names]
 
 
 def located(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: str = "auto") -> tuple[Any, list[Path]]:
     """The format of one split (the one named, or with auto the first whose files exist) and its files."""
     tried = []
-    for _, found in in_order(fmt):
+    for found in in_order(fmt):
         files = found.files(Path(data_dir), stem, src, tgt)
         if files:
             return found, files
