@@ -17,8 +17,8 @@ registries.BUILT_IN[:] = ["zoo.variants", "zoo.tasks", "zoo.optim", "zoo.metrics
 room below it loads a room above it by name)."""
 
 _HOMES = {
-    "zoo.errors": ("CheckpointError", "ConfigError", "DataError", "Diverged", "Interrupted", "MissingData", "RunConflict",
-                   "ZooError"),
+    "zoo.errors": ("CheckpointError", "ConfigError", "ConfigTypeError", "DataError", "Diverged", "InputError",
+                   "InputTypeError", "InteropError", "Interrupted", "MissingData", "RunConflict", "ZooError"),
     "zoo.interop": ("from_hf", "to_hf"),
     "zoo.model.convert": ("convert",),
     "zoo.interop.folders": ("from_pretrained",),

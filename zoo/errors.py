@@ -19,6 +19,24 @@ class ConfigError(ZooError, ValueError):
     """A bad value in a spec, an experiment, a sweep, a file or a command line."""
 
 
+class ConfigTypeError(ConfigError, TypeError):
+    """A value of a kind the zoo cannot read as a spec (an int where a name or a mapping goes)."""
+
+
+class InputError(ZooError, ValueError):
+    """Inputs a model cannot take: ids outside its vocabulary, shapes that do not match, a
+    sequence longer than its positions."""
+
+
+class InputTypeError(InputError, TypeError):
+    """Inputs of the wrong type: a list or float tensor where int64 token ids go."""
+
+
+class InteropError(ConfigError):
+    """A model of another library that no zoo spec describes, or a spec with no counterpart there
+    (zoo.from_hf, zoo.to_hf, zoo.interop.from_torch): a ConfigError, as the model is what was given."""
+
+
 class CheckpointError(ZooError, ValueError):
     """A file that is not a readable zoo checkpoint, or one that does not fit the experiment."""
 

@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from zoo.dropout import Dropout
+from zoo.errors import InputError
 from zoo.qk_norm import apply_qk_norm, qk_norm
 from zoo.roles import HoldsWeights, Role
 from zoo.specs.model_spec import ModelSpec
@@ -195,7 +196,7 @@ class PositionScheme(HoldsWeights, nn.Module):
 
     def check_length(self, length: int) -> None:
         if self.max_length is not None and length > self.max_length:
-            raise ValueError(
+            raise InputError(
                 f"a sequence of {length} positions is longer than max_len {self.max_length} of "
                 f"'{type(self).__name__}' positions; raise max_len in the spec or use shorter inputs"
             )

@@ -22,7 +22,7 @@ DONE = ("finished", "diverged")
 
 def check_format(found: int, what: str) -> int:
     if found > FORMAT:
-        raise ValueError(f"{what} has format {found}, written by a newer zoo; this zoo reads up to format {FORMAT}")
+        raise ConfigError(f"{what} has format {found}, written by a newer zoo; this zoo reads up to format {FORMAT}")
     return found
 
 

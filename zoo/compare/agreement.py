@@ -11,6 +11,7 @@ import numpy as np
 from scipy import stats
 
 from zoo.compare.stats import Estimate
+from zoo.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ def rank_agreement(a: Sequence[float], b: Sequence[float], resamples: int = 10_0
     both (a loss enters negated). Seeded, so a report reads the same every time."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape or x.ndim != 1 or x.size < 3:
-        raise ValueError(f"rank agreement needs the same 3 or more variants on both sides, got {x.size} and {y.size}")
+        raise ConfigError(f"rank agreement needs the same 3 or more variants on both sides, got {x.size} and {y.size}")
     tau = float(tau_b(x, y))
     exact = math.factorial(x.size) <= resamples
     test = stats.permutation_test((x,), lambda p, axis=-1: tau_b(np.moveaxis(p, axis, -1), y), permutation_type="pairings",

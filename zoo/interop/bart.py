@@ -10,6 +10,7 @@ from typing import Any
 
 from torch import nn
 
+from zoo.errors import InteropError
 from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register
 from zoo.specs.model_spec import ModelSpec
 
@@ -26,11 +27,11 @@ def shared_fields(model: nn.Module, family: str) -> dict[str, Any]:
     """What BART and Marian configurations say alike."""
     c = model.config
     if c.encoder_attention_heads != c.decoder_attention_heads or c.encoder_ffn_dim != c.decoder_ffn_dim:
-        raise ValueError(f"{family} with stacks of different widths (attention heads {c.encoder_attention_heads} and "
-                         f"{c.decoder_attention_heads}, ffn {c.encoder_ffn_dim} and {c.decoder_ffn_dim}) has no zoo spec")
+        raise InteropError(f"{family} with stacks of different widths (attention heads {c.encoder_attention_heads} and "
+                           f"{c.decoder_attention_heads}, ffn {c.encoder_ffn_dim} and {c.decoder_ffn_dim}) has no zoo spec")
     ffn = ACTIVATIONS.get(c.activation_function)
     if ffn is None:
-        raise ValueError(f"{family} activation_function {c.activation_function!r} has no zoo feed-forward part")
+        raise InteropError(f"{family} activation_function {c.activation_function!r} has no zoo feed-forward part")
     start = c.decoder_start_token_id if c.decoder_start_token_id is not None else c.pad_token_id
     inner = model.model
     return {

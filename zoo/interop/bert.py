@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from zoo.errors import InteropError
 from zoo.interop.hf import Family, dropout_fields, register
 from zoo.specs.model_spec import ModelSpec
 
@@ -23,7 +24,7 @@ def reference() -> type:
 def layout_fields(c, family: str, tied: bool) -> dict[str, Any]:
     """The spec of BERT's layout from a configuration of it (BERT's, ELECTRA's)."""
     if c.hidden_act != "gelu":
-        raise ValueError(f"{family} hidden_act {c.hidden_act!r}: the zoo's masked-LM head uses the exact GELU")
+        raise InteropError(f"{family} hidden_act {c.hidden_act!r}: the zoo's masked-LM head uses the exact GELU")
     pad = c.pad_token_id if c.pad_token_id is not None else 0
     start, end = (i for i in range(3) if i != pad)  # an encoder never decodes: any two other ids
     return {
@@ -48,7 +49,7 @@ def config(spec: ModelSpec):
 
     learned = spec.position.name == "learned"
     if learned and not spec.position.token_types:
-        raise ValueError("BERT adds a token-type table to its positions")
+        raise InteropError("BERT adds a token-type table to its positions")
     return BertConfig(
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_encoder_layers,
         num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width, hidden_dropout_prob=spec.dropout_at("residual"),

@@ -14,6 +14,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from zoo.errors import InteropError
 from zoo.interop.gpt_neox import packed_head_views
 from zoo.interop.hf import Family, dropout_fields, register, transformers_class
 from zoo.specs.model_spec import ModelSpec
@@ -24,8 +25,8 @@ TRAINING_LENGTH = 2048
 def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     if c.apply_residual_connection_post_layernorm or (c.pretraining_tp > 1 and c.slow_but_exact):
-        raise ValueError("BLOOM with apply_residual_connection_post_layernorm, or pretraining_tp with slow_but_exact, "
-                         "has no zoo spec")
+        raise InteropError("BLOOM with apply_residual_connection_post_layernorm, or pretraining_tp with slow_but_exact, "
+                           "has no zoo spec")
     return {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.n_head,
         "d_ff": 4 * c.hidden_size, "n_decoder_layers": c.n_layer,
@@ -42,7 +43,7 @@ def config(spec: ModelSpec):
     from transformers import BloomConfig
 
     if spec.ffn_width != 4 * spec.d_model:
-        raise ValueError(f"d_ff {spec.ffn_width}: BLOOM's feed-forward is 4 x d_model = {4 * spec.d_model} wide")
+        raise InteropError(f"d_ff {spec.ffn_width}: BLOOM's feed-forward is 4 x d_model = {4 * spec.d_model} wide")
     return BloomConfig(
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, n_layer=spec.n_decoder_layers, n_head=spec.n_heads,
         layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,

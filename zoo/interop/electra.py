@@ -11,6 +11,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from zoo.errors import InteropError
 from zoo.interop.bert import embedding_names, layout_fields, position_buffers
 from zoo.interop.hf import Family, register, transformers_class
 from zoo.interop.roberta import BERT_LAYER, layer_names
@@ -29,9 +30,9 @@ def config(spec: ModelSpec):
 
     learned = spec.position.name == "learned"
     if learned and not spec.position.token_types:
-        raise ValueError("ELECTRA adds a token-type table to its positions")
+        raise InteropError("ELECTRA adds a token-type table to its positions")
     if spec.embeddings.dim is not None and spec.embeddings.dim_scope != "embedding":
-        raise ValueError("ELECTRA's whole embedding is at embedding_size (dim_scope embedding)")
+        raise InteropError("ELECTRA's whole embedding is at embedding_size (dim_scope embedding)")
     return ElectraConfig(
         vocab_size=spec.tgt_vocab_size, embedding_size=spec.embedding_width, hidden_size=spec.d_model,
         num_hidden_layers=spec.n_encoder_layers, num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width,

@@ -19,6 +19,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from zoo.errors import InteropError
 from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register, transformers_class
 from zoo.interop.llama import rope_base, rotary_buffers
 from zoo.specs.model_spec import ModelSpec
@@ -43,14 +44,14 @@ def block(c) -> Any:
 def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     if c.alibi:
-        raise ValueError("alibi: Falcon's ALiBi divides the slopes by sqrt(head width) with the scores, and the zoo's "
-                         "ALiBi adds them unscaled")
+        raise InteropError("alibi: Falcon's ALiBi divides the slopes by sqrt(head width) with the scores, and the zoo's "
+                           "ALiBi adds them unscaled")
     if c.new_decoder_architecture and not c.parallel_attn:
-        raise ValueError("Falcon's new_decoder_architecture without parallel_attn has no zoo spec")
+        raise InteropError("Falcon's new_decoder_architecture without parallel_attn has no zoo spec")
     if ACTIVATIONS.get(c.activation) not in FFN:
-        raise ValueError(f"Falcon with activation {c.activation!r} has no zoo spec; the zoo reads {', '.join(FFN.values())}")
+        raise InteropError(f"Falcon with activation {c.activation!r} has no zoo spec; the zoo reads {', '.join(FFN.values())}")
     if not c.parallel_attn and c.attention_dropout != c.hidden_dropout:  # its attention's output: attention_dropout
-        raise ValueError("Falcon's sequential block with attention_dropout other than hidden_dropout has no zoo spec")
+        raise InteropError("Falcon's sequential block with attention_dropout other than hidden_dropout has no zoo spec")
     return {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
         "n_kv_heads": kv_heads(c), "d_ff": c.ffn_hidden_size, "n_decoder_layers": c.num_hidden_layers,
@@ -67,7 +68,7 @@ def config(spec: ModelSpec):
     from transformers import FalconConfig
 
     if spec.ffn.name not in FFN:
-        raise ValueError(f"feed-forward {spec.ffn.name}: Falcon holds {', '.join(FFN)}")
+        raise InteropError(f"feed-forward {spec.ffn.name}: Falcon holds {', '.join(FFN)}")
     parallel = spec.norm.name == "parallel"
     two_norms = parallel and not spec.norm.shared_norm
     grouped = two_norms or 1 < spec.kv_heads < spec.n_heads

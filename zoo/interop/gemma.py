@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from zoo.errors import InteropError
 from zoo.interop.hf import Family, dropout_fields, register, transformers_class
 from zoo.interop.llama import names as llama_names
 from zoo.interop.llama import rope_base, rotary_buffers, rotary_buffers_by_layer_type
@@ -29,10 +30,10 @@ def gemma_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     act = getattr(c, "hidden_activation", None) or c.hidden_act
     if act not in ACTIVATIONS or getattr(c, "attention_bias", False):
-        raise ValueError(f"{type(model).__name__} with hidden_activation {act!r} or attention_bias has no zoo spec; "
-                         f"the zoo reads {', '.join(ACTIVATIONS)}")
+        raise InteropError(f"{type(model).__name__} with hidden_activation {act!r} or attention_bias has no zoo spec; "
+                           f"the zoo reads {', '.join(ACTIVATIONS)}")
     if getattr(c, "use_bidirectional_attention", False):
-        raise ValueError(f"{type(model).__name__} with use_bidirectional_attention has no zoo spec")
+        raise InteropError(f"{type(model).__name__} with use_bidirectional_attention has no zoo spec")
     return {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
         "n_kv_heads": c.num_key_value_heads, "head_width": c.head_dim, "d_ff": c.intermediate_size,
@@ -67,8 +68,8 @@ def gemma3_fields(model: nn.Module) -> dict[str, Any]:
 def common_config(spec: ModelSpec, config_class: type, **extra: Any):
     activation = {zoo: hf for hf, zoo in ACTIVATIONS.items()}.get(spec.ffn.name)
     if activation is None or not spec.norm_type.name == "rmsnorm" or not spec.norm_type.unit_offset:
-        raise ValueError(f"{config_class.__name__[:-6]} holds a geglu or geglu_tanh feed-forward and RMSNorm with "
-                         "unit_offset")
+        raise InteropError(f"{config_class.__name__[:-6]} holds a geglu or geglu_tanh feed-forward and RMSNorm with "
+                           "unit_offset")
     return config_class(
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
         num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads, num_key_value_heads=spec.kv_heads,
@@ -106,7 +107,7 @@ def gemma3_config(spec: ModelSpec):
     types = layer_types(spec, also=("position",))
     bases = {kind: {base_of(spec, i) for i, t in enumerate(types) if t == kind} for kind in set(types)}
     if any(len(values) > 1 for values in bases.values()):
-        raise ValueError("Gemma 3 rotates its sliding and its full layers at one base each")
+        raise InteropError("Gemma 3 rotates its sliding and its full layers at one base each")
     rope = {kind: {"rope_type": "default", "rope_theta": next(iter(bases.get(kind, {10000.0})))}
             for kind in ("sliding_attention", "full_attention")}
     return gemma2_config(spec, "Gemma3TextConfig", also=("position",), rope_parameters=rope)

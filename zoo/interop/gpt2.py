@@ -10,6 +10,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from zoo.errors import InteropError
 from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register
 from zoo.specs.model_spec import ModelSpec
 
@@ -25,11 +26,11 @@ def reference() -> type:
 def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     if c.scale_attn_by_inverse_layer_idx or c.reorder_and_upcast_attn or not c.scale_attn_weights:
-        raise ValueError("GPT-2 with scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn or without "
-                         "scale_attn_weights has no zoo spec")
+        raise InteropError("GPT-2 with scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn or without "
+                           "scale_attn_weights has no zoo spec")
     ffn = ACTIVATIONS.get(c.activation_function)
     if ffn is None or ffn not in FFN:
-        raise ValueError(f"GPT-2 activation_function {c.activation_function!r} has no zoo feed-forward part")
+        raise InteropError(f"GPT-2 activation_function {c.activation_function!r} has no zoo feed-forward part")
     fields = {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.n_embd, "n_heads": c.n_head,
         "d_ff": c.n_inner or 4 * c.n_embd, "n_decoder_layers": c.n_layer,

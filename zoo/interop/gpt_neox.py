@@ -12,6 +12,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from zoo.errors import InteropError
 from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register
 from zoo.interop.llama import rope_base, rotary_buffers
 from zoo.specs.model_spec import ModelSpec
@@ -34,7 +35,7 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     ffn = ACTIVATIONS.get(c.hidden_act)
     if ffn not in FFN or not c.attention_bias:
-        raise ValueError(f"GPT-NeoX with hidden_act {c.hidden_act!r} or without attention_bias has no zoo spec")
+        raise InteropError(f"GPT-NeoX with hidden_act {c.hidden_act!r} or without attention_bias has no zoo spec")
     fields = {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
         "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers,

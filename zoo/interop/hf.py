@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from zoo.errors import ConfigError
+from zoo.errors import ConfigError, InteropError
 from zoo.model.canonical import canonical_state, load_canonical_state
 from zoo.model.kinds import ZooModel, build
 from zoo.specs.catalog import validated
@@ -165,10 +165,12 @@ def from_hf(model: nn.Module, **overrides: Any) -> ZooModel:
     try:
         fields = {**family.spec_fields(model), **overrides}
         if fields.get("pad_id", 0) is None:
-            raise ValueError("pad_id: the reference's configuration has no pad token, and the zoo's batches need one; "
-                             "give zoo.from_hf(model, pad_id=ID), an id its inputs never hold")
+            raise InteropError("pad_id: the reference's configuration has no pad token, and the zoo's batches need one; "
+                               "give zoo.from_hf(model, pad_id=ID), an id its inputs never hold")
         spec = validated(fields)
-    except ValueError as err:
+    except InteropError as err:  # the family's reader refused the configuration
+        raise InteropError(f"from_hf ({family.name}): {err}") from err
+    except ConfigError as err:  # the spec it read, or the overrides, did not validate
         raise ConfigError(f"from_hf ({family.name}): {err}") from err
     zoo_model = build(spec, seed=0)
     reference, own = reference_tensors(model), canonical_state(zoo_model)

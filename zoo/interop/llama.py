@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from zoo.errors import InteropError
 from zoo.interop.hf import Family, dropout_fields, register
 from zoo.specs.model_spec import ModelSpec
 
@@ -24,7 +25,7 @@ def rope_base(c, parameters: dict[str, Any] | None = None) -> float:
     """The rotary base of configuration `c`, or of `parameters` (one layer type's, Gemma 3, ModernBERT)."""
     parameters = parameters if parameters is not None else getattr(c, "rope_parameters", None) or {}
     if parameters.get("rope_type", "default") != "default":
-        raise ValueError(f"rope_type {parameters['rope_type']!r} (scaled rotary positions) has no zoo spec")
+        raise InteropError(f"rope_type {parameters['rope_type']!r} (scaled rotary positions) has no zoo spec")
     return float(parameters.get("rope_theta", getattr(c, "rope_theta", 10000.0)))
 
 
@@ -32,8 +33,8 @@ def layout_fields(model: nn.Module) -> dict[str, Any]:
     """The spec of a model of Llama's layout (Llama, Mistral, Qwen3): what their configurations share."""
     c = model.config
     if getattr(c, "attention_bias", False) or getattr(c, "mlp_bias", False) or c.hidden_act != "silu":
-        raise ValueError(f"{type(model).__name__} with attention_bias, mlp_bias or a hidden_act other than silu has "
-                         "no zoo spec")
+        raise InteropError(f"{type(model).__name__} with attention_bias, mlp_bias or a hidden_act other than silu has "
+                           "no zoo spec")
     fields = {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
         "n_kv_heads": c.num_key_value_heads, "head_width": getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,

@@ -11,6 +11,7 @@ from typing import Any
 
 from torch import nn
 
+from zoo.errors import InteropError
 from zoo.interop.hf import Family, register
 from zoo.interop.llama import computed, layout_config, layout_fields, names
 from zoo.specs.layer_rules import selecting
@@ -45,7 +46,7 @@ def window_fields(c) -> dict[str, Any]:
     types = list(getattr(c, "layer_types", None) or ["full_attention"] * c.num_hidden_layers)
     unknown = sorted(set(types) - {"full_attention", "sliding_attention"})
     if unknown:
-        raise ValueError(f"layer_types {unknown} have no zoo spec; the zoo reads full_attention and sliding_attention")
+        raise InteropError(f"layer_types {unknown} have no zoo spec; the zoo reads full_attention and sliding_attention")
     full = [i for i, kind in enumerate(types) if kind == "full_attention"]
     if len(full) == len(types):
         return {"window": None}
@@ -60,8 +61,8 @@ def layer_types(spec: ModelSpec, also: tuple[str, ...] = ()) -> list[str]:
     windows = {layer.attn.window for layer in layers} - {None}
     same = {"window": spec.attn.window, "layers": {}} | {field: getattr(spec, field) for field in also}
     if len(windows) > 1 or any(layer.replace(**same) != spec.replace(layers={}) for layer in layers):
-        raise ValueError(f"a model whose layers differ in more than {' and '.join(('having a window or none', *also))} "
-                         "has no layer_types")
+        raise InteropError(f"a model whose layers differ in more than {' and '.join(('having a window or none', *also))} "
+                           "has no layer_types")
     return ["sliding_attention" if layer.attn.window else "full_attention" for layer in layers]
 
 
@@ -96,7 +97,7 @@ def qwen2_config(spec: ModelSpec):
     from transformers import Qwen2Config
 
     if not spec.qkv_bias or spec.out_bias:
-        raise ValueError("Qwen2 holds biases on its query, key and value projections and none on the output's")
+        raise InteropError("Qwen2 holds biases on its query, key and value projections and none on the output's")
     window = sliding_window(spec)
     return layout_config(spec, Qwen2Config, sliding_window=window, use_sliding_window=window is not None,
                          max_window_layers=0, layer_types=layer_types(spec))

@@ -13,6 +13,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from zoo.errors import InteropError
 from zoo.interop.bart import layers, shared_config, shared_fields
 from zoo.interop.hf import Family, register
 from zoo.specs.choices import validate_choice
@@ -89,7 +90,7 @@ def m2m100_config(spec: ModelSpec):
     from transformers import M2M100Config
 
     if spec.position != validate_choice("position", fairseq_positions(spec.pad_id)):
-        raise ValueError("M2M100 reads fairseq's sinusoids from the row after its pad id")
+        raise InteropError("M2M100 reads fairseq's sinusoids from the row after its pad id")
     return M2M100Config(vocab_size=spec.tgt_vocab_size, **shared_config(spec))
 
 

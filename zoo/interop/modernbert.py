@@ -13,6 +13,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from zoo.errors import InteropError
 from zoo.interop.hf import Family, register
 from zoo.interop.llama import rope_base, rotary_buffers_by_layer_type
 from zoo.specs.layer_rules import selecting
@@ -33,10 +34,10 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     biases = {c.attention_bias, c.mlp_bias, c.classifier_bias}
     if c.hidden_activation != "gelu" or c.classifier_activation != "gelu" or len(biases) > 1 or not c.decoder_bias:
-        raise ValueError("ModernBERT with an activation other than gelu, biases on some projections only, or no "
-                         "decoder_bias has no zoo spec")
+        raise InteropError("ModernBERT with an activation other than gelu, biases on some projections only, or no "
+                           "decoder_bias has no zoo spec")
     if len({c.attention_dropout, c.mlp_dropout, c.embedding_dropout}) > 1:
-        raise ValueError("ModernBERT with attention_dropout, mlp_dropout and embedding_dropout apart has no zoo spec")
+        raise InteropError("ModernBERT with attention_dropout, mlp_dropout and embedding_dropout apart has no zoo spec")
     types = c.layer_types
     full = [i for i, kind in enumerate(types) if kind == "full_attention"]
     rules = {"first": {"only": [0], "set": {"norm": {"attention_norm": False}}}}

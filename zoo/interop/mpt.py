@@ -16,6 +16,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from zoo.errors import InteropError
 from zoo.interop.hf import Family, dropout_fields, register, transformers_class
 from zoo.specs.model_spec import ModelSpec
 
@@ -24,8 +25,8 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     attn = c.attn_config
     if attn.clip_qkv is not None or attn.alibi_bias_max != 8:
-        raise ValueError(f"MPT with clip_qkv {attn.clip_qkv} or alibi_bias_max {attn.alibi_bias_max} (other than 8) has "
-                         "no zoo spec")
+        raise InteropError(f"MPT with clip_qkv {attn.clip_qkv} or alibi_bias_max {attn.alibi_bias_max} (other than 8) has "
+                           "no zoo spec")
     scale = attn.softmax_scale
     return {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.d_model, "n_heads": c.n_heads,
@@ -44,7 +45,7 @@ def config(spec: ModelSpec):
     from transformers import MptConfig
 
     if spec.ffn_width != 4 * spec.d_model:
-        raise ValueError(f"d_ff {spec.ffn_width}: MPT's feed-forward is 4 x d_model = {4 * spec.d_model} wide")
+        raise InteropError(f"d_ff {spec.ffn_width}: MPT's feed-forward is 4 x d_model = {4 * spec.d_model} wide")
     width = spec.attn.scale_width
     return MptConfig(
         vocab_size=spec.tgt_vocab_size, d_model=spec.d_model, n_heads=spec.n_heads, n_layers=spec.n_decoder_layers,

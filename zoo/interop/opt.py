@@ -14,6 +14,7 @@ from typing import Any
 
 from torch import nn
 
+from zoo.errors import InteropError
 from zoo.interop.bart import attention, module
 from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register, transformers_class
 from zoo.specs.model_spec import ModelSpec
@@ -24,13 +25,13 @@ FFN = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "swish": "silu"}
 def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     if c.word_embed_proj_dim != c.hidden_size:
-        raise ValueError(f"word_embed_proj_dim {c.word_embed_proj_dim} beside hidden_size {c.hidden_size} (OPT-350m's "
-                         "projected embeddings) has no zoo spec")
+        raise InteropError(f"word_embed_proj_dim {c.word_embed_proj_dim} beside hidden_size {c.hidden_size} (OPT-350m's "
+                           "projected embeddings) has no zoo spec")
     if not c.layer_norm_elementwise_affine or not c.enable_bias:
-        raise ValueError("OPT with layer_norm_elementwise_affine or enable_bias false has no zoo spec")
+        raise InteropError("OPT with layer_norm_elementwise_affine or enable_bias false has no zoo spec")
     if ACTIVATIONS.get(c.activation_function) not in FFN:
-        raise ValueError(f"OPT with activation_function {c.activation_function!r} has no zoo spec; the zoo reads "
-                         f"{', '.join(FFN.values())}")
+        raise InteropError(f"OPT with activation_function {c.activation_function!r} has no zoo spec; the zoo reads "
+                           f"{', '.join(FFN.values())}")
     pre = c.do_layer_norm_before
     return {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
@@ -50,7 +51,7 @@ def config(spec: ModelSpec):
 
     pre = spec.norm.name == "pre"
     if spec.ffn.name not in FFN:
-        raise ValueError(f"feed-forward {spec.ffn.name}: OPT holds {', '.join(FFN)}")
+        raise InteropError(f"feed-forward {spec.ffn.name}: OPT holds {', '.join(FFN)}")
     return OPTConfig(
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_decoder_layers,
         ffn_dim=spec.ffn_width, num_attention_heads=spec.n_heads, activation_function=FFN[spec.ffn.name],

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from zoo.errors import InteropError
 from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register, transformers_class
 from zoo.interop.llama import rope_base, rotary_buffers
 from zoo.specs.model_spec import ModelSpec
@@ -22,8 +23,8 @@ FFN = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "swish": "silu"}
 def common(model: nn.Module, act: str, eps: float, rotated: float, layout: str, base: float) -> dict[str, Any]:
     c = model.config
     if ACTIVATIONS.get(act) not in FFN:
-        raise ValueError(f"{type(model).__name__} with activation {act!r} has no zoo spec; the zoo reads "
-                         f"{', '.join(FFN.values())}")
+        raise InteropError(f"{type(model).__name__} with activation {act!r} has no zoo spec; the zoo reads "
+                           f"{', '.join(FFN.values())}")
     return {
         "kind": "decoder", "vocab_size": c.vocab_size, "norm": "parallel",
         "position": {"name": "rope", "base": base, "fraction": rotated, "layout": layout}, "attention": "fused",
@@ -36,7 +37,7 @@ def common(model: nn.Module, act: str, eps: float, rotated: float, layout: str, 
 def phi_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     if c.qk_layernorm or c.num_key_value_heads not in (None, c.num_attention_heads):
-        raise ValueError("Phi with qk_layernorm or grouped key/value heads has no zoo spec")
+        raise InteropError("Phi with qk_layernorm or grouped key/value heads has no zoo spec")
     fraction = (c.rope_parameters or {}).get("partial_rotary_factor", 1.0)
     return common(model, c.hidden_act, c.layer_norm_eps, float(fraction), "halves", rope_base(c)) | {
         "d_model": c.hidden_size, "n_heads": c.num_attention_heads, "d_ff": c.intermediate_size,
@@ -47,7 +48,7 @@ def phi_fields(model: nn.Module) -> dict[str, Any]:
 
 def activation(spec: ModelSpec) -> str:
     if spec.ffn.name not in FFN:
-        raise ValueError(f"feed-forward {spec.ffn.name}: Phi and GPT-J hold {', '.join(FFN)}")
+        raise InteropError(f"feed-forward {spec.ffn.name}: Phi and GPT-J hold {', '.join(FFN)}")
     return FFN[spec.ffn.name]
 
 
@@ -86,8 +87,8 @@ def gptj_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     head = c.n_embd // c.n_head
     if not c.attn_pdrop == c.resid_pdrop == c.embd_pdrop or c.rotary_dim is None:
-        raise ValueError("GPT-J with attn_pdrop, resid_pdrop and embd_pdrop apart, or without rotary_dim, has no zoo "
-                         "spec")
+        raise InteropError("GPT-J with attn_pdrop, resid_pdrop and embd_pdrop apart, or without rotary_dim, has no zoo "
+                           "spec")
     return common(model, c.activation_function, c.layer_norm_epsilon, c.rotary_dim / head, "interleaved", 10000.0) | {
         "d_model": c.n_embd, "n_heads": c.n_head, "d_ff": c.n_inner or 4 * c.n_embd, "n_decoder_layers": c.n_layer,
         "max_len": c.n_positions, **dropout_fields(c.resid_pdrop, c.attn_pdrop, embedding=c.embd_pdrop),

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from zoo.errors import InteropError
 from zoo.interop.bert import embedding_names
 from zoo.interop.hf import Family, dropout_fields, register, transformers_class
 from zoo.specs.model_spec import ModelSpec
@@ -17,7 +18,7 @@ from zoo.specs.model_spec import ModelSpec
 
 def encoder_fields(c, act: str, dropouts: dict[str, float], tied: bool) -> dict[str, Any]:
     if act != "gelu":
-        raise ValueError(f"a BERT-like model with activation {act!r} has no zoo spec; the zoo reads gelu")
+        raise InteropError(f"a BERT-like model with activation {act!r} has no zoo spec; the zoo reads gelu")
     pad = c.pad_token_id if c.pad_token_id is not None else 0
     start, end = (i for i in range(3) if i != pad)  # an encoder never decodes: any two other ids
     return {"kind": "encoder", "vocab_size": c.vocab_size, "pad_id": pad, "bos_id": start, "eos_id": end,
@@ -42,7 +43,7 @@ def roberta_config(spec: ModelSpec):
 
     learned = spec.position.name == "learned"
     if not learned or spec.position.offset != spec.pad_id + 1:
-        raise ValueError("RoBERTa reads learned positions from the row after its pad id")
+        raise InteropError("RoBERTa reads learned positions from the row after its pad id")
     return RobertaConfig(
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_encoder_layers,
         num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width, hidden_dropout_prob=spec.dropout_at("residual"),
@@ -87,7 +88,7 @@ def roberta_names(spec: ModelSpec) -> dict[str, str]:
 def distilbert_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     if c.sinusoidal_pos_embds:
-        raise ValueError("DistilBERT with sinusoidal_pos_embds has no zoo spec (its sinusoids are trained)")
+        raise InteropError("DistilBERT with sinusoidal_pos_embds has no zoo spec (its sinusoids are trained)")
     # DistilBERT drops no attention output before its residual sum; the zoo drops both sublayers' (training only)
     return encoder_fields(c, c.activation, dropout_fields(c.dropout, c.attention_dropout),
                           model.vocab_projector.weight is model.distilbert.embeddings.word_embeddings.weight) | {
@@ -99,7 +100,7 @@ def distilbert_config(spec: ModelSpec):
     from transformers import DistilBertConfig
 
     if spec.norm_type.name != "layernorm" or spec.norm_type.eps != 1e-12:
-        raise ValueError("DistilBERT's LayerNorms have eps 1e-12")
+        raise InteropError("DistilBERT's LayerNorms have eps 1e-12")
     return DistilBertConfig(
         vocab_size=spec.tgt_vocab_size, dim=spec.d_model, n_layers=spec.n_encoder_layers, n_heads=spec.n_heads,
         hidden_dim=spec.ffn_width, dropout=spec.dropout_at("residual"), attention_dropout=spec.dropout_at("attention"),

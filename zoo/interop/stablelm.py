@@ -17,6 +17,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from zoo.errors import InteropError
 from zoo.interop.gpt_neox import packed_head_views
 from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register, transformers_class
 from zoo.interop.llama import rope_base, rotary_buffers
@@ -54,10 +55,10 @@ def common_config(spec: ModelSpec) -> dict[str, Any]:
 def stablelm_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     if c.qk_layernorm:
-        raise ValueError("qk_layernorm: StableLM's per-head LayerNorms of queries and keys are bias-free beside biased "
-                         "LayerNorms elsewhere, and the zoo's qk_norm takes the norm_type's settings")
+        raise InteropError("qk_layernorm: StableLM's per-head LayerNorms of queries and keys are bias-free beside biased "
+                           "LayerNorms elsewhere, and the zoo's qk_norm takes the norm_type's settings")
     if c.hidden_act != "silu":
-        raise ValueError(f"StableLM with hidden_act {c.hidden_act!r} has no zoo spec; the zoo reads silu (SwiGLU)")
+        raise InteropError(f"StableLM with hidden_act {c.hidden_act!r} has no zoo spec; the zoo reads silu (SwiGLU)")
     return common(c) | {
         "n_kv_heads": c.num_key_value_heads, "ffn": "swiglu", "bias": False, "qkv_bias": bool(c.use_qkv_bias),
         "norm": "parallel" if c.use_parallel_residual else "pre",
@@ -68,7 +69,7 @@ def stablelm_config(spec: ModelSpec):
     from transformers import StableLmConfig
 
     if spec.out_bias:
-        raise ValueError("StableLM holds no bias on its attention's output projection")
+        raise InteropError("StableLM holds no bias on its attention's output projection")
     return StableLmConfig(**common_config(spec), num_key_value_heads=spec.kv_heads, use_qkv_bias=spec.qkv_bias,
                           use_parallel_residual=spec.norm.name == "parallel", qk_layernorm=False)
 
@@ -94,7 +95,7 @@ def stablelm_names(spec: ModelSpec) -> dict[str, str]:
 def persimmon_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     if ACTIVATIONS.get(c.hidden_act) != "relu2":
-        raise ValueError(f"Persimmon with hidden_act {c.hidden_act!r} has no zoo spec; the zoo reads relu2")
+        raise InteropError(f"Persimmon with hidden_act {c.hidden_act!r} has no zoo spec; the zoo reads relu2")
     return common(c) | {"norm": "pre", "ffn": "relu2", "bias": True,
                         "qk_norm": "layernorm" if c.qk_layernorm else None,
                         "tie_embeddings": model.lm_head.weight is model.model.embed_tokens.weight}

@@ -11,6 +11,7 @@ from typing import Any
 
 from torch import nn
 
+from zoo.errors import InteropError
 from zoo.interop.hf import ACTIVATIONS, Family, register
 from zoo.specs.model_spec import ModelSpec
 
@@ -32,7 +33,7 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     ffn = (GATED if c.is_gated_act else ACTIVATIONS).get(c.dense_act_fn)
     if ffn is None:
-        raise ValueError(f"T5 feed_forward_proj {c.feed_forward_proj!r} has no zoo feed-forward part")
+        raise InteropError(f"T5 feed_forward_proj {c.feed_forward_proj!r} has no zoo feed-forward part")
     start = c.decoder_start_token_id if c.decoder_start_token_id is not None else c.pad_token_id
     position = {"name": "t5", "num_buckets": c.relative_attention_num_buckets,
                 "max_distance": c.relative_attention_max_distance}

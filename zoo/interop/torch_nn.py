@@ -12,6 +12,7 @@ from typing import Any
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from zoo.errors import InteropError
 from zoo.model.canonical import canonical_state, load_canonical_state
 from zoo.model.kinds import EncoderDecoder, build
 from zoo.specs.catalog import entering, merge_fields
@@ -24,12 +25,12 @@ def _activation(layer: nn.Module) -> str:
         return "relu"
     if act is F.gelu or (isinstance(act, nn.GELU) and act.approximate == "none"):
         return "gelu"
-    raise ValueError(f"from_torch supports relu and exact gelu activations, got {act!r}")
+    raise InteropError(f"from_torch supports relu and exact gelu activations, got {act!r}")
 
 
 def _attention(mha: nn.MultiheadAttention, prefix: str) -> dict[str, Tensor]:
     if not mha._qkv_same_embed_dim or mha.in_proj_bias is None:
-        raise ValueError(f"{prefix}: from_torch needs attention with one packed, biased in_proj")
+        raise InteropError(f"{prefix}: from_torch needs attention with one packed, biased in_proj")
     q, k, v = mha.in_proj_weight.chunk(3)
     qb, kb, vb = mha.in_proj_bias.chunk(3)
     return {
@@ -47,12 +48,12 @@ def _check_layout(transformer: nn.Transformer) -> tuple[str, str]:
     layers = [*transformer.encoder.layers, *transformer.decoder.layers]
     first = layers[0]
     if not first.self_attn.batch_first:
-        raise ValueError("from_torch needs torch.nn.Transformer(batch_first=True)")
+        raise InteropError("from_torch needs torch.nn.Transformer(batch_first=True)")
     for layer in layers:
         if layer.norm_first != first.norm_first or _activation(layer) != _activation(first):
-            raise ValueError("from_torch needs every layer to share norm_first and the activation")
+            raise InteropError("from_torch needs every layer to share norm_first and the activation")
         if layer.norm1.eps != 1e-5 or layer.linear1.bias is None or layer.norm1.bias is None:
-            raise ValueError("from_torch supports layer_norm_eps=1e-5 and bias=True, as torch's defaults")
+            raise InteropError("from_torch supports layer_norm_eps=1e-5 and bias=True, as torch's defaults")
     return ("pre" if first.norm_first else "post"), _activation(first)
 
 
@@ -71,7 +72,7 @@ def from_torch(
     norm, ffn = _check_layout(transformer)
     encoder_layer = transformer.encoder.layers[0]
     if generator.bias is None:
-        raise ValueError("from_torch needs a generator Linear with a bias (the zoo's bias=True)")
+        raise InteropError("from_torch needs a generator Linear with a bias (the zoo's bias=True)")
     fields = {
         "src_vocab_size": src_embedding.num_embeddings,
         "tgt_vocab_size": tgt_embedding.num_embeddings,
@@ -118,6 +119,6 @@ def from_torch(
     expected = canonical_state(model).keys()
     if expected != state.keys():
         missing, extra = sorted(expected - state.keys()), sorted(state.keys() - expected)
-        raise ValueError(f"from_torch could not map every weight: missing {missing[:3]}, unmatched {extra[:3]}")
+        raise InteropError(f"from_torch could not map every weight: missing {missing[:3]}, unmatched {extra[:3]}")
     load_canonical_state(model, state)
     return model.to(generator.weight.device).train(transformer.training)

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from zoo.errors import ConfigError
 from zoo.model.canonical import canonical_entries, load_canonical_state
 from zoo.parts import Site
 from zoo.roles import TABLES, HoldsWeights, Role
@@ -57,14 +58,14 @@ def placements(model: nn.Module, entries: list[tuple[str, Tensor, nn.Module]], s
         owned[prefix].append(local)
         role = part.weight_roles.get(local)
         if role is None and tensor.dim() >= 2 and part.weight_roles:
-            raise ValueError(f"{type(part).__name__} at {prefix[:-1]} holds {local} but declares no role for it "
-                             f"(weight_roles: {sorted(part.weight_roles)})")
+            raise ConfigError(f"{type(part).__name__} at {prefix[:-1]} holds {local} but declares no role for it "
+                              f"(weight_roles: {sorted(part.weight_roles)})")
         out[name] = Placed(role, part.init_std, site)
     for prefix, part in parts.items():
         missing = sorted(set(part.weight_roles) - set(owned[prefix]))
         if missing:
-            raise ValueError(f"{type(part).__name__} at {prefix[:-1] or 'the model'} declares roles for {missing}, "
-                             f"which it does not hold (its weights: {sorted(owned[prefix])})")
+            raise ConfigError(f"{type(part).__name__} at {prefix[:-1] or 'the model'} declares roles for {missing}, "
+                              f"which it does not hold (its weights: {sorted(owned[prefix])})")
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from zoo.errors import ConfigError
 from zoo.model.decoder_only import DecoderOnly
 from zoo.model.encoder_decoder import EncoderDecoder
 from zoo.model.encoder_only import EncoderOnly
@@ -31,7 +32,7 @@ def register_kind(model: type[ZooModel]) -> type[ZooModel]:
     stacks it `reads` and its framing; specs then accept `kind: NAME`, and the trainer, evaluation
     and decoding use its class methods. Its name may not be a part's, nor a kind's already."""
     if model.kind in MODELS or any(model.kind in registry(axis) for axis in AXES):
-        raise ValueError(f"kind {model.kind!r} is taken (a kind or a part of that name exists); pick another name")
+        raise ConfigError(f"kind {model.kind!r} is taken (a kind or a part of that name exists); pick another name")
     KIND_STACKS[model.kind] = tuple(model.reads)
     MODELS[model.kind] = model
     return model

@@ -16,7 +16,7 @@ from typing import ClassVar, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from zoo.errors import ConfigError
+from zoo.errors import ConfigError, ConfigTypeError
 from zoo.model.assembly import stack_sites
 from zoo.model.beam import beam_search
 from zoo.model.decoding import Decoding
@@ -63,8 +63,8 @@ class ZooModel(nn.Module):
     def __init__(self, spec: ModelSpec, seed: int | None = None):
         super().__init__()
         if spec.kind != self.kind:
-            raise ValueError(f"{type(self).__name__} builds kind {self.kind}, but the spec's kind is {spec.kind}; "
-                             "use zoo.build")
+            raise ConfigError(f"{type(self).__name__} builds kind {self.kind}, but the spec's kind is {spec.kind}; "
+                              "use zoo.build")
         check_fits(spec, "cpu")  # weights are made on the host first
         self.spec = spec
         sites = stack_sites(spec)
@@ -170,7 +170,7 @@ class ZooModel(nn.Module):
     def start_decoding(self, inputs: Tensor, use_cache: bool = True, beams: int = 1) -> tuple[Tensor, Decoding]:
         """The first tokens of every row (each row repeated `beams` times) and the state that
         `decode_step` carries between steps."""
-        raise TypeError(f"a model of kind {self.kind} does not decode; its forward gives per-token logits")
+        raise ConfigTypeError(f"a model of kind {self.kind} does not decode; its forward gives per-token logits")
 
     @torch.no_grad()
     def decode_step(self, tokens: Tensor, state: Decoding) -> Tensor:

@@ -13,6 +13,7 @@ from typing import ClassVar
 import torch
 from pydantic import Field, model_validator
 
+from zoo.errors import ConfigError
 from zoo.specs.choices import PartSettings
 from zoo.specs.registries import registry
 
@@ -69,7 +70,7 @@ class SGDSettings(PartSettings):
     @model_validator(mode="after")
     def _nesterov_needs_momentum(self):
         if self.nesterov and (self.momentum <= 0 or self.dampening != 0):
-            raise ValueError("nesterov needs momentum > 0 and dampening 0")
+            raise ConfigError("nesterov needs momentum > 0 and dampening 0")
         return self
 
 

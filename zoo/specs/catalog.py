@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from zoo.errors import ConfigError, describe_validation
+from zoo.errors import ConfigError, ConfigTypeError, describe_validation
 from zoo.specs.choices import SETTING_SEPARATOR, Choice, parse_choice_text, split_name
 from zoo.specs.model_spec import DEFAULT_KIND, KINDS, ModelRecipe, ModelSpec
 from zoo.specs.registries import AXES, NAMED_AXES, UnknownChoiceError, load_plugins, registry
@@ -228,8 +228,8 @@ def resolve(source: ModelSpec | str | Mapping[str, Any], **overrides: Any) -> Mo
     if isinstance(source, Mapping):
         return validated(written_fields(source, overrides))
     if isinstance(source, ModelRecipe):
-        raise TypeError("a ModelRecipe leaves its vocabulary sizes to a task: give them with recipe.sized(src, tgt)")
-    raise TypeError(f"cannot make a ModelSpec from {type(source).__name__}; give a ModelSpec, a name or a mapping")
+        raise ConfigTypeError("a ModelRecipe leaves its vocabulary sizes to a task: give them with recipe.sized(src, tgt)")
+    raise ConfigTypeError(f"cannot make a ModelSpec from {type(source).__name__}; give a ModelSpec, a name or a mapping")
 
 
 def written_fields(source: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:

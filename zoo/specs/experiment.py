@@ -121,14 +121,14 @@ class WandbSpec(Strict):
     def _not_a_group(cls, config: dict[str, Any]) -> dict[str, Any]:
         taken = sorted(set(config) & {"model", "task", "train", "wandb", "model_name"})
         if taken:
-            raise ValueError(f"wandb.config keys {taken} would replace the experiment's own config groups")
+            raise ConfigError(f"wandb.config keys {taken} would replace the experiment's own config groups")
         return config
 
     @field_validator("name")
     @classmethod
     def _a_folder_name(cls, name: str | None) -> str | None:
         if name is not None and (not name.strip() or any(c in name for c in "/\\\0") or name in (".", "..")):
-            raise ValueError(f"wandb.name {name!r} names the run's folder: non-empty, without '/', '\\' or a NUL byte")
+            raise ConfigError(f"wandb.name {name!r} names the run's folder: non-empty, without '/', '\\' or a NUL byte")
         return name
 
 

@@ -75,10 +75,10 @@ class Registry(Generic[T]):
 
     def register(self, name: str) -> Callable[[T], T]:
         if name in RESERVED:
-            raise ValueError(f"{self.kind} name {name!r} is reserved: a canonical variant name may start with a model "
-                             f"kind ({', '.join(RESERVED)})")
+            raise ConfigError(f"{self.kind} name {name!r} is reserved: a canonical variant name may start with a model "
+                              f"kind ({', '.join(RESERVED)})")
         if not name or "." in name or name != name.strip():
-            raise ValueError(
+            raise ConfigError(
                 f"{self.kind} name {name!r} is not allowed: names are non-empty, without dots "
                 "(dots separate the axes of a canonical variant name) and without spaces"
             )
@@ -86,7 +86,7 @@ class Registry(Generic[T]):
         def add(part: T) -> T:
             if name in self._parts:
                 taken = self._parts[name]
-                raise ValueError(
+                raise ConfigError(
                     f"{self.kind} '{name}' is already registered by "
                     f"{taken.__module__}.{taken.__qualname__}; pick another name"
                 )

@@ -55,12 +55,31 @@ def unknown_keys(unknown: list[Any], known: list[str], synonyms: dict[str, str])
     return f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(said)}; fields: {', '.join(sorted(known))}"
 
 
-class StrictSettings(BaseModel):
+class Refusing(type(BaseModel)):
+    """Building a settings model by calling it (`ExperimentSpec(train={"lr": 1})`) raises the
+    zoo's ConfigError, pydantic's ValidationError as its cause, as zoo.spec and replace do.
+    pydantic's own model_validate keeps its ValidationError (the zoo's readers describe it in
+    their words), and nested models are validated without a call, so their errors keep their place."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except ValidationError as err:
+            raise ConfigError(f"{cls.__name__}: {describe_validation(err)}") from err
+
+
+class StrictSettings(BaseModel, metaclass=Refusing):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
     synonyms: ClassVar[dict[str, str]] = {}
     """Keys other libraries use for a field (`n_layers`, `hidden_size`) -> what to write here, quoted."""
     shorthands: ClassVar[tuple[str, ...]] = ()
     """Keys a before-validator turns into fields (a switch's flat key): named among the level's keys."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A frozen model says how to change it (pydantic's own error names no way out)."""
+        if self.model_config.get("frozen"):
+            raise ConfigError(f"{type(self).__name__} is frozen: spec.replace({name}=...) gives a changed copy")
+        super().__setattr__(name, value)
 
     def replace(self, **changes: Any):
         """A copy with `changes`, validated as the original was: the way to change a frozen spec
@@ -99,6 +118,6 @@ class StrictSettings(BaseModel):
     def _fits_float32(cls, value: Any, info: ValidationInfo) -> Any:
         for number in floats_in(value):
             if number != 0.0 and not FLOAT32_TINY <= abs(number) <= FLOAT32_MAX:
-                raise ValueError(f"{number!r} cannot be held in float32, the precision the model computes in "
-                                 f"(magnitudes from {FLOAT32_TINY:.4g} to {FLOAT32_MAX:.4g}, or 0)")
+                raise ConfigError(f"{number!r} cannot be held in float32, the precision the model computes in "
+                                  f"(magnitudes from {FLOAT32_TINY:.4g} to {FLOAT32_MAX:.4g}, or 0)")
         return value

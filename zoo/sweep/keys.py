@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from zoo.errors import ConfigError
 from zoo.metrics import CURVE
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.switches import one_setting
@@ -21,13 +22,13 @@ NOT_HELD_OUT = (*VALIDATION, "train")
 def check_field(key: str, where: str) -> None:
     """A key a grid or a row may set: a dotted experiment field that the sweep does not own."""
     if key.split(".")[0] not in ExperimentSpec.model_fields or "." not in key:
-        raise ValueError(f"{where} is not a dotted experiment field (model.*, task.*, train.*, wandb.*)")
+        raise ConfigError(f"{where} is not a dotted experiment field (model.*, task.*, train.*, wandb.*)")
     if key == "train.seed":
-        raise ValueError(f"{where}: list seeds under `seeds`, not in the grid")
+        raise ConfigError(f"{where}: list seeds under `seeds`, not in the grid")
     owned = next((field for field in SWEEP_OWNED if key == field or key.startswith(field + ".")), None)
     if owned is not None:
-        raise ValueError(f"{where}: the sweep sets {owned} of every cell itself (its folder, W&B group and names); "
-                         "choose them with the sweep's name and out_dir")
+        raise ConfigError(f"{where}: the sweep sets {owned} of every cell itself (its folder, W&B group and names); "
+                          "choose them with the sweep's name and out_dir")
 
 
 def grid_clash(key: str, grid_keys: Iterable[str]) -> str | None:
@@ -45,14 +46,14 @@ def check_tune(tune: dict[str, list[Any]], grid: dict[str, list[Any]], named: di
         check_field(key, f"tune key {key!r}")
         also = grid_clash(key, grid)
         if also is not None:
-            raise ValueError(f"tune key {key!r} is {also}: a field is compared (grid) or tuned for each variant "
-                             "(tune), not both")
+            raise ConfigError(f"tune key {key!r} is {also}: a field is compared (grid) or tuned for each variant "
+                              "(tune), not both")
         for where, changes in named.items():
             if any(k == key or one_setting(key, k) for k in changes):
-                raise ValueError(f"tune key {key!r} is set by {where}: it fixes what tuning would choose")
+                raise ConfigError(f"tune key {key!r} is set by {where}: it fixes what tuning would choose")
         if not isinstance(values, list) or len(values) < 2 or len({repr(v) for v in values}) != len(values):
-            raise ValueError(f"tune key {key!r} needs two or more distinct values to choose from, got {values!r}; "
-                             "a single value belongs in the base experiment")
+            raise ConfigError(f"tune key {key!r} needs two or more distinct values to choose from, got {values!r}; "
+                              "a single value belongs in the base experiment")
 
 
 def held_out(metric: str) -> bool:
@@ -68,9 +69,9 @@ def validation_counterpart(metric: str) -> str:
 def check_tuned_metrics(metric: str, choose_on: str) -> None:
     """A tuned sweep chooses on the validation split and compares on a split the choice never saw."""
     if not held_out(metric):
-        raise ValueError(f"metric {metric!r}: a tuned sweep compares its variants on a held-out split that the "
-                         "choice never saw (test/..., long/...), not one that training evaluates; give the task a "
-                         "test split (task.test_size, or test_split for a corpus) and set metric: test/NAME")
+        raise ConfigError(f"metric {metric!r}: a tuned sweep compares its variants on a held-out split that the "
+                          "choice never saw (test/..., long/...), not one that training evaluates; give the task a "
+                          "test split (task.test_size, or test_split for a corpus) and set metric: test/NAME")
     if choose_on.split("/")[0] not in VALIDATION:
-        raise ValueError(f"choose_on {choose_on!r}: a tuned value is chosen on the validation split "
-                         f"({' or '.join(p + '/...' for p in VALIDATION)}), never on the split it is compared on")
+        raise ConfigError(f"choose_on {choose_on!r}: a tuned value is chosen on the validation split "
+                          f"({' or '.join(p + '/...' for p in VALIDATION)}), never on the split it is compared on")

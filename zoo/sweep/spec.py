@@ -90,7 +90,7 @@ class SweepSpec(Strict):
     @classmethod
     def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
         if len(set(seeds)) != len(seeds):
-            raise ValueError(f"seeds must be distinct, got {seeds}")
+            raise ConfigError(f"seeds must be distinct, got {seeds}")
         return seeds
 
     @model_validator(mode="before")
@@ -113,7 +113,7 @@ class SweepSpec(Strict):
     @model_validator(mode="after")
     def _grid_is_well_formed(self) -> SweepSpec:
         if not self.grid:
-            raise ValueError("a sweep needs at least one grid axis or row")
+            raise ConfigError("a sweep needs at least one grid axis or row")
         definitions = [(key, name, changes) for key in NAMED for name, changes in self.named(key).items()]
         check_tune(self.tune, self.grid, {f"{key} {name!r}": changes for key, name, changes in definitions})
         if self.tune:
@@ -121,35 +121,35 @@ class SweepSpec(Strict):
         cells = math.prod(len(values) for values in self.axes().values()) * len(self.seeds)
         if cells > self.max_cells:
             sizes = " x ".join(str(len(values)) for values in self.axes().values())
-            raise ValueError(f"the grid has {cells:,} cells ({sizes} values x {len(self.seeds)} seed(s)), more than "
-                             f"max_cells {self.max_cells:,}; raise the limit knowingly with --max-cells {cells} "
-                             "(or max_cells: in the sweep file), or sweep fewer values")
+            raise ConfigError(f"the grid has {cells:,} cells ({sizes} values x {len(self.seeds)} seed(s)), more than "
+                              f"max_cells {self.max_cells:,}; raise the limit knowingly with --max-cells {cells} "
+                              "(or max_cells: in the sweep file), or sweep fewer values")
         for key, values in self.grid.items():
             if key not in NAMED:
                 check_field(key, f"grid key {key!r}")
             elif not self.named(key):
-                raise ValueError(f"grid key {key!r} {values!r} names {NAMED[key]}, but the sweep has no `{NAMED[key]}:` "
-                                 f"defining them ({NAMED[key]}: {{NAME: {{FIELD: VALUE, ...}}, ...}})")
+                raise ConfigError(f"grid key {key!r} {values!r} names {NAMED[key]}, but the sweep has no `{NAMED[key]}:` "
+                                  f"defining them ({NAMED[key]}: {{NAME: {{FIELD: VALUE, ...}}, ...}})")
             if not values or len({repr(v) for v in values}) != len(values):
-                raise ValueError(f"grid key {key!r} needs a list of distinct values, got {values!r}")
+                raise ConfigError(f"grid key {key!r} needs a list of distinct values, got {values!r}")
         keys = [key for key in self.grid if key not in NAMED]
         for first, second in ((a, b) for i, a in enumerate(keys) for b in keys[i + 1:] if one_setting(a, b)):
-            raise ValueError(f"grid keys {first!r} and {second!r} set one setting (a switch's flat key and its group's, or a "
-                             "group and a field of it): its cells would train what their names do not say; give one of them")
+            raise ConfigError(f"grid keys {first!r} and {second!r} set one setting (a switch's flat key and its group's, or a "
+                              "group and a field of it): its cells would train what their names do not say; give one of them")
         for named, name, changes in definitions:
             where = f"{named} {name!r}"
             if not SAFE.fullmatch(name):
-                raise ValueError(f"{where}: its name is part of folder names; use letters, digits, _ . + -")
+                raise ConfigError(f"{where}: its name is part of folder names; use letters, digits, _ . + -")
             for key in changes:
                 check_field(key, f"{where}: key {key!r}")
                 also = grid_clash(key, keys)
                 if also is not None:
-                    raise ValueError(f"{where}: key {key!r} is {also}; a field is set by one or the other")
+                    raise ConfigError(f"{where}: key {key!r} is {also}; a field is set by one or the other")
         row_keys = {key for changes in self.rows.values() for key in changes}
         for name, changes in self.sizes.items():
             clash = next((key for key in changes for other in row_keys if one_setting(key, other)), None)
             if clash is not None:
-                raise ValueError(f"size {name!r}: key {clash!r} is set by a row too; a field is set by one or the other")
+                raise ConfigError(f"size {name!r}: key {clash!r} is set by a row too; a field is set by one or the other")
         return self
 
     def named(self, key: str) -> dict[str, dict[str, Any]]:

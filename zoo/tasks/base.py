@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from zoo.errors import ConfigError, DataError
 from zoo.metrics import CURVE, reported
 from zoo.specs.strict import StrictSettings
 from zoo.tasks.summary import vocabulary_sizes
@@ -35,7 +36,7 @@ class Vocabulary:
         self.index = {token: i for i, token in enumerate(self.tokens)}
         self.joiner, self.unk = joiner, unk
         if len(self.index) != len(self.tokens):
-            raise ValueError("a vocabulary's tokens must be distinct")
+            raise DataError("a vocabulary's tokens must be distinct")
 
     pad_id, bos_id, eos_id, unk_id = 0, 1, 2, 3
 
@@ -49,7 +50,7 @@ class Vocabulary:
         try:
             return [self.bos_id, *(self.index[p] for p in pieces), self.eos_id]
         except KeyError as err:
-            raise ValueError(f"token {err.args[0]!r} is not in the vocabulary") from None
+            raise DataError(f"token {err.args[0]!r} is not in the vocabulary") from None
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of the ids up to the first eos, without special tokens."""
@@ -232,7 +233,7 @@ class Task:
 
     def check_split(self, split: str) -> None:
         if split not in self.eval_splits:
-            raise ValueError(f"split {split!r} is not held out by this task; choices: {', '.join(self.eval_splits)}")
+            raise ConfigError(f"split {split!r} is not held out by this task; choices: {', '.join(self.eval_splits)}")
 
     def references(self, size: int, split: str = "valid") -> list[str] | None:
         """The held-out targets as raw text, in the order of eval_batches, for BLEU; None when the

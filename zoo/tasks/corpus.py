@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
-from zoo.errors import DataError, MissingData
+from zoo.errors import ConfigError, DataError, MissingData
 from zoo.files import content_digest, human_bytes, regular_file
 from zoo.specs.registries import describe_unknown, registry
 
@@ -120,7 +120,7 @@ def read_split_counted(data_dir: str | Path, stem: str, src: str, tgt: str,
 def format_name(fmt: str) -> str:
     """A task's `format`: auto, or a registered corpus format (zoo.tasks.formats)."""
     if fmt != "auto" and fmt not in registry("format"):
-        raise ValueError(describe_unknown("format", fmt, ["auto", *registry("format").names()]))
+        raise ConfigError(describe_unknown("format", fmt, ["auto", *registry("format").names()]))
     return fmt
 
 

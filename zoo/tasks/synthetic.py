@@ -35,13 +35,13 @@ class StringParams(TaskParams):
     @model_validator(mode="after")
     def _ordered(self):
         if self.min_len > self.max_len:
-            raise ValueError(f"min_len {self.min_len} is larger than max_len {self.max_len}")
+            raise ConfigError(f"min_len {self.min_len} is larger than max_len {self.max_len}")
         if (self.eval_min_len or self.min_len) > (self.eval_max_len or self.max_len):
-            raise ValueError("eval_min_len is larger than eval_max_len")
+            raise ConfigError("eval_min_len is larger than eval_max_len")
         if (self.long_eval_min_len is None) != (self.long_eval_max_len is None):
-            raise ValueError("long_eval_min_len and long_eval_max_len go together")
+            raise ConfigError("long_eval_min_len and long_eval_max_len go together")
         if self.long_eval_min_len is not None and self.long_eval_min_len > self.long_eval_max_len:
-            raise ValueError("long_eval_min_len is larger than long_eval_max_len")
+            raise ConfigError("long_eval_min_len is larger than long_eval_max_len")
         return self
 
 

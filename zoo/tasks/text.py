@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
+from zoo.errors import CheckpointError, DataError
 from zoo.tasks.base import BOS, EOS, PAD, UNK, Vocabulary
 
 TokenizerName = Literal["char", "word", "bpe"]
@@ -67,7 +68,7 @@ class BpeCodec:
         self.tokenizer = tokenizer
         ids = [tokenizer.token_to_id(token) for token in (PAD, BOS, EOS, UNK)]
         if ids != [0, 1, 2, 3]:
-            raise ValueError(f"a BPE tokenizer must hold <pad>, <bos>, <eos>, <unk> as ids 0-3, got {ids}")
+            raise DataError(f"a BPE tokenizer must hold <pad>, <bos>, <eos>, <unk> as ids 0-3, got {ids}")
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int, min_frequency: int, lowercase: bool) -> BpeCodec:
@@ -123,7 +124,7 @@ def codec_from_state(state: dict[str, Any]):
         from zoo.tasks.pretrained_tokenizer import PretrainedCodec
 
         return PretrainedCodec.from_state(state)
-    raise ValueError(f"unknown codec kind {kind!r} in a task state; choices: bpe, char, word, pretrained, vocabulary")
+    raise CheckpointError(f"unknown codec kind {kind!r} in a task state; choices: bpe, char, word, pretrained, vocabulary")
 
 
 def unk_id(codec) -> int | None:
