@@ -1,10 +1,8 @@
 """Corpus formats are registered as parts are: every format reads the same pairs from its own
 files, `auto` finds it, and a run trains on it; a bad line names its file and line."""
 
-import gzip
-import json
-
 import pytest
+from corpuskit import WRITERS, opener
 
 import zoo
 from trainkit import tiny_experiment
@@ -12,34 +10,6 @@ from zoo.tasks.corpus import read_split
 
 PAIRS = {"train": [(f"ein satz {i} hier", f"a sentence {i} here") for i in range(40)],
          "valid": [("ein satz 7 dort", "a sentence 7 there"), ("kein satz", "no sentence")]}
-
-
-def write_pair(folder, split, pairs, open_):
-    for side, lang in enumerate(("de", "en")):
-        with open_(folder / f"{split}.{lang}") as handle:
-            handle.write("".join(pair[side] + "\n" for pair in pairs))
-
-
-def write_tsv(folder, split, pairs, open_):
-    with open_(folder / f"{split}.tsv") as handle:
-        handle.write("".join(f"{s}\t{t}\n" for s, t in pairs))
-
-
-def write_jsonl(folder, split, pairs, open_):
-    with open_(folder / f"{split}.jsonl") as handle:
-        handle.write("".join(json.dumps({"translation": {"de": s, "en": t}}, ensure_ascii=False) + "\n"
-                             for s, t in pairs))
-
-
-WRITERS = {"pair": write_pair, "tsv": write_tsv, "jsonl": write_jsonl}
-"""How the tests write each registered format (a new format needs its writer here)."""
-
-
-def opener(gz: bool):
-    def open_(path):
-        return gzip.open(f"{path}.gz", "wt", encoding="utf-8") if gz else open(path, "w", encoding="utf-8")
-
-    return open_
 
 
 @pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
