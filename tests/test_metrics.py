@@ -1,9 +1,12 @@
 """Metrics are registered as parts are: each declares its direction, its range and the tasks that
-report it; text metrics are sacrebleu's, signed in result.json and the W&B config; `zoo reproduce`
-shows, without comparing, a metric the zoo gained after a record was made."""
+report it, and its typed settings (train.metrics); text metrics are sacrebleu's, signed in
+result.json and the W&B config; `zoo reproduce` shows, without comparing, a metric the zoo gained
+after a record was made."""
 
 import json
 import math
+import re
+import typing
 
 import pytest
 import sacrebleu
@@ -11,6 +14,7 @@ import sacrebleu
 import zoo
 from trainkit import offline_run, run_dir_of, tiny_experiment
 from zoo.metrics import Tally, better, goal_of, range_of, reported
+from zoo.specs.identity import fingerprint
 from zoo.sweep.record_differences import added_since, metric_differences, scorer_differences
 from zoo.sweep.reproduce import Reproduction, describe
 
@@ -29,7 +33,7 @@ def test_every_metric_declares_its_direction_and_range_and_scores_inside_it(name
     assert range_of(f"eval_auc/{name}") == metric.bounds
     if "comparison" in metric.needs:  # zoo compare computes it over runs
         return
-    value = metric.score(TALLY)
+    value = metric.score(TALLY, metric.Settings())
     assert low <= value <= high and math.isfinite(value)
     worse, best = (value + 1, value) if metric.goal == "min" else (value - 1, value)
     assert better(name, best, worse) and not better(name, worse, best)
@@ -40,10 +44,53 @@ def test_text_metrics_are_sacrebleus_corpus_scores_with_their_signatures():
     registry = zoo.registry("metric")
     expected = {"bleu": sacrebleu.corpus_bleu, "chrf": sacrebleu.corpus_chrf, "ter": sacrebleu.corpus_ter}
     for name, corpus_score in expected.items():
-        assert registry.get(name).score(TALLY) == corpus_score(HYPOTHESES, [REFERENCES]).score
-        assert registry.get(name).scorer().startswith("nrefs:1|") and f"version:{sacrebleu.__version__}" in \
-            registry.get(name).scorer()
-    assert registry.get("loss").score(TALLY) == 23 / 40 and registry.get("perplexity").score(TALLY) == math.exp(23 / 40)
+        metric = registry.get(name)
+        assert metric.score(TALLY, metric.Settings()) == corpus_score(HYPOTHESES, [REFERENCES]).score
+        signature = metric.scorer(metric.Settings())
+        assert signature.startswith("nrefs:1|") and f"version:{sacrebleu.__version__}" in signature
+    none = zoo.registry("metric").get("loss").Settings()
+    assert registry.get("loss").score(TALLY, none) == 23 / 40
+    assert registry.get("perplexity").score(TALLY, none) == math.exp(23 / 40)
+
+
+def another_value(field):
+    """A value of a setting other than its default: the next choice, the other truth value, one more."""
+    default, kind = field.default, field.annotation
+    if typing.get_origin(kind) is typing.Literal:
+        return next(v for v in typing.get_args(kind) if v != default)
+    if kind in (bool, "bool"):
+        return not default
+    return default + 1 if all(m.__class__.__name__ != "Le" or default + 1 <= m.le for m in field.metadata) else default - 1
+
+
+SETTINGS = [(name, key) for name in METRICS for key in zoo.registry("metric").get(name).Settings.model_fields]
+
+
+@pytest.mark.parametrize("name, key", SETTINGS, ids=[f"{n}.{k}" for n, k in SETTINGS])
+def test_every_metric_setting_shows_in_the_score_or_in_how_it_was_scored(name, key):
+    metric = zoo.registry("metric").get(name)
+    field = metric.Settings.model_fields[key]
+    changed = metric.Settings.model_validate({key: another_value(field)})
+    default = metric.Settings()
+    assert (metric.score(TALLY, changed), metric.scorer(changed)) != (metric.score(TALLY, default),
+                                                                      metric.scorer(default)), \
+        f"{name}.{key} changes nothing a record would show"
+
+
+def test_metric_settings_are_checked_and_kept_out_of_the_runs_identity_at_their_defaults():
+    def experiment(**metrics):
+        return zoo.ExperimentSpec(task={"name": "toy_translation"}, train={"metrics": metrics})
+
+    assert experiment(chrf={"word_order": 2}).train.metrics == {"chrf": {"word_order": 2}}
+    assert fingerprint(experiment(chrf={"word_order": 0}, bleu={})) == fingerprint(experiment())
+    assert fingerprint(experiment(chrf={"word_order": 2})) != fingerprint(experiment())
+    for metrics, text in [({"chrff": {}}, "unknown metric 'chrff'; did you mean 'chrf'?"),
+                          ({"chrf": {"word_ordr": 2}}, "unknown setting 'word_ordr'; did you mean 'word_order'?"),
+                          ({"bleu": {"tokenize": "ja"}}, "tokenize: Input should be '13a', 'intl'")]:
+        with pytest.raises(zoo.ConfigError, match=re.escape(f"train.metrics: {text}")):
+            experiment(**metrics)
+    with pytest.raises(zoo.ConfigError, match=re.escape("train.metrics.bleu: the task reports no 'eval/bleu'")):
+        zoo.ExperimentSpec(task={"name": "reverse"}, train={"metrics": {"bleu": {"lowercase": True}}})
 
 
 @pytest.mark.parametrize("task", zoo.registry("task").names())
@@ -57,13 +104,16 @@ def test_each_task_reports_the_metrics_its_traits_call_for(task):
 
 
 def test_a_text_run_reports_chrf_and_ter_and_records_how_each_metric_was_scored(tmp_path):
-    experiment = tiny_experiment(tmp_path, task={"name": "toy_translation"},
-                                 train={"steps": 20, "eval_every": 10, "log_every": 10}, wandb={"mode": "offline"})
+    chrf_plus = {"word_order": 2}
+    experiment = tiny_experiment(tmp_path, task={"name": "toy_translation"}, wandb={"mode": "offline"},
+                                 train={"steps": 20, "eval_every": 10, "log_every": 10, "metrics": {"chrf": chrf_plus}})
     zoo.train(experiment)
     result = json.loads((run_dir_of(experiment) / "result.json").read_text())
     for name in ("bleu", "chrf", "ter"):
         assert f"eval/{name}" in result["metrics"] and f"{zoo.metrics.CURVE}/{name}" in result["metrics"]
-        assert result["scorers"][name] == zoo.registry("metric").get(name).scorer()
+        metric = zoo.registry("metric").get(name)
+        assert result["scorers"][name] == metric.scorer(metric.Settings(**(chrf_plus if name == "chrf" else {})))
+    assert "|nw:2|" in result["scorers"]["chrf"], "chrF++, as train.metrics set"
     assert result["scorers"]["exact_match"] == "zoo"
     info, records = offline_run(tmp_path)
     assert info["config"]["scorers"]["ter"].startswith("nrefs:1|case:lc|tok:tercom")
@@ -94,3 +144,4 @@ def test_zoo_list_and_show_explain_the_metrics(capsys):
     main(["show", "metric", "chrf"])
     shown = capsys.readouterr().out
     assert "higher is better, 0 to 100" in shown and "# scored by sacrebleu: nrefs:1|case:mixed|eff:yes|nc:6" in shown
+    assert "# settings (default; meaning), in train.metrics.chrf:\nchar_order: 6  # the longest" in shown

@@ -50,14 +50,14 @@ def shown(kind: str, name: str) -> str:
     doc = inspect.getdoc(found) or ""
     lines = [f"# {kind} {name} ({WHERE.get(kind, 'model.' + kind)}): {' '.join(doc.split())}"]
     if kind == METRIC:
-        scorer = found.scorer()
-        return "\n".join([*lines, f"# {metric_text(name)}", *([f"# scored by sacrebleu: {scorer}"] if scorer else [])])
+        scorer = found.scorer(found.Settings())
+        lines += [f"# {metric_text(name)}", *([f"# scored by sacrebleu: {scorer}"] if scorer else [])]
     if kind == FORMAT:
         return "\n".join([*lines, f"# files: {format_files(name)}"])
     model = found.Params if kind == TASKS else settings_model(found)
     if not model.model_fields:
         return "\n".join([*lines, "# no settings"])
-    lines.append("# settings (default; meaning):")
+    lines.append(f"# settings (default; meaning){f', in train.metrics.{name}' if kind == METRIC else ''}:")
     for key, field in model.model_fields.items():
         default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
         lines.append(f"{key}: {default}" + (f"  # {field.description}" if field.description else ""))

@@ -2,15 +2,18 @@
 can take, what a task must do to report it, and how it is scored from one pass over a held-out
 split (a `Tally`). And the curve metrics: how fast a run learned, not only where it ended.
 
-A metric is found by the last part of a logged name: `test/chrf` is `chrf` on the test split."""
+A metric is found by the last part of a logged name: `test/chrf` is `chrf` on the test split. Its
+settings, where it has any (`train.metrics: {chrf: {word_order: 2}}`: chrF++), are typed as a
+part's are."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
+from zoo.specs.choices import PartSettings
 from zoo.specs.registries import import_modules, registry
 
 Goal = Literal["min", "max"]
@@ -39,6 +42,7 @@ class Metric:
     """A registered metric. `needs`: the traits a task must have to report it (zoo.tasks.base.Task.traits);
     a metric that needs "comparison" is computed by `zoo compare` over runs, never by a task."""
 
+    Settings: ClassVar[type[PartSettings]] = PartSettings
     goal: ClassVar[Goal] = "max"
     bounds: ClassVar[tuple[float, float]] = (-math.inf, math.inf)
     needs: ClassVar[frozenset[str]] = frozenset()
@@ -46,13 +50,23 @@ class Metric:
     """Where it stands in a run's metrics (the order they were always logged in)."""
 
     @classmethod
-    def score(cls, tally: Tally) -> float:
+    def score(cls, tally: Tally, settings: PartSettings) -> float:
         raise NotImplementedError
 
     @classmethod
-    def scorer(cls) -> str | None:
+    def scorer(cls, settings: PartSettings) -> str | None:
         """How a library scored it, where that can change the value (sacrebleu's signature)."""
         return None
+
+
+def metric_settings(name: str, given: Mapping[str, Mapping[str, Any]]) -> PartSettings:
+    """The settings metric `name` scores with: those `given` for it (train.metrics), else its defaults."""
+    return registry("metric").get(name).Settings.model_validate(dict(given.get(name, {})))
+
+
+def scored(names: Iterable[str], tally: Tally, scoring: Mapping[str, PartSettings], prefix: str) -> dict[str, float]:
+    """`PREFIX/NAME` of each metric, scored from one pass's tally with its settings."""
+    return {f"{prefix}/{name}": registry("metric").get(name).score(tally, scoring[name]) for name in names}
 
 
 def reported(traits: Iterable[str]) -> list[str]:

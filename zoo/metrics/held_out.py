@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from zoo.metrics import Metric, Tally, register
+from zoo.specs.choices import PartSettings
 
 
 @register("loss")
@@ -15,7 +16,7 @@ class Loss(Metric):
     goal, bounds, order = "min", (0.0, math.inf), 0
 
     @classmethod
-    def score(cls, tally: Tally) -> float:
+    def score(cls, tally: Tally, settings: PartSettings) -> float:
         return tally.loss
 
 
@@ -26,7 +27,7 @@ class TokenAccuracy(Metric):
     bounds, order = (0.0, 1.0), 1
 
     @classmethod
-    def score(cls, tally: Tally) -> float:
+    def score(cls, tally: Tally, settings: PartSettings) -> float:
         return tally.correct / max(tally.tokens, 1)
 
 
@@ -37,7 +38,7 @@ class Perplexity(Metric):
     goal, bounds, order, needs = "min", (1.0, math.inf), 2, frozenset({"next_token"})
 
     @classmethod
-    def score(cls, tally: Tally) -> float:
+    def score(cls, tally: Tally, settings: PartSettings) -> float:
         return math.exp(min(tally.loss, 700.0))  # past e^700 a float overflows
 
 
@@ -48,7 +49,7 @@ class ExactMatch(Metric):
     bounds, order, needs = (0.0, 1.0), 3, frozenset({"generates"})
 
     @classmethod
-    def score(cls, tally: Tally) -> float:
+    def score(cls, tally: Tally, settings: PartSettings) -> float:
         return tally.exact / max(tally.rows, 1)
 
 

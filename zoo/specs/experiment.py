@@ -28,7 +28,7 @@ from zoo.specs.choices import AxisChoice, Choice
 from zoo.specs.model_spec import ModelRecipe, ModelSpec
 from zoo.specs.optimizer_spec import OptimizerSpec, Strict
 from zoo.specs.registries import AXES, UnknownChoiceError, registry
-from zoo.specs.selection import EarlyStopSpec, selection_problems, validation_metric
+from zoo.specs.selection import EarlyStopSpec, metric_settings, selection_problems, validation_metric
 from zoo.specs.switches import FLAT, grouped_key
 from zoo.specs.yamlio import dump_yaml, load_yaml, read_mapping
 
@@ -93,6 +93,8 @@ class TrainSpec(Strict):
     average_last: int | None = Field(None, ge=2, description="average the weights of the last N checkpoints "
                                      "(checkpoint_every apart) at the end into checkpoint_averaged.pt, scored on "
                                      "every split")
+    metrics: dict[str, dict[str, Any]] = Field({}, description="settings of the task's metrics by name: {chrf: "
+                                               "{word_order: 2}} scores chrF++ (zoo show metric NAME)")
     explosion: ExplosionSpec | None = Field(ExplosionSpec(), description="null: only a non-finite loss diverges")
     out_dir: str = "runs"
 
@@ -100,6 +102,11 @@ class TrainSpec(Strict):
     @classmethod
     def _on_the_validation_split(cls, name: str | None) -> str | None:
         return None if name is None else validation_metric(name)
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _metric_settings(cls, value: Any) -> dict[str, dict[str, Any]]:
+        return metric_settings(value)
 
 
 class WandbSpec(Strict):

@@ -1,11 +1,17 @@
 """Which model a run keeps, and when it stops: early stopping on a validation metric, the best
-checkpoint by one, and the average of the last checkpoints (fairseq's average_checkpoints). The
-metrics they name are held to those the experiment's task reports."""
+checkpoint by one, and the average of the last checkpoints (fairseq's average_checkpoints); and how
+its metrics are scored (train.metrics). The metrics they name are held to those the experiment's
+task reports."""
 
 from __future__ import annotations
 
-from pydantic import Field, NonNegativeFloat, PositiveInt, field_validator
+from collections.abc import Mapping
+from typing import Any
 
+from pydantic import Field, NonNegativeFloat, PositiveInt, field_validator
+from pydantic_core import PydanticCustomError
+
+from zoo.specs.choices import validate_choice
 from zoo.specs.optimizer_spec import Strict
 
 
@@ -28,10 +34,21 @@ class EarlyStopSpec(Strict):
         return validation_metric(name)
 
 
+def metric_settings(value: Any) -> dict[str, dict[str, Any]]:
+    """train.metrics: each named metric's settings, validated as a part's are, those away from
+    their defaults kept (a metric at its defaults is left out, so the run stays the same run)."""
+    if not isinstance(value, Mapping) or not all(isinstance(v, Mapping) for v in value.values()):
+        raise PydanticCustomError("metric_settings", "{text}", {"text": "a mapping {metric: {setting: value}}, e.g. "
+                                  f"{{chrf: {{word_order: 2}}}}, got {value!r}"})
+    chosen = {name: validate_choice("metric", {**settings, "name": name}) for name, settings in value.items()}
+    return {name: dict(choice.given) for name, choice in chosen.items() if choice.given}
+
+
 def selection_problems(train, reported: list[str]) -> list[str]:
-    """Each metric that early stopping or the best checkpoint names and the task does not report."""
+    """Each metric that early stopping, the best checkpoint or a metric's settings name and the task
+    does not report."""
     named = {"train.early_stop.metric": train.early_stop.metric if train.early_stop else None,
-             "train.keep_best": train.keep_best}
+             "train.keep_best": train.keep_best, **{f"train.metrics.{name}": f"eval/{name}" for name in train.metrics}}
     valid = [f"eval/{name}" for name in reported]
     return [f"{field}: the task reports no {metric!r}; choices: {', '.join(valid)}"
             for field, metric in named.items() if metric is not None and metric not in valid]

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from zoo.errors import Diverged
-from zoo.metrics import Tally, better, curve_means
+from zoo.metrics import Tally, better, curve_means, metric_settings, scored
 from zoo.model.generate import default_new_tokens
 from zoo.model.kinds import ZooModel
 from zoo.records import CheckpointProgress
@@ -31,10 +31,11 @@ def until_eos(row: list[int], eos_id: int) -> list[int]:
 @torch.no_grad()
 def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], device,
              references: list[str] | None = None, prefix: str = "eval", num_beams: int = 1,
-             length_penalty: float = 1.0) -> dict[str, float]:
-    """The task's registered metrics (zoo.metrics) on one held-out split; text metrics score
-    against `references` (raw text) when given, else against the decoded target ids. Decoding
-    (greedy, or beam search with `num_beams`) never looks at the target, not even for its length."""
+             length_penalty: float = 1.0, metrics: dict[str, dict] | None = None) -> dict[str, float]:
+    """The task's registered metrics (zoo.metrics) on one held-out split, each with its settings in
+    `metrics` (train.metrics) or its defaults; text metrics score against `references` (raw text)
+    when given, else against the decoded target ids. Decoding (greedy, or beam search with
+    `num_beams`) never looks at the target, not even for its length."""
     was_training = model.training
     model.eval()
     spec, kind = model.spec, type(model)
@@ -61,16 +62,18 @@ def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], 
     model.train(was_training)
     if references is not None:
         tally.references = list(references)
-    return {f"{prefix}/{name}": registry("metric").get(name).score(tally) for name in task.metrics()}
+    scoring = {name: metric_settings(name, metrics or {}) for name in task.metrics()}
+    return scored(task.metrics(), tally, scoring, prefix)
 
 
 def evaluate_split(model: ZooModel, task: Task, split: str, size: int, rows: int, device,
-                   num_beams: int = 1, length_penalty: float = 1.0) -> dict[str, float]:
+                   num_beams: int = 1, length_penalty: float = 1.0, metrics: dict[str, dict] | None = None
+                   ) -> dict[str, float]:
     """Metrics of `size` pairs of one held-out split in batches of `rows`, under its metric prefix."""
     from zoo.tasks.base import metric_prefix
 
     return evaluate(model, task, task.eval_batches(size, rows, split), device, task.references(size, split),
-                    metric_prefix(split), num_beams, length_penalty)
+                    metric_prefix(split), num_beams, length_penalty, metrics)
 
 
 class Evaluator:
@@ -79,8 +82,10 @@ class Evaluator:
         self.task, self.train, self.device, self.dist, self.progress = task, train, device, dist, progress
         self.batches = task.eval_batches(train.eval_size, train.batch_size) if dist.is_main else []
         self.references = task.references(train.eval_size) if dist.is_main else None
-        self.decoding = {"num_beams": train.eval_beams, "length_penalty": train.length_penalty}
-        self.scorers = {name: registry("metric").get(name).scorer() or "zoo" for name in task.metrics()}
+        self.decoding = {"num_beams": train.eval_beams, "length_penalty": train.length_penalty,
+                         "metrics": train.metrics}
+        self.scorers = {name: registry("metric").get(name).scorer(metric_settings(name, train.metrics)) or "zoo"
+                        for name in task.metrics()}
         """Each metric the run reports and how it is scored (result.json and the W&B config hold it)."""
 
     def __call__(self, model: ZooModel, step: int, collective: bool = True) -> dict[str, float]:
@@ -150,10 +155,7 @@ def evaluate_checkpoint(path, split: str = "valid", num_beams: int = 1, length_p
     experiment = validate_experiment(with_sets(state["experiment"], sets), f"{path}'s experiment")
     model, _ = load(path, device)
     task = build_task(experiment.task, experiment.train.seed, state["task"])
-    try:
-        task.check_split(split)
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
+    task.check_split(split)
     check_lengths(model, task, experiment.train.eval_size, experiment.train.batch_size, device, num_beams)
     return evaluate_split(model, task, split, experiment.train.eval_size, experiment.train.batch_size, device,
-                          num_beams, length_penalty)
+                          num_beams, length_penalty, experiment.train.metrics)
