@@ -1,14 +1,19 @@
 """Early stopping, the best checkpoint and checkpoint averaging, on a run whose validation curve
-turns: a decoder that memorizes 60 lines and then loses ground on the held-out ones."""
+turns: a decoder that memorizes 60 lines and then loses ground on the held-out ones; and sweeps
+that compare on the metrics of the model each run kept."""
 
 import json
 
 import pytest
+import sweepkit
 import torch
 
 import zoo
 from trainkit import run_dir_of, text_task, tiny_experiment, write_corpus
 from zoo.cli import main
+from zoo.compare import compare
+from zoo.sweep import SweepSpec
+from zoo.sweep.spec import check_metric
 from zoo.trainer.averaging import averaged_weights
 from zoo.trainer.checkpoint import read_checkpoint
 
@@ -93,3 +98,34 @@ def test_selection_names_a_metric_the_task_reports():
         zoo.specs.experiment.validate_experiment({"train": {"metric_for_best_model": "eval/loss"}})
     with pytest.raises(zoo.ConfigError, match=r"train.average_last: .*greater than or equal to 2"):
         zoo.specs.experiment.validate_experiment({"train": {"average_last": 1}})
+
+
+def test_a_sweep_compares_on_the_metrics_of_the_model_each_run_kept(tmp_path):
+    base = {"task": {"name": "reverse", "test_size": 32}, "train": {"keep_best": "eval/loss", "average_last": 2}}
+    sweep = SweepSpec(name="kept", grid={"model.norm": ["post", "pre"]}, metric="best_checkpoint/test/exact_match")
+    check_metric(sweep, base)
+    check_metric(sweep.replace(metric="averaged/test/loss"), base)
+    with pytest.raises(zoo.ConfigError, match=r"metric 'best_checkpoint/test/exact_match' is not reported .* choices: "
+                                              r"eval/loss, .*test/exact_match, eval_auc/loss"):
+        check_metric(sweep, {"task": base["task"]})
+    tuned = SweepSpec(name="t", grid={"model.norm": ["post", "pre"]}, tune={"train.optimizer.lr": [1e-3, 1e-2]},
+                      metric="best_checkpoint/test/loss")
+    assert tuned.choose_on == "best_checkpoint/eval/loss", "chosen on the validation split of the same kept model"
+    with pytest.raises(zoo.ConfigError, match="a tuned sweep compares its variants on a held-out split"):
+        SweepSpec(name="t", grid={"model.norm": ["post", "pre"]}, tune={"train.optimizer.lr": [1e-3, 1e-2]},
+                  metric="averaged/eval/loss")
+
+    written = sweepkit.write_sweep(tmp_path, "kept", {"model.norm": ["post", "pre"]}, [0, 1, 2],
+                                   lambda a, seed: (0.9 if a["model.norm"] == "post" else 0.5) + 0.01 * seed)
+    ledger = written.directory() / "ledger.jsonl"
+    lines = [json.loads(line) for line in ledger.read_text().splitlines()]
+    for line in lines:  # the kept models rank the other way round from the last ones
+        if line["status"] == "finished":
+            line["best_checkpoint"] = {"step": 50, "metrics": {"test/exact_match": 1.4 - line["metrics"]["eval/exact_match"]}}
+    ledger.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    last = compare(written.directory(), wandb_mode="disabled", echo=lambda _: None)
+    kept = compare(written.directory(), wandb_mode="disabled", metric="best_checkpoint/test/exact_match",
+                   echo=lambda _: None)
+    assert [row.variant for row in last.rows] == ["norm=post", "norm=pre"]
+    assert [row.variant for row in kept.rows] == ["norm=pre", "norm=post"]
+    assert kept.rows[0].metric.mean == pytest.approx(1.4 - 0.51)

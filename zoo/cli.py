@@ -206,7 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "of two sweeps with the same grid: whether the ranking transfers")
     comparing.add_argument("sweep_dirs", nargs="+", metavar="SWEEP_DIR", help="one sweep folder, or two (A B)")
     comparing.add_argument("--out", help="the folder of a two-sweep report (default: A-vs-B beside A, by the sweeps' names)")
-    comparing.add_argument("--metric", help="another logged metric than the sweep's, e.g. long/exact_match")
+    comparing.add_argument("--metric", help="another logged metric than the sweep's, e.g. long/exact_match, or a "
+                           "kept model's: best_checkpoint/test/bleu")
     comparing.add_argument("--by", action="append", default=[], metavar="AXIS",
                            help="draw every other axis's paired effects within each value of AXIS (a grid key or its "
                                 "label) into effects_by_AXIS.png; repeatable; model sizes always get one")

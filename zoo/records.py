@@ -17,6 +17,9 @@ FORMAT = 1
 
 Status = Literal["running", "finished", "diverged", "failed", "interrupted"]
 DONE = ("finished", "diverged")
+KEPT = ("best_checkpoint", "averaged")
+"""Models a run keeps beside its last one (train.keep_best, train.average_last): a sweep compares
+on their metrics as `best_checkpoint/test/bleu`, `averaged/test/bleu`."""
 """Statuses a sweep keeps on a rerun; running (killed), failed and interrupted cells run again."""
 
 
@@ -74,6 +77,19 @@ class RunRecord(BaseModel):
     @classmethod
     def _readable(cls, found: int) -> int:
         return check_format(found, "the record")
+
+    def final_metrics(self) -> list[str]:
+        """The names of every final metric: the last model's, then each kept model's."""
+        kept = [f"{group}/{name}" for group in KEPT for name in (getattr(self, group) or {}).get("metrics", {})]
+        return [*self.metrics, *kept]
+
+    def value(self, metric: str) -> float | None:
+        """A final metric of the run: of its last model (`test/bleu`), or of a model it kept
+        (`best_checkpoint/test/bleu`, `averaged/test/bleu`); None where the run has none."""
+        group, _, rest = metric.partition("/")
+        if group in KEPT:
+            return (getattr(self, group) or {}).get("metrics", {}).get(rest)
+        return self.metrics.get(metric)
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(exclude_none=True))

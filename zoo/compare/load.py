@@ -30,7 +30,7 @@ class SweepRecords:
 
 def logged_metrics(records: list[RunRecord]) -> list[str]:
     """Every metric a finished run of the sweep reported at its end."""
-    return sorted({name for r in records for name in r.metrics})
+    return sorted({name for r in records for name in r.final_metrics()})
 
 
 def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords:
@@ -74,7 +74,7 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
 def missing_metric(records: list[RunRecord], metric: str) -> list[str]:
     """A finished cell without the compared metric counts as finished yet adds nothing to the
     table: it is named, not dropped in silence."""
-    lacking = [str(r.cell or r.name) for r in records if r.status == "finished" and r.metrics.get(metric) is None]
+    lacking = [str(r.cell or r.name) for r in records if r.status == "finished" and r.value(metric) is None]
     if not lacking:
         return []
     shown = ", ".join(lacking[:5]) + (f" and {len(lacking) - 5} more" if len(lacking) > 5 else "")

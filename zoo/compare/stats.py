@@ -172,7 +172,7 @@ def time_to_target(record: RunRecord, metric: str, target: float, goal: str) -> 
 
 
 def final_value(record: RunRecord, metric: str) -> float | None:
-    return record.metrics.get(metric) if record.status == "finished" else None
+    return record.value(metric) if record.status == "finished" else None
 
 
 def variant_rows(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[VariantRow]:

@@ -172,7 +172,7 @@ def curve_table(rows: list[VariantRow]) -> Rows:
 def run_lines(sweep: SweepSpec, records: list[RunRecord]) -> list[str]:
     """Every run the comparison rests on, one row each: its seed's value (what the means and
     intervals summarize), its status, and the W&B run that holds its curves."""
-    rows = [[str(r.variant), str(r.seed), r.status, number(r.metrics.get(sweep.metric)), str(r.steps),
+    rows = [[str(r.variant), str(r.seed), r.status, number(r.value(sweep.metric)), str(r.steps),
              f"`{r.wandb_run}` ({r.wandb_dir})" if r.wandb_run else "—"]
             for r in sorted(records, key=lambda r: (str(r.variant), r.seed or 0))]
     return markdown_table(["variant", "seed", "status", sweep.metric, "steps", "W&B run (local folder)"], rows)

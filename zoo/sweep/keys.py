@@ -8,6 +8,7 @@ from typing import Any
 
 from zoo.errors import ConfigError
 from zoo.metrics import CURVE
+from zoo.records import KEPT
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.switches import one_setting
 
@@ -56,14 +57,30 @@ def check_tune(tune: dict[str, list[Any]], grid: dict[str, list[Any]], named: di
                               "a single value belongs in the base experiment")
 
 
+def of_model(metric: str) -> tuple[str, str]:
+    """(the kept model's prefix with its slash, or "" for the last model; the split's metric):
+    `best_checkpoint/test/bleu` is ("best_checkpoint/", "test/bleu")."""
+    group, _, rest = metric.partition("/")
+    return (f"{group}/", rest) if group in KEPT else ("", metric)
+
+
 def held_out(metric: str) -> bool:
     """Whether a metric is scored on a split the training never evaluated (test/*, long/*)."""
-    return metric.split("/")[0] not in NOT_HELD_OUT and "/" in metric
+    split_metric = of_model(metric)[1]
+    return split_metric.split("/")[0] not in NOT_HELD_OUT and "/" in split_metric
 
 
 def validation_counterpart(metric: str) -> str:
-    """The validation metric that chooses for a held-out one: eval/X for test/X."""
-    return f"eval/{metric.rsplit('/', 1)[-1]}"
+    """The validation metric that chooses for a held-out one, of the same model: eval/X for test/X,
+    best_checkpoint/eval/X for best_checkpoint/test/X."""
+    return f"{of_model(metric)[0]}eval/{metric.rsplit('/', 1)[-1]}"
+
+
+def kept_metrics(final: list[str], train: Any) -> list[str]:
+    """A run's final metrics, then those of each model its training keeps (train.keep_best,
+    train.average_last), scored on every split: what a sweep may compare on."""
+    kept = [prefix for prefix, on in zip(KEPT, (train.keep_best, train.average_last), strict=True) if on]
+    return [*final, *(f"{prefix}/{name}" for prefix in kept for name in final if not name.startswith(CURVE))]
 
 
 def check_tuned_metrics(metric: str, choose_on: str) -> None:
@@ -72,6 +89,6 @@ def check_tuned_metrics(metric: str, choose_on: str) -> None:
         raise ConfigError(f"metric {metric!r}: a tuned sweep compares its variants on a held-out split that the "
                           "choice never saw (test/..., long/...), not one that training evaluates; give the task a "
                           "test split (task.test_size, or test_split for a corpus) and set metric: test/NAME")
-    if choose_on.split("/")[0] not in VALIDATION:
+    if of_model(choose_on)[1].split("/")[0] not in VALIDATION:
         raise ConfigError(f"choose_on {choose_on!r}: a tuned value is chosen on the validation split "
                           f"({' or '.join(p + '/...' for p in VALIDATION)}), never on the split it is compared on")

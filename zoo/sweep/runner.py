@@ -288,7 +288,7 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
                     echo(f"{cell.name}: skipped, another process is training it")
                 return
             statuses[cell.name] = record.status
-            value = record.metrics.get(sweep.metric)
+            value = record.value(sweep.metric)
             shown = f"{sweep.metric}={value:.4g}" if value is not None else (record.error or "")[-200:]
             echo(f"[{len(statuses)}/{len(cells)}] {cell.name}: {record.status} {shown}")
 

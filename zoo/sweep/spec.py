@@ -28,7 +28,7 @@ from zoo.metrics import goal_of
 from zoo.specs.experiment import ExperimentSpec, Strict, assign, parse_sets, validate_experiment, written_defaults
 from zoo.specs.switches import one_setting
 from zoo.specs.yamlio import read_mapping
-from zoo.sweep.keys import check_field, check_tune, check_tuned_metrics, grid_clash, validation_counterpart
+from zoo.sweep.keys import check_field, check_tune, check_tuned_metrics, grid_clash, kept_metrics, validation_counterpart
 from zoo.sweep.names import (  # noqa: F401 (importers find them here)
     JOB_TYPE_LIMIT,
     SAFE,
@@ -285,9 +285,10 @@ def read_saved_sweep(folder: Path) -> tuple[SweepSpec, dict[str, Any]]:
 def check_metric(sweep: SweepSpec, base: dict[str, Any]) -> None:
     """The sweep's metric must be one that every cell's task reports at the end of a run."""
     for cell in (c for c in expand(sweep) if c.seed == sweep.seeds[0]):  # every trained variant once
-        task = cell_experiment(sweep, base, cell).task
+        experiment = cell_experiment(sweep, base, cell)
+        task = experiment.task
         cls, params = task_params(task)
-        logged = cls.final_metrics(params)
+        logged = kept_metrics(cls.final_metrics(params), experiment.train)
         for field, name in (("metric", sweep.metric), ("choose_on", sweep.choose_on if sweep.tune else None)):
             if name is not None and name not in logged:
                 raise ConfigError(f"sweep {sweep.name!r}: {field} {name!r} is not reported by task "
