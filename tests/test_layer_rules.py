@@ -128,6 +128,21 @@ def test_the_name_and_the_files_hold_the_rules():
     assert "layers" not in lm().name, "no rules, no part in the name"
 
 
+def test_a_switch_by_flat_key_or_in_attn_is_one_rule_held_grouped_and_written_flat():
+    from zoo.specs.identity import fingerprint
+
+    grouped = {"global": {"every": 2, "set": {"attn": {"window": None}}}}
+    assert lm(window=3, layers=GLOBAL_EVERY_2) == lm(window=3, layers=grouped)
+    rule = lm(window=3, layers=grouped).layers["global"]
+    assert rule.set == {"attn": {"window": None}}, "upgraded once, where the rule entered"
+    assert rule.model_dump()["set"] == {"window": None}, "written as the first rules were: their names stay"
+    runs = [zoo.ExperimentSpec(model={"preset": "vaswani2017", "window": 3, "layers": layers}) for layers in
+            (GLOBAL_EVERY_2, grouped)]
+    assert fingerprint(runs[0]) == fingerprint(runs[1])
+    with pytest.raises(ConfigError, match=r"window 8 and attn\.window 16 are one switch given twice"):
+        LayerRule(set={"window": 8, "attn": {"window": 16}})
+
+
 def test_a_sweep_reaches_a_rule_by_dotted_key():
     data = with_sets({"model": {"layers": GLOBAL_EVERY_2}}, ["model.layers.global.every=6"])
     assert data["model"]["layers"]["global"] == {"every": 6, "set": {"window": None}}

@@ -78,11 +78,12 @@ class Interrupted(ZooError):
 
 
 def describe_validation(err: ValidationError) -> str:
-    """Pydantic's errors as one line: `loc: message; loc: message`."""
+    """Pydantic's errors as one line: `loc: message; loc: message` (a validator's own message
+    without pydantic's "Value error, " before it)."""
     parts = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"])
-        parts.append(f"{loc}: {e['msg']}" if loc else e["msg"])
+        loc, message = ".".join(str(p) for p in e["loc"]), e["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {message}" if loc else message)
     return "; ".join(parts)
 
 

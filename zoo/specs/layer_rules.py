@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveInt, ValidationError, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, ValidationError, field_serializer, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from zoo.errors import describe_validation
@@ -34,6 +34,9 @@ LAYER_KEYS: tuple[str, ...] = (*AXES, "d_ff", *(key for key, (group, _) in FLAT.
 part), the feed-forward width, and attention's switches (by flat key or in `attn`)."""
 
 NAME = re.compile(r"[A-Za-z_]\w*")
+ATTN_FLAT = {key: field for key, (group, field) in FLAT.items() if group == "attn"}
+"""Attention's switches by their flat keys (`window`) -> their fields in `attn`."""
+FLAT_OF_ATTN = {field: key for key, field in ATTN_FLAT.items()}
 
 
 class LayerRule(StrictSettings):
@@ -46,6 +49,37 @@ class LayerRule(StrictSettings):
     only: list[NonNegativeInt] | None = Field(None, description="these layer indices instead of a period")
     stack: Literal["all", "encoder", "decoder"] = Field("all", description="the stacks whose layers the rule selects")
     set: dict[str, Any] = Field(description=f"the layer's settings: {', '.join(LAYER_KEYS)}")
+
+    @field_validator("set", mode="before")
+    @classmethod
+    def _attention_grouped(cls, value: Any) -> Any:
+        """Attention's switches given by flat key (`window: 8`) move into `attn` once, here, where
+        the rule enters: the rule holds the grouped form only (in the place of the first of them)."""
+        if not isinstance(value, Mapping):
+            return value
+        moved = {key: item for key, item in value.items() if key in ATTN_FLAT or key == "attn"}
+        if not moved:
+            return dict(value)
+        attn = grouped(moved)["attn"]
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in moved:
+                out.setdefault("attn", attn)
+            else:
+                out[key] = item
+        return out
+
+    @field_serializer("set")
+    def _attention_flat(self, value: dict[str, Any]) -> dict[str, Any]:
+        """Written with attention's switches under their flat keys, as the first rules were: a
+        rule's canonical name and a run's fingerprint are those rules', whichever way it is given."""
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key == "attn" and isinstance(item, Mapping) and all(field in FLAT_OF_ATTN for field in item):
+                out.update({FLAT_OF_ATTN[field]: switch for field, switch in item.items()})
+            else:
+                out[key] = item
+        return out
 
     @model_validator(mode="after")
     def _well_formed(self) -> LayerRule:
@@ -116,9 +150,10 @@ def layer_fields(fields: Mapping[str, Any], rules: Mapping[str, LayerRule], stac
 
 
 def apply_settings(fields: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Fields with a rule's settings on top: an axis given as a mapping without a name keeps the
-    spec's part and changes its settings; an attention switch changes alone."""
-    out, settings = dict(fields), grouped(settings)
+    """Fields with a rule's settings (grouped, as the rule holds them) on top: an axis given as a
+    mapping without a name keeps the spec's part and changes its settings; an attention switch
+    changes alone."""
+    out = dict(fields)
     for key, value in settings.items():
         if key in AXES and isinstance(value, Mapping) and "name" not in value:
             base = out[key] if isinstance(out[key], Mapping) else {"name": str(out[key])}
