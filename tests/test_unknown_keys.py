@@ -3,6 +3,9 @@ of its level, in Python, in --set, in experiment and sweep files, for every sett
 sweep file given to `zoo train` (and the reverse) is named as such; a spec is changed by
 `replace`, validated, and `model_copy` can no longer make one that cannot be built."""
 
+import re
+import typing
+
 import pytest
 import yaml
 from pydantic import ValidationError
@@ -103,3 +106,27 @@ def test_every_mistake_in_convert_is_a_zoo_error():
                     {"d_model": 32}):
         with pytest.raises(zoo.ZooError):
             zoo.convert(model, **changes)
+
+
+def reached(model, path: str) -> bool:
+    """Whether a dotted path names a field (or a flat switch key, or the default optimizer's setting)."""
+    head, _, rest = path.partition(".")
+    if head in model.shorthands or head in beside(model):
+        return not rest
+    if head not in model.model_fields:
+        return False
+    if not rest:
+        return True
+    annotation = model.model_fields[head].annotation
+    inner = next((t for t in (annotation, *typing.get_args(annotation)) if isinstance(t, type)
+                  and issubclass(t, StrictSettings)), None)
+    return inner is not None and reached(inner, rest)
+
+
+@pytest.mark.parametrize("model", settings_models().values(), ids=settings_models())
+def test_every_name_of_another_library_points_at_a_field_of_the_zoo(model):
+    for theirs, ours in model.synonyms.items():
+        value_of = re.match(r"(\w+): '", ours)  # `causal` -> kind: 'decoder', a field and its value
+        named = [value_of.group(1)] if value_of else re.findall(r"'([\w.]+)'", ours)
+        assert named and all(reached(model, path) for path in named), f"{model.__name__}.{theirs} -> {ours}"
+        assert theirs not in field_names(model), f"{theirs} is a field of {model.__name__} itself"

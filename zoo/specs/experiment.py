@@ -52,7 +52,14 @@ class TrainSpec(Strict):
         "update_freq": "'accumulate'", "accumulate_grad_batches": "'accumulate'",
         "early_stopping_patience": "'early_stop.patience'", "patience": "'early_stop.patience'",
         "metric_for_best_model": "'keep_best'", "load_best_model_at_end": "'keep_best'",
-        "best_checkpoint_metric": "'keep_best'", "average_checkpoints": "'average_last'"}
+        "best_checkpoint_metric": "'keep_best'", "average_checkpoints": "'average_last'",
+        "max_iters": "'steps'", "num_train_epochs": "'steps' (the zoo counts steps, not epochs)",
+        "save_steps": "'checkpoint_every'", "save_interval_updates": "'checkpoint_every'",
+        "eval_steps": "'eval_every'", "eval_interval": "'eval_every'", "logging_steps": "'log_every'",
+        "log_interval": "'log_every'", "warmup_iters": "'warmup_steps'", "adam_beta1": "'optimizer.betas'",
+        "adam_beta2": "'optimizer.betas'", "adam_betas": "'optimizer.betas'", "adam_epsilon": "'optimizer.eps'",
+        "adam_eps": "'optimizer.eps'", "fp16": "'precision'", "bf16": "'precision'", "torch_compile": "'compile'",
+        "output_dir": "'out_dir'", "save_dir": "'out_dir'"}
     """Names other libraries (transformers' Trainer, fairseq, nanoGPT) give these fields."""
     steps: PositiveInt = 400
     batch_size: PositiveInt = 256
