@@ -20,10 +20,11 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.i
 
 
 SELECTION = {"accumulate": 2, "batch_size": 16, "eval_every": 50, "keep_best": "eval/loss", "average_last": 3,
-             "early_stop": {"metric": "eval/loss", "patience": 2, "min_delta": 100.0}}
+             "early_stop": {"metric": "eval/loss", "patience": 2, "min_delta": 100.0},
+             "optimizer": {"name": "muon", "lr": 3e-3}}
 """Every piece of the trainer that keeps a state of its own: two micro-batches a step, early
 stopping (no gain of 100 counts, so it stops two evaluations after the first, at step 150), the
-best checkpoint and the average of the last 3 checkpoints."""
+best checkpoint, the average of the last 3 checkpoints, and Muon (whose state is two optimizers')."""
 
 
 def write_experiment(tmp_path, name: str, device: str, train: dict | None = None):
@@ -47,7 +48,7 @@ def finish(process: subprocess.Popen) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("train", [None, SELECTION], ids=["plain", "accumulate, early stop, best, average"])
+@pytest.mark.parametrize("train", [None, SELECTION], ids=["plain", "accumulate, early stop, best, average, muon"])
 def test_sigkill_then_resume_is_bitwise_an_uninterrupted_run(tmp_path, device, train):
     whole_file, whole_ckpt = write_experiment(tmp_path, "whole", device, train)
     cut_file, cut_ckpt = write_experiment(tmp_path, "cut", device, train)

@@ -7,11 +7,11 @@ name, validated by the optimizer's `Settings`, every default written out in the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import ClassVar
 
 import torch
 from pydantic import Field, model_validator
+from torch import nn
 
 from zoo.errors import ConfigError
 from zoo.specs.choices import PartSettings
@@ -21,14 +21,14 @@ register = registry("optimizer").register
 
 
 class Optimizer:
-    """A registered optimizer: `Settings`, and `build` from parameters and every setting."""
+    """A registered optimizer: `Settings`, and `build` for a model's parameters from every setting."""
 
     Settings: ClassVar[type[PartSettings]] = PartSettings
     fused: ClassVar[bool] = False
     """Whether torch has a fused CUDA kernel for it (one launch for every parameter)."""
 
     @classmethod
-    def build(cls, params: Iterable[torch.Tensor], lr: float, weight_decay: float, settings: PartSettings,
+    def build(cls, model: nn.Module, lr: float, weight_decay: float, settings: PartSettings,
               fused: bool | None) -> torch.optim.Optimizer:
         raise NotImplementedError
 
@@ -48,8 +48,8 @@ class Adam(Optimizer):
     torch_class: ClassVar[type] = torch.optim.Adam
 
     @classmethod
-    def build(cls, params, lr, weight_decay, settings, fused):
-        return cls.torch_class(params, lr=lr, betas=settings.betas, eps=settings.eps, weight_decay=weight_decay,
+    def build(cls, model, lr, weight_decay, settings, fused):
+        return cls.torch_class(model.parameters(), lr=lr, betas=settings.betas, eps=settings.eps, weight_decay=weight_decay,
                                fused=fused)
 
 
@@ -82,8 +82,8 @@ class SGD(Optimizer):
     fused = True
 
     @classmethod
-    def build(cls, params, lr, weight_decay, settings, fused):
-        return torch.optim.SGD(params, lr=lr, momentum=settings.momentum, nesterov=settings.nesterov,
+    def build(cls, model, lr, weight_decay, settings, fused):
+        return torch.optim.SGD(model.parameters(), lr=lr, momentum=settings.momentum, nesterov=settings.nesterov,
                                dampening=settings.dampening, weight_decay=weight_decay, fused=fused)
 
 
@@ -101,8 +101,8 @@ class Adafactor(Optimizer):
     Settings = AdafactorSettings
 
     @classmethod
-    def build(cls, params, lr, weight_decay, settings, fused):
-        return torch.optim.Adafactor(params, lr=lr, beta2_decay=settings.beta2_decay, eps=(None, settings.eps),
+    def build(cls, model, lr, weight_decay, settings, fused):
+        return torch.optim.Adafactor(model.parameters(), lr=lr, beta2_decay=settings.beta2_decay, eps=(None, settings.eps),
                                      d=settings.d, weight_decay=weight_decay)
 
 
@@ -119,8 +119,8 @@ class NAdam(Optimizer):
     Settings = AdamFamilySettings
 
     @classmethod
-    def build(cls, params, lr, weight_decay, settings, fused):
-        return torch.optim.NAdam(params, lr=lr, betas=settings.betas, eps=settings.eps, weight_decay=weight_decay,
+    def build(cls, model, lr, weight_decay, settings, fused):
+        return torch.optim.NAdam(model.parameters(), lr=lr, betas=settings.betas, eps=settings.eps, weight_decay=weight_decay,
                                  decoupled_weight_decay=settings.decoupled_weight_decay)
 
 
@@ -132,6 +132,6 @@ class RAdam(Optimizer):
     Settings = AdamFamilySettings
 
     @classmethod
-    def build(cls, params, lr, weight_decay, settings, fused):
-        return torch.optim.RAdam(params, lr=lr, betas=settings.betas, eps=settings.eps, weight_decay=weight_decay,
+    def build(cls, model, lr, weight_decay, settings, fused):
+        return torch.optim.RAdam(model.parameters(), lr=lr, betas=settings.betas, eps=settings.eps, weight_decay=weight_decay,
                                  decoupled_weight_decay=settings.decoupled_weight_decay)

@@ -16,7 +16,7 @@ def make_optimizer(model: nn.Module, train: TrainSpec) -> torch.optim.Optimizer:
     optimizer = registry("optimizer").get(o.name)
     # On CUDA the fused kernel, where torch has one: one launch for every parameter, no step counter read back.
     fused = (all(p.is_cuda for p in model.parameters()) or None) if optimizer.fused else None
-    return optimizer.build(model.parameters(), o.lr, o.weight_decay, o.settings, fused)
+    return optimizer.build(model, o.lr, o.weight_decay, o.settings, fused)
 
 
 def lr_multiplier(train: TrainSpec, step: int) -> float:
