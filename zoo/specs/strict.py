@@ -55,7 +55,7 @@ def unknown_keys(unknown: list[Any], known: list[str], synonyms: dict[str, str])
     return f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(said)}; fields: {', '.join(sorted(known))}"
 
 
-class Refusing(type(BaseModel)):
+class ConfigErrorOnCall(type(BaseModel)):
     """Building a settings model by calling it (`ExperimentSpec(train={"lr": 1})`) raises the
     zoo's ConfigError, pydantic's ValidationError as its cause, as zoo.spec and replace do.
     pydantic's own model_validate keeps its ValidationError (the zoo's readers describe it in
@@ -68,7 +68,7 @@ class Refusing(type(BaseModel)):
             raise ConfigError(f"{cls.__name__}: {describe_validation(err)}") from err
 
 
-class StrictSettings(BaseModel, metaclass=Refusing):
+class StrictSettings(BaseModel, metaclass=ConfigErrorOnCall):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
     synonyms: ClassVar[dict[str, str]] = {}
     """Keys other libraries use for a field (`n_layers`, `hidden_size`) -> what to write here, quoted."""
