@@ -52,7 +52,7 @@ def test_each_entry_trains_a_run_of_the_main_jobs_size_that_learns(tmp_path, i):
                           "min_frequency": 1}
     experiment["train"] |= {
         "optimizer": {"name": optimizer, "lr": LR.get(optimizer, 1e-3), **SETTINGS.get(optimizer, {})},
-        "schedule": schedule, "warmup_steps": 24, "eval_every": 120, "eval_size": 128, "checkpoint_every": 240,
+        "schedule": schedule, "warmup_steps": 24, "eval_every": 240, "eval_size": 128, "checkpoint_every": 240,
         "out_dir": str(tmp_path / "runs")}
     experiment["wandb"] = {"mode": "disabled"}
     run = zoo.train(experiment)
