@@ -19,17 +19,6 @@ from zoo.specs.model_spec import KINDS
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # each worker its share of the cores, not all of them
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
-LONG_FIRST = ("test_reproduce_published.py", "test_reproduce.py", "test_readme.py", "test_registry_runs.py",
-              "test_sweep_workers.py", "test_sweep_safety.py", "test_first_hour.py", "test_launch.py",
-              "test_distributed.py", "test_sweep.py", "test_results_kept.py", "test_resume.py")
-"""Modules whose tests take 15 to 45 s each. Collected first, so that the workers take them while
-the many short tests remain to even out the end: a long test started last keeps one core busy while
-the other has nothing left (about 40 s of the suite's time, measured on 2 cores)."""
-
-
-def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: item.path.name not in LONG_FIRST)  # stable: each module's order stays
-
 
 LAYER_PATTERNS = {"same": {}, "alternate": {"local": {"every": 2, "at": 0, "set": {"window": 3, "d_ff": 24}}}}
 """The grid's per-layer patterns: every layer alike, or the even layers (the first of each stack)

@@ -30,10 +30,10 @@ SETTINGS = {"sgd": {"momentum": 0.9, "nesterov": True}}
 
 
 def corpus(folder: Path, fmt: str) -> None:
-    """Word-level reversal as a parallel corpus: 4 to 9 words of 24, the target the source reversed."""
+    """Word-level reversal as a parallel corpus: 3 to 7 words of 24, the target the source reversed."""
     draw = random.Random(0)
     for split, size in (("train", 4000), ("valid", 128), ("test", 128)):
-        sources = [[draw.choice(WORDS) for _ in range(draw.randint(4, 9))] for _ in range(size)]
+        sources = [[draw.choice(WORDS) for _ in range(draw.randint(3, 7))] for _ in range(size)]
         WRITERS[fmt](folder, split, [(" ".join(s), " ".join(reversed(s))) for s in sources], opener(False))
 
 
