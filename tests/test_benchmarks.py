@@ -107,3 +107,14 @@ def test_flex(script, capsys):
     assert ratios["none sdpa"] == 1.0 and all(ratio > 0 for ratio in ratios.values())
     for scheme in [name for name in zoo.registry("position").names() if name != "none"]:
         assert {f"{scheme} {kernel}" for kernel in ("fused", "sdpa", "flex")} <= set(ratios), scheme
+
+
+def test_registry_runs(script, capsys):
+    result = script("registry_runs").main(["--smoke"])
+    assert printed(capsys) == json.loads(json.dumps(result))
+    lists = result["lists"]
+    assert "muon" in lists["optimizer"] and "adam" not in lists["optimizer"], "what no published ledger trains"
+    assert len(result["runs"]) == max(map(len, lists.values()))
+    for kind in ("optimizer", "schedule", "format"):
+        assert {run[kind] for run in result["runs"]} == set(lists[kind]), kind
+    assert all({"test/bleu", "test/chrf", "test/ter", "eval/loss"} <= run.keys() for run in result["runs"])

@@ -1,7 +1,7 @@
 """Optimizers and schedules are registered choices with typed settings, as the model's parts are:
-each optimizer's settings reach torch's (each trains a run of the main job's size in
-test_registry_runs.py), each schedule ramps and ends where its settings say, the old names keep
-every fingerprint, and a bad setting names the choice's settings."""
+each optimizer trains and its settings reach torch's (runs of the main job's size:
+experiments/benchmarks/registry_runs.py), each schedule ramps and ends where its settings say, the
+old names keep every fingerprint, and a bad setting names the choice's settings."""
 
 import itertools
 import math
@@ -20,10 +20,15 @@ from zoo.trainer.optim import lr_multiplier, make_optimizer
 OPTIMIZERS = registry("optimizer").names()
 SCHEDULES = [(name, dict(tried)) for name in registry("schedule").names()
              for tried in ({}, *settings_model(registry("schedule").get(name)).TRIED)]
+RATES = {"sgd": 0.3, "adafactor": 0.03}
+"""A rate each optimizer learns the tiny task at in a few steps; the others' is the default's."""
+
+
 @pytest.mark.parametrize("name", OPTIMIZERS)
-def test_each_optimizer_s_settings_reach_torch(tmp_path, name):
-    tried = {"name": name, "lr": 3e-3, **dict(next(iter(settings_model(registry("optimizer").get(name)).TRIED), {}))}
-    experiment = validate_experiment(tiny_experiment(tmp_path, train={"optimizer": tried}))
+def test_each_optimizer_trains_and_its_settings_reach_torch(tmp_path, name):
+    tried = {"name": name, "lr": RATES.get(name, 3e-3), **dict(next(iter(
+        settings_model(registry("optimizer").get(name)).TRIED), {}))}
+    experiment = validate_experiment(tiny_experiment(tmp_path, train={"steps": 40, "eval_every": 40, "optimizer": tried}))
     model = zoo.build("pre-ln", vocab_size=10, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1)
     built = make_optimizer(model, experiment.train)  # Muon's first group holds the layers' matrices
     group = built.param_groups[0]
@@ -32,6 +37,9 @@ def test_each_optimizer_s_settings_reach_torch(tmp_path, name):
         if key in group:  # Adafactor's eps is the second of torch's (eps1, eps2)
             held = group[key][1] if (name, key) == ("adafactor", "eps") else group[key]
             assert held == (tuple(value) if isinstance(value, list) else value), key
+    result = zoo.train(experiment)
+    losses = [row["train/loss"] for row in result.history if "train/loss" in row]
+    assert math.isfinite(result.metrics["eval/loss"]) and losses[-1] < losses[0], (name, losses)
 
 
 @pytest.mark.parametrize("name, settings", SCHEDULES, ids=[f"{n}{s or ''}" for n, s in SCHEDULES])

@@ -1,0 +1,108 @@
+"""Runs of the main job's size for every optimizer and schedule no published ledger trains, and
+every corpus format: experiments/seed_axes.yaml's base (d_model 64, 2+2 layers, 240 steps of 128
+pairs) on a word-reversal parallel corpus written in each format. Prints each run's first logged
+loss and its held-out metrics as JSON (one rate per optimizer, one seed: not a comparison of them).
+
+    python experiments/benchmarks/registry_runs.py [--smoke]     # about a minute on 2 cores
+
+The lists are walked together, so that as many runs as the longest list cover every entry: run i
+takes the i-th optimizer, schedule and format, each list starting again when it runs out. Those the
+published ledgers train (Adam, AdamW, constant, cosine) trained their cells at full size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+from common import emit, machine
+
+import zoo
+from zoo.sweep.spec import cell_experiment, expand, read_saved_sweep
+
+EXPERIMENTS = Path(__file__).resolve().parents[1]
+MAIN_JOB = EXPERIMENTS / "seed_axes.yaml"
+WORDS = [f"w{i}" for i in range(24)]
+LR = {"sgd": 0.1, "adafactor": 0.01}
+"""The rates these optimizers are used at (SGD with Nesterov's momentum, Adafactor's update scaled
+by each weight's size); every other optimizer at the main job's 1e-3."""
+SETTINGS = {"sgd": {"momentum": 0.9, "nesterov": True}}
+
+
+def write_corpus(folder: Path, fmt: str, train_size: int) -> None:
+    """Word-level reversal: 3 to 7 words of 24, the target the source reversed, in format `fmt`."""
+    draw = random.Random(0)
+    for split, size in (("train", train_size), ("valid", 128), ("test", 128)):
+        pairs = [[draw.choice(WORDS) for _ in range(draw.randint(3, 7))] for _ in range(size)]
+        lines = [(" ".join(s), " ".join(reversed(s))) for s in pairs]
+        if fmt == "pair":
+            for side, lang in enumerate(("de", "en")):
+                (folder / f"{split}.{lang}").write_text("".join(pair[side] + "\n" for pair in lines))
+        elif fmt == "tsv":
+            (folder / f"{split}.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in lines))
+        elif fmt == "jsonl":
+            (folder / f"{split}.jsonl").write_text("".join(json.dumps({"translation": {"de": s, "en": t}}) + "\n"
+                                                           for s, t in lines))
+        else:
+            raise SystemExit(f"registry_runs.py writes pair, tsv and jsonl corpora; format {fmt!r} needs a writer here")
+
+
+def published() -> dict[str, set[str]]:
+    """The optimizers and schedules the published ledgers' cells train."""
+    found: dict[str, set[str]] = {"optimizer": set(), "schedule": set()}
+    for ledger in (EXPERIMENTS / "results").glob("*/ledger.jsonl"):
+        sweep, base = read_saved_sweep(ledger.parent)
+        for cell in expand(sweep):
+            train = cell_experiment(sweep, base, cell).train
+            found["optimizer"].add(train.optimizer.name)
+            found["schedule"].add(train.schedule.name)
+    return found
+
+
+def lists() -> dict[str, list[str]]:
+    left_out = published()
+    return {kind: [name for name in zoo.registry(kind).names() if name not in left_out.get(kind, ())]
+            for kind in ("optimizer", "schedule", "format")}
+
+
+def one_run(folder: Path, optimizer: str, schedule: str, fmt: str, steps: int, train_size: int) -> dict:
+    write_corpus(folder, fmt, train_size)
+    experiment = yaml.safe_load(MAIN_JOB.read_text())["base"]
+    experiment["task"] = {"name": "parallel", "data_dir": str(folder), "format": fmt, "tokenizer": "word",
+                          "min_frequency": 1}
+    experiment["train"] |= {
+        "steps": steps, "optimizer": {"name": optimizer, "lr": LR.get(optimizer, 1e-3), **SETTINGS.get(optimizer, {})},
+        "schedule": schedule, "warmup_steps": min(24, steps // 2), "eval_every": steps, "eval_size": 128,
+        "checkpoint_every": steps, "log_every": min(20, steps), "out_dir": str(folder / "runs")}
+    experiment["wandb"] = {"mode": "disabled"}
+    run = zoo.train(experiment)
+    first = next(row["train/loss"] for row in run.history if "train/loss" in row)
+    return {"optimizer": optimizer, "schedule": schedule, "format": fmt, "first_loss": first,
+            **{key: value for key, value in run.metrics.items() if key.startswith(("eval/", "test/"))}}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="4 steps on 200 pairs: checks the script")
+    args = parser.parse_args(argv)
+    steps, train_size = (4, 200) if args.smoke else (240, 4000)
+    walked = lists()
+    runs = []
+    for i in range(max(map(len, walked.values()))):
+        chosen = [names[i % len(names)] for names in walked.values()]
+        with tempfile.TemporaryDirectory() as folder, contextlib.redirect_stdout(sys.stderr):  # stdout: the JSON
+            runs.append(one_run(Path(folder), *chosen, steps, train_size))
+    result = {"benchmark": "registry_runs", "smoke": args.smoke, "machine": machine(), "steps": steps,
+              "lists": walked, "runs": runs}
+    emit(result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
