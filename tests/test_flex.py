@@ -77,6 +77,12 @@ def test_attention_dropout_and_maps_take_the_reference(flex_calls):
     assert not flex.runs_here(torch.zeros(1, device="cpu"), None, 0.0, need_weights=True)
 
 
+def test_heads_narrower_than_the_cuda_kernel_takes_go_to_the_reference():
+    """FlexAttention's CUDA kernel refuses heads under 16 dimensions (tests/test_gpu.py holds both
+    sides on a GPU); the CPU's unfused path takes any width."""
+    assert [flex.cuda_kernel_takes(width) for width in (4, 8, 15, 16, 64)] == [False, False, False, True, True]
+
+
 def test_without_the_switch_the_cpu_computes_with_the_reference(monkeypatch):
     calls = []
     monkeypatch.setattr(flex, "flex_attend", lambda *args: calls.append(args))

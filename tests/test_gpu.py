@@ -7,6 +7,7 @@ from conftest import COMBOS, padded_batch, tiny
 
 import zoo
 from trainkit import tiny_experiment
+from zoo.model import flex
 
 if not torch.cuda.is_available():  # one line in the summary for the module, not one per test
     pytest.skip("GPU tests: needs CUDA (none on this machine)", allow_module_level=True)
@@ -91,3 +92,22 @@ def test_sdpa_kernels_compute_what_fused_computes_on_cuda(position, dtype):
         expected, got = fused(src, tgt).float(), sdpa(src, tgt).float()
     tolerance = 1e-4 if dtype == torch.float32 else 3e-2
     assert torch.allclose(got, expected, atol=tolerance, rtol=tolerance)
+
+
+@pytest.mark.parametrize("position", zoo.registry("position").names())
+@pytest.mark.parametrize("head_dim", [4, 16])
+def test_flex_on_cuda_computes_what_fused_computes(position, head_dim, monkeypatch):
+    """FlexAttention's CUDA kernel where it takes the heads (16 dimensions or more), the reference
+    where it does not: the same numbers either way, with padding, causality and every position
+    scheme's score bias."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    calls, attend = [], flex.flex_attend
+    monkeypatch.setattr(flex, "flex_attend", lambda q, *args: calls.append(q.shape) or attend(q, *args))
+    fused = zoo.build(tiny("pre.sinusoidal.fused.relu", position=position, n_heads=2, d_model=2 * head_dim),
+                      seed=0).eval().cuda()
+    flexed = zoo.convert(fused, attention="flex").eval()
+    src, tgt = padded_batch([5, 7, 3], 19).cuda(), padded_batch([4, 6, 6], 19, seed=1).cuda()
+    with torch.no_grad():
+        expected, got = fused(src, tgt), flexed(src, tgt)
+    assert bool(calls) == (head_dim >= flex.CUDA_MIN_HEAD_DIM)
+    assert torch.allclose(got, expected, atol=1e-4, rtol=1e-4)

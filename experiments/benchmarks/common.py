@@ -41,11 +41,12 @@ def train_step(model: nn.Module, data: tuple[torch.Tensor, ...], loss_of=None, o
     optimizer = (optimizer_of or (lambda params: torch.optim.Adam(params, lr=1e-4)))(model.parameters())
     src, tgt_in, tgt = data
     model.train()
+    extra = host_masks(model, src, tgt_in)
 
     def loss() -> torch.Tensor:
         casting = torch.autocast(*autocast) if autocast and autocast[1] else contextlib.nullcontext()
         with casting:
-            logits = model(src, tgt_in)
+            logits = model(src, tgt_in, **extra)
         return F.cross_entropy(logits.float().flatten(0, 1), tgt.flatten(), ignore_index=PAD)
 
     def step() -> None:
@@ -55,6 +56,17 @@ def train_step(model: nn.Module, data: tuple[torch.Tensor, ...], loss_of=None, o
         optimizer.step()
 
     return step
+
+
+def host_masks(model: nn.Module, src: torch.Tensor, tgt_in: torch.Tensor) -> dict[str, tuple]:
+    """On CUDA, a zoo model's padding masks built once from the ids on the host, as the trainer's
+    feed builds them: given the masks, the model checks no ids on the device, so a step neither
+    waits for the GPU nor breaks a compiled graph (measured on an H200: the check's `.item()` was a
+    graph break in every compiled step). On the CPU the model builds and checks them itself."""
+    if not src.is_cuda or not hasattr(model, "input_masks"):
+        return {}
+    masks = model.input_masks(model.spec, (src.cpu(), tgt_in.cpu()))
+    return {"padding": tuple(None if m is None else m.to(src.device) for m in masks)}
 
 
 def interleaved(contenders: dict[str, Callable[[], None]], rounds: int, warmup: int = 2) -> dict[str, float]:

@@ -8,8 +8,8 @@ dtype's most negative finite value where a key is hidden, so a row that is all p
 uniformly and stays finite, as in the reference.
 
 FlexAttention has no attention dropout, returns no attention maps, and has no backward pass on the
-CPU, where it also runs unfused (it materializes the scores, slower than the reference): `runs_here`
-says where the reference must compute instead.
+CPU, where it also runs unfused (it materializes the scores, slower than the reference); its CUDA
+kernel takes heads of 16 dimensions or more. `runs_here` says where the reference must compute instead.
 """
 
 from __future__ import annotations
@@ -26,16 +26,24 @@ FLEX_ON_CPU = False
 """Whether inference on the CPU goes through FlexAttention's unfused path too (the tests set it to
 hold that path against the reference; the reference is faster there)."""
 
+CUDA_MIN_HEAD_DIM = 16
+"""FlexAttention's generated CUDA kernel refuses narrower heads (measured on an H200, torch 2.11:
+"NYI: embedding dimension of the query, key, and value must be at least 16")."""
+
 
 def runs_here(q: Tensor, extra: Tensor | None, dropout: float, need_weights: bool) -> bool:
-    """Whether FlexAttention can compute this call: on CUDA without attention dropout or maps, and
-    on the CPU (FLEX_ON_CPU) only where no gradient is wanted."""
+    """Whether FlexAttention can compute this call: on CUDA without attention dropout or maps, for
+    heads its kernel takes, and on the CPU (FLEX_ON_CPU) only where no gradient is wanted."""
     if dropout > 0.0 or need_weights:
         return False
     if q.is_cuda:
-        return True
+        return cuda_kernel_takes(q.size(-1))
     wants_grad = torch.is_grad_enabled() and (q.requires_grad or (extra is not None and extra.requires_grad))
     return FLEX_ON_CPU and q.device.type == "cpu" and not wants_grad
+
+
+def cuda_kernel_takes(head_dim: int) -> bool:
+    return head_dim >= CUDA_MIN_HEAD_DIM
 
 
 @cache
