@@ -16,8 +16,10 @@ from zoo.model.generate import never_emitted
 from zoo.specs.choices import parse_choice_text, settings_model
 from zoo.specs.model_spec import KINDS
 
-if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # each worker its share of the cores, not all of them
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # each worker its share of the cores, not all of them,
+    share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    torch.set_num_threads(share)
+    os.environ["OMP_NUM_THREADS"] = str(share)  # and so each process a test starts (a sweep's workers split it)
 
 
 LAYER_PATTERNS = {"same": {}, "alternate": {"local": {"every": 2, "at": 0, "set": {"window": 3, "d_ff": 24}}}}

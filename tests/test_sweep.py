@@ -21,6 +21,7 @@ from trainkit import read_run, tiny_experiment
 from zoo.cli import build_parser
 from zoo.sweep import Ledger, SweepSpec, cell_experiment, expand, export_wandb, load_sweep, run_sweep, shard
 from zoo.sweep.export import find_cell
+from zoo.sweep.runner import threads_per_worker
 
 GRID = {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"], "train.optimizer.lr": [0.001, 0.003]}
 
@@ -138,6 +139,19 @@ def tiny_sweep(tmp_path, grid, **fields) -> tuple[SweepSpec, dict]:
     return SweepSpec.model_validate({"name": "tiny", "grid": grid, "out_dir": str(tmp_path), **fields}), base
 
 
+@pytest.mark.parametrize(("limit", "workers", "threads"),
+                         [(None, 1, 8), (None, 2, 4), ("6", 2, 3), ("16", 2, 4), ("", 3, 2), ("many", 2, 4), (None, 9, 1)])
+def test_workers_split_the_cores_this_process_may_use(monkeypatch, limit, workers, threads):
+    """The cores of the process's affinity (8 here, of a machine with more), at most OMP_NUM_THREADS."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    if limit is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", limit)
+    assert threads_per_worker(workers) == threads
+
+
 def test_two_cells_end_to_end_with_wandb_offline(tmp_path):
     sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post", "pre"]})
     statuses = run_sweep(sweep, base, workers=2, echo=lambda _: None)
@@ -146,7 +160,7 @@ def test_two_cells_end_to_end_with_wandb_offline(tmp_path):
     latest = Ledger(folder / "ledger.jsonl").latest()
     assert {r["status"] for r in latest.values()} == {"finished"}
     assert all(r["metrics"]["eval/loss"] > 0 and r["steps"] == 20 for r in latest.values())
-    assert all(r["threads"] == max(1, os.cpu_count() // 2) for r in latest.values()), "2 workers share the cores"
+    assert all(r["threads"] == threads_per_worker(2) for r in latest.values()), "2 workers share the cores"
     runs = sorted((folder / "wandb").glob("offline-run-*"))
     assert len(runs) == 2
     for run in runs:

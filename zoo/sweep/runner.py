@@ -35,7 +35,13 @@ from zoo.trainer.resume_checks import changed_fields, data_changes
 
 
 def threads_per_worker(workers: int) -> int:
-    return max(1, (os.cpu_count() or 1) // workers)
+    """Each worker's share of the cores this process may use: its CPU affinity (a job scheduler's
+    or taskset's cores, not the machine's), or OMP_NUM_THREADS where that is set lower."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    limit = os.environ.get("OMP_NUM_THREADS", "")
+    if limit.isdigit() and int(limit) > 0:
+        cores = min(cores, int(limit))
+    return max(1, cores // workers)
 
 
 WORKER = "from zoo.sweep.worker import main; main()"
