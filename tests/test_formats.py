@@ -1,9 +1,10 @@
-"""Corpus formats are registered as parts are: every format reads the same pairs from its own
-files (plain or gzipped), `auto` finds it, and a run trains on it; a bad line names its file and
-line."""
+"""Corpus formats are registered as parts are: every format writes the files its documentation
+describes and reads the same pairs from them (plain or gzipped), `auto` finds it, and a run trains
+on it; a bad line names its file and line, and a pair a format cannot store is refused."""
+
+import gzip
 
 import pytest
-from corpuskit import WRITERS, opener
 
 import zoo
 from trainkit import tiny_experiment
@@ -13,14 +14,51 @@ PAIRS = {"train": [(f"ein satz {i} hier", f"a sentence {i} here") for i in range
          "valid": [("ein satz 7 dort", "a sentence 7 there"), ("kein satz", "no sentence")]}
 
 
+FORMATS = zoo.registry("format").names()
+DOCUMENTED = {
+    "pair": {"train.de": "ein \"satz\" \u00fcber\n", "train.en": "a \"sentence\" on\n"},
+    "tsv": {"train.tsv": "ein \"satz\" \u00fcber\ta \"sentence\" on\n"},
+    "jsonl": {"train.jsonl": '{"translation": {"de": "ein \\"satz\\" \u00fcber", "en": "a \\"sentence\\" on"}}\n'},
+}
+"""The files each format stores one pair in, as its docstring says (a new format needs its own here)."""
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_each_format_writes_the_files_its_documentation_describes(tmp_path, name):
+    pair, fmt = ('ein "satz" \u00fcber', 'a "sentence" on'), zoo.registry("format").get(name)
+    written = fmt.write(tmp_path, "train", [pair])
+    assert {path.name: path.read_text(encoding="utf-8") for path in written} == DOCUMENTED[name]
+    (tmp_path / "gz").mkdir()
+    zipped = fmt.write(tmp_path / "gz", "train", [pair], compress=True)
+    assert {path.name: gzip.decompress(path.read_bytes()).decode("utf-8") for path in zipped} == {
+        f"{file}.gz": text for file, text in DOCUMENTED[name].items()}
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_pair_a_format_cannot_store_is_refused_and_nothing_is_written(tmp_path, name):
+    fmt = zoo.registry("format").get(name)
+    odd = [("tab\tinside", "ok"), ("line\nbreak", "ok"), ("ok", "carriage\rreturn")]
+    for pair in odd:
+        if name == "jsonl":  # JSON escapes them all, and they read back
+            fmt.write(tmp_path, "train", [pair])
+            assert fmt.pairs(fmt.files(tmp_path, "train", "de", "en"), "de", "en") == [pair]
+            continue
+        if name == "pair" and "\t" in pair[0]:
+            continue  # aligned files hold tabs
+        (tmp_path / "refused").mkdir(exist_ok=True)
+        with pytest.raises(zoo.DataError, match=rf"inside the pair .*: format '{name}' cannot store it; write it as jsonl"):
+            fmt.write(tmp_path / "refused", "train", [("fine", "fine"), pair])
+        assert not any((tmp_path / "refused").iterdir())
+
+
 @pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
-@pytest.mark.parametrize("name", zoo.registry("format").names())
+@pytest.mark.parametrize("name", FORMATS)
 def test_every_format_reads_the_same_pairs_and_trains(tmp_path, name, gz):
     for split, pairs in PAIRS.items():
-        WRITERS[name](tmp_path, split, pairs, opener(gz))
+        zoo.registry("format").get(name).write(tmp_path, split, pairs, compress=gz)
     for fmt in (name, "auto"):
         assert read_split(tmp_path, "train", "de", "en", fmt) == PAIRS["train"]
-    others = [other for other in zoo.registry("format").names() if other != name]
+    others = [other for other in FORMATS if other != name]
     with pytest.raises(zoo.MissingData, match=r"no .* for split 'valid'") as missing:
         read_split(tmp_path, "valid", "de", "en", others[0])
     assert isinstance(missing.value, zoo.ZooError) and isinstance(missing.value, FileNotFoundError)

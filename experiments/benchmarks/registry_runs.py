@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import random
 import sys
 import tempfile
@@ -39,18 +38,9 @@ def write_corpus(folder: Path, fmt: str, train_size: int) -> None:
     """Word-level reversal: 3 to 7 words of 24, the target the source reversed, in format `fmt`."""
     draw = random.Random(0)
     for split, size in (("train", train_size), ("valid", 128), ("test", 128)):
-        pairs = [[draw.choice(WORDS) for _ in range(draw.randint(3, 7))] for _ in range(size)]
-        lines = [(" ".join(s), " ".join(reversed(s))) for s in pairs]
-        if fmt == "pair":
-            for side, lang in enumerate(("de", "en")):
-                (folder / f"{split}.{lang}").write_text("".join(pair[side] + "\n" for pair in lines))
-        elif fmt == "tsv":
-            (folder / f"{split}.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in lines))
-        elif fmt == "jsonl":
-            (folder / f"{split}.jsonl").write_text("".join(json.dumps({"translation": {"de": s, "en": t}}) + "\n"
-                                                           for s, t in lines))
-        else:
-            raise SystemExit(f"registry_runs.py writes pair, tsv and jsonl corpora; format {fmt!r} needs a writer here")
+        sources = [[draw.choice(WORDS) for _ in range(draw.randint(3, 7))] for _ in range(size)]
+        pairs = [(" ".join(words), " ".join(reversed(words))) for words in sources]
+        zoo.registry("format").get(fmt).write(folder, split, pairs)
 
 
 def published() -> dict[str, set[str]]:
@@ -71,7 +61,9 @@ def lists() -> dict[str, list[str]]:
             for kind in ("optimizer", "schedule", "format")}
 
 
-def one_run(folder: Path, optimizer: str, schedule: str, fmt: str, steps: int, train_size: int) -> dict:
+def train_one(folder: Path, optimizer: str, schedule: str, fmt: str, steps: int, train_size: int):
+    """The main job's base with this optimizer, schedule and format, trained in `folder` (the
+    corpus too); returns zoo.train's result."""
     write_corpus(folder, fmt, train_size)
     experiment = yaml.safe_load(MAIN_JOB.read_text())["base"]
     experiment["task"] = {"name": "parallel", "data_dir": str(folder), "format": fmt, "tokenizer": "word",
@@ -81,10 +73,22 @@ def one_run(folder: Path, optimizer: str, schedule: str, fmt: str, steps: int, t
         "schedule": schedule, "warmup_steps": min(24, steps // 2), "eval_every": steps, "eval_size": 128,
         "checkpoint_every": steps, "log_every": min(20, steps), "out_dir": str(folder / "runs")}
     experiment["wandb"] = {"mode": "disabled"}
-    run = zoo.train(experiment)
-    first = next(row["train/loss"] for row in run.history if "train/loss" in row)
-    return {"optimizer": optimizer, "schedule": schedule, "format": fmt, "first_loss": first,
+    return zoo.train(experiment)
+
+
+def first_loss(run) -> float:
+    return next(row["train/loss"] for row in run.history if "train/loss" in row)
+
+
+def one_run(folder: Path, optimizer: str, schedule: str, fmt: str, steps: int, train_size: int) -> dict:
+    run = train_one(folder, optimizer, schedule, fmt, steps, train_size)
+    return {"optimizer": optimizer, "schedule": schedule, "format": fmt, "first_loss": first_loss(run),
             **{key: value for key, value in run.metrics.items() if key.startswith(("eval/", "test/"))}}
+
+
+def walked(lists: dict[str, list[str]], i: int) -> list[str]:
+    """Run i's optimizer, schedule and format: the i-th of each list, each starting again when it runs out."""
+    return [names[i % len(names)] for names in lists.values()]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -92,14 +96,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--smoke", action="store_true", help="4 steps on 200 pairs: checks the script")
     args = parser.parse_args(argv)
     steps, train_size = (4, 200) if args.smoke else (240, 4000)
-    walked = lists()
+    entries = lists()
     runs = []
-    for i in range(max(map(len, walked.values()))):
-        chosen = [names[i % len(names)] for names in walked.values()]
+    for i in range(max(map(len, entries.values()))):
         with tempfile.TemporaryDirectory() as folder, contextlib.redirect_stdout(sys.stderr):  # stdout: the JSON
-            runs.append(one_run(Path(folder), *chosen, steps, train_size))
+            runs.append(one_run(Path(folder), *walked(entries, i), steps, train_size))
     result = {"benchmark": "registry_runs", "smoke": args.smoke, "machine": machine(), "steps": steps,
-              "lists": walked, "runs": runs}
+              "lists": entries, "runs": runs}
     emit(result)
     return result
 

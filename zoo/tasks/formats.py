@@ -4,7 +4,9 @@ Every file may be gzipped (`.gz`); every failure names the file, and the line wh
 
 from __future__ import annotations
 
+import gzip
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -35,6 +37,24 @@ class CorpusFormat:
     def pairs(cls, files: list[Path], src: str, tgt: str) -> list[tuple[str, str]]:
         raise NotImplementedError
 
+    @classmethod
+    def write(cls, folder: str | Path, stem: str, pairs: Sequence[tuple[str, str]], src: str = "de", tgt: str = "en",
+              compress: bool = False) -> list[Path]:
+        """Stores the pairs as split `stem` in this format (gzipped with `compress`), so that `pairs`
+        reads them back: to convert a corpus, or to make one. Returns the files written."""
+        paths = []
+        for name, text in zip(cls.names(stem, src, tgt), cls.texts(pairs, src, tgt), strict=True):
+            path = Path(folder) / (f"{name}.gz" if compress else name)
+            with gzip.open(path, "wt", encoding="utf-8") if compress else path.open("w", encoding="utf-8") as handle:
+                handle.write(text)
+            paths.append(path)
+        return paths
+
+    @classmethod
+    def texts(cls, pairs: Sequence[tuple[str, str]], src: str, tgt: str) -> list[str]:
+        """The text of each of `names`' files."""
+        raise NotImplementedError
+
 
 @register("pair")
 class AlignedFiles(CorpusFormat):
@@ -53,6 +73,12 @@ class AlignedFiles(CorpusFormat):
             raise DataError(f"{files[0]} has {len(sources)} lines but {files[1]} has {len(targets)}; "
                             "aligned files need one sentence a line on both sides")
         return list(zip(sources, targets))
+
+    @classmethod
+    def texts(cls, pairs, src, tgt):
+        for pair in pairs:
+            refuse_breaks(pair, "pair")
+        return ["".join(pair[side] + "\n" for pair in pairs) for side in (0, 1)]
 
 
 class LineFormat(CorpusFormat):
@@ -74,6 +100,15 @@ class LineFormat(CorpusFormat):
         """The pair a line holds; `where` (file:line) names it in an error."""
         raise NotImplementedError
 
+    @classmethod
+    def texts(cls, pairs, src, tgt):
+        return ["".join(cls.line(source, target, src, tgt) + "\n" for source, target in pairs)]
+
+    @classmethod
+    def line(cls, source: str, target: str, src: str, tgt: str) -> str:
+        """The line that holds a pair."""
+        raise NotImplementedError
+
 
 @register("tsv")
 class TabSeparated(LineFormat):
@@ -87,6 +122,11 @@ class TabSeparated(LineFormat):
         if len(columns) != 2:
             raise DataError(f"{where}: expected 'source<TAB>target', found {len(columns)} column(s)")
         return columns[0], columns[1]
+
+    @classmethod
+    def line(cls, source, target, src, tgt):
+        refuse_breaks((source, target), "tsv", tab=True)
+        return f"{source}\t{target}"
 
 
 @register("jsonl")
@@ -111,3 +151,15 @@ class JsonLines(LineFormat):
             raise DataError(f"{where}: expected text under {src!r} and {tgt!r} (task.src_lang, task.tgt_lang), alone "
                             f"or under 'translation'; found {shown}")
         return sides[src], sides[tgt]
+
+    @classmethod
+    def line(cls, source, target, src, tgt):
+        return json.dumps({"translation": {src: source, tgt: target}}, ensure_ascii=False)
+
+
+def refuse_breaks(pair: tuple[str, str], fmt: str, tab: bool = False) -> None:
+    """A sentence of a line format holds no line break (nor, in tsv, a tab): it would not read back."""
+    refused = {"\n": "line break", "\r": "carriage return", **({"\t": "tab"} if tab else {})}
+    for char, name in refused.items():
+        if char in pair[0] + pair[1]:
+            raise DataError(f"a {name} inside the pair {pair!r}: format {fmt!r} cannot store it; write it as jsonl")
