@@ -21,7 +21,7 @@ from trainkit import read_run, tiny_experiment
 from zoo.cli import build_parser
 from zoo.sweep import Ledger, SweepSpec, cell_experiment, expand, export_wandb, load_sweep, run_sweep, shard
 from zoo.sweep.export import find_cell
-from zoo.sweep.runner import threads_per_worker
+from zoo.sweep.pool import threads_per_worker
 
 GRID = {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"], "train.optimizer.lr": [0.001, 0.003]}
 

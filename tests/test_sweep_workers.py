@@ -18,7 +18,7 @@ from trainkit import tiny_experiment
 from zoo.records import read_result
 from zoo.specs.experiment import validate_experiment
 from zoo.sweep import Ledger, SweepSpec, run_sweep
-from zoo.sweep import runner as sweep_runner
+from zoo.sweep import pool
 from zoo.sweep.worker import serve
 
 TIMED = ("wall", "tokens_per_s", "compile")
@@ -31,14 +31,14 @@ def learning_curve(history: list[dict]) -> list[dict]:
 
 def count_starts(monkeypatch) -> list[int]:
     """The pids of the worker processes the sweep starts."""
-    pids, start = [], sweep_runner.Workers._start
+    pids, start = [], pool.Workers._start
 
     def counted(self):
         worker = start(self)
         pids.append(worker.pid)
         return worker
 
-    monkeypatch.setattr(sweep_runner.Workers, "_start", counted)
+    monkeypatch.setattr(pool.Workers, "_start", counted)
     return pids
 
 
@@ -86,7 +86,7 @@ def test_a_worker_killed_mid_cell_fails_that_cell_and_a_fresh_one_trains_the_nex
 
 
 def test_a_worker_that_died_between_cells_is_replaced_before_the_next(tmp_path):
-    workers = sweep_runner.Workers(threads=1)
+    workers = pool.Workers(threads=1)
     files = []
     for norm in ("post", "pre"):
         experiment = validate_experiment(tiny_experiment(tmp_path, model={"norm": norm}, train={"steps": 5}))
@@ -138,7 +138,7 @@ def test_a_worker_killed_while_it_starts_a_cell_fails_that_cell_and_the_sweep_go
     failed, saying so, and the next cell trains in a fresh worker."""
     base = tiny_experiment(tmp_path, train={"steps": 5})
     sweep = SweepSpec.model_validate({"name": "early", "grid": {"model.norm": ["post", "pre"]}, "out_dir": str(tmp_path)})
-    start, starts = sweep_runner.Workers._start, []
+    start, starts = pool.Workers._start, []
 
     def dying_first(self):
         starts.append(1)
@@ -151,7 +151,7 @@ def test_a_worker_killed_while_it_starts_a_cell_fails_that_cell_and_the_sweep_go
         self._mine.worker = worker
         return worker
 
-    monkeypatch.setattr(sweep_runner.Workers, "_start", dying_first)
+    monkeypatch.setattr(pool.Workers, "_start", dying_first)
     statuses = run_sweep(sweep, base, workers=1, echo=lambda _: None)
     assert statuses == {"norm=post,seed=0": "failed", "norm=pre,seed=0": "finished"}
     failed = Ledger(tmp_path / "early" / "ledger.jsonl").latest()["norm=post,seed=0"]
@@ -162,7 +162,7 @@ def test_a_worker_killed_while_it_starts_a_cell_fails_that_cell_and_the_sweep_go
 def test_a_worker_whose_sweep_is_gone_saves_its_cell_and_ends_without_a_traceback(tmp_path):
     experiment = validate_experiment(tiny_experiment(tmp_path, train={"steps": 5}))
     (tmp_path / "cell.yaml").write_text(experiment.to_yaml())
-    worker = subprocess.Popen([sys.executable, "-c", sweep_runner.WORKER], stdin=subprocess.PIPE,
+    worker = subprocess.Popen([sys.executable, "-c", pool.WORKER], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     worker.stdin.write(json.dumps({"experiment": str(tmp_path / "cell.yaml"), "log": str(tmp_path / "log.txt")}) + "\n")
     worker.stdin.close()
