@@ -17,8 +17,7 @@ import zoo.trainer.console
 from trainkit import tiny_experiment
 from zoo.records import read_result
 from zoo.specs.experiment import validate_experiment
-from zoo.sweep import Ledger, SweepSpec, run_sweep
-from zoo.sweep import pool
+from zoo.sweep import Ledger, SweepSpec, pool, run_sweep
 from zoo.sweep.worker import serve
 
 TIMED = ("wall", "tokens_per_s", "compile")

@@ -30,6 +30,7 @@ from zoo.specs.optimizer_spec import OptimizerSpec, Strict
 from zoo.specs.registries import AXES, UnknownChoiceError, registry
 from zoo.specs.selection import EarlyStopSpec, metric_settings, selection_problems, validation_metric
 from zoo.specs.switches import FLAT, grouped_key
+from zoo.specs.synonyms import TRAIN_SYNONYMS
 from zoo.specs.yamlio import dump_yaml, load_yaml, read_mapping
 
 
@@ -42,24 +43,7 @@ class ExplosionSpec(Strict):
 
 
 class TrainSpec(Strict):
-    synonyms: ClassVar[dict[str, str]] = {
-        "lr": "'optimizer.lr'", "learning_rate": "'optimizer.lr'", "weight_decay": "'optimizer.weight_decay'",
-        "optim": "'optimizer.name'", "max_steps": "'steps'", "num_train_steps": "'steps'", "max_update": "'steps'",
-        "per_device_train_batch_size": "'batch_size'", "train_batch_size": "'batch_size'", "max_tokens": "'batch_tokens'",
-        "lr_scheduler_type": "'schedule'", "lr_scheduler": "'schedule'", "warmup": "'warmup_steps'",
-        "warmup_updates": "'warmup_steps'", "max_grad_norm": "'grad_clip'", "clip_norm": "'grad_clip'",
-        "clip_grad_norm": "'grad_clip'", "seed_value": "'seed'", "gradient_accumulation_steps": "'accumulate'",
-        "update_freq": "'accumulate'", "accumulate_grad_batches": "'accumulate'",
-        "early_stopping_patience": "'early_stop.patience'", "patience": "'early_stop.patience'",
-        "metric_for_best_model": "'keep_best'", "load_best_model_at_end": "'keep_best'",
-        "best_checkpoint_metric": "'keep_best'", "average_checkpoints": "'average_last'",
-        "max_iters": "'steps'", "num_train_epochs": "'steps' (the zoo counts steps, not epochs)",
-        "save_steps": "'checkpoint_every'", "save_interval_updates": "'checkpoint_every'",
-        "eval_steps": "'eval_every'", "eval_interval": "'eval_every'", "logging_steps": "'log_every'",
-        "log_interval": "'log_every'", "warmup_iters": "'warmup_steps'", "adam_beta1": "'optimizer.betas'",
-        "adam_beta2": "'optimizer.betas'", "adam_betas": "'optimizer.betas'", "adam_epsilon": "'optimizer.eps'",
-        "adam_eps": "'optimizer.eps'", "fp16": "'precision'", "bf16": "'precision'", "torch_compile": "'compile'",
-        "output_dir": "'out_dir'", "save_dir": "'out_dir'"}
+    synonyms: ClassVar[dict[str, str]] = TRAIN_SYNONYMS
     """Names other libraries (transformers' Trainer, fairseq, nanoGPT) give these fields."""
     steps: PositiveInt = 400
     batch_size: PositiveInt = 256

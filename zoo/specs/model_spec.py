@@ -25,6 +25,7 @@ from zoo.specs.naming import DEFAULT_KIND, CanonicalName
 from zoo.specs.registries import AXES, KIND_STACKS, describe_unknown, registry
 from zoo.specs.strict import StrictSettings
 from zoo.specs.switches import FLAT, AttentionSwitches, EmbeddingSwitches, OutputSwitches, grouped, merge_groups
+from zoo.specs.synonyms import MODEL_SYNONYMS
 from zoo.specs.yamlio import dump_yaml
 
 KINDS = KIND_STACKS
@@ -41,15 +42,7 @@ class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
     layer count of the stack it lacks, so one spec can be swept across kinds.
     """
 
-    synonyms: ClassVar[dict[str, str]] = {
-        "n_layers": "'n_encoder_layers' and 'n_decoder_layers'", "num_layers": "'n_encoder_layers' and 'n_decoder_layers'",
-        "num_hidden_layers": "'n_encoder_layers' or 'n_decoder_layers'", "n_layer": "'n_decoder_layers'",
-        "num_heads": "'n_heads'", "nhead": "'n_heads'", "n_head": "'n_heads'", "num_attention_heads": "'n_heads'",
-        "num_key_value_heads": "'n_kv_heads'", "hidden_size": "'d_model'", "dim": "'d_model'", "n_embd": "'d_model'",
-        "dim_feedforward": "'d_ff'", "intermediate_size": "'d_ff'", "d_inner": "'d_ff'", "head_dim": "'head_width'",
-        "dim_head": "'head_width'", "max_seq_len": "'max_len'", "max_position_embeddings": "'max_len'",
-        "block_size": "'max_len'", "causal": "kind: 'decoder'", "activation": "'ffn'",
-    }
+    synonyms: ClassVar[dict[str, str]] = MODEL_SYNONYMS
     shorthands: ClassVar[tuple[str, ...]] = tuple(key for key, (group, _) in FLAT.items() if group is not None)
 
     kind: str = Field(
