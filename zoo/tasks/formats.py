@@ -15,6 +15,7 @@ from zoo.specs.registries import registry
 from zoo.tasks.corpus import find, read_lines
 
 register = registry("format").register
+LINE_BREAKS = {"\n": "line break", "\r": "carriage return"}
 
 
 class CorpusFormat:
@@ -22,6 +23,8 @@ class CorpusFormat:
 
     order: ClassVar[int] = 100
     """Where `auto` tries it."""
+    cannot_store: ClassVar[dict[str, str]] = {}
+    """Characters a sentence stored this way cannot hold (it would not read back), by name."""
 
     @classmethod
     def names(cls, stem: str, src: str, tgt: str) -> list[str]:
@@ -41,9 +44,16 @@ class CorpusFormat:
     def write(cls, folder: str | Path, stem: str, pairs: Sequence[tuple[str, str]], src: str = "de", tgt: str = "en",
               compress: bool = False) -> list[Path]:
         """Stores the pairs as split `stem` in this format (gzipped with `compress`), so that `pairs`
-        reads them back: to convert a corpus, or to make one. Returns the files written."""
+        reads them back: to convert a corpus, or to make one. Returns the files written; a pair it
+        cannot store is refused before any file is."""
+        names = cls.names(stem, src, tgt)
+        for pair in pairs:
+            for char, what in cls.cannot_store.items():
+                if char in pair[0] or char in pair[1]:
+                    raise DataError(f"a {what} inside the pair {pair!r}: {' and '.join(names)} cannot store it; "
+                                    "write it as jsonl")
         paths = []
-        for name, text in zip(cls.names(stem, src, tgt), cls.texts(pairs, src, tgt), strict=True):
+        for name, text in zip(names, cls.texts(pairs, src, tgt), strict=True):
             path = Path(folder) / (f"{name}.gz" if compress else name)
             with gzip.open(path, "wt", encoding="utf-8") if compress else path.open("w", encoding="utf-8") as handle:
                 handle.write(text)
@@ -60,7 +70,7 @@ class CorpusFormat:
 class AlignedFiles(CorpusFormat):
     """STEM.SRC and STEM.TGT, one sentence a line, line n of one the translation of line n of the other."""
 
-    order = 0
+    order, cannot_store = 0, LINE_BREAKS
 
     @classmethod
     def names(cls, stem, src, tgt):
@@ -76,8 +86,6 @@ class AlignedFiles(CorpusFormat):
 
     @classmethod
     def texts(cls, pairs, src, tgt):
-        for pair in pairs:
-            refuse_breaks(pair, "pair")
         return ["".join(pair[side] + "\n" for pair in pairs) for side in (0, 1)]
 
 
@@ -114,7 +122,7 @@ class LineFormat(CorpusFormat):
 class TabSeparated(LineFormat):
     """STEM.tsv: `source<TAB>target` a line."""
 
-    order, suffix = 1, "tsv"
+    order, suffix, cannot_store = 1, "tsv", {**LINE_BREAKS, "\t": "tab"}
 
     @classmethod
     def pair(cls, line, where, src, tgt):
@@ -125,7 +133,6 @@ class TabSeparated(LineFormat):
 
     @classmethod
     def line(cls, source, target, src, tgt):
-        refuse_breaks((source, target), "tsv", tab=True)
         return f"{source}\t{target}"
 
 
@@ -155,11 +162,3 @@ class JsonLines(LineFormat):
     @classmethod
     def line(cls, source, target, src, tgt):
         return json.dumps({"translation": {src: source, tgt: target}}, ensure_ascii=False)
-
-
-def refuse_breaks(pair: tuple[str, str], fmt: str, tab: bool = False) -> None:
-    """A sentence of a line format holds no line break (nor, in tsv, a tab): it would not read back."""
-    refused = {"\n": "line break", "\r": "carriage return", **({"\t": "tab"} if tab else {})}
-    for char, name in refused.items():
-        if char in pair[0] + pair[1]:
-            raise DataError(f"a {name} inside the pair {pair!r}: format {fmt!r} cannot store it; write it as jsonl")
