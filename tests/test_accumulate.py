@@ -2,6 +2,8 @@
 concatenation, with padding, with token batches and for every model kind; a run with k micro-
 batches of b rows trains as a run with one batch of k x b rows does."""
 
+from contextlib import nullcontext
+
 import pytest
 import torch
 
@@ -20,6 +22,13 @@ CASES = {
 }
 
 
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+PRECISIONS = {"cpu fp32": ("cpu", "fp32", 1e-4), "cuda fp32": ("cuda", "fp32", 1e-4),
+              "cuda bf16": ("cuda", "bf16", 3e-2)}
+"""Where the step runs, its precision, and the relative gradient error allowed: bf16 autocast
+rounds each micro-batch's products otherwise than the whole batch's."""
+
+
 def trainer_for(tmp_path, model: dict, task, train: dict) -> Trainer:
     if task == "mlm":
         task = text_task("mlm", write_corpus(tmp_path / "corpus"))
@@ -27,10 +36,13 @@ def trainer_for(tmp_path, model: dict, task, train: dict) -> Trainer:
     return Trainer(validate_experiment(experiment))
 
 
+@pytest.mark.parametrize("where", [pytest.param(key, marks=CUDA if key.startswith("cuda") else ())
+                                   for key in PRECISIONS])
 @pytest.mark.parametrize("case", list(CASES))
-def test_micro_batches_give_the_gradient_of_their_concatenation(tmp_path, case):
+def test_micro_batches_give_the_gradient_of_their_concatenation(tmp_path, case, where):
     model, task, train = CASES[case]
-    trainer = trainer_for(tmp_path, model, task, train)
+    device, precision, tolerance = PRECISIONS[where]
+    trainer = trainer_for(tmp_path, model, task, {**train, "device": device, "precision": precision})
     try:
         whole = [p.detach().clone() for p in trainer.model.parameters()]
         micro = trainer.feed.take(1)
@@ -46,16 +58,21 @@ def test_micro_batches_give_the_gradient_of_their_concatenation(tmp_path, case):
         src, tgt = trainer.feed.global_batch(1)
         inputs, labels = trainer.feed.kind.frame(trainer.spec, src, tgt)
         masks = trainer.feed.kind.input_masks(trainer.spec, inputs)
-        one = type(micro[0])(inputs, masks, labels, micro[0].tokens)
+        moved = [tuple(None if t is None else t.to(trainer.device) for t in group) for group in (inputs, masks)]
+        one = type(micro[0])(*moved, labels.to(trainer.device), micro[0].tokens)
         assert one.tokens == int((labels != trainer.spec.pad_id).sum())
         trainer.model.zero_grad(set_to_none=True)
+        autocast = torch.autocast(device, torch.bfloat16) if precision == "bf16" else nullcontext()
         loss = batch_loss_sum(trainer.model, trainer.model.generator, one, trainer.spec.pad_id, trainer.experiment.train,
-                              torch.autocast("cpu", enabled=False))
+                              autocast)
         (loss / one.tokens).backward()
         for (name, p), grad in zip(trainer.model.named_parameters(), accumulated, strict=True):
             if p.grad is not None:
-                assert torch.allclose(grad, p.grad, rtol=1e-4, atol=1e-7), name
-        assert trainer.train_step.window.mean_loss() == pytest.approx(loss.item() / one.tokens, rel=1e-5)
+                if precision == "fp32":
+                    assert torch.allclose(grad, p.grad, rtol=tolerance, atol=1e-7), name
+                else:  # rounding differs element by element: the whole gradient's relative error
+                    assert (grad - p.grad).norm() <= tolerance * p.grad.norm() + 1e-6, name
+        assert trainer.train_step.window.mean_loss() == pytest.approx(loss.item() / one.tokens, rel=max(1e-5, tolerance))
     finally:
         trainer.tracker.finish(failed=False)
         trainer.folder.release()

@@ -4,6 +4,7 @@ or trained, with the size: the probe's cases took minutes and all memory, or fai
 evaluation after training."""
 
 import pytest
+import torch
 import yaml
 from conftest import tiny
 from test_bad_input import cli_error
@@ -49,7 +50,8 @@ def test_the_probes_sizes_are_refused_before_anything_is_built(tmp_path, capsys,
     experiment["model"].update(HUGE[field])
     (tmp_path / "e.yaml").write_text(yaml.safe_dump(experiment))
     err = cli_error(["train", str(tmp_path / "e.yaml")], capsys)
-    assert "too large for cpu memory" in err and ("experts 10000000" in err or "1000000000" in err), err
+    where = "cuda" if torch.cuda.is_available() else "cpu"  # train.device auto: the memory of the device it picks
+    assert f"too large for {where} memory" in err and ("experts 10000000" in err or "1000000000" in err), err
     assert not list(tmp_path.glob("*/checkpoint.pt"))
 
 
