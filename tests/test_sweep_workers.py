@@ -155,7 +155,8 @@ def test_a_worker_killed_while_it_starts_a_cell_fails_that_cell_and_the_sweep_go
     assert statuses == {"norm=post,seed=0": "failed", "norm=pre,seed=0": "finished"}
     failed = Ledger(tmp_path / "early" / "ledger.jsonl").latest()["norm=post,seed=0"]
     assert failed["status"] == "failed" and failed["exit_code"] == -signal.SIGKILL
-    assert failed["error"] == f"its worker ended (killed by signal {signal.SIGKILL}) before the cell wrote anything"
+    assert failed["error"] == ("its worker ended (killed by SIGKILL: stopped from outside, often by the kernel's "
+                               "out-of-memory killer) before the cell wrote anything")
 
 
 def test_a_worker_whose_sweep_is_gone_saves_its_cell_and_ends_without_a_traceback(tmp_path):

@@ -197,14 +197,26 @@ def regular_file(path: str | Path, what: str, error: type[ZooError] = ConfigErro
     return status
 
 
+READ_CHUNK = 1 << 20
+"""Past the size a file's status gave (it grew, or /proc tells none), it is read this much at a time."""
+
+
 def read_bounded(path: str | Path, what: str, limit: int = METADATA_BYTES, error: type[ZooError] = ConfigError) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; anything else raises `error` naming
-    the file (missing and folder as in regular_file)."""
+    the file (missing and folder as in regular_file). It allocates what the file holds, not the
+    bound: a bound of the available memory would otherwise fail under an address-space limit."""
     size = regular_file(path, what, error).st_size
     if size > limit:
         raise error(f"{path}: {human_bytes(size)}, more than the {human_bytes(limit)} {what} may hold")
     with open(path, "rb") as handle:
-        data = handle.read(limit + 1)
+        data = handle.read(size)
+        more = handle.read(1)
+        if more:  # longer than its status said: the rest in chunks, up to one byte past the bound
+            blocks, total = [data, more], len(data) + 1
+            while total <= limit and (block := handle.read(min(READ_CHUNK, limit + 1 - total))):
+                blocks.append(block)
+                total += len(block)
+            data = b"".join(blocks)
     if len(data) > limit:
         raise error(f"{path}: grew past the {human_bytes(limit)} {what} may hold while it was read")
     return data

@@ -30,6 +30,8 @@ from pathlib import Path
 import torch
 from common import emit, machine, say
 
+from zoo.children import ended
+
 CONTENDERS = ("eager", "torch default compile", "zoo compile (buckets)")
 
 
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> dict:
         done = subprocess.run([sys.executable, str(Path(__file__).resolve()), *given, *(["--smoke"] if args.smoke else []),
                                "--contender", name], capture_output=True, text=True, env=env, check=False)
         if done.returncode != 0:
-            raise SystemExit(f"{name} failed: {done.stderr.strip().splitlines()[-1:]}")
+            raise SystemExit(f"{name} failed ({ended(done.returncode)}): {done.stderr.strip().splitlines()[-1:]}")
         results[name] = json.loads(done.stdout.strip().splitlines()[-1])
     eager = results["eager"]["wall_s"]
     result = {"benchmark": "compile", "smoke": args.smoke, "machine": machine(), "backend": args.backend,

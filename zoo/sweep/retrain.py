@@ -17,11 +17,15 @@ from pathlib import Path
 
 import torch
 
+from zoo.children import capability_name, ended
 from zoo.errors import ZooError
 from zoo.records import RunRecord, read_result
 from zoo.specs.yamlio import dump_yaml
 
 CAPABILITY = "ATEN_CPU_CAPABILITY"
+X86_LEVELS = ("default", "avx2", "avx512")
+"""torch's CPU capabilities on x86-64, each holding the one before: a process may be told to use
+the one torch detects or any below it, never one above (its kernels would die of SIGILL)."""
 
 
 def retrain(experiment: dict, threads: int, scratch: Path, until: int | None = None,
@@ -41,9 +45,24 @@ def retrain(experiment: dict, threads: int, scratch: Path, until: int | None = N
     command += ["--until", str(until)] if until else []
     command += ["--replay", str(replay)] if replay else []
     done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode < 0:  # a signal: its name says more than whatever the child printed before it
+        raise ZooError(f"training it again failed: {ended(done.returncode, env.get(CAPABILITY))}")
     if done.returncode != 0 or not out.is_file():
-        raise ZooError("training it again failed: " + (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1])
+        raise ZooError("training it again failed: " + (done.stderr.strip().splitlines() or [ended(done.returncode)])[-1])
     return read_result(out)
+
+
+def cpu_capabilities() -> tuple[tuple[str, ...], dict[str, str]]:
+    """The CPU capabilities a child may be told to use here (torch's own detection and every level
+    below it), and each level above it with why it cannot be tried."""
+    current = torch.backends.cpu.get_cpu_capability().lower()
+    if current not in X86_LEVELS:  # another architecture's ladder (sve256, vsx, zvector): itself and the default
+        return ("default", current), {}
+    top = X86_LEVELS.index(current) + 1
+    capped = os.environ.get(CAPABILITY)
+    why = (f"{CAPABILITY}={capped} holds this process to {capability_name(current)}" if capped
+           else f"this CPU lacks it (torch detects {capability_name(current)})")
+    return X86_LEVELS[:top], {level: why for level in X86_LEVELS[top:]}
 
 
 def other_rounding(threads: int) -> tuple[dict[str, str], str]:

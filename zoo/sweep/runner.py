@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from zoo.children import ended
 from zoo.errors import ConfigError, Interrupted, RunConflict, ZooError
 from zoo.files import FolderLock, atomic_write, lock_holder
 from zoo.records import DONE, RunRecord, read_result
@@ -81,15 +82,15 @@ def train_cell(experiment: ExperimentSpec, run_dir: Path, cell: Cell, ledger: Le
 
 
 def log_tail(log: Path, code: int) -> str:
-    """The last lines of a failed cell's log; a worker killed before it wrote one is said so."""
+    """The last lines of a failed cell's log, then the signal that killed its worker, if one did;
+    a worker that ended before the cell wrote anything is said so."""
     try:
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
     except FileNotFoundError:
         tail = []
-    if tail:
-        return "\n".join(tail)
-    how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-    return f"its worker ended ({how}) before the cell wrote anything"
+    if not tail:
+        return f"its worker ended ({ended(code)}) before the cell wrote anything"
+    return "\n".join([*tail, *([f"its worker was {ended(code)}"] if code < 0 else [])])
 
 
 def foreign_run(file: Path, experiment: ExperimentSpec) -> str | None:
