@@ -20,18 +20,21 @@ def test_holm_adjusts_a_known_family():
     assert holm([]) == []
 
 
-def test_the_p_value_is_the_paired_t_test():
+def test_the_p_value_is_the_exact_sign_flip_test():
+    """Of the 32 sign assignments of these five differences (sum 1.05), the observed one and the one
+    that flips -0.1 (sum 1.25) reach |sum| >= 1.05, and so do their two mirrors: p = 4 / 32."""
     differences = [0.3, -0.1, 0.4, 0.2, 0.25]
-    assert p_value(Estimate.of(differences)) == pytest.approx(stats.ttest_1samp(differences, 0.0).pvalue, rel=1e-12)
+    assert p_value(Estimate.of(differences)) == 4 / 32
     assert math.isnan(p_value(Estimate.of([0.2]))), "one pair tests nothing"
     assert p_value(Estimate.of([0.0, 0.0, 0.0])) == 1.0
-    assert p_value(Estimate.of([0.2, 0.2, 0.2])) < 1e-12
+    assert p_value(Estimate.of([0.2, 0.2, 0.2])) == 2 / 8, "three pairs that agree exactly: 0.25, never 0"
 
 
 def test_compare_adjusts_over_every_difference_of_the_sweep_and_measures_the_seed_noise(tmp_path):
     """Three axes; seeds move the metric by (seed - 1.5) / 10 in every variant, so the pooled
-    seed-to-seed standard deviation is that of (-0.15, -0.05, 0.05, 0.15) with 8 x 3 degrees of
-    freedom; the family is the 1 + 2 + 1 paired differences."""
+    seed-to-seed standard deviation is that of (-0.15, -0.05, 0.05, 0.15). Position changes nothing,
+    so its runs are bit-identical: an identity check, each pair of its cells one unit. The family is
+    the 1 + 2 paired differences of the other axes, and the noise has 6 units x 3 degrees of freedom."""
     def value(a, seed):
         return (0.3 * (a["model.norm"] == "pre") + 0.01 * ["relu", "gelu", "swish"].index(a["model.ffn"])
                 + 0.0 * (a["model.position"] == "learned") + (seed - 1.5) / 10)
@@ -42,9 +45,11 @@ def test_compare_adjusts_over_every_difference_of_the_sweep_and_measures_the_see
     effects = axis_effects(read.sweep, read.records)
     raw = [p for e in effects for p, _ in e.tests]
     assert [a for e in effects for _, a in e.tests] == pytest.approx(holm(raw))
-    assert len(raw) == 4
+    assert len(raw) == 3 and effects[2].identity is not None and effects[2].identity.identical == 24
+    pairs = [d.n for e in effects[:2] for _, d in e.differences]
+    assert pairs == [3 * 4, 2 * 4, 2 * 4], "each distinct computation once: 3 ffn (or 2 norms) x 4 seeds, not x 2 positions"
     std, df = seed_noise(read.sweep, read.records)
-    assert df == 12 * 3 and std == pytest.approx(stats.tstd([-0.15, -0.05, 0.05, 0.15]))
+    assert df == 6 * 3 and std == pytest.approx(stats.tstd([-0.15, -0.05, 0.05, 0.15]))
 
 
 def test_one_decision_rule_a_difference_separates_by_its_holm_p_alone():
@@ -75,7 +80,7 @@ def test_a_constant_difference_below_float32s_resolution_is_no_difference(tmp_pa
     (effect,) = axis_effects(read.sweep, read.records)
     (_, gelu), (_, swish) = effect.differences
     assert gelu.mean == 0.0 and effect.tests[0] == (1.0, 1.0)
-    assert swish.mean == pytest.approx(0.01) and effect.tests[1][0] < 1e-12
+    assert swish.mean == pytest.approx(0.01) and effect.tests[1][0] == 2 / 2**3, "the smallest p of three pairs"
 
 
 def test_each_effect_plot_writes_the_holm_p_of_the_tables_and_stars_what_separates(tmp_path):

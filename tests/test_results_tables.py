@@ -19,11 +19,12 @@ def tables():
     return module
 
 
-def known(tmp_path):
-    """pre adds exactly 0.2 to the metric in every pair; gelu adds 0.01 plus noise that cancels in the mean."""
-    noise = {0: 0.02, 1: -0.02}
-    return write_sweep(tmp_path, "known", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]}, [0, 1],
-                       lambda a, seed: 0.4 + 0.2 * (a["model.norm"] == "pre") + (0.01 + noise[seed]) * (a["model.ffn"] == "gelu"))
+def known(tmp_path, seeds: int = 4):
+    """pre adds exactly 0.2 to the metric in every pair; gelu adds 0.01 plus noise that cancels in the
+    mean. Four seeds by default: 8 pairs per difference, where the exact test can separate."""
+    return write_sweep(tmp_path, "known", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]}, list(range(seeds)),
+                       lambda a, seed: 0.4 + 0.2 * (a["model.norm"] == "pre")
+                       + (0.01 + 0.02 * (-1) ** seed) * (a["model.ffn"] == "gelu"))
 
 
 def test_effects_table_of_known_differences(tables, tmp_path):
@@ -31,17 +32,23 @@ def test_effects_table_of_known_differences(tables, tmp_path):
     text = tables.effects(folder, ["eval/exact_match", "eval/loss"])
     lines = text.splitlines()
     assert lines[0] == "| axis: paired difference | `eval/exact_match` [95% CI] | `eval/loss` [95% CI] |"
-    assert lines[2] == "| norm: pre − post | **+0.200 [0.200, 0.200]**; Holm p 0 | **−0.200 [−0.200, −0.200]**; Holm p 0 |"
+    # pre − post is +0.2 in all 8 pairs: the exact test's smallest p, 2 / 2^8, doubled by Holm over 2
+    assert lines[2] == ("| norm: pre − post | **+0.200 [0.200, 0.200]**; Holm p 0.016 | **−0.200 [−0.200, −0.200]**; "
+                        "Holm p 0.016 |")
     assert lines[3].startswith("| ffn: gelu − relu | +0.0100 [") and "**" not in lines[3], "the interval spans zero"
-    # gelu − relu is +0.03 or −0.01 in each of 4 pairs: t = 0.866 on 3 degrees of freedom, p 0.45;
-    # Holm leaves the larger p of two as it is (pre − post, certain, has p 0)
-    assert "; Holm p 0.45 |" in lines[3]
+    # gelu − relu is +0.03 or −0.01 in four pairs each: of the 256 sign assignments, 72 reach |mean| >= 0.01
+    # (p 0.28), and Holm leaves the larger p of two as it is
+    assert "; Holm p 0.28 |" in lines[3]
     assert lines[-1].endswith("bold: Holm p < 0.05. Axes that separate (some difference with Holm p < 0.05): "
                               "`eval/exact_match`: norm; `eval/loss`: norm.")
+    assert "(each distinct computation once): 8;" in lines[-1] and "Before any verdict" not in lines[-1]
+    few = tables.effects(known(tmp_path / "few", seeds=2).directory(), ["eval/exact_match"]).splitlines()[-1]
+    assert "Before any verdict: no difference of 4 pairs can separate, whatever the data: the exact test's smallest " \
+           "p at 4 pairs is 0.125, and Holm over 2 differences makes it 0.25" in few
 
 
 def test_ranking_table_lists_every_variant_best_first(tables, tmp_path):
-    text = tables.ranking(known(tmp_path).directory(), ["eval/exact_match"])
+    text = tables.ranking(known(tmp_path, seeds=2).directory(), ["eval/exact_match"])
     variants = [line.split(" | ")[1] for line in text.splitlines()[2:]]
     assert variants == ["norm=pre,ffn=gelu", "norm=pre,ffn=relu", "norm=post,ffn=gelu", "norm=post,ffn=relu"]
     assert text.splitlines()[0].endswith("| seed 0 / seed 1 |")
@@ -50,8 +57,9 @@ def test_ranking_table_lists_every_variant_best_first(tables, tmp_path):
 
 def test_interactions_table_pairs_within_each_value_of_another_axis(tables, tmp_path):
     lines = tables.interactions(known(tmp_path).directory(), ["eval/exact_match"]).splitlines()
-    assert "| norm: pre − post | ffn=relu | **+0.200 [0.200, 0.200]** | 2 | 0 |" in lines
-    assert "| norm: pre − post | ffn=gelu | **+0.200 [0.200, 0.200]** | 2 | 0 |" in lines
+    # 4 pairs each (seeds): the smallest p, 2 / 2^4, times the 4 simple differences: none can separate
+    assert "| norm: pre − post | ffn=relu | +0.200 [0.200, 0.200] | 4 | 0.5 |" in lines
+    assert "| norm: pre − post | ffn=gelu | +0.200 [0.200, 0.200] | 4 | 0.5 |" in lines
     assert any(line.startswith("| ffn: gelu − relu | norm=post | +0.0100 [") for line in lines)
 
 
@@ -71,11 +79,10 @@ def test_transfer_table_gives_each_axis_a_verdict_and_the_rank_correlation(table
     """On A, pre and gelu both help; on B (a loss) pre helps and gelu does nothing: pre transfers,
     gelu is only on A. The four variants rank identically by norm and differently within it."""
     grid = {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]}
-    noise = {0: 0.001, 1: -0.001}
-    write_sweep(tmp_path, "a", grid, [0, 1], lambda a, s: 0.4 + 0.2 * (a["model.norm"] == "pre")
-                + 0.05 * (a["model.ffn"] == "gelu") + noise[s])
-    write_sweep(tmp_path, "b", grid, [0, 1], lambda a, s: 2.0 - 0.5 * (a["model.norm"] == "pre")
-                + (0.01 if s else -0.01) * (a["model.ffn"] == "gelu"), metric="eval/loss")
+    write_sweep(tmp_path, "a", grid, [0, 1, 2, 3], lambda a, s: 0.4 + 0.2 * (a["model.norm"] == "pre")
+                + 0.05 * (a["model.ffn"] == "gelu") + 0.001 * (-1) ** s)
+    write_sweep(tmp_path, "b", grid, [0, 1, 2, 3], lambda a, s: 2.0 - 0.5 * (a["model.norm"] == "pre")
+                + 0.01 * (-1) ** s * (a["model.ffn"] == "gelu"), metric="eval/loss")
     lines = tables.transfer([tmp_path / "a", tmp_path / "b"], ["eval/exact_match", "eval/loss"]).splitlines()
     assert lines[0] == "| paired difference | a, `eval/exact_match` [95% CI] | b, `eval/loss` [95% CI] | verdict |"
     assert lines[2] == "| norm: pre − post | **+0.200 [0.200, 0.200]** | **−0.500 [−0.500, −0.500]** | transfers |"
@@ -109,7 +116,7 @@ def test_against_paper_reads_each_row_beside_the_papers_number(tables, tmp_path)
     by 0.1 (the paper: lower, so reversed), `noise` moves by ±0.05 (not separated)."""
     shift = {"baseline": 0.0, "better": -0.1, "worse": 0.1}
     rows = {name: {} if name == "baseline" else {"model.d_ff": 8 + i} for i, name in enumerate([*shift, "noise"])}
-    sweep = write_sweep(tmp_path, "rows", {}, [0, 1, 2], metric="test/loss", rows=rows,
+    sweep = write_sweep(tmp_path, "rows", {}, list(range(8)), metric="test/loss", rows=rows,
                         value=lambda a, seed: 2.0 + seed * 0.01 + shift.get(a["row"], 0.05 * (-1) ** seed))
     folder = sweep.directory()
     (folder / "paper.yaml").write_text("source: a paper\nrows:\n"
@@ -117,7 +124,8 @@ def test_against_paper_reads_each_row_beside_the_papers_number(tables, tmp_path)
                                        "  worse: {label: W, paper: 1.75, baseline: 1.8}\n"
                                        "  noise: {label: N, paper: 1.8, baseline: 1.8}\n")
     lines = tables.against_paper(folder, ["test/loss"]).splitlines()
-    assert lines[2].startswith("| better: B | 1.700 (1.800) | −0.100 | **−0.100 [−0.100, −0.100]** | 0 |")
+    # 8 seeds: the smallest p, 2 / 2^8, times the 3 rows: 0.023
+    assert lines[2].startswith("| better: B | 1.700 (1.800) | −0.100 | **−0.100 [−0.100, −0.100]** | 0.023 |")
     assert lines[2].endswith("| held: better |")
     assert lines[3].endswith("| reversed: worse (paper: better) |")
     assert lines[4].endswith("| not separated (paper: no change) |")
@@ -154,3 +162,21 @@ def test_a_tuned_sweeps_effects_beside_its_effects_at_one_fixed_value(tables, tm
     fixed = np.mean([held_out_of("pre", 0.001, s) - held_out_of("post", 0.001, s) for s in range(3)])
     row = next(line for line in text.splitlines() if line.startswith("| norm: pre − post |"))
     assert tables.signed(tuned) in row.split("|")[2] and tables.signed(fixed) in row.split("|")[3]
+
+
+def test_verdict_changes_lists_every_cell_whose_separation_changed():
+    spec = importlib.util.spec_from_file_location("verdict_changes", ROOT / "experiments" / "results" / "verdict_changes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def page(norm: str, ffn: str, rows: str = "") -> str:
+        return ("# r\n\n<!-- results s effects m -->\n| axis: paired difference | `m` [95% CI] |\n|---|---|\n"
+                f"| norm: pre − post | {norm} |\n| ffn: gelu − relu | {ffn} |\n{rows}<!-- end results -->\n")
+
+    before = page("**+0.2 [0.1, 0.3]**; Holm p 0.01", "+0.1 [−0.1, 0.3]; Holm p 0.4",
+                  "| attention: fused − per_head | **+0.1 [0.05, 0.2]**; Holm p 0.02 |\n")
+    after = page("+0.2 [0.1, 0.3]; Holm p 0.25", "+0.1 [−0.1, 0.3]; Holm p 0.4")
+    assert module.changes(before, after) == [
+        ["s effects", "attention: fused − per_head", "`m` [95% CI]", "separated (Holm p 0.02)", "row gone"],
+        ["s effects", "norm: pre − post", "`m` [95% CI]", "separated (Holm p 0.01)", "not separated (Holm p 0.25)"]]
+    assert module.changes(after, after) == []

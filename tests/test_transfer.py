@@ -63,23 +63,26 @@ def test_exact_permutation_p_value_for_few_variants():
 
 
 def test_effects_side_by_side_with_verdicts(tmp_path):
-    """pre is +0.2 on A and -0.1 on B (reverses); gelu is +0.05 on both (transfers); learned only moves A."""
+    """pre is +0.2 on A and about -0.1 on B (reverses); gelu is +0.05 on both (transfers); learned
+    only moves A: on B it moves pre up and post down by 1e-4, no effect on average (were its runs
+    bit-identical, position would be an identity check on B, not an effect)."""
     def on_a(a):
         learned = a["model.position"] == "learned"
         return 0.3 + 0.2 * (a["model.norm"] == "pre") + 0.05 * (a["model.ffn"] == "gelu") + 0.03 * learned
 
     def on_b(a):
-        return 0.5 - 0.1 * (a["model.norm"] == "pre") + 0.05 * (a["model.ffn"] == "gelu")
+        pre, learned = a["model.norm"] == "pre", a["model.position"] == "learned"
+        return 0.5 - 0.1 * pre + 0.05 * (a["model.ffn"] == "gelu") + 1e-4 * learned * (1 if pre else -1)
     report = transfer(*sweep_pair(tmp_path, on_a, on_b), wandb_mode="disabled")
     norm_a, norm_b = report.effects[0]
-    assert norm_a.differences[0][1].mean == pytest.approx(0.2) and norm_b.differences[0][1].mean == pytest.approx(-0.1)
+    assert norm_a.differences[0][1].mean == pytest.approx(0.2) and norm_b.differences[0][1].mean == pytest.approx(-0.0999)
     assert norm_a.differences[0][1].n == 12, "6 other variants x 2 seeds, paired"
     text = report.markdown.read_text()
     verdicts = {line.split(" | ")[1]: line.split(" | ")[-1].rstrip(" |") for line in text.splitlines()
                 if line.startswith("| ") and " − " in line}
     assert verdicts == {"pre − post": "reverses", "gelu − relu": "transfers", "swiglu − relu": "separates on neither",
                         "learned − sinusoidal": "only on A"}
-    assert "| norm | pre − post | 0.2 | [0.2, 0.2] | 12 | -0.1 | [-0.1, -0.1] | 12 |" in text
+    assert "| norm | pre − post | 0.2 | [0.2, 0.2] | 12 | -0.0999 | [" in text
 
 
 def test_a_loss_on_one_side_is_read_with_its_direction(tmp_path):

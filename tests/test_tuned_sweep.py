@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 import yaml
-from scipy import stats
 from test_bad_input import cli_error
 
 from zoo.compare import compare
@@ -80,7 +79,8 @@ def test_each_variant_is_chosen_on_validation_and_compared_on_test_paired_by_see
     differences = [held_out_of("pre", 0.01, s) - held_out_of("post", 0.003, s) for s in range(3)]
     (value, estimate), = report.effects[0].differences
     assert value == "pre" and estimate.mean == pytest.approx(np.mean(differences)) and estimate.n == 3
-    assert report.effects[0].tests[0][0] == pytest.approx(stats.ttest_1samp(differences, 0.0).pvalue)
+    assert report.effects[0].tests[0][0] == 2 / 2**3, "three pairs of one sign: the exact test's smallest p"
+    assert all(d > 0 for d in differences)
     text = report.markdown.read_text()
     assert "| norm=pre | 0.01 |" in text and "lr=0.01 is the largest value tried: tune further" in text
     assert "Chosen on eval/token_acc:" in report.table_text

@@ -24,6 +24,8 @@ class PackedHeads(Attention):
     (`packed` gives the stacked weights, rows [q; k; v] grouped by head, as
     torch.nn.MultiheadAttention's in_proj), and one batched kernel attends for all heads."""
 
+    computes = "softmax attention"
+
     def packed(self) -> tuple[Tensor, Tensor | None]:
         raise NotImplementedError
 

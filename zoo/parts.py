@@ -223,6 +223,10 @@ class Attention(HoldsWeights, nn.Module):
     cache. `mask` is a padding mask or None (see zoo.model.attend); `causal` hides later keys.
     """
 
+    computes: ClassVar[str | None] = None
+    """Parts that name the same function here compute it alike: the same outputs from the same
+    weights at the same initialization, without attention dropout. `zoo compare` counts their cells
+    as one computation and checks that identity instead of testing it as an effect."""
     weight_roles: ClassVar[dict[str, Role]] = {"q.weight": "attention.query", "k.weight": "attention.key",
                                                "v.weight": "attention.value", "out.weight": "attention.output"}
 

@@ -37,6 +37,7 @@ import sys
 from pathlib import Path
 
 from zoo.compare.agreement import oriented, separates, verdict
+from zoo.compare.exact import unreachable
 from zoo.compare.load import read_sweep
 from zoo.compare.stats import Estimate, axis_effects, holm, p_value, simple_effects, variant_rows
 from zoo.compare.transfer import measure
@@ -73,8 +74,13 @@ def effects(folder: Path, metrics: list[str]) -> str:
             lines.append(f"| {effect.label}: {value_text(value)} − {value_text(effect.values[0])} | "
                          + " | ".join(cells) + " |")
     pairs = sorted({e.n for effect in first for _, e in effect.differences})
-    lines += ["", f"Pairs per difference: {', '.join(map(str, pairs))}; Holm p: the paired t-test's p adjusted over "
-              "every difference of the sweep on that metric; bold: Holm p < 0.05. Axes that separate (some "
+    family = sum(len(effect.differences) for effect in first)
+    short = unreachable(pairs, family)
+    checks = [f"{'I' if e.identity.holds else 'Warning: i'}{e.identity.text()[1:]}." for e in first if e.identity]
+    lines += ["", *([" ".join(checks), ""] if checks else []),
+              f"Pairs per difference (each distinct computation once): {', '.join(map(str, pairs))}; Holm p: the exact "
+              f"sign-flip test's p adjusted over every difference of the sweep on that metric ({family}); bold: Holm p "
+              "< 0.05." + (f" Before any verdict: {short}." if short else "") + " Axes that separate (some "
               "difference with Holm p < 0.05): " + "; ".join(
                   f"`{m}`: {', '.join(dict.fromkeys(separated[m])) or 'none'}" for m in metrics) + "."]
     return "\n".join(lines) + "\n"

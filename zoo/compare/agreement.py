@@ -88,4 +88,4 @@ def oriented(e: Estimate, goal: str) -> Estimate:
     """The estimate on a scale where higher is better: a loss's is negated."""
     if goal == "max":
         return e
-    return Estimate(-e.mean, e.std, e.n, -e.high, -e.low)
+    return Estimate(-e.mean, e.std, e.n, -e.high, -e.low, tuple(-v for v in e.values))

@@ -126,6 +126,15 @@ def effect_figure(sweep: SweepSpec, effect: AxisEffect):
     plot_estimates(left, [value_text(v) for v in effect.values], effect.estimates)
     left.set_ylabel(sweep.metric)
     left.set_title(f"{effect.label}: mean, 95% CI", fontsize=10)
+    if effect.identity is not None:  # one computation: its check, never a difference with a p
+        import textwrap
+
+        right.axis("off")
+        right.text(0.0, 0.5, textwrap.fill(effect.identity.text(), 40), fontsize=8, va="center",
+                   color="#333333" if effect.identity.holds else "#c44e52")
+        right.set_title("identity check, not an effect", fontsize=10)
+        fig.tight_layout()
+        return fig
     first = value_text(effect.values[0])
     differences = [e for _, e in effect.differences]
     tests = effect.tests or [(math.nan, math.nan)] * len(differences)

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from zoo.compare.exact import unreachable
 from zoo.compare.load import read_sweep
 from zoo.compare.plots import by_png, curves_png, effect_png
 from zoo.compare.sizes import AcrossSizes, across_sizes, size_keys, size_lines, size_table, size_text
@@ -22,6 +23,7 @@ from zoo.compare.stats import (
     curve_metric,
     seed_noise,
     simple_effects,
+    units_of,
     variant_rows,
 )
 from zoo.compare.tables import (
@@ -129,11 +131,14 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     for note in notes:
         echo(f"zoo compare: {note}")
     rows, effects, noise = variant_rows(sweep, records), axis_effects(sweep, records), seed_noise(sweep, records)
-    warnings = [*(tuning.warnings if tuning else []), *few_seeds_note(rows)]
+    family = sum(len(e.differences) for e in effects)
+    short = unreachable([d.n for e in effects for _, d in e.differences], family)
+    units = units_of(sweep, records)
+    notes = [*notes, *units.notes()]
+    warnings = [*(tuning.warnings if tuning else []), *few_seeds_note(rows), *units.warnings(), *([short] if short else [])]
     for warning in warnings:
         echo(f"zoo compare: warning: {warning}")
     notes = [*notes, *warnings]
-    family = sum(len(e.differences) for e in effects)
     simple = simple_effects(sweep, records)
     sizes = across_sizes(sweep, records, simple)
     interaction = ["## Effect of each axis at each value of another", "",
@@ -154,7 +159,8 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
              "## Variants", "", *markdown_table(columns, data_rows), "", *censored_note(sweep), "## Effect of each axis", "",
              "Each value's mean over every other grid value and seed; differences are paired over runs that "
              "share every other grid value and the seed.", "", HOLM.format(m=family), "", noise_line(noise), "",
-             *effect_lines(effects), *interaction, *size_lines(sizes), "## Runs", "", *run_lines(sweep, records), "",
+             *effect_lines(effects, sweep.margins.get(sweep.metric)), *interaction, *size_lines(sizes), "## Runs", "",
+             *run_lines(sweep, records), "",
              *recipe_lines(read.sweep, base, records), "## Plots", "",
              *(f"![{p.stem}]({p.name})" for p in plots), ""]
     markdown = sweep_dir / f"report{suffix}.md"
@@ -171,5 +177,5 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     table_text = text_table(columns, data_rows)
     if tuning:
         table_text = f"Chosen on {read.sweep.choose_on}:\n{tuning.text}\n\nCompared on {sweep.metric}:\n{table_text}"
-    effect_text = effects_text(effects, noise) + (f"\n\n{size_text(sizes)}" if sizes else "")
+    effect_text = effects_text(effects, noise, sweep.margins.get(sweep.metric)) + (f"\n\n{size_text(sizes)}" if sizes else "")
     return Report(rows, effects, simple, table_text, markdown, plots, run, effect_text, noise, tuning, sizes)

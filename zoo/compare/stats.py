@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from zoo.compare.exact import sign_flip_p
+from zoo.compare.units import IdentityCheck, Units, experimental_units
 from zoo.metrics import CURVE, range_of
 from zoo.records import RunRecord
 from zoo.sweep.spec import SweepSpec
@@ -24,21 +26,23 @@ class Estimate:
     n: int
     low: float
     high: float
+    values: tuple[float, ...] = field(default=(), compare=False, repr=False)
+    """What it summarizes (each pair's difference, for a difference): the exact tests read them."""
 
     @classmethod
     def of(cls, values: Sequence[float], level: float = 0.95) -> Estimate:
         """Mean, sample standard deviation and the t-interval; nan where n is too small for them."""
         x = np.asarray(values, dtype=float)
-        n = x.size
+        n, kept = x.size, tuple(float(v) for v in x)
         if n == 0:
             return cls(math.nan, math.nan, 0, math.nan, math.nan)
         mean = float(x.mean())
         if n == 1:
-            return cls(mean, math.nan, 1, math.nan, math.nan)
+            return cls(mean, math.nan, 1, math.nan, math.nan, kept)
         with np.errstate(invalid="ignore"):  # inf - inf: a non-finite run's spread is nan, said as such
             std = float(x.std(ddof=1))
         half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * std / math.sqrt(n)
-        return cls(mean, std, n, mean - half, mean + half)
+        return cls(mean, std, n, mean - half, mean + half, kept)
 
     def within(self, low: float, high: float) -> Estimate:
         """The interval held inside what the values can be: a t-interval of a bounded metric from
@@ -46,7 +50,8 @@ class Estimate:
         the test are unchanged, and reports say the interval is clipped."""
         if math.isnan(self.low):
             return self
-        return Estimate(self.mean, self.std, self.n, min(max(self.low, low), high), max(min(self.high, high), low))
+        return Estimate(self.mean, self.std, self.n, min(max(self.low, low), high), max(min(self.high, high), low),
+                        self.values)
 
 
 @dataclass(frozen=True)
@@ -95,20 +100,21 @@ class AxisEffect:
     values: list[Any]
     estimates: list[Estimate]
     differences: list[tuple[Any, Estimate]]
-    """(value, its difference from values[0]) for every other value, paired."""
+    """(value, its difference from values[0]) for every other value, paired over distinct
+    computations; none for an axis whose values are one computation (see `identity`)."""
     tests: list[tuple[float, float]] = field(default_factory=list)
     """(p, Holm-adjusted p) of each difference, in the order of `differences`; the family is every
     paired difference of every axis of the sweep."""
+    identity: IdentityCheck | None = None
+    """Where the axis's values are one computation (zoo.compare.units): the check, not an effect."""
 
 
 def p_value(e: Estimate) -> float:
-    """Two-sided p of the paired t-test that the mean difference is 0; nan below two pairs. A
-    difference that is the same in every pair is certain: p 1 when it is 0, else 0."""
+    """Two-sided p of the exact sign-flip test (zoo.compare.exact) of the paired differences; nan
+    below two pairs. It is never 0: at n pairs it is at least 2 / 2^n, however alike they are."""
     if e.n < 2 or not math.isfinite(e.std) or not math.isfinite(e.mean):
         return math.nan
-    if e.std == 0:
-        return 1.0 if e.mean == 0 else 0.0
-    return float(2 * stats.t.sf(abs(e.mean) / (e.std / math.sqrt(e.n)), e.n - 1))
+    return sign_flip_p(e.values)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -126,10 +132,10 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 def seed_noise(sweep: SweepSpec, records: Sequence[RunRecord]) -> tuple[float, int]:
     """The seed-to-seed standard deviation of the metric within a variant, pooled over the variants
-    with two or more finished seeds, and its degrees of freedom: the noise floor below which a
-    difference between variants cannot be told from a change of seed."""
+    with two or more finished seeds (twins as one), and its degrees of freedom: the noise floor
+    below which a difference between variants cannot be told from a change of seed."""
     groups: dict[str, list[float]] = {}
-    for record, value in finished_values(sweep, records):
+    for record, value in units_of(sweep, records).finished:
         if math.isfinite(value):
             groups.setdefault(record.variant, []).append(value)
     spread = [(len(v) - 1, float(np.var(v, ddof=1))) for v in groups.values() if len(v) > 1]
@@ -242,16 +248,24 @@ def finished_values(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[tupl
     return [(r, v) for r, v in pairs if v is not None]
 
 
+def units_of(sweep: SweepSpec, records: Sequence[RunRecord]) -> Units:
+    return experimental_units(sweep, finished_values(sweep, records))
+
+
 def axis_effects(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[AxisEffect]:
     """For every grid key: each value's mean over all other grid values and seeds, and its paired
-    difference from the key's first value, with its p-value and the Holm-adjusted one over every
-    difference of every key."""
+    difference from the key's first value over distinct computations (zoo.compare.units), with its
+    p-value and the Holm-adjusted one over every difference of every key; a key whose values are
+    one computation gets its identity check instead."""
     labels, finished, bounds = sweep.labels(), finished_values(sweep, records), range_of(sweep.metric)
+    units = experimental_units(sweep, finished)
     effects = []
     for key, values in sweep.grid.items():
         per_value = [[v for r, v in finished if r.assignment[key] == value] for value in values]
+        identity = units.identities.get(key)
         effects.append(AxisEffect(key, labels[key], list(values), [Estimate.of(v).within(*bounds) for v in per_value],
-                                  paired_differences(finished, key, list(values), bounds)))
+                                  [] if identity else paired_differences(units.finished, key, list(values), bounds),
+                                  identity=identity))
     return with_tests(effects)
 
 
@@ -282,12 +296,14 @@ class SimpleEffect:
 
 
 def simple_effects(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[SimpleEffect]:
-    """For every ordered pair of grid keys (key, given): key's paired effects at each given value."""
-    labels, finished, bounds = sweep.labels(), finished_values(sweep, records), range_of(sweep.metric)
-    effects = []
+    """For every ordered pair of grid keys (key, given): key's paired effects at each given value,
+    over distinct computations; a key whose values are one computation is neither side."""
+    labels, bounds = sweep.labels(), range_of(sweep.metric)
+    units = units_of(sweep, records)
+    finished, effects = units.finished, []
     for key, values in sweep.grid.items():
         for given, given_values in sweep.grid.items():
-            if given == key:
+            if given == key or key in units.identities or given in units.identities:
                 continue
             for g in given_values:
                 subset = [(r, v) for r, v in finished if r.assignment[given] == g]

@@ -8,6 +8,7 @@ import math
 from scipy.stats import t as student_t
 
 from zoo.compare.agreement import separates
+from zoo.compare.equivalence import verdicts
 from zoo.compare.stats import AxisEffect, Estimate, SimpleEffect, VariantRow
 from zoo.compare.wandb_run import Rows
 from zoo.metrics import CURVE, range_of
@@ -73,9 +74,13 @@ def censored_note(sweep: SweepSpec) -> list[str]:
     return [CENSORED.format(target=sweep.target), ""] if sweep.target is not None else []
 
 
-HOLM = ("p: two-sided paired t-test that the difference is 0. Holm p: adjusted by Holm's step-down method over "
+HOLM = ("p: two-sided exact sign-flip test of the paired differences (Fisher's randomization test; at n pairs no p "
+        "falls below 2 / 2^n, and none is 0). Holm p: adjusted by Holm's step-down method over "
         "all {m} paired differences of the sweep, so that the chance that any of them excludes 0 by chance alone "
-        "stays within the level (a difference with Holm p < 0.05 holds at 5% for the whole family).")
+        "stays within the level (a difference with Holm p < 0.05 holds at 5% for the whole family). Verdict: "
+        "separated where Holm p < 0.05; level only where the sweep declares a margin for the metric (`margins:`) and "
+        "two one-sided sign-flip tests exclude it (TOST, Holm over the same family); otherwise not separated "
+        "(inconclusive), with the narrowest margin the pairs could have excluded.")
 
 
 def tuned_runs(trained: list[RunRecord]) -> str:
@@ -101,28 +106,42 @@ def noise_line(noise: tuple[float, int]) -> str:
             "of freedom): a difference between two variants of the same order is within what a change of seed moves.")
 
 
-def effect_lines(effects: list[AxisEffect]) -> list[str]:
+def effect_verdicts(effects: list[AxisEffect], margin: float | None) -> list[list[str]]:
+    """Each effect's differences' verdicts (zoo.compare.equivalence), over the family of them all."""
+    flat = verdicts([(e, adjusted) for effect in effects for (_, e), (_, adjusted) in
+                     zip(effect.differences, effect.tests, strict=True)], margin)
+    said = iter(flat)
+    return [[next(said) for _ in effect.differences] for effect in effects]
+
+
+def effect_lines(effects: list[AxisEffect], margin: float | None = None) -> list[str]:
     lines = []
-    for effect in effects:
+    for effect, said in zip(effects, effect_verdicts(effects, margin), strict=True):
         lines += [f"### {effect.label} (`{effect.key}`)", "", "| value | mean | 95% CI | n |", "|---|---|---|---|"]
         for value, e in zip(effect.values, effect.estimates):
             lines.append(f"| {value_text(value)} | {number(e.mean)} | {interval(e)} | {e.n} |")
-        lines += ["", "| difference (paired) | mean | 95% CI | pairs | p | Holm p |", "|---|---|---|---|---|---|"]
-        for (value, e), (p, adjusted) in zip(effect.differences, effect.tests, strict=True):
+        if effect.identity is not None:
+            lines += ["", f"{'Identity check' if effect.identity.holds else '**Warning**'}: {effect.identity.text()}.", ""]
+            continue
+        lines += ["", "| difference (paired) | mean | 95% CI | pairs | p | Holm p | verdict |",
+                  "|---|---|---|---|---|---|---|"]
+        for (value, e), (p, adjusted), verdict in zip(effect.differences, effect.tests, said, strict=True):
             lines.append(f"| {value_text(value)} − {value_text(effect.values[0])} | {number(e.mean)} | {interval(e)} | "
-                         f"{e.n} | {number(p, 3)} | {number(adjusted, 3)} |")
+                         f"{e.n} | {number(p, 3)} | {number(adjusted, 3)} | {verdict} |")
         lines.append("")
     return lines
 
 
-def effects_text(effects: list[AxisEffect], noise: tuple[float, int]) -> str:
+def effects_text(effects: list[AxisEffect], noise: tuple[float, int], margin: float | None = None) -> str:
     """The paired difference of every axis value from the axis's first value, one line each, with
-    its p-values, then the seed-to-seed noise."""
+    its p-values and verdict, then the identity checks and the seed-to-seed noise."""
     rows = [[e.label, f"{value_text(v)} − {value_text(e.values[0])}", number(d.mean), interval(d), str(d.n),
-             number(p, 3), number(adjusted, 3)]
-            for e in effects for (v, d), (p, adjusted) in zip(e.differences, e.tests, strict=True)]
-    return "\n".join([text_table(["axis", "difference (paired)", "mean", "95% CI", "pairs", "p", "Holm p"], rows),
-                      noise_line(noise)])
+             number(p, 3), number(adjusted, 3), verdict]
+            for e, said in zip(effects, effect_verdicts(effects, margin), strict=True)
+            for (v, d), (p, adjusted), verdict in zip(e.differences, e.tests, said, strict=True)]
+    checks = [e.identity.text() for e in effects if e.identity is not None]
+    columns = ["axis", "difference (paired)", "mean", "95% CI", "pairs", "p", "Holm p", "verdict"]
+    return "\n".join([text_table(columns, rows), *checks, noise_line(noise)])
 
 
 def effect_table(effects: list[AxisEffect]) -> Rows:
@@ -135,6 +154,10 @@ def effect_table(effects: list[AxisEffect]) -> Rows:
                  for v, e in zip(effect.values, effect.estimates)]
         rows += [[effect.label, value_text(v), f"difference from {first}", e.mean, e.low, e.high, e.n, p, adjusted]
                  for (v, e), (p, adjusted) in zip(effect.differences, effect.tests, strict=True)]
+        if effect.identity is not None:  # identical cells of compared: the check, no difference and no p
+            check = effect.identity
+            rows.append([effect.label, " = ".join(value_text(v) for v in effect.values), "identity check",
+                         check.largest, math.nan, math.nan, check.compared, math.nan, math.nan])
     return ["axis", "value", "kind", "mean", "ci_low", "ci_high", "n", "p", "holm_p"], rows
 
 

@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -73,6 +73,11 @@ class SweepSpec(Strict):
                                         description="default: min for a loss, max for anything else")
     target: float | None = Field(None, description="report steps and seconds until the metric reaches this "
                                   "(for eval_auc/X: until an evaluation of eval/X does)")
+    margins: dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(
+        default_factory=dict, description="metric -> equivalence margin: a difference inside ±margin counts as no "
+                                          "difference, and zoo compare calls two values level only where two "
+                                          "one-sided tests exclude the margin (TOST); without one, 'not separated' "
+                                          "stays inconclusive")
     out_dir: str = Field("sweeps", description="the sweep's folder is OUT_DIR/NAME")
     max_cells: PositiveInt = Field(MAX_CELLS, description="the most cells (grid values times seeds) the sweep may "
                                                           "have; counted before the grid expands (--max-cells N)")

@@ -1,0 +1,32 @@
+"""What a difference that does not separate may be called. "Level" needs two one-sided tests
+against a margin the sweep declares for the metric (`margins:`), Holm-adjusted over the same family
+as the differences; anything else is "not separated (inconclusive)", with the smallest margin the
+pairs could have excluded, so that silence is never read as equality."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from zoo.compare.agreement import LEVEL, separates
+from zoo.compare.exact import equivalence_p, smallest_margin
+from zoo.compare.stats import Estimate, holm
+
+
+def verdicts(differences: Sequence[tuple[Estimate, float]], margin: float | None) -> list[str]:
+    """Each (difference, its Holm p)'s verdict, in order: separated, level within the margin, or
+    not separated (inconclusive) with what margin its pairs could have excluded."""
+    tost = [equivalence_p(e.values, margin) if margin and e.n >= 2 else math.nan for e, _ in differences]
+    said = []
+    for (e, holm_p), tost_holm in zip(differences, holm(tost), strict=True):
+        if separates(e, holm_p):
+            said.append("separated")
+        elif margin and tost_holm < LEVEL:
+            said.append(f"level within ±{margin:g} (TOST Holm p {tost_holm:.2g})")
+        else:
+            could = smallest_margin(e.values) if e.n >= 2 else None
+            reach = (f"its pairs exclude no margin narrower than ±{could:.3g}" if could is not None
+                     else "too few pairs to exclude any margin")
+            declared = f"not level within ±{margin:g}; " if margin else ""
+            said.append(f"not separated (inconclusive: {declared}{reach})")
+    return said

@@ -1,0 +1,184 @@
+"""The experimental unit of a comparison: each distinct computation counted once.
+
+`fused` and `per_head` attention compute the same function from the same weights, and their runs
+are bit-identical. Counted as two cells, every other axis's "16 pairs" are 8 distinct pairs counted
+twice: the standard error shrinks by a factor 0.68 and the degrees of freedom double, for nothing.
+A grid key whose values the registry declares to compute the same function (a part's `computes`),
+or whose runs are bit-identical in every cell, is therefore an identity check, not an effect: its
+cells become one unit (their mean) in every other axis's test, and the check says in how many cells
+they were identical. Values that nearly copy each other (z-loss 1e-4 beside 0) stay separate cells
+and are flagged, since their pairs are not independent replicates either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from zoo.errors import ZooError
+from zoo.records import RunRecord
+from zoo.specs.registries import AXES, registry
+from zoo.sweep.names import assignment_text
+from zoo.sweep.spec import SweepSpec, value_text
+
+NEAR = 1e-3
+"""Values whose metric differs by less than this (relative) in every pair nearly copy each other."""
+
+
+def computed(key: str) -> bool:
+    """Whether a logged value says what was computed: not a timing (`_s`: seconds and rates differ
+    between identical computations), nor the gradient norm, summed over the parameters as a layout
+    holds them (per_head's heads apart), which rounds differently for the same gradient."""
+    return not key.endswith("_s") and "grad_norm" not in key
+
+
+def computation(record: RunRecord) -> tuple:
+    """What a run computed: its final metrics and every computed value it logged."""
+    rows = tuple(tuple(sorted((k, repr(v)) for k, v in row.items() if computed(k))) for row in record.history)
+    return tuple(sorted((k, repr(v)) for k, v in record.metrics.items())), rows
+
+
+def declared_function(key: str, values: Sequence[Any]) -> str | None:
+    """The function every value of a model axis is declared to compute (the parts' `computes`), or None."""
+    prefix, _, axis = key.rpartition(".")
+    if prefix != "model" or axis not in AXES:
+        return None
+    declared = set()
+    for value in values:
+        name = value.get("name") if isinstance(value, dict) else str(value).split("+", 1)[0]
+        try:
+            declared.add(getattr(registry(axis).get(name), "computes", None))
+        except ZooError:
+            return None
+    return declared.pop() if len(declared) == 1 and None not in declared else None
+
+
+@dataclass(frozen=True)
+class IdentityCheck:
+    """A grid key whose values are one computation, checked cell by cell instead of tested."""
+
+    key: str
+    label: str
+    values: tuple[Any, ...]
+    function: str | None
+    """What the registry declares the values to compute; None where they were found bit-identical."""
+    identical: int
+    compared: int
+    """Cells (every other grid value and the seed) where all values finished, and of those, how many
+    hold bit-identical runs."""
+    largest: float
+    """The largest relative difference of the metric between the values within a cell."""
+
+    @property
+    def holds(self) -> bool:
+        return self.identical == self.compared
+
+    def text(self) -> str:
+        names = " = ".join(value_text(v) for v in self.values)
+        why = f"declared to compute {self.function}" if self.function else "bit-identical runs"
+        if self.holds:
+            return (f"identity check {self.label}: {names}: identical in {self.identical} of {self.compared} cells "
+                    f"({why}); each cell counts once in every other axis's test")
+        return (f"IDENTITY CHECK FAILED {self.label}: {names} are {why}, but differ in "
+                f"{self.compared - self.identical} of {self.compared} cells (largest relative difference of the "
+                f"metric {self.largest:.2g}; attention dropout or a kernel that rounds otherwise would do it); each "
+                "cell still counts once, as the mean of its values")
+
+
+@dataclass(frozen=True)
+class NearTwins:
+    """Two values of a key whose runs nearly copy each other: separate cells, flagged."""
+
+    label: str
+    value: Any
+    reference: Any
+    pairs: int
+    largest: float
+
+    def text(self) -> str:
+        return (f"near twins {self.label}: {value_text(self.value)} and {value_text(self.reference)} differ by at "
+                f"most {self.largest:.2g} (relative) in the metric over {self.pairs} pairs, not bit for bit: kept as "
+                "separate cells, but their pairs are not independent replicates of the other axes' effects")
+
+
+@dataclass
+class Units:
+    finished: list[tuple[RunRecord, float]]
+    """One (record, metric) per distinct computation: twins merged into their mean."""
+    identities: dict[str, IdentityCheck] = field(default_factory=dict)
+    near: list[NearTwins] = field(default_factory=list)
+
+    def notes(self) -> list[str]:
+        return [check.text() for check in self.identities.values() if check.holds]
+
+    def warnings(self) -> list[str]:
+        return [*(c.text() for c in self.identities.values() if not c.holds), *(n.text() for n in self.near)]
+
+
+def cells_across(finished: list[tuple[RunRecord, float]], key: str) -> dict[tuple, dict[str, tuple[RunRecord, float]]]:
+    """The finished runs grouped by every other grid value and the seed, each group by its value of key."""
+    groups: dict[tuple, dict[str, tuple[RunRecord, float]]] = {}
+    for record, value in finished:
+        rest = tuple(sorted((k, repr(v)) for k, v in record.assignment.items() if k != key)), record.seed
+        groups.setdefault(rest, {})[repr(record.assignment[key])] = (record, value)
+    return groups
+
+
+def relative(a: float, b: float) -> float:
+    scale = max(abs(a), abs(b))
+    return 0.0 if a == b else abs(a - b) / scale if scale else float("inf")
+
+
+def check_identity(finished, key: str, label: str, values: Sequence[Any]) -> IdentityCheck | None:
+    """The identity check of key, where its values are declared one function or every cell holds
+    bit-identical runs of them; None where they are an effect to test."""
+    function = declared_function(key, values)
+    full = [g for g in cells_across(finished, key).values() if all(repr(v) in g for v in values)]
+    identical = sum(len({computation(g[repr(v)][0]) for v in values}) == 1 for g in full)
+    if function is None and not (full and identical == len(full)):
+        return None
+    largest = max((relative(g[repr(v)][1], g[repr(values[0])][1]) for g in full for v in values), default=0.0)
+    return IdentityCheck(key, label, tuple(values), function, identical, len(full), largest)
+
+
+def near_twins(finished, key: str, label: str, values: Sequence[Any]) -> list[NearTwins]:
+    found = []
+    groups = cells_across(finished, key).values()
+    for value in values[1:]:
+        gaps = [relative(g[repr(value)][1], g[repr(values[0])][1]) for g in groups
+                if repr(value) in g and repr(values[0]) in g]
+        if gaps and max(gaps) < NEAR:
+            found.append(NearTwins(label, value, values[0], len(gaps), max(gaps)))
+    return found
+
+
+def merged(finished, key: str, values: Sequence[Any], labels: dict[str, str]) -> list[tuple[RunRecord, float]]:
+    """Each cell's runs across key's values as one unit: its assignment at the first value, its metric their mean."""
+    units = []
+    for group in cells_across(finished, key).values():
+        members = list(group.values())
+        record = members[0][0]
+        assignment = {**record.assignment, key: values[0]}
+        shown = {**assignment, key: "=".join(value_text(v) for v in values)}
+        units.append((record.model_copy(update={"assignment": assignment,
+                                                "variant": assignment_text(labels, shown.items())}),
+                      float(np.mean([value for _, value in members]))))
+    return units
+
+
+def experimental_units(sweep: SweepSpec, finished: list[tuple[RunRecord, float]]) -> Units:
+    """The sweep's finished runs as distinct computations, with every identity check and near twin."""
+    labels, units = sweep.labels(), Units(list(finished))
+    for key, values in sweep.grid.items():
+        if len(values) < 2:
+            continue
+        check = check_identity(units.finished, key, labels[key], list(values))
+        if check is None:
+            units.near += near_twins(units.finished, key, labels[key], list(values))
+            continue
+        units.identities[key] = check
+        units.finished = merged(units.finished, key, list(values), labels)
+    return units
