@@ -317,3 +317,19 @@ def test_two_seeds_warn_in_the_console_and_the_report_and_three_do_not(tmp_path)
                    "(t with 1 degree of freedom)")
         assert any(warning in line and line.startswith("zoo compare: warning:") for line in said) == warned
         assert (warning in report.markdown.read_text()) == warned
+
+
+def test_another_metric_than_the_sweeps_is_secondary_everywhere(tmp_path):
+    """The sweep's metric is its primary endpoint; --metric eval/loss is exploratory, and the console,
+    report.md, every plot's file and the W&B run say so; the primary report says which it is."""
+    sweep = write_sweep(tmp_path, known)
+    primary = compare(sweep.directory(), wandb_mode="disabled", echo=lambda _: None)
+    assert "Primary endpoint: `eval/exact_match`." in primary.markdown.read_text()
+    said = []
+    report = compare(sweep.directory(), metric="eval/loss", echo=said.append)
+    note = "secondary (exploratory): eval/loss; the primary endpoint is eval/exact_match"
+    assert f"zoo compare: {note}: these p-values make no verdict of the sweep's primary family" in said
+    assert report.markdown.name == "report-eval_loss.md" and f"**S{note[1:]}**: exploratory" in report.markdown.read_text()
+    assert all(p.stem.endswith("-eval_loss") for p in report.plots)
+    info, _ = offline_run(sweep.directory())
+    assert info["config"]["endpoint"] == "secondary"

@@ -31,7 +31,7 @@ def test_effects_table_of_known_differences(tables, tmp_path):
     folder = known(tmp_path).directory()
     text = tables.effects(folder, ["eval/exact_match", "eval/loss"])
     lines = text.splitlines()
-    assert lines[0] == "| axis: paired difference | `eval/exact_match` [95% CI] | `eval/loss` [95% CI] |"
+    assert lines[0] == "| axis: paired difference | `eval/exact_match` (primary) [95% CI] | `eval/loss` (secondary) [95% CI] |"
     # pre − post is +0.2 in all 8 pairs: the exact test's smallest p, 2 / 2^8, doubled by Holm over 2
     assert lines[2] == ("| norm: pre − post | **+0.200 [0.200, 0.200]**; Holm p 0.016 | **−0.200 [−0.200, −0.200]**; "
                         "Holm p 0.016 |")

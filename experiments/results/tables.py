@@ -43,7 +43,7 @@ from zoo.compare.stats import Estimate, axis_effects, holm, p_value, simple_effe
 from zoo.compare.transfer import measure
 from zoo.metrics import goal_of
 from zoo.specs.yamlio import load_yaml
-from zoo.sweep.spec import value_text
+from zoo.sweep.spec import read_saved_sweep, value_text
 
 RESULTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(RESULTS))  # its table kinds beside it (run as a file, or loaded from one by the tests)
@@ -58,8 +58,12 @@ PUBLISHED = ("sweep.yaml", "ledger.jsonl", "report.md", "tuning.json", "*.png")
 
 def effects(folder: Path, metrics: list[str]) -> str:
     per_metric = {m: axis_effects(*compared(folder, m)) for m in metrics}
-    first = per_metric[metrics[0]]
-    lines = ["| axis: paired difference | " + " | ".join(f"`{m}` [95% CI]" for m in metrics) + " |",
+    first, primary = per_metric[metrics[0]], read_saved_sweep(folder)[0].metric
+
+    def endpoint(m: str) -> str:
+        return "primary" if m == primary else "secondary"
+
+    lines = ["| axis: paired difference | " + " | ".join(f"`{m}` ({endpoint(m)}) [95% CI]" for m in metrics) + " |",
              "|---" * (len(metrics) + 1) + "|"]
     separated: dict[str, list[str]] = {m: [] for m in metrics}
     for index, effect in enumerate(first):

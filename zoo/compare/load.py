@@ -26,6 +26,8 @@ class SweepRecords:
     """How many cells of the grid are finished, diverged, failed, running, interrupted or missing."""
     suffix: str
     """"" for the sweep's own metric, else "-<metric>": the files of another metric get their own names."""
+    primary: str = ""
+    """The sweep's own metric, its primary endpoint: any other is secondary (exploratory)."""
 
 
 def logged_metrics(records: list[RunRecord]) -> list[str]:
@@ -60,7 +62,7 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
     if not records:
         raise ConfigError(f"{sweep_dir}: the ledger holds no finished, diverged or failed cell of this grid yet "
                           f"({progress})")
-    suffix, known = "", logged_metrics(records)
+    suffix, known, primary = "", logged_metrics(records), sweep.metric
     if known and (metric or sweep.metric) not in known:
         raise ConfigError(f"{sweep_dir}: {'--metric' if metric else 'the sweep metric'}: "
                           f"{describe_unknown('metric', metric or sweep.metric, known)} (what this sweep's runs logged)")
@@ -68,7 +70,7 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
         sweep = sweep.model_copy(update={"metric": metric, "goal": goal_of(metric), "target": None})
         suffix = "-" + safe_text(metric)
     notes += missing_metric(records, sweep.metric)
-    return SweepRecords(sweep, base, records, notes, progress, suffix)
+    return SweepRecords(sweep, base, records, notes, progress, suffix, primary)
 
 
 def missing_metric(records: list[RunRecord], metric: str) -> list[str]:

@@ -109,9 +109,16 @@ def on_log_axis(metric: str) -> bool:
     return curve_metric(metric).split("/")[-1] in ("loss", "perplexity")
 
 
-def curves_png(sweep: SweepSpec, rows: list[VariantRow], path: Path) -> Path:
-    fig = curve_figure(sweep, rows)
-    return save_figure(fig, path, dpi=110, bbox_inches="tight")
+def marked(fig, note: str):
+    """The figure with `note` in red at its top left: a secondary (exploratory) metric says so on
+    every plot, not only in the report."""
+    if note:
+        fig.text(0.005, 0.995, note, ha="left", va="top", fontsize=8, color="#c44e52")
+    return fig
+
+
+def curves_png(sweep: SweepSpec, rows: list[VariantRow], path: Path, note: str = "") -> Path:
+    return save_figure(marked(curve_figure(sweep, rows), note), path, dpi=110, bbox_inches="tight")
 
 
 def effect_figure(sweep: SweepSpec, effect: AxisEffect):
@@ -170,12 +177,12 @@ def by_figure(sweep: SweepSpec, simple, given_key: str):
     return fig
 
 
-def by_png(sweep: SweepSpec, simple, given_key: str, path: Path) -> Path:
-    return save_figure(by_figure(sweep, simple, given_key), path, dpi=110)
+def by_png(sweep: SweepSpec, simple, given_key: str, path: Path, note: str = "") -> Path:
+    return save_figure(marked(by_figure(sweep, simple, given_key), note), path, dpi=110)
 
 
-def effect_png(sweep: SweepSpec, effect: AxisEffect, path: Path) -> Path:
-    return save_figure(effect_figure(sweep, effect), path, dpi=110)
+def effect_png(sweep: SweepSpec, effect: AxisEffect, path: Path, note: str = "") -> Path:
+    return save_figure(marked(effect_figure(sweep, effect), note), path, dpi=110)
 
 
 def plot_differences(ax, labels: list[str], differences, holm_ps: list[float], metric: str) -> None:

@@ -11,7 +11,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from zoo.compare.design import factorial_lines, factorial_table, factorial_text, power_lines
 from zoo.compare.exact import unreachable
+from zoo.compare.factorial import factorial
 from zoo.compare.load import read_sweep
 from zoo.compare.plots import by_png, curves_png, effect_png
 from zoo.compare.sizes import AcrossSizes, across_sizes, size_keys, size_lines, size_table, size_text
@@ -128,12 +130,19 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
         tuning = tuned(sweep, records, sweep_dir, suffix)
         sweep, records, notes = tuning.sweep, tuning.records, [*notes, *tuning.notes]
     echo(f"zoo compare: {read.progress}")
+    primary = read.primary
+    note = "" if sweep.metric == primary else (f"secondary (exploratory): {sweep.metric}; the primary endpoint is "
+                                                f"{primary}")
+    if note:
+        echo(f"zoo compare: {note}: these p-values make no verdict of the sweep's primary family")
     for note in notes:
         echo(f"zoo compare: {note}")
     rows, effects, noise = variant_rows(sweep, records), axis_effects(sweep, records), seed_noise(sweep, records)
     family = sum(len(e.differences) for e in effects)
     short = unreachable([d.n for e in effects for _, d in e.differences], family)
     units = units_of(sweep, records)
+    blocks = factorial(units.finished, [k for k in sweep.grid if k not in units.identities], sweep.labels())
+    powers = power_lines(sweep, effects)
     notes = [*notes, *units.notes()]
     warnings = [*(tuning.warnings if tuning else []), *few_seeds_note(rows), *units.warnings(), *([short] if short else [])]
     for warning in warnings:
@@ -147,19 +156,25 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
                    "difference of the sweep, and * marks a Holm p below 0.05.", "",
                    *simple_lines(simple), ""] if simple else []
     columns, data_rows = table(sweep, rows)
-    plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png"), *loss_curves(sweep, records, sweep_dir, suffix)]
-    plots += [effect_png(sweep, e, sweep_dir / f"effect_{value_text(e.label)}{suffix}.png") for e in effects]
-    plots += [by_png(sweep, simple, key, sweep_dir / f"effects_by_{value_text(sweep.labels()[key])}{suffix}.png")
+    plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png", note),
+             *loss_curves(sweep, records, sweep_dir, suffix)]
+    plots += [effect_png(sweep, e, sweep_dir / f"effect_{value_text(e.label)}{suffix}.png", note) for e in effects]
+    plots += [by_png(sweep, simple, key, sweep_dir / f"effects_by_{value_text(sweep.labels()[key])}{suffix}.png", note)
               for key in dict.fromkeys([*by_keys(sweep, by), *size_keys(sweep)])]
     plots += tuning.plots if tuning else []
-    lines = [f"# Sweep {sweep.name}", "", f"{read.progress}.", "",
+    lines = [f"# Sweep {sweep.name}", "", *([f"**{note[0].upper()}{note[1:]}**: exploratory, not a verdict.", ""]
+                                           if note else [f"Primary endpoint: `{sweep.metric}`.", ""]),
+             f"{read.progress}.", "",
              f"{len(records)} runs{tuned_runs(read.records) if tuning else ''}; metric `{sweep.metric}` ({sweep.goal}), "
              f"{value_kind(sweep.metric)}; means over seeds; intervals are 95% t-intervals{range_text(sweep.metric)}.", "",
              *(f"- Note: {note}" for note in notes), *([""] if notes else []), *(tuning.lines if tuning else []),
              "## Variants", "", *markdown_table(columns, data_rows), "", *censored_note(sweep), "## Effect of each axis", "",
              "Each value's mean over every other grid value and seed; differences are paired over runs that "
              "share every other grid value and the seed.", "", HOLM.format(m=family), "", noise_line(noise), "",
-             *effect_lines(effects, sweep.margins.get(sweep.metric)), *interaction, *size_lines(sizes), "## Runs", "",
+             *effect_lines(effects, sweep.margins.get(sweep.metric)), *factorial_lines(blocks),
+             "## Power", "", "From each difference's observed spread over its pairs (a normal approximation at the "
+             "Bonferroni level of the family, floored by the exact test's smallest p):", "", *(f"- {line}" for line in powers),
+             "", *interaction, *size_lines(sizes), "## Runs", "",
              *run_lines(sweep, records), "",
              *recipe_lines(read.sweep, base, records), "## Plots", "",
              *(f"![{p.stem}]({p.name})" for p in plots), ""]
@@ -170,12 +185,15 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     if mode != "disabled":
         tables = {"comparison": (columns, data_rows), "effects": effect_table(effects), "curves": curve_table(rows),
                   "noise": (["metric", "seed_std", "df"], [[sweep.metric, noise[0], noise[1]]]),
+                  "factorial": factorial_table(blocks),
                   **({"interactions": simple_rows(simple)} if simple else {}), **(tuning.tables if tuning else {}),
                   **({"across_sizes": size_table(sizes)} if sizes else {})}
         run = log_tables(base.get("wandb") or {}, sweep.name, "compare", f"{sweep.name}-compare{suffix}", sweep_dir,
-                         mode, read.sweep.model_dump(mode="json"), tables, plots)
+                         mode, {**read.sweep.model_dump(mode="json"), "endpoint": "secondary" if note else "primary"},
+                         tables, plots)
     table_text = text_table(columns, data_rows)
     if tuning:
         table_text = f"Chosen on {read.sweep.choose_on}:\n{tuning.text}\n\nCompared on {sweep.metric}:\n{table_text}"
-    effect_text = effects_text(effects, noise, sweep.margins.get(sweep.metric)) + (f"\n\n{size_text(sizes)}" if sizes else "")
+    effect_text = "\n".join([effects_text(effects, noise, sweep.margins.get(sweep.metric)), factorial_text(blocks),
+                             *powers]) + (f"\n\n{size_text(sizes)}" if sizes else "")
     return Report(rows, effects, simple, table_text, markdown, plots, run, effect_text, noise, tuning, sizes)

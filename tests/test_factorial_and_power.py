@@ -1,0 +1,95 @@
+"""The grid as a randomized block design, against the classical two-way analysis with blocks
+computed by hand, and each difference's power against its formula; both in the report and in W&B."""
+
+import itertools
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sweepkit
+from scipy import stats
+from scipy.stats import norm
+
+from trainkit import offline_run
+from zoo.compare import compare
+from zoo.compare.exact import pairs_needed
+from zoo.compare.factorial import factorial
+from zoo.compare.load import read_sweep
+from zoo.compare.power import power_of
+from zoo.compare.stats import Estimate, units_of
+
+SEEDS = [0, 1, 2]
+BLOCK = [0.0, 0.05, -0.03]
+NOISE = {(a, b, s): 0.01 * math.sin(7 * a + 3 * b + 11 * s) for a, b, s in itertools.product(range(2), range(2), SEEDS)}
+
+
+def value(a, seed):
+    pre, gelu = a["model.norm"] == "pre", a["model.ffn"] == "gelu"
+    return 0.5 + 0.2 * pre + 0.03 * gelu + 0.04 * pre * gelu + BLOCK[seed] + NOISE[(int(pre), int(gelu), seed)]
+
+
+def hand_anova(y: np.ndarray) -> dict[str, tuple[float, int]]:
+    """y[a, b, s] of a balanced 2 x 2 grid in blocks: the textbook sums of squares and degrees of freedom."""
+    grand = y.mean()
+    ss_block = 4 * ((y.mean(axis=(0, 1)) - grand) ** 2).sum()
+    ss_a = 6 * ((y.mean(axis=(1, 2)) - grand) ** 2).sum()
+    ss_b = 6 * ((y.mean(axis=(0, 2)) - grand) ** 2).sum()
+    cells = y.mean(axis=2)
+    ss_ab = 3 * ((cells - cells.mean(axis=1, keepdims=True) - cells.mean(axis=0, keepdims=True) + grand) ** 2).sum()
+    ss_total = ((y - grand) ** 2).sum()
+    return {"seed (block)": (ss_block, 2), "norm": (ss_a, 1), "ffn": (ss_b, 1), "norm × ffn": (ss_ab, 1),
+            "residual": (ss_total - ss_block - ss_a - ss_b - ss_ab, 12 - 1 - 2 - 1 - 1 - 1)}
+
+
+def test_the_factorial_analysis_is_the_two_way_analysis_with_blocks(tmp_path):
+    sweep = sweepkit.write_sweep(tmp_path, "blocks", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]}, SEEDS,
+                                 value)
+    read = read_sweep(sweep.directory())
+    result = factorial(units_of(read.sweep, read.records).finished, list(read.sweep.grid), read.sweep.labels())
+    y = np.array([[[value({"model.norm": n, "model.ffn": f}, s) for s in SEEDS] for f in ("relu", "gelu")]
+                  for n in ("post", "pre")])
+    hand = hand_anova(y)
+    residual_ss, residual_df = hand["residual"]
+    assert (result.residual_df, result.units) == (residual_df, 12) and result.residual_ss == pytest.approx(residual_ss)
+    for term in result.terms:
+        ss, df = hand[term.name]
+        f = (ss / df) / (residual_ss / residual_df)
+        assert (term.df, term.ss, term.f, term.p) == pytest.approx((df, ss, f, stats.f.sf(f, df, residual_df))), term.name
+    tested = [t for t in result.terms if t.name != "seed (block)"]
+    order = np.argsort([t.p for t in tested])
+    assert tested[order[0]].holm_p == pytest.approx(3 * tested[order[0]].p), "Holm over the 3 terms, not the block"
+
+
+def test_a_design_without_residual_degrees_of_freedom_tests_nothing_and_says_why(tmp_path):
+    sweep = sweepkit.write_sweep(tmp_path, "one", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]}, [0],
+                                 lambda a, s: value(a, 0))
+    read = read_sweep(sweep.directory())
+    result = factorial(units_of(read.sweep, read.records).finished, list(read.sweep.grid), read.sweep.labels())
+    assert result.terms == [] and "4 units and 4 parameters leave no residual degrees of freedom" in result.note
+
+
+def test_power_is_the_normal_approximation_floored_by_the_exact_test():
+    e = Estimate.of([0.05, 0.02, 0.04, 0.03, 0.06, 0.01, 0.05, 0.04, 0.02, 0.03])
+    z = norm.ppf(1 - 0.05 / (2 * 3)) + norm.ppf(0.8)
+    power = power_of(e, 3, 0.01)
+    assert power.detectable == pytest.approx(z * e.std / math.sqrt(10))
+    assert power.pairs_for == math.ceil((z * e.std / 0.01) ** 2)
+    assert power_of(Estimate.of([0.05, 0.02, 0.04]), 3, 0.01).detectable == math.inf, "3 pairs: the exact test cannot"
+    assert power_of(Estimate.of([0.05, 0.05, 0.05, 0.05]), 3, 0.05).pairs_for == pairs_needed(3) == 7
+
+
+def test_the_report_and_wandb_hold_the_factorial_analysis_and_the_power(tmp_path):
+    sweep = sweepkit.write_sweep(tmp_path, "blocks", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]}, SEEDS,
+                                 value)
+    report = compare(sweep.directory())
+    text = report.markdown.read_text()
+    assert "## Factorial analysis (seed as block)" in text and "| norm × ffn | 1 |" in text and "| residual | 6 |" in text
+    assert "- norm: pre − post: detectable at 80% power: " in text
+    assert "Factorial analysis of 12 units" in report.effects_text
+    info, _ = offline_run(sweep.directory())
+    table = info["summary"]["factorial"]
+    written = json.loads((Path(report.wandb_run) / "files" / table["path"]).read_text())
+    assert [row[0] for row in written["data"]] == ["seed (block)", "norm", "ffn", "norm × ffn", "residual"]
+    assert written["data"][-1][1] == 6
