@@ -78,10 +78,42 @@ def tuned(sweep: SweepSpec, records: list[RunRecord], folder: Path, suffix: str)
     out.warnings = [f"{c.variant}: {'; '.join(c.edges)}: tune further" for c in choices if c.edges]
     out.notes = [f"{c.variant}: some tuned value has fewer finished seeds than the sweep's {len(sweep.seeds)}; "
                  "its choice rests on the cells there are" for c in choices if c.incomplete]
+    add_seed_choices(out, sweep, records, choices)
     for key in learning_rate_keys(sweep):
         add_sensitivity(out, sweep, records, choices, key, folder, suffix)
     write_choices(folder / f"tuning{suffix}.json", sweep, choices)
     return out
+
+
+def seed_choices(sweep: SweepSpec, records: list[RunRecord]) -> dict[str, dict[int, str]]:
+    """What each seed alone would have chosen for each variant: a choice that flips between seeds
+    rests on the seeds' luck as much as on the values."""
+    per_seed: dict[str, dict[int, str]] = {}
+    for seed in sweep.seeds:
+        alone = [r for r in records if r.seed == seed]
+        for choice in choose(sweep, alone) if alone else []:
+            per_seed.setdefault(choice.variant, {})[seed] = ",".join(
+                f"{sweep.labels()[k]}={value_text(v)}" for k, v in choice.chosen.items())
+    return per_seed
+
+
+def add_seed_choices(out: Tuning, sweep: SweepSpec, records: list[RunRecord], choices: list[Choice]) -> None:
+    """The table of each seed's own choice, and a warning that counts the choices that flip."""
+    if len(sweep.seeds) < 2:
+        return
+    per_seed = seed_choices(sweep, records)
+    rows = [[c.variant, *(per_seed.get(c.variant, {}).get(s, "—") for s in sweep.seeds),
+             "flips" if len(set(per_seed.get(c.variant, {}).values())) > 1 else "stable"] for c in choices]
+    columns = ["variant", *(f"seed {s} alone" for s in sweep.seeds), "choice"]
+    flips = [row[0] for row in rows if row[-1] == "flips"]
+    out.lines += ["### What each seed alone would choose", "",
+                  f"{len(flips)} of {len(rows)} variants choose otherwise on different seeds: where the choice flips, "
+                  "the comparison at the chosen values rests on the seeds' luck as much as on the values; "
+                  "confirming the choice on fresh seeds would separate the two.", "", *markdown_table(columns, rows), ""]
+    out.tables["seed_choices"] = (columns, rows)
+    if flips:
+        out.warnings.append(f"the tuned choice flips by seed for {len(flips)} of {len(rows)} variants "
+                            f"({', '.join(flips[:4])}{', ...' if len(flips) > 4 else ''}): it is not stable")
 
 
 def write_choices(path: Path, sweep: SweepSpec, choices: list[Choice]) -> None:
