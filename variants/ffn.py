@@ -106,6 +106,7 @@ class GatedFeedForward(FeedForwardBase):
                                                "linear2.weight": "ffn.output"}
 
     activation: type[nn.Module]
+    matrices = 3
 
     @staticmethod
     def auto_width(d_model: int) -> int:
@@ -202,6 +203,15 @@ class MixtureOfExperts(FeedForwardBase):
         if settings.top_k > settings.experts:
             return f"ffn moe: top_k {settings.top_k} is more than experts {settings.experts}"
         return None
+
+    @classmethod
+    def forward_flops(cls, spec: ModelSpec, tokens: int) -> int:
+        """The router over every position, and in training every expert over its buffer of slots
+        (the capacity of all positions, padding's included, however many fill them)."""
+        settings = spec.ffn.settings
+        slots = min(tokens, capacity_of(tokens, settings.experts, settings.top_k, settings.capacity_factor))
+        expert = registry("ffn").get(settings.expert)
+        return 2 * tokens * spec.d_model * settings.experts + settings.experts * expert.forward_flops(spec, slots)
 
     def __init__(self, spec: ModelSpec):
         super().__init__()

@@ -14,7 +14,7 @@ schemes are built knowing their `Site` (is the stack's self-attention causal, ho
 model), never the name of a stack, so one part serves encoder-decoders, decoder-only and
 encoder-only models alike.
 
-Optional hooks (`Settings`, `spec_problem`, `auto_width`, `wants_final_norm`, `compose`,
+Optional hooks (`Settings`, `spec_problem`, `auto_width`, `wants_final_norm`, `compose`, `forward_flops`,
 `init_gain`, `takes_real_tokens`, `aux_loss`, `copies`) are runtime-checkable Protocols in
 zoo.specs.hooks, each with what a part that omits it gets; `weight_roles` and `init_std` are
 declared by zoo.roles.HoldsWeights. Callers check a part against a Protocol (`implements`), never a
@@ -156,10 +156,18 @@ class FeedForwardBase(HoldsWeights, nn.Module):
 
     takes_real_tokens: ClassVar[bool] = False
     aux_loss: Tensor | None = None
+    matrices: ClassVar[int] = 2
+    """The d_model x d_ff weight matrices each token passes through: what its FLOPs count."""
 
     @staticmethod
     def auto_width(d_model: int) -> int:
         return 4 * d_model
+
+    @classmethod
+    def forward_flops(cls, spec: ModelSpec, tokens: int) -> int:
+        """The matrix products of a training forward over `tokens` positions (padding included: it
+        is computed), 2 per multiply-add, at the layer spec's width (zoo.model.flops)."""
+        return 2 * tokens * cls.matrices * spec.d_model * spec.ffn_width
 
 
 class PositionScheme(HoldsWeights, nn.Module):

@@ -97,6 +97,16 @@ class AuxLoss(Protocol):
     aux_loss: Any
 
 
+@runtime_checkable
+class CountsFlops(Protocol):
+    """A feed-forward's classmethod `forward_flops(spec, tokens)`: the FLOPs of its matrix products
+    in a training forward over `tokens` positions (zoo.model.flops); without it, a run's FLOPs are
+    not counted, and the run says so."""
+
+    @classmethod
+    def forward_flops(cls, spec: Any, tokens: int) -> int: ...
+
+
 def wants_final_norm(part: Any, spec: Any) -> bool:
     if not implements(part, FinalNorm):
         return False
