@@ -58,6 +58,10 @@ class RunRecord(BaseModel):
     first_loss: float | None = Field(None, description="the training loss of step 1, the model as initialized: what "
                                      "LR sensitivity counts a diverged run at (Wortsman et al. 2023's initial loss)")
     stopped_early_at: int | None = Field(None, description="the step where train.early_stop ended the run")
+    flops: float | None = Field(None, description="training model FLOPs spent (zoo.model.flops); None where a part "
+                                "does not declare its FLOPs or the run resumed from a checkpoint that did not count them")
+    tokens: int | None = Field(None, description="labels the training loss counted, over every step")
+    budget_spent_at: int | None = Field(None, description="the step where train.budget ended the run")
     best_checkpoint: dict[str, Any] | None = Field(None, description="train.keep_best: the best evaluation's step, "
                                                    "metric and value, and its checkpoint's metrics on every split")
     averaged: dict[str, Any] | None = Field(None, description="train.average_last: the steps averaged and the "
@@ -118,6 +122,8 @@ class CheckpointProgress(BaseModel):
     wall_s: float = 0.0
     first_loss: float | None = Field(None, description="the loss of the first step (the explosion rule's base)")
     high_logs: int = Field(0, description="consecutive logs above the explosion threshold")
+    flops: float | None = Field(None, description="training FLOPs so far; None where not counted (an older checkpoint)")
+    tokens: int | None = Field(None, description="labels trained on so far; None where not counted")
 
 
 CHECKPOINT_KEYS = ("experiment", "spec", "model", "optimizer", "schedule", "scaler", "rng", "task", "wandb_id",

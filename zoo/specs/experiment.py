@@ -42,10 +42,22 @@ class ExplosionSpec(Strict):
     logs: PositiveInt = 3
 
 
+class BudgetSpec(Strict):
+    """A compute budget that ends the run at the first step where it is spent, so that variants
+    compare at equal compute rather than equal steps: model FLOPs (zoo.model.flops) or the
+    labels trained on. The schedule still follows train.steps."""
+
+    flops: PositiveFloat | None = Field(None, allow_inf_nan=False, description="training FLOPs (model FLOPs, "
+                                        "zoo.model.flops)")
+    tokens: PositiveInt | None = Field(None, description="labels the loss counted (padding and prompts not)")
+
+
 class TrainSpec(Strict):
     synonyms: ClassVar[dict[str, str]] = TRAIN_SYNONYMS
     """Names other libraries (transformers' Trainer, fairseq, nanoGPT) give these fields."""
     steps: PositiveInt = 400
+    budget: BudgetSpec = Field(default_factory=BudgetSpec, description="end the run once this much compute is "
+                               "spent (at most train.steps)")
     batch_size: PositiveInt = 256
     batch_tokens: PositiveInt | None = Field(None, description="batch by a token budget per rank instead: rows x the "
                                              "longest side's length, sentences of similar length together")

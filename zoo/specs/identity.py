@@ -21,7 +21,8 @@ from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.registries import registry
 from zoo.specs.switches import flat_defaults, flat_fields
 
-RESUMABLE = ("train.steps", "train.eval_every", "train.log_every", "train.checkpoint_every", "train.out_dir")
+RESUMABLE = ("train.steps", "train.budget.flops", "train.budget.tokens", "train.eval_every", "train.log_every",
+             "train.checkpoint_every", "train.out_dir")
 """Fields a resume may change, which then take effect; every `wandb.*` field may change too."""
 
 _LENGTHS = frozenset({"min_len", "max_len", "eval_min_len", "eval_max_len", "alphabet", "long_eval_min_len",

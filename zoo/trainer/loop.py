@@ -18,6 +18,7 @@ from zoo.specs.experiment import ExperimentSpec, validate_experiment
 from zoo.tasks import Task, build_task
 from zoo.tasks.summary import summary_line, warn_unknown
 from zoo.trainer.checkpoint import Checkpointer
+from zoo.trainer.compute import ComputeCounter
 from zoo.trainer.devices import autocast_dtype, pick_device
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.evaluate import Evaluator
@@ -63,9 +64,10 @@ class Trainer:
         self.feed = BatchFeed(self.task, t.batch_size, self.spec, self.dist, self.device, t.batch_tokens, t.compile,
                               t.accumulate)
         self.model = run_model(self.spec, experiment, self.task, self.feed, self.folder, self.device, self.dist, saved)
-        self.progress = CheckpointProgress(step=0) if saved is None else saved["progress"]
+        self.progress = CheckpointProgress(step=0, flops=0.0, tokens=0) if saved is None else saved["progress"]
         self.run_id = None if saved is None else saved.get("wandb_id")
         self.train_step = TrainStep(self.model, t, self.device, self.dist, self.amp_dtype, saved)
+        self.compute = ComputeCounter(self.spec, list(self.feed.kind.reads), self.progress, t.budget, self.dist, self.device)
         self.watch = LossWatch(t.explosion, self.progress.first_loss, self.progress.high_logs)
         self.start = time.perf_counter() - self.progress.wall_s  # wall time counts on across a resume
         self.working_on = 0
@@ -111,8 +113,10 @@ class Trainer:
     def _train_step(self, step: int) -> None:
         """One optimizer step on the global batch of `step`; then the next batch is prepared while
         the device works."""
+        micro = self.feed.take(step)
         with self.train_step.clock.step():
-            self.train_step(step, self.feed.take(step))
+            self.train_step(step, micro)
+        self.compute.add(micro)
         if step < self.experiment.train.steps:
             self.feed.prepare(step + 1)
 
@@ -132,25 +136,32 @@ class Trainer:
         """Train to train.steps (or to step `last`, for a benchmark of the loop itself), or until
         early stopping ends the run."""
         t = self.experiment.train
-        if self.early_stop.stopped_at is not None:
-            return  # a resume of a run that had stopped early: only its end is left to do
+        if self.early_stop.stopped_at is not None or self.compute.spent():
+            return  # a resume of a run that had stopped early or spent its budget: only its end is left to do
         for step in range(self.step + 1, (last or t.steps) + 1):
             self.working_on = step
             self._train_step(step)
             self.progress.step = step
             if step == 1:
                 self.watch.first_step(self.train_step.window.mean_loss())
-            logged = step % t.log_every == 0 or step == t.steps
-            evaluating = step % t.eval_every == 0 or step == t.steps
+            due = any(step % every == 0 for every in (t.log_every, t.eval_every, t.checkpoint_every))
+            settled = self.dist.world == 1 or due or step == t.steps  # under torchrun: a collective, at shared steps
+            if settled:
+                self.compute.settle()
+            spent = self.compute.spent() if settled else None
+            end = step == t.steps or spent is not None
+            logged = step % t.log_every == 0 or end
+            evaluating = step % t.eval_every == 0 or end
             stopping = self._stop_requested(stop, step, logged)
-            saving = step % t.checkpoint_every == 0 or step == t.steps or stopping
+            saving = step % t.checkpoint_every == 0 or end or stopping
             if logged:
                 row = {**self.train_step.window.read(), "train/lr": self.train_step.lr,
-                       "train/wall_s": time.perf_counter() - self.start, **self.train_step.clock.metrics()}
+                       "train/wall_s": time.perf_counter() - self.start, **self.train_step.clock.metrics(),
+                       **self.compute.metrics()}
                 self._log(row, step)
                 bar.update(step, row)
                 self.watch.observe(row["train/loss"], step)
-                if step == t.steps:
+                if end:
                     self.watch.at_end(row["train/loss"], step)
             elif evaluating or saving:
                 self.train_step.window.settle()
@@ -165,6 +176,10 @@ class Trainer:
             if self.early_stop.stopped_at is not None:
                 if self.dist.is_main:
                     bar.write(self.early_stop.note())
+                return
+            if spent is not None:
+                if self.dist.is_main:
+                    bar.write(f"train.budget: {spent} after step {step} of {t.steps}")
                 return
 
     def _evaluate(self, bar: ProgressBar, step: int) -> bool:
@@ -211,7 +226,9 @@ class Trainer:
                            model_name=self.spec.name, threads=torch.get_num_threads(), data=self.folder.data or None,
                            environment=environment(self.device), history=self.history, **self.tracker.where,
                            experiment=self.experiment.model_dump(mode="json"), first_loss=self.watch.first_loss,
-                           scorers=self.evaluator.scorers, data_summary=self.data_summary or None, **extra)
+                           scorers=self.evaluator.scorers, data_summary=self.data_summary or None,
+                           flops=self.progress.flops, tokens=self.progress.tokens,
+                           budget_spent_at=self.step if self.compute.spent() else None, **extra)
         if not self.folder.write_result(record):
             return f"; the finished result of the earlier run stays in {self.run_dir / 'result.json'}"
         return ""

@@ -1,0 +1,66 @@
+"""What a run has spent: training model FLOPs (zoo.model.flops) and the labels its loss counted,
+added up every step, summed over ranks, held in the checkpoint's progress so that a resume counts
+on; and the budget (train.budget) that ends the run at the first step where it is spent."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import torch
+
+from zoo.model.flops import stack_shapes, training_flops, uncounted
+from zoo.records import CheckpointProgress
+from zoo.specs.experiment import BudgetSpec
+from zoo.specs.model_spec import ModelSpec
+from zoo.trainer.distributed import Distributed
+from zoo.trainer.feed import Batch
+
+
+@lru_cache(maxsize=4096)
+def step_flops(spec: ModelSpec, shapes: tuple[tuple[str, int, int], ...]) -> int:
+    """A micro-batch's training FLOPs, remembered per shape: batches repeat a few shapes."""
+    return training_flops(spec, {stack: (rows, length) for stack, rows, length in shapes}) or 0
+
+
+class ComputeCounter:
+    def __init__(self, spec: ModelSpec, reads: list[str], progress: CheckpointProgress, budget: BudgetSpec,
+                 dist: Distributed, device: torch.device):
+        self.spec, self.reads, self.progress, self.budget, self.dist = spec, reads, progress, budget, dist
+        self.device = device
+        self.countable = not uncounted(spec)
+        if not self.countable:
+            progress.flops = None
+        self.pending_flops, self.pending_tokens = 0, 0
+
+    def add(self, micro: list[Batch]) -> None:
+        """One step's micro-batches (this rank's); the labels are the global batch's, counted once."""
+        if self.countable:
+            for batch in micro:
+                shapes = stack_shapes(self.reads, batch.inputs)
+                self.pending_flops += step_flops(self.spec, tuple((k, *v) for k, v in shapes.items()))
+        self.pending_tokens += micro[0].tokens
+
+    def settle(self) -> None:
+        """Add what the steps since the last settling spent to the progress: under torchrun the ranks'
+        FLOPs are summed (a collective, so every rank settles at the same steps)."""
+        flops = self.pending_flops
+        if self.dist.world > 1:
+            flops = self.dist.sum(torch.tensor(float(flops), dtype=torch.float64, device=self.device)).item()
+        if self.progress.flops is not None:
+            self.progress.flops = self.progress.flops + flops
+        if self.progress.tokens is not None:
+            self.progress.tokens = self.progress.tokens + self.pending_tokens
+        self.pending_flops, self.pending_tokens = 0, 0
+
+    def spent(self) -> str | None:
+        """Why the budget ends the run here, or None: what was spent against what was allowed."""
+        flops, tokens = self.progress.flops, self.progress.tokens
+        if self.budget.flops is not None and flops is not None and flops >= self.budget.flops:
+            return f"the budget of {self.budget.flops:.3g} training FLOPs is spent ({flops:.3g})"
+        if self.budget.tokens is not None and tokens is not None and tokens >= self.budget.tokens:
+            return f"the budget of {self.budget.tokens:,} tokens is spent ({tokens:,})"
+        return None
+
+    def metrics(self) -> dict[str, float]:
+        counted = {"train/flops": self.progress.flops, "train/tokens": self.progress.tokens}
+        return {key: float(value) for key, value in counted.items() if value is not None}
