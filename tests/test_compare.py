@@ -94,14 +94,14 @@ def test_report_plots_and_wandb_compare_run(tmp_path):
     table = info["summary"]["comparison"]
     assert table["_type"] == "table-file" and table["nrows"] == 4
     effects, curves = info["summary"]["effects"], info["summary"]["curves"]
-    assert effects["nrows"] == 6, "per axis: two values and one paired difference"
+    assert effects["nrows"] == 7, "per axis: two values and one paired difference; and norm x ffn"
     assert curves["nrows"] == 8, "four variants, evaluated at steps 50 and 100"
     written = json.loads((Path(report.wandb_run) / "files" / effects["path"]).read_text())
     difference = next(row for row in written["data"] if row[2] == "difference from post")
     assert difference[:2] == ["norm", "pre"] and difference[3:7] == pytest.approx([0.2, 0.2, 0.2, 8])
     # a constant difference over 8 pairs: the exact test's smallest p, 2 / 2^8, never 0; gelu's 8 differences
-    # are all positive too, so Holm doubles the smaller of two equal p
-    assert difference[7] == 2 / 2**8 and difference[8] == 2 * 2 / 2**8
+    # are all positive too, and the family holds norm x ffn as well: Holm triples the smallest of three
+    assert difference[7] == 2 / 2**8 and difference[8] == 3 * 2 / 2**8
     assert info["summary"]["noise"]["nrows"] == 1
     assert {k for k in info["summary"] if k.startswith("plots/")} == {"plots/curves", "plots/effect_norm",
                                                                     "plots/effect_ffn"}
@@ -147,7 +147,10 @@ def test_cli_prints_the_table_and_where_the_report_is(tmp_path, capsys):
     main(["compare", str(sweep.directory()), "--wandb-mode", "disabled"])
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "zoo compare: 16 of 16 cells finished"
-    assert out.splitlines()[2].split()[:2] == ["1", "norm=pre,ffn=gelu"]
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("rank "))
+    assert lines[header + 1].split()[:2] == ["1", "norm=pre,ffn=gelu"]
+    assert "zoo compare: warning: no difference of 4 pairs can separate, whatever the data" in out, "the interaction's"
     assert f"report: {sweep.directory() / 'report.md'}" in out and "effect_ffn.png" in out
     effects = {" ".join(line.split()[:4]): line.split()[4:] for line in out.splitlines() if "−" in line}
     assert effects["norm pre − post"][:4] == ["0.2", "[0.2,", "0.2]", "8"], "pre adds exactly 0.2 in each of 8 pairs"

@@ -34,7 +34,8 @@ def test_compare_adjusts_over_every_difference_of_the_sweep_and_measures_the_see
     """Three axes; seeds move the metric by (seed - 1.5) / 10 in every variant, so the pooled
     seed-to-seed standard deviation is that of (-0.15, -0.05, 0.05, 0.15). Position changes nothing,
     so its runs are bit-identical: an identity check, each pair of its cells one unit. The family is
-    the 1 + 2 paired differences of the other axes, and the noise has 6 units x 3 degrees of freedom."""
+    the 1 + 2 paired differences of the other axes and their 2 interactions, and the noise has 6
+    units x 3 degrees of freedom."""
     def value(a, seed):
         return (0.3 * (a["model.norm"] == "pre") + 0.01 * ["relu", "gelu", "swish"].index(a["model.ffn"])
                 + 0.0 * (a["model.position"] == "learned") + (seed - 1.5) / 10)
@@ -43,9 +44,11 @@ def test_compare_adjusts_over_every_difference_of_the_sweep_and_measures_the_see
                                                      "model.position": ["sinusoidal", "learned"]}, [0, 1, 2, 3], value)
     read = read_sweep(sweep.directory())
     effects = axis_effects(read.sweep, read.records)
-    raw = [p for e in effects for p, _ in e.tests]
-    assert [a for e in effects for _, a in e.tests] == pytest.approx(holm(raw))
-    assert len(raw) == 3 and effects[2].identity is not None and effects[2].identity.identical == 24
+    raw = [p for e in effects for p, _ in e.tests] + [i.test[0] for e in effects for i in e.interactions]
+    adjusted = [a for e in effects for _, a in e.tests] + [i.test[1] for e in effects for i in e.interactions]
+    assert adjusted == pytest.approx(holm(raw)), "one family: the differences and the interactions"
+    assert len(raw) == 3 + 2, "norm, ffn's two, and norm x ffn at gelu and at swish"
+    assert effects[2].identity is not None and effects[2].identity.identical == 24 and not effects[2].interactions
     pairs = [d.n for e in effects[:2] for _, d in e.differences]
     assert pairs == [3 * 4, 2 * 4, 2 * 4], "each distinct computation once: 3 ffn (or 2 norms) x 4 seeds, not x 2 positions"
     std, df = seed_noise(read.sweep, read.records)

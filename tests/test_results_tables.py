@@ -32,19 +32,24 @@ def test_effects_table_of_known_differences(tables, tmp_path):
     text = tables.effects(folder, ["eval/exact_match", "eval/loss"])
     lines = text.splitlines()
     assert lines[0] == "| axis: paired difference | `eval/exact_match` (primary) [95% CI] | `eval/loss` (secondary) [95% CI] |"
-    # pre − post is +0.2 in all 8 pairs: the exact test's smallest p, 2 / 2^8, doubled by Holm over 2
-    assert lines[2] == ("| norm: pre − post | **+0.200 [0.200, 0.200]**; Holm p 0.016 | **−0.200 [−0.200, −0.200]**; "
-                        "Holm p 0.016 |")
-    assert lines[3].startswith("| ffn: gelu − relu | +0.0100 [") and "**" not in lines[3], "the interval spans zero"
+    # pre − post is +0.2 in all 8 pairs: the exact test's smallest p, 2 / 2^8, tripled by Holm over the family of
+    # 2 differences and 1 interaction (pre adds 0.2 with either ffn: the interaction is 0 in its 4 pairs, p 1)
+    assert lines[2] == ("| norm: pre − post | **+0.200 [0.200, 0.200]**; Holm p 0.023 | **−0.200 [−0.200, −0.200]**; "
+                        "Holm p 0.023 |")
+    assert lines[3].startswith("| norm × ffn: (pre − post) at gelu − at relu | 0 [0.00, 0.00]; Holm p 1 |")
+    assert lines[4].startswith("| ffn: gelu − relu | +0.0100 [") and "**" not in lines[4], "the interval spans zero"
     # gelu − relu is +0.03 or −0.01 in four pairs each: of the 256 sign assignments, 72 reach |mean| >= 0.01
-    # (p 0.28), and Holm leaves the larger p of two as it is
-    assert "; Holm p 0.28 |" in lines[3]
-    assert lines[-1].endswith("bold: Holm p < 0.05. Axes that separate (some difference with Holm p < 0.05): "
+    # (p 0.28); Holm doubles the second smallest of three
+    assert "; Holm p 0.56 |" in lines[4]
+    assert lines[-1].endswith("bold: Holm p < 0.05. Before any verdict: no difference of 4 pairs can separate, "
+                              "whatever the data: the exact test's smallest p at 4 pairs is 0.125, and Holm over 3 "
+                              "tests makes it 0.375, not below 0.05; 7 pairs (seeds × other cells) could. Axes "
+                              "that separate (some difference or interaction with Holm p < 0.05): "
                               "`eval/exact_match`: norm; `eval/loss`: norm.")
-    assert "(each distinct computation once): 8;" in lines[-1] and "Before any verdict" not in lines[-1]
+    assert "(each distinct computation once): 8; per interaction: 4;" in lines[-1]
     few = tables.effects(known(tmp_path / "few", seeds=2).directory(), ["eval/exact_match"]).splitlines()[-1]
-    assert "Before any verdict: no difference of 4 pairs can separate, whatever the data: the exact test's smallest " \
-           "p at 4 pairs is 0.125, and Holm over 2 differences makes it 0.25" in few
+    assert "Before any verdict: no difference of 2 or 4 pairs can separate, whatever the data: the exact test's " \
+           "smallest p at 4 pairs is 0.125, and Holm over 3 tests makes it 0.375" in few
 
 
 def test_ranking_table_lists_every_variant_best_first(tables, tmp_path):

@@ -25,12 +25,12 @@ def counted_tau(a, b) -> float:
     return sum(signs) / len(signs)
 
 
-def sweep_pair(tmp_path, score_a, score_b, metric_b="eval/exact_match", grid_b=None):
-    """Two sweeps of GRID with two seeds, scored score(assignment) plus a seed offset that pairing removes."""
+def sweep_pair(tmp_path, score_a, score_b, metric_b="eval/exact_match", grid_b=None, seeds=(0, 1)):
+    """Two sweeps of GRID, scored score(assignment) plus a seed offset that pairing removes."""
     def value(score):
         return lambda a, seed: score(a) + 0.01 * seed
-    a = sweepkit.write_sweep(tmp_path / "a", "task-a", GRID, [0, 1], value(score_a))
-    b = sweepkit.write_sweep(tmp_path / "b", "task-b", grid_b or GRID, [0, 1], value(score_b), metric=metric_b)
+    a = sweepkit.write_sweep(tmp_path / "a", "task-a", GRID, list(seeds), value(score_a))
+    b = sweepkit.write_sweep(tmp_path / "b", "task-b", grid_b or GRID, list(seeds), value(score_b), metric=metric_b)
     return a.directory(), b.directory()
 
 
@@ -73,16 +73,17 @@ def test_effects_side_by_side_with_verdicts(tmp_path):
     def on_b(a):
         pre, learned = a["model.norm"] == "pre", a["model.position"] == "learned"
         return 0.5 - 0.1 * pre + 0.05 * (a["model.ffn"] == "gelu") + 1e-4 * learned * (1 if pre else -1)
-    report = transfer(*sweep_pair(tmp_path, on_a, on_b), wandb_mode="disabled")
+    # four seeds: over a family of 4 differences and 5 interactions, 8 pairs could not separate (9 x 2 / 2^8)
+    report = transfer(*sweep_pair(tmp_path, on_a, on_b, seeds=(0, 1, 2, 3)), wandb_mode="disabled")
     norm_a, norm_b = report.effects[0]
     assert norm_a.differences[0][1].mean == pytest.approx(0.2) and norm_b.differences[0][1].mean == pytest.approx(-0.0999)
-    assert norm_a.differences[0][1].n == 12, "6 other variants x 2 seeds, paired"
+    assert norm_a.differences[0][1].n == 24, "6 other variants x 4 seeds, paired"
     text = report.markdown.read_text()
     verdicts = {line.split(" | ")[1]: line.split(" | ")[-1].rstrip(" |") for line in text.splitlines()
                 if line.startswith("| ") and " − " in line}
     assert verdicts == {"pre − post": "reverses", "gelu − relu": "transfers", "swiglu − relu": "separates on neither",
                         "learned − sinusoidal": "only on A"}
-    assert "| norm | pre − post | 0.2 | [0.2, 0.2] | 12 | -0.0999 | [" in text
+    assert "| norm | pre − post | 0.2 | [0.2, 0.2] | 24 | -0.0999 | [" in text
 
 
 def test_a_loss_on_one_side_is_read_with_its_direction(tmp_path):

@@ -66,26 +66,37 @@ def effects(folder: Path, metrics: list[str]) -> str:
     lines = ["| axis: paired difference | " + " | ".join(f"`{m}` ({endpoint(m)}) [95% CI]" for m in metrics) + " |",
              "|---" * (len(metrics) + 1) + "|"]
     separated: dict[str, list[str]] = {m: [] for m in metrics}
+
+    def row(label: str, tested: list[tuple]) -> None:
+        """One table row: the label, then each metric's (estimate, Holm p) with the label it separates."""
+        cells = []
+        for m, (estimate, holm_p, axis) in zip(metrics, tested, strict=True):
+            cells.append(shown(estimate, holm_p) + ("" if math.isnan(holm_p) else f"; Holm p {holm_p:.2g}"))
+            if separates(estimate, holm_p):
+                separated[m].append(axis)
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+
     for index, effect in enumerate(first):
         for position, (value, _) in enumerate(effect.differences):
-            cells = []
-            for m in metrics:
-                estimate = per_metric[m][index].differences[position][1]
-                holm_p = per_metric[m][index].tests[position][1]
-                cells.append(shown(estimate, holm_p) + ("" if math.isnan(holm_p) else f"; Holm p {holm_p:.2g}"))
-                if separates(estimate, holm_p):
-                    separated[m].append(effect.label)
-            lines.append(f"| {effect.label}: {value_text(value)} − {value_text(effect.values[0])} | "
-                         + " | ".join(cells) + " |")
-    pairs = sorted({e.n for effect in first for _, e in effect.differences})
-    family = sum(len(effect.differences) for effect in first)
-    short = unreachable(pairs, family)
+            row(f"{effect.label}: {value_text(value)} − {value_text(effect.values[0])}",
+                [(per_metric[m][index].differences[position][1], per_metric[m][index].tests[position][1], effect.label)
+                 for m in metrics])
+        for position, crossed in enumerate(effect.interactions):
+            row(crossed.text(), [(per_metric[m][index].interactions[position].estimate,
+                                  per_metric[m][index].interactions[position].test[1],
+                                  f"{crossed.label} × {crossed.given_label}") for m in metrics])
+    differences = sorted({e.n for effect in first for _, e in effect.differences})
+    crossings = sorted({i.estimate.n for effect in first for i in effect.interactions})
+    family = sum(len(effect.differences) + len(effect.interactions) for effect in first)
+    short = unreachable([*differences, *crossings], family)
     checks = [f"{'I' if e.identity.holds else 'Warning: i'}{e.identity.text()[1:]}." for e in first if e.identity]
     lines += ["", *([" ".join(checks), ""] if checks else []),
-              f"Pairs per difference (each distinct computation once): {', '.join(map(str, pairs))}; Holm p: the exact "
-              f"sign-flip test's p adjusted over every difference of the sweep on that metric ({family}); bold: Holm p "
-              "< 0.05." + (f" Before any verdict: {short}." if short else "") + " Axes that separate (some "
-              "difference with Holm p < 0.05): " + "; ".join(
+              f"Pairs per difference (each distinct computation once): {', '.join(map(str, differences))}"
+              + (f"; per interaction: {', '.join(map(str, crossings))}" if crossings else "")
+              + "; Holm p: the exact sign-flip test's p adjusted over the family of every difference and two-way "
+              f"interaction of the sweep on that metric ({family}); bold: Holm p < 0.05."
+              + (f" Before any verdict: {short}." if short else "") + " Axes that separate (some "
+              "difference or interaction with Holm p < 0.05): " + "; ".join(
                   f"`{m}`: {', '.join(dict.fromkeys(separated[m])) or 'none'}" for m in metrics) + "."]
     return "\n".join(lines) + "\n"
 

@@ -114,5 +114,5 @@ def unreachable(pairs: Sequence[int], family: int, level: float = 0.05) -> str |
     n = short[-1]
     return (f"no difference of {' or '.join(map(str, short))} pairs can separate, whatever the data: the exact "
             f"test's smallest p at {n} pairs is {smallest_p(n):.3g}, "
-            f"and Holm over {family} differences makes it {min(1.0, family * smallest_p(n)):.3g}, not below {level:g}; "
+            f"and Holm over {family} tests makes it {min(1.0, family * smallest_p(n)):.3g}, not below {level:g}; "
             f"{pairs_needed(family, level)} pairs (seeds × other cells) could")

@@ -138,8 +138,9 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     for note in notes:
         echo(f"zoo compare: {note}")
     rows, effects, noise = variant_rows(sweep, records), axis_effects(sweep, records), seed_noise(sweep, records)
-    family = sum(len(e.differences) for e in effects)
-    short = unreachable([d.n for e in effects for _, d in e.differences], family)
+    family = sum(len(e.differences) + len(e.interactions) for e in effects)
+    short = unreachable([d.n for e in effects for _, d in e.differences] + [i.estimate.n for e in effects
+                                                                            for i in e.interactions], family)
     units = units_of(sweep, records)
     blocks = factorial(units.finished, [k for k in sweep.grid if k not in units.identities], sweep.labels())
     powers = power_lines(sweep, effects)
@@ -152,8 +153,9 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     sizes = across_sizes(sweep, records, simple)
     interaction = ["## Effect of each axis at each value of another", "",
                    "Where an effect depends on another choice, the marginal effect above averages it away; here "
-                   "the differences are paired within one value of the other axis; Holm's family is every such "
-                   "difference of the sweep, and * marks a Holm p below 0.05.", "",
+                   "the differences are paired within one value of the other axis. Exploratory: Holm's family here "
+                   "is every such difference of the sweep, apart from the primary family above, and no verdict of the "
+                   "sweep rests on it; * marks a Holm p below 0.05.", "",
                    *simple_lines(simple), ""] if simple else []
     columns, data_rows = table(sweep, rows)
     plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png", note),

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from zoo.compare.agreement import separates
-from zoo.compare.stats import Estimate, SimpleEffect, finished_values, holm, p_value
+from zoo.compare.stats import Estimate, SimpleEffect, holm, interaction, p_value, units_of
 from zoo.compare.tables import interval, markdown_table, number, text_table
 from zoo.compare.wandb_run import Rows
 from zoo.records import RunRecord
@@ -42,24 +42,6 @@ class AcrossSizes:
     verdict: str = ""
 
 
-def interaction(finished: list[tuple[RunRecord, float]], key: str, value: Any, reference: Any, given: str,
-                at: Any, base: Any) -> Estimate:
-    """(x(value, at) − x(reference, at)) − (x(value, base) − x(reference, base)), paired over runs
-    that share the seed and every grid value but `key` and `given`."""
-    cells: dict[tuple, float] = {}
-    for record, x in finished:
-        rest = tuple(sorted((k, repr(v)) for k, v in record.assignment.items() if k not in (key, given)))
-        cells[(rest, record.seed, repr(record.assignment[key]), repr(record.assignment[given]))] = x
-    values = []
-    for rest, seed, k, g in list(cells):
-        if (k, g) != (repr(value), repr(at)):
-            continue
-        corners = [cells.get((rest, seed, repr(v), repr(s))) for v, s in ((reference, at), (value, base), (reference, base))]
-        if None not in corners:
-            values.append(cells[(rest, seed, k, g)] - corners[0] - corners[1] + corners[2])
-    return Estimate.of(values)
-
-
 def verdict(at_size: Sequence[tuple[Estimate, float]], interactions: Sequence[tuple[Estimate, float, float]]) -> str:
     """Whether the difference holds across sizes: an interaction that separates says it does not; else
     the same sign at every size says it does, where it separates at some size at all."""
@@ -75,7 +57,7 @@ def verdict(at_size: Sequence[tuple[Estimate, float]], interactions: Sequence[tu
 
 
 def across_sizes(sweep: SweepSpec, records: Sequence[RunRecord], simple: list[SimpleEffect]) -> list[AcrossSizes]:
-    finished, labels, out = finished_values(sweep, records), sweep.labels(), []
+    finished, labels, out = units_of(sweep, records).finished, sweep.labels(), []
     for given in size_keys(sweep):
         sizes = list(sweep.grid[given])
         for key, values in sweep.grid.items():

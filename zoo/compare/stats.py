@@ -16,7 +16,7 @@ from zoo.compare.exact import sign_flip_p
 from zoo.compare.units import IdentityCheck, Units, experimental_units
 from zoo.metrics import CURVE, range_of
 from zoo.records import RunRecord
-from zoo.sweep.spec import SweepSpec
+from zoo.sweep.spec import SweepSpec, value_text
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,28 @@ class AxisEffect:
     paired difference of every axis of the sweep."""
     identity: IdentityCheck | None = None
     """Where the axis's values are one computation (zoo.compare.units): the check, not an effect."""
+    interactions: list[Interaction] = field(default_factory=list)
+    """Its two-way interactions with each grid key listed after it, in the same Holm family."""
+
+
+@dataclass
+class Interaction:
+    """How key's difference (value − reference) changes with another key: the difference at
+    given=at minus at given=base, paired over the seed and every other grid value."""
+
+    label: str
+    value: Any
+    reference: Any
+    given_label: str
+    at: Any
+    base: Any
+    estimate: Estimate
+    test: tuple[float, float] = (math.nan, math.nan)
+    """(p, Holm-adjusted p) in the family of every difference and interaction of the sweep."""
+
+    def text(self) -> str:
+        return (f"{self.label} × {self.given_label}: ({value_text(self.value)} − {value_text(self.reference)}) at "
+                f"{value_text(self.at)} − at {value_text(self.base)}")
 
 
 def p_value(e: Estimate) -> float:
@@ -260,22 +282,49 @@ def axis_effects(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[AxisEff
     labels, finished, bounds = sweep.labels(), finished_values(sweep, records), range_of(sweep.metric)
     units = experimental_units(sweep, finished)
     effects = []
+    tested = [key for key in sweep.grid if key not in units.identities and len(sweep.grid[key]) > 1]
     for key, values in sweep.grid.items():
         per_value = [[v for r, v in finished if r.assignment[key] == value] for value in values]
         identity = units.identities.get(key)
+        later = tested[tested.index(key) + 1:] if key in tested else []
+        crossed = [Interaction(labels[key], value, values[0], labels[given], at, sweep.grid[given][0],
+                               interaction(units.finished, key, value, values[0], given, at, sweep.grid[given][0]))
+                   for given in later for value in values[1:] for at in sweep.grid[given][1:]]
         effects.append(AxisEffect(key, labels[key], list(values), [Estimate.of(v).within(*bounds) for v in per_value],
                                   [] if identity else paired_differences(units.finished, key, list(values), bounds),
-                                  identity=identity))
+                                  identity=identity, interactions=crossed))
     return with_tests(effects)
 
 
+def interaction(finished: list[tuple[RunRecord, float]], key: str, value: Any, reference: Any, given: str,
+                at: Any, base: Any) -> Estimate:
+    """(x(value, at) − x(reference, at)) − (x(value, base) − x(reference, base)), paired over runs
+    that share the seed and every grid value but `key` and `given`."""
+    cells: dict[tuple, float] = {}
+    for record, x in finished:
+        rest = tuple(sorted((k, repr(v)) for k, v in record.assignment.items() if k not in (key, given)))
+        cells[(rest, record.seed, repr(record.assignment[key]), repr(record.assignment[given]))] = x
+    values = []
+    for rest, seed, k, g in list(cells):
+        if (k, g) != (repr(value), repr(at)):
+            continue
+        corners = [cells.get((rest, seed, repr(v), repr(s))) for v, s in ((reference, at), (value, base), (reference, base))]
+        if None not in corners:
+            values.append(cells[(rest, seed, k, g)] - corners[0] - corners[1] + corners[2])
+    return Estimate.of(values)
+
+
 def with_tests(effects: list) -> list:
-    """Give each effect's differences their (p, Holm p), the family being every difference of
-    every effect given: one adjustment, whichever table the effects are."""
-    raw = [p_value(e) for effect in effects for _, e in effect.differences]
+    """Give each effect's differences (and an axis effect's interactions) their (p, Holm p), the
+    family being every difference and interaction of every effect given: one adjustment,
+    whichever table the effects are."""
+    crossed = [i for effect in effects for i in getattr(effect, "interactions", [])]
+    raw = [p_value(e) for effect in effects for _, e in effect.differences] + [p_value(i.estimate) for i in crossed]
     adjusted = iter(zip(raw, holm(raw), strict=True))
     for effect in effects:
         effect.tests = [next(adjusted) for _ in effect.differences]
+    for each in crossed:
+        each.test = next(adjusted)
     return effects
 
 

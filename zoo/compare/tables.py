@@ -75,12 +75,12 @@ def censored_note(sweep: SweepSpec) -> list[str]:
 
 
 HOLM = ("p: two-sided exact sign-flip test of the paired differences (Fisher's randomization test; at n pairs no p "
-        "falls below 2 / 2^n, and none is 0). Holm p: adjusted by Holm's step-down method over "
-        "all {m} paired differences of the sweep, so that the chance that any of them excludes 0 by chance alone "
-        "stays within the level (a difference with Holm p < 0.05 holds at 5% for the whole family). Verdict: "
-        "separated where Holm p < 0.05; level only where the sweep declares a margin for the metric (`margins:`) and "
-        "two one-sided sign-flip tests exclude it (TOST, Holm over the same family); otherwise not separated "
-        "(inconclusive), with the narrowest margin the pairs could have excluded.")
+        "falls below 2 / 2^n, and none is 0). Holm p: adjusted by Holm's step-down method over the primary family, "
+        "all {m} paired differences and two-way interactions of the sweep's metric, so that the chance that any of "
+        "them excludes 0 by chance alone stays within the level (a difference with Holm p < 0.05 holds at 5% for "
+        "the whole family). Verdict: separated where Holm p < 0.05; level only where the sweep declares a margin "
+        "for the metric (`margins:`) and two one-sided sign-flip tests exclude it (TOST, Holm over the same family); "
+        "otherwise not separated (inconclusive), with the narrowest margin the pairs could have excluded.")
 
 
 def tuned_runs(trained: list[RunRecord]) -> str:
@@ -106,12 +106,20 @@ def noise_line(noise: tuple[float, int]) -> str:
             "of freedom): a difference between two variants of the same order is within what a change of seed moves.")
 
 
+def tested(effect: AxisEffect) -> list[tuple[str, str, Estimate, tuple[float, float]]]:
+    """(axis, what is tested, its estimate, (p, Holm p)) of an effect's paired differences, then
+    of its interactions with the keys after it."""
+    first = value_text(effect.values[0])
+    return ([(effect.label, f"{value_text(v)} − {first}", e, test)
+             for (v, e), test in zip(effect.differences, effect.tests, strict=True)]
+            + [(f"{i.label} × {i.given_label}", i.text().split(": ", 1)[1], i.estimate, i.test) for i in effect.interactions])
+
+
 def effect_verdicts(effects: list[AxisEffect], margin: float | None) -> list[list[str]]:
-    """Each effect's differences' verdicts (zoo.compare.equivalence), over the family of them all."""
-    flat = verdicts([(e, adjusted) for effect in effects for (_, e), (_, adjusted) in
-                     zip(effect.differences, effect.tests, strict=True)], margin)
-    said = iter(flat)
-    return [[next(said) for _ in effect.differences] for effect in effects]
+    """Each effect's tests' verdicts (zoo.compare.equivalence), over the family of them all."""
+    rows = [tested(effect) for effect in effects]
+    said = iter(verdicts([(e, test[1]) for row in rows for _, _, e, test in row], margin))
+    return [[next(said) for _ in row] for row in rows]
 
 
 def effect_lines(effects: list[AxisEffect], margin: float | None = None) -> list[str]:
@@ -123,24 +131,25 @@ def effect_lines(effects: list[AxisEffect], margin: float | None = None) -> list
         if effect.identity is not None:
             lines += ["", f"{'Identity check' if effect.identity.holds else '**Warning**'}: {effect.identity.text()}.", ""]
             continue
-        lines += ["", "| difference (paired) | mean | 95% CI | pairs | p | Holm p | verdict |",
+        lines += ["", "| difference (paired) or interaction | mean | 95% CI | pairs | p | Holm p | verdict |",
                   "|---|---|---|---|---|---|---|"]
-        for (value, e), (p, adjusted), verdict in zip(effect.differences, effect.tests, said, strict=True):
-            lines.append(f"| {value_text(value)} − {value_text(effect.values[0])} | {number(e.mean)} | {interval(e)} | "
-                         f"{e.n} | {number(p, 3)} | {number(adjusted, 3)} | {verdict} |")
+        for (axis, what, e, (p, adjusted)), verdict in zip(tested(effect), said, strict=True):
+            shown = what if axis == effect.label else f"{axis}: {what}"
+            lines.append(f"| {shown} | {number(e.mean)} | {interval(e)} | {e.n} | {number(p, 3)} | {number(adjusted, 3)} | "
+                         f"{verdict} |")
         lines.append("")
     return lines
 
 
 def effects_text(effects: list[AxisEffect], noise: tuple[float, int], margin: float | None = None) -> str:
-    """The paired difference of every axis value from the axis's first value, one line each, with
-    its p-values and verdict, then the identity checks and the seed-to-seed noise."""
-    rows = [[e.label, f"{value_text(v)} − {value_text(e.values[0])}", number(d.mean), interval(d), str(d.n),
-             number(p, 3), number(adjusted, 3), verdict]
+    """The paired difference of every axis value from the axis's first value, and every two-way
+    interaction, one line each, with its p-values and verdict, then the identity checks and the
+    seed-to-seed noise."""
+    rows = [[axis, what, number(d.mean), interval(d), str(d.n), number(p, 3), number(adjusted, 3), verdict]
             for e, said in zip(effects, effect_verdicts(effects, margin), strict=True)
-            for (v, d), (p, adjusted), verdict in zip(e.differences, e.tests, said, strict=True)]
+            for (axis, what, d, (p, adjusted)), verdict in zip(tested(e), said, strict=True)]
     checks = [e.identity.text() for e in effects if e.identity is not None]
-    columns = ["axis", "difference (paired)", "mean", "95% CI", "pairs", "p", "Holm p", "verdict"]
+    columns = ["axis", "difference (paired) or interaction", "mean", "95% CI", "pairs", "p", "Holm p", "verdict"]
     return "\n".join([text_table(columns, rows), *checks, noise_line(noise)])
 
 
@@ -154,6 +163,9 @@ def effect_table(effects: list[AxisEffect]) -> Rows:
                  for v, e in zip(effect.values, effect.estimates)]
         rows += [[effect.label, value_text(v), f"difference from {first}", e.mean, e.low, e.high, e.n, p, adjusted]
                  for (v, e), (p, adjusted) in zip(effect.differences, effect.tests, strict=True)]
+        rows += [[effect.label, value_text(i.value), f"interaction with {i.given_label}: at {value_text(i.at)} − at "
+                  f"{value_text(i.base)}", i.estimate.mean, i.estimate.low, i.estimate.high, i.estimate.n, *i.test]
+                 for i in effect.interactions]
         if effect.identity is not None:  # identical cells of compared: the check, no difference and no p
             check = effect.identity
             rows.append([effect.label, " = ".join(value_text(v) for v in effect.values), "identity check",
