@@ -118,3 +118,10 @@ def test_registry_runs(script, capsys):
     for kind in ("optimizer", "schedule", "format"):
         assert {run[kind] for run in result["runs"]} == set(lists[kind]), kind
     assert all({"test/bleu", "test/chrf", "test/ter", "eval/loss"} <= run.keys() for run in result["runs"])
+
+
+def test_probes(script, capsys):
+    result = script("probes").main(["--smoke"])
+    assert printed(capsys) == json.loads(json.dumps(result))
+    assert set(result["ms"]) == {"probes", "evaluation", "steps between evaluations"}
+    assert result["ratio_probes_to_evaluation"] > 0 and result["ratio_probes_to_training"] > 0

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from zoo.model import flex
 from zoo.model.attend import attend, visible_keys, within_window
+from zoo.model.probes import probing
 from zoo.parts import Attention
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
@@ -115,7 +116,7 @@ class SDPAttention(FusedAttention):
 
     def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None,
                need_weights: bool, causal: bool):
-        if need_weights or self.softcap is not None:  # the kernels neither return weights nor cap scores
+        if need_weights or self.softcap is not None or probing():  # the kernels return no weights, cap no scores
             return super().kernel(q, k, v, mask, bias, need_weights, causal)
         q_len, k_len = q.size(-2), k.size(-2)
         options = {"dropout_p": self.attention_dropout(), "enable_gqa": self.group > 1,
@@ -136,7 +137,7 @@ class FlexAttention(FusedAttention):
 
     def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None,
                need_weights: bool, causal: bool):
-        if not flex.runs_here(q, bias, self.attention_dropout(), need_weights):
+        if probing() or not flex.runs_here(q, bias, self.attention_dropout(), need_weights):
             return super().kernel(q, k, v, mask, bias, need_weights, causal)
         additive = additive_term(q, k, mask, bias, causal)
         return flex.flex_attend(q, k, v, additive, self.scale, self.softcap, self.group > 1), None

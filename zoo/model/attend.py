@@ -17,6 +17,7 @@ from torch import Tensor
 
 from zoo.dropout import dropout as zoo_dropout
 from zoo.model.masks import causal_mask
+from zoo.model.probes import observe_attention, probing
 
 
 def visible_keys(mask: Tensor | None, causal: bool, q_len: int, k_len: int, device: torch.device) -> Tensor | None:
@@ -44,6 +45,7 @@ def attend(
     is 1 / sqrt(d) unless given (T5: 1); `softcap` c maps scores s to c tanh(s / c) (Gemma 2)."""
     scale = q.size(-1) ** -0.5 if scale is None else scale
     scores = torch.einsum("bhqd,bhkd->bhqk", q * scale if scale != 1.0 else q, k)
+    raw = scores if probing() else None
     if softcap is not None:
         scores = softcap * torch.tanh(scores / softcap)
     if bias is not None:
@@ -52,6 +54,8 @@ def attend(
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)
+    if raw is not None:
+        observe_attention(raw, weights, mask)
     dropped = zoo_dropout(weights, dropout)
     out = torch.einsum("bhqk,bhkd->bhqd", dropped, v)
     return out, (weights if need_weights else None)

@@ -15,7 +15,8 @@ from torch import Tensor
 from zoo.errors import Diverged
 from zoo.metrics import Tally, better, curve_means, metric_settings, scored
 from zoo.model.generate import default_new_tokens
-from zoo.model.kinds import ZooModel
+from zoo.model.kinds import ZooModel, model_class
+from zoo.model.probes import mechanism_metrics
 from zoo.records import CheckpointProgress
 from zoo.specs.experiment import TrainSpec
 from zoo.specs.registries import registry
@@ -101,7 +102,23 @@ class Evaluator:
             if better(name, value, self.progress.best.get(name)):
                 self.progress.best[name] = value
         self.progress.last_eval = metrics
+        if self.train.probes and self.dist.is_main:  # logged, never a best nor a score
+            return {**metrics, **self.mechanism(model)}
         return metrics
+
+    def mechanism(self, model: ZooModel) -> dict[str, float]:
+        """Mechanism statistics of the first held-out batch (zoo.model.probes), in evaluation mode."""
+        spec, kind = model.spec, model_class(model.spec)
+        src, tgt = self.batches[0]
+        inputs, labels = kind.frame(spec, src, tgt)
+        padding = tuple(None if m is None else m.to(self.device) for m in kind.input_masks(spec, inputs))
+        inputs = tuple(t.to(self.device) for t in inputs)
+        was_training = model.training
+        model.eval()
+        try:
+            return mechanism_metrics(model, inputs, padding, (labels != spec.pad_id).to(self.device))
+        finally:
+            model.train(was_training)
 
     def final(self, model: ZooModel, step: int) -> dict[str, float]:
         """On rank 0: the last evaluation (made now if the run had none), the means over the run's

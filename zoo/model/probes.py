@@ -1,0 +1,91 @@
+"""Mechanism statistics (Wortsman et al. 2023): what grows inside a model before its loss shows it.
+Per attention layer, the largest attention logit (q·k scaled, before any soft cap or bias, over the
+keys a query may see) and the mean attention entropy; for the output, the largest logit and the
+mean log-partition (what z-loss holds near 0).
+
+Read from one forward of a held-out batch under `probed`: every attention layout then computes with
+the reference kernel (the same function; `sdpa` and `flex` return no scores), which records what
+it sees under the name of the attention module it serves."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import torch
+from torch import Tensor, nn
+
+_SEEN: ContextVar[dict[str, dict[str, float]] | None] = ContextVar("probes", default=None)
+_LAYER: ContextVar[str] = ContextVar("probe_layer", default="attention")
+
+
+def probing() -> bool:
+    """Whether a probe is listening: attention kernels then compute with the reference."""
+    return _SEEN.get() is not None
+
+
+def observe_attention(scores: Tensor, weights: Tensor, visible: Tensor | None) -> None:
+    """Called by the reference kernel with its raw scores (B, H, Tq, Tk), the softmax weights and
+    the visible keys (or None): the layer's largest visible logit and mean entropy."""
+    seen = _SEEN.get()
+    if seen is None:
+        return
+    shown = scores if visible is None else scores.masked_fill(~visible, -math.inf)
+    entropy = -(weights * weights.clamp_min(1e-30).log()).sum(-1)
+    record = seen.setdefault(_LAYER.get(), {"logit_max": -math.inf, "entropy": 0.0, "calls": 0})
+    record["logit_max"] = max(record["logit_max"], float(shown.detach().amax()))
+    record["entropy"] += float(entropy.detach().float().mean())
+    record["calls"] += 1
+
+
+@contextmanager
+def probed(model: nn.Module) -> Iterator[dict[str, dict[str, float]]]:
+    """Listen to every attention module of `model` (by its name in the model) while the block runs."""
+    from zoo.parts import Attention
+
+    seen: dict[str, dict[str, float]] = {}
+    token = _SEEN.set(seen)
+
+    def enter(name: str):
+        def hook(module, args, kwargs):
+            module._probe_token = _LAYER.set(name)
+        return hook
+
+    def leave(module, args, kwargs, output):
+        _LAYER.reset(module._probe_token)
+
+    handles = []
+    for name, module in model.named_modules():
+        if isinstance(module, Attention):
+            handles.append(module.register_forward_pre_hook(enter(name), with_kwargs=True))
+            handles.append(module.register_forward_hook(leave, with_kwargs=True))
+    try:
+        yield seen
+    finally:
+        for handle in handles:
+            handle.remove()
+        _SEEN.reset(token)
+
+
+def output_statistics(logits: Tensor, real: Tensor) -> dict[str, float]:
+    """The largest |logit| and the mean log-partition over the real positions (B, T) of logits (B, T, V)."""
+    chosen = logits.detach().float()[real]
+    if chosen.numel() == 0:
+        return {}
+    return {"mech/output_logit_max": float(chosen.abs().amax()), "mech/output_logsumexp": float(chosen.logsumexp(-1).mean())}
+
+
+def mechanism_metrics(model: nn.Module, inputs: tuple[Tensor, ...], padding: tuple, real: Tensor) -> dict[str, float]:
+    """One held-out forward's mechanism statistics, per attention layer and over all of them."""
+    with torch.no_grad(), probed(model) as seen:
+        logits = model(*inputs, padding)
+    metrics = {}
+    for name, record in seen.items():
+        metrics[f"mech/attn_logit_max/{name}"] = record["logit_max"]
+        metrics[f"mech/attn_entropy/{name}"] = record["entropy"] / record["calls"]
+    if seen:
+        metrics["mech/attn_logit_max"] = max(r["logit_max"] for r in seen.values())
+        metrics["mech/attn_entropy"] = sum(r["entropy"] / r["calls"] for r in seen.values()) / len(seen)
+    return {**metrics, **output_statistics(logits, real)}
