@@ -39,11 +39,33 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     else:
         statuses = run_sweep(sweep, base, args.workers, (int(index), int(count)),
                              cells_per_process=args.cells_per_process)
+        statuses.update(confirm(args, sweep, base, statuses))
     counts = {s: list(statuses.values()).count(s) for s in sorted(set(statuses.values()))}
     print(f"sweep {sweep.name}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     print(f"compare: zoo compare {sweep.directory()}")
     if counts.get("failed"):
         raise SystemExit(1)
+
+
+def confirm(args: argparse.Namespace, sweep, base, statuses: dict[str, str]) -> dict[str, str]:
+    """A tuned sweep's confirmation (confirm_seeds): once every tuning cell is done, each variant
+    trains again at its chosen value on the fresh seeds. A shard alone cannot know the choice."""
+    from zoo.compare.confirm import cells_to_confirm
+    from zoo.records import DONE
+    from zoo.sweep import run_sweep
+
+    if not sweep.confirm_seeds:
+        return {}
+    if args.shard != "0/1":
+        print(f"sweep {sweep.name}: the confirmation on seeds {sweep.confirm_seeds} runs once every shard is done: "
+              f"run `zoo sweep {args.file}` without --shard then")
+        return {}
+    if any(status not in DONE for status in statuses.values()):
+        print(f"sweep {sweep.name}: tuning cells are not all done; the confirmation waits for them")
+        return {}
+    cells = cells_to_confirm(sweep.directory())
+    print(f"sweep {sweep.name}: confirming each variant's chosen value on seeds {sweep.confirm_seeds} ({len(cells)} cells)")
+    return run_sweep(sweep, base, args.workers, cells=cells, cells_per_process=args.cells_per_process)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:

@@ -12,7 +12,7 @@ from zoo.metrics import goal_of
 from zoo.records import RunRecord
 from zoo.specs.registries import describe_unknown
 from zoo.sweep.ledger import Ledger
-from zoo.sweep.spec import SweepSpec, expand, read_saved_sweep, safe_text
+from zoo.sweep.spec import SweepSpec, confirmation_cells, expand, read_saved_sweep, safe_text
 
 
 @dataclass
@@ -47,7 +47,8 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
     sweep, base = read_saved_sweep(sweep_dir)
     read = Ledger(sweep_dir / "ledger.jsonl").read()
     notes = read.warnings(sweep_dir / "ledger.jsonl")
-    cells = expand(sweep)
+    tuning = expand(sweep)
+    cells = [*tuning, *confirmation_cells(sweep)]  # the confirmation's candidates: its chosen cells are among them
     names = {cell.name for cell in cells}
     other = sorted({r.cell for r in read.records if r.cell is not None and r.cell not in names})
     if other:
@@ -58,7 +59,10 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
         notes.append(f"{len(foreign)} cell(s) have ledger records whose grid values differ from the cell's, left out "
                      f"(e.g. {foreign[0]})")
     records = [r for r in current.values() if r.status not in ("running", "interrupted")]
-    progress = grid_progress(len(cells), [r.status for r in current.values()])
+    progress = grid_progress(len(tuning), [current[c.name].status for c in tuning if c.name in current])
+    confirmed = [r for r in records if r.seed in sweep.confirm_seeds]
+    if sweep.confirm_seeds:
+        notes.append(f"confirmation on seeds {sweep.confirm_seeds}: {len(confirmed)} run(s) of chosen values recorded")
     if not records:
         raise ConfigError(f"{sweep_dir}: the ledger holds no finished, diverged or failed cell of this grid yet "
                           f"({progress})")

@@ -133,7 +133,29 @@ def chosen_records(sweep: SweepSpec, records: list[RunRecord], choices: list[Cho
 
 def compared_sweep(sweep: SweepSpec) -> SweepSpec:
     """The sweep as its comparison sees it: the grid alone, the tuned keys chosen away."""
-    return sweep.model_copy(update={"tune": {}})
+    return sweep.model_copy(update={"tune": {}, "confirm_seeds": []})
+
+
+def tuning_runs(sweep: SweepSpec, records: list[RunRecord]) -> list[RunRecord]:
+    """The runs that choose: those of the tuning seeds (a confirmation's never do)."""
+    return [r for r in records if r.seed in sweep.seeds]
+
+
+def compared_runs(sweep: SweepSpec, records: list[RunRecord], choices: list[Choice]
+                  ) -> tuple[SweepSpec, list[RunRecord], list[str]]:
+    """What the variants are compared on, and what to say of it: with confirm_seeds, each chosen
+    value's runs on those fresh seeds alone (the seeds that chose never judge); until they ran,
+    the tuning seeds' runs, said to be unconfirmed."""
+    confirming = [r for r in records if r.seed in sweep.confirm_seeds]
+    if confirming:
+        note = (f"compared on the confirmation seeds {sweep.confirm_seeds} alone: each variant trained again at its "
+                f"chosen value; the tuning seeds {sweep.seeds} only chose")
+        return (compared_sweep(sweep).model_copy(update={"seeds": sweep.confirm_seeds}),
+                chosen_records(sweep, confirming, choices), [note])
+    notes = [f"the choice is not confirmed yet: confirm_seeds {sweep.confirm_seeds} have no runs, so the variants are "
+             "compared on the seeds that chose them (optimistic); `zoo sweep` runs the confirmation once every "
+             "tuning cell is done"] if sweep.confirm_seeds else []
+    return compared_sweep(sweep), chosen_records(sweep, tuning_runs(sweep, records), choices), notes
 
 
 def check_compared_metric(sweep: SweepSpec) -> None:
@@ -157,4 +179,5 @@ def as_compared(sweep: SweepSpec, records: list[RunRecord]) -> tuple[SweepSpec, 
     if not sweep.tune:
         return sweep, records
     check_compared_metric(sweep)
-    return compared_sweep(sweep), chosen_records(sweep, records, choose(sweep, records))
+    compared, runs, _ = compared_runs(sweep, records, choose(sweep, tuning_runs(sweep, records)))
+    return compared, runs

@@ -16,9 +16,9 @@ from zoo.compare.tuned import (
     Choice,
     check_compared_metric,
     choose,
-    chosen_records,
-    compared_sweep,
+    compared_runs,
     tried_text,
+    tuning_runs,
 )
 from zoo.compare.wandb_run import Rows
 from zoo.files import atomic_write
@@ -55,9 +55,10 @@ RULE = ("Each variant trained every tuned value ({values}) with every seed. Its 
 
 def tuned(sweep: SweepSpec, records: list[RunRecord], folder: Path, suffix: str) -> Tuning:
     check_compared_metric(sweep)
+    confirming, records = records, tuning_runs(sweep, records)  # only the tuning seeds choose and show the choice
     choices = choose(sweep, records)
-    compared = compared_sweep(sweep)
-    out = Tuning(compared, chosen_records(sweep, records, choices), choices=choices)
+    compared, runs, said = compared_runs(sweep, confirming, choices)
+    out = Tuning(compared, runs, choices=choices)
     labels = sweep.labels()
     keys = list(sweep.tune)
     rows = [[c.variant, *(value_text(c.chosen[k]) for k in keys), number(c.best.score.mean), str(c.best.score.n),
@@ -76,8 +77,8 @@ def tuned(sweep: SweepSpec, records: list[RunRecord], folder: Path, suffix: str)
                            [[*(value_text(t.values[k]) for k in keys), c.variant, t.values == c.chosen, t.score.mean,
                              t.score.n, t.bad] for c in choices for t in c.tried])
     out.warnings = [f"{c.variant}: {'; '.join(c.edges)}: tune further" for c in choices if c.edges]
-    out.notes = [f"{c.variant}: some tuned value has fewer finished seeds than the sweep's {len(sweep.seeds)}; "
-                 "its choice rests on the cells there are" for c in choices if c.incomplete]
+    out.notes = [*said, *(f"{c.variant}: some tuned value has fewer finished seeds than the sweep's "
+                          f"{len(sweep.seeds)}; its choice rests on the cells there are" for c in choices if c.incomplete)]
     add_seed_choices(out, sweep, records, choices)
     for key in learning_rate_keys(sweep):
         add_sensitivity(out, sweep, records, choices, key, folder, suffix)

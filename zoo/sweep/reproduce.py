@@ -42,7 +42,7 @@ from zoo.sweep.record_differences import (
     scorer_differences,
 )
 from zoo.sweep.retrain import other_rounding, retrain
-from zoo.sweep.spec import SweepSpec, cell_experiment, expand, read_saved_sweep
+from zoo.sweep.spec import SweepSpec, cell_experiment, confirmation_cells, expand, read_saved_sweep
 
 EARLY_STEPS = 20
 """The early window: the losses logged to this step (or to the first logged step, if later)."""
@@ -137,7 +137,7 @@ def recorded_cells(ledger_path: Path, sets: Sequence[str]) -> tuple[SweepSpec, d
         raise ConfigError(f"zoo reproduce --set {', '.join(bad)}: only task.* (where the data is) may change")
     sweep, base = read_saved_sweep(folder)
     base = with_sets(base, sets)
-    cells = {cell.name: cell for cell in expand(sweep)}
+    cells = {cell.name: cell for cell in [*expand(sweep), *confirmation_cells(sweep)]}
     latest, _ = Ledger(ledger_path).read().of_cells(list(cells.values()))
     return sweep, base, {name: (cells[name], r) for name, r in latest.items() if r.status == "finished"}
 

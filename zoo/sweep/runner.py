@@ -168,13 +168,13 @@ def check_data_unchanged(sweep: SweepSpec, experiments: dict[str, ExperimentSpec
 
 def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of: tuple[int, int] = (0, 1),
               echo: Callable[[str], None] = print, cells_per_process: int | None = None,
-              only: Cell | None = None) -> dict[str, str]:
-    """Run the shard's cells (or the one cell `only`, as W&B's agent asks) that the ledger does not
-    list as done, `workers` at once; returns each cell's status ("skipped" where another process
-    holds the cell, "stopped" where a signal came first)."""
+              only: Cell | None = None, cells: list[Cell] | None = None) -> dict[str, str]:
+    """Run the shard's cells (or the one cell `only`, as W&B's agent asks, or the `cells` given: a
+    confirmation's) that the ledger does not list as done, `workers` at once; returns each cell's
+    status ("skipped" where another process holds the cell, "stopped" where a signal came first)."""
     if workers < 1:
         raise ConfigError(f"--workers {workers}: give at least 1")
-    cells = shard(expand(sweep), *shard_of) if only is None else [only]
+    cells = [only] if only is not None else cells if cells is not None else shard(expand(sweep), *shard_of)
     experiments = {cell.name: cell_experiment(sweep, base, cell) for cell in cells}  # all valid before any trains
     folder = sweep.directory()
     check_folder(folder, sweep, base)

@@ -16,7 +16,7 @@ import copy
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -68,6 +68,10 @@ class SweepSpec(Strict):
                                           "are compared on `metric` (a held-out split) at their chosen values")
     choose_on: str | None = Field(None, description="the validation metric that chooses a tuned value; "
                                                     "default: eval/NAME for a metric test/NAME")
+    confirm_seeds: list[int] = Field(
+        default_factory=list, description="fresh seeds on which each variant trains again at the value its tuning "
+                                          "chose, once every tuning cell is done; zoo compare then compares the "
+                                          "variants on these runs alone, so the seeds that chose never judge")
     metric: str = "eval/exact_match"
     goal: Literal["max", "min"] = Field(None, validate_default=False,
                                         description="default: min for a loss, max for anything else")
@@ -114,6 +118,21 @@ class SweepSpec(Strict):
                                               {"key": key, "field": field, "given": grid[key], "names": names})
                 named[key] = names
         return {**data, "grid": {**named, **{k: v for k, v in grid.items() if k not in named}}} if named else data
+
+    @model_validator(mode="after")
+    def _confirmation_is_fresh(self) -> SweepSpec:
+        if not self.confirm_seeds:
+            return self
+        if not self.tune:
+            raise ConfigError(f"confirm_seeds {self.confirm_seeds}: a sweep confirms the values it tuned; give tune: "
+                              "too, or leave confirm_seeds out")
+        if len(set(self.confirm_seeds)) != len(self.confirm_seeds):
+            raise ConfigError(f"confirm_seeds must be distinct, got {self.confirm_seeds}")
+        shared = sorted(set(self.confirm_seeds) & set(self.seeds))
+        if shared:
+            raise ConfigError(f"confirm_seeds {shared} are tuning seeds too (seeds {self.seeds}): a choice is "
+                              "confirmed on seeds that did not make it; give fresh ones")
+        return self
 
     @model_validator(mode="after")
     def _grid_is_well_formed(self) -> SweepSpec:
@@ -209,6 +228,16 @@ def expand(sweep: SweepSpec) -> list[Cell]:
                               f"would share the folder {cell.name!r}; make the grid values distinct in more than "
                               "letter case and type")
     return cells
+
+
+def confirmation_cells(sweep: SweepSpec) -> list[Cell]:
+    """Every cell a confirmation may train: each variant at each tuned value on each confirm seed
+    (the chosen ones among them are trained: zoo.compare.confirm), indexed after the tuning cells."""
+    if not sweep.confirm_seeds:
+        return []
+    tuning = len(expand(sweep))
+    fresh = sweep.model_copy(update={"seeds": sweep.confirm_seeds, "confirm_seeds": []})
+    return [replace(cell, index=tuning + cell.index) for cell in expand(fresh)]
 
 
 def shard(cells: Sequence[Cell], index: int, count: int) -> list[Cell]:
