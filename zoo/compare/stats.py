@@ -104,7 +104,7 @@ class AxisEffect:
     computations; none for an axis whose values are one computation (see `identity`)."""
     tests: list[tuple[float, float]] = field(default_factory=list)
     """(p, Holm-adjusted p) of each difference, in the order of `differences`; the family is every
-    paired difference of every axis of the sweep."""
+    paired difference and two-way interaction of the sweep (its primary family)."""
     identity: IdentityCheck | None = None
     """Where the axis's values are one computation (zoo.compare.units): the check, not an effect."""
     interactions: list[Interaction] = field(default_factory=list)
@@ -276,9 +276,9 @@ def units_of(sweep: SweepSpec, records: Sequence[RunRecord]) -> Units:
 
 def axis_effects(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[AxisEffect]:
     """For every grid key: each value's mean over all other grid values and seeds, and its paired
-    difference from the key's first value over distinct computations (zoo.compare.units), with its
-    p-value and the Holm-adjusted one over every difference of every key; a key whose values are
-    one computation gets its identity check instead."""
+    difference from the key's first value over distinct computations (zoo.compare.units), and its
+    two-way interactions with the keys after it, each with its p-value and the Holm-adjusted one
+    over all of them; a key whose values are one computation gets its identity check instead."""
     labels, finished, bounds = sweep.labels(), finished_values(sweep, records), range_of(sweep.metric)
     units = experimental_units(sweep, finished)
     effects = []

@@ -134,7 +134,7 @@ class Trainer:
 
     def _loop(self, bar: ProgressBar, stop: StopSignals, last: int | None = None) -> None:
         """Train to train.steps (or to step `last`, for a benchmark of the loop itself), or until
-        early stopping ends the run."""
+        early stopping ends the run or its budget (train.budget) is spent."""
         t = self.experiment.train
         if self.early_stop.stopped_at is not None or self.compute.spent():
             return  # a resume of a run that had stopped early or spent its budget: only its end is left to do
