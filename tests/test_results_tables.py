@@ -185,3 +185,13 @@ def test_verdict_changes_lists_every_cell_whose_separation_changed():
         ["s effects", "attention: fused − per_head", "`m` [95% CI]", "separated (Holm p 0.02)", "row gone"],
         ["s effects", "norm: pre − post", "`m` [95% CI]", "separated (Holm p 0.01)", "not separated (Holm p 0.25)"]]
     assert module.changes(after, after) == []
+
+
+def test_the_page_counts_the_holm_adjusted_p_values_it_shows(tables):
+    page = ("<!-- results a effects m n -->\n| axis | `m` | `n` |\n|---|---|---|\n| x | +1; Holm p 0.01 | +2; Holm p 0.2 |\n"
+            "| y | +1; Holm p 0.5 | +2 |\n\nPairs: 4.\n<!-- end results -->\n"
+            "<!-- results a interactions m -->\n| difference | at | `m` | pairs | Holm p |\n|---|---|---|---|---|\n"
+            "| x | y=1 | +1 | 4 | 0.3 |\n| x | y=2 | +1 | 4 | 0.4 |\n<!-- end results -->\n"
+            "<!-- results a ranking m -->\n| rank | variant | `m` mean [95% CI] |\n|---|---|---|\n| 1 | v | 0.5 |\n"
+            "<!-- end results -->\n<!-- results page count tests -->\n<!-- end results -->\n")
+    assert tables.count_tests(page) == 3 + 2, "three cells give a Holm p; two rows of a Holm p column"

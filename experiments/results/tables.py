@@ -243,12 +243,34 @@ KINDS = {"effects": effects, "ranking": ranking, "interactions": interactions, "
 def render(text: str) -> str:
     def table(match: re.Match) -> str:
         name, kind, metrics = match.group(2), match.group(3), match.group(4).split()
+        if kind == "count":
+            return match.group(0)  # counted once every other table is written
         if kind not in KINDS:
-            raise SystemExit(f"README.md: results table kind {kind!r}; choices: {', '.join(KINDS)}")
+            raise SystemExit(f"README.md: results table kind {kind!r}; choices: {', '.join([*KINDS, 'count'])}")
         folders = [RESULTS / part for part in name.split("+")]
         return match.group(1) + KINDS[kind](folders if kind == "transfer" else folders[0], metrics) + match.group(6)
 
-    return MARKER.sub(table, text)
+    rendered = MARKER.sub(table, text)
+    said = (f"This page shows {count_tests(rendered)} Holm-adjusted p-values; each study's verdicts rest on one "
+            "family, its effects table's primary column, whose size the line under that table gives.\n")
+    return MARKER.sub(lambda m: m.group(1) + said + m.group(6) if m.group(3) == "count" else m.group(0), rendered)
+
+
+def count_tests(page: str) -> int:
+    """The Holm-adjusted p-values the page's generated tables show: each cell that gives one, and
+    each row of a table with a Holm p column."""
+    tests = 0
+    tables = [[line for line in chunk.splitlines() if line.startswith("| ")]
+              for match in MARKER.finditer(page) if match.group(3) != "count" for chunk in match.group(5).split("\n\n")]
+    for lines in tables:
+        if not lines:
+            continue
+        header = [cell.strip() for cell in lines[0].strip().strip("|").split(" | ")]
+        column = next((i for i, name in enumerate(header) if name.startswith("Holm p")), None)
+        for line in lines[1:]:
+            cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+            tests += sum("Holm p" in cell for cell in cells) + (column is not None and column < len(cells))
+    return tests
 
 
 def publish(sweep_dir: Path) -> Path:
