@@ -22,7 +22,8 @@ correlation of the variants. `against_paper`: each row of a sweep of rows agains
 the number a paper reports for it (the folder's paper.yaml), with the Holm-adjusted p and whether
 the paper's direction held. `choices` (a tuned sweep): each variant's chosen values and every
 value's validation mean; `sensitivity`: each variant's LR sensitivity (Wortsman et al. 2023) and
-its effects; `sizes`: each difference at each model size, its interaction with size, the verdict.
+its effects; `sizes`: each difference at each model size, its interaction with size, the verdict;
+`count` (name `page`): how many Holm-adjusted p-values the page's tables show.
 A results folder holds what `zoo sweep` and `zoo compare` left: sweep.yaml, ledger.jsonl,
 report.md and the plots; `zoo reproduce experiments/results/NAME/ledger.jsonl` trains its cells again.
 """
