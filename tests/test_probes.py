@@ -74,3 +74,14 @@ def test_a_run_with_probes_logs_them_at_each_evaluation_and_to_wandb(tmp_path):
     assert any("mech/attn_logit_max" in str(row) for row in logged), "W&B holds what the history holds"
     plain = zoo.train(tiny_experiment(tmp_path / "off", train=common))
     assert not any(key.startswith("mech") for row in plain.history for key in row)
+
+
+def test_the_probe_check_costs_compiled_attention_no_graph_break():
+    """attend asks whether a probe listens on every call; torch.compile must trace that question."""
+    import torch._dynamo as dynamo
+
+    from zoo.model.attend import attend
+
+    q = torch.randn(2, 2, 5, 4)
+    explained = dynamo.explain(lambda q: attend(q, q, q, None, causal=True)[0])(q)
+    assert explained.graph_break_count == 0, [str(reason.reason)[:200] for reason in explained.break_reasons]

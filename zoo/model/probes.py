@@ -12,29 +12,29 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 
 import torch
 from torch import Tensor, nn
 
-_SEEN: ContextVar[dict[str, dict[str, float]] | None] = ContextVar("probes", default=None)
-_LAYER: ContextVar[str] = ContextVar("probe_layer", default="attention")
+_LISTENING: dict[str, object] = {"seen": None, "layer": "attention"}
+"""What a probe records into and the attention module now running: a plain module dict, which
+torch.compile reads without a graph break (a ContextVar's `get` breaks every compiled attention)."""
 
 
 def probing() -> bool:
     """Whether a probe is listening: attention kernels then compute with the reference."""
-    return _SEEN.get() is not None
+    return _LISTENING["seen"] is not None
 
 
 def observe_attention(scores: Tensor, weights: Tensor, visible: Tensor | None) -> None:
     """Called by the reference kernel with its raw scores (B, H, Tq, Tk), the softmax weights and
     the visible keys (or None): the layer's largest visible logit and mean entropy."""
-    seen = _SEEN.get()
+    seen = _LISTENING["seen"]
     if seen is None:
         return
     shown = scores if visible is None else scores.masked_fill(~visible, -math.inf)
     entropy = -(weights * weights.clamp_min(1e-30).log()).sum(-1)
-    record = seen.setdefault(_LAYER.get(), {"logit_max": -math.inf, "entropy": 0.0, "calls": 0})
+    record = seen.setdefault(_LISTENING["layer"], {"logit_max": -math.inf, "entropy": 0.0, "calls": 0})
     record["logit_max"] = max(record["logit_max"], float(shown.detach().amax()))
     record["entropy"] += float(entropy.detach().float().mean())
     record["calls"] += 1
@@ -46,15 +46,16 @@ def probed(model: nn.Module) -> Iterator[dict[str, dict[str, float]]]:
     from zoo.parts import Attention
 
     seen: dict[str, dict[str, float]] = {}
-    token = _SEEN.set(seen)
+    before = dict(_LISTENING)
+    _LISTENING["seen"] = seen
 
     def enter(name: str):
         def hook(module, args, kwargs):
-            module._probe_token = _LAYER.set(name)
+            _LISTENING["layer"] = name
         return hook
 
     def leave(module, args, kwargs, output):
-        _LAYER.reset(module._probe_token)
+        _LISTENING["layer"] = before["layer"]
 
     handles = []
     for name, module in model.named_modules():
@@ -66,7 +67,7 @@ def probed(model: nn.Module) -> Iterator[dict[str, dict[str, float]]]:
     finally:
         for handle in handles:
             handle.remove()
-        _SEEN.reset(token)
+        _LISTENING.update(before)
 
 
 def output_statistics(logits: Tensor, real: Tensor) -> dict[str, float]:
