@@ -16,6 +16,8 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
+from zoo.parts import Attention
+
 _LISTENING: dict[str, object] = {"seen": None, "layer": "attention"}
 """What a probe records into and the attention module now running: a plain module dict, which
 torch.compile reads without a graph break (a ContextVar's `get` breaks every compiled attention)."""
@@ -43,8 +45,6 @@ def observe_attention(scores: Tensor, weights: Tensor, visible: Tensor | None) -
 @contextmanager
 def probed(model: nn.Module) -> Iterator[dict[str, dict[str, float]]]:
     """Listen to every attention module of `model` (by its name in the model) while the block runs."""
-    from zoo.parts import Attention
-
     seen: dict[str, dict[str, float]] = {}
     before = dict(_LISTENING)
     _LISTENING["seen"] = seen
