@@ -49,7 +49,9 @@ def test_the_variants_are_compared_on_the_confirmation_seeds_alone(tmp_path):
     assert difference.n == 2 and difference.values == pytest.approx(
         tuple(held_out_of("pre", 0.01, s) - held_out_of("post", 0.003, s) for s in (7, 8)))
     assert any("compared on the confirmation seeds [7, 8] alone" in line for line in said)
-    assert "| norm=pre | 0.01 |" in report.markdown.read_text(), "the choice is shown as the tuning seeds made it"
+    text = report.markdown.read_text()
+    assert "| norm=pre | 0.01 |" in text, "the choice is shown as the tuning seeds made it"
+    assert text.splitlines()[2] == "Primary endpoint: `test/token_acc`.", "a note makes no metric secondary"
 
 
 def test_before_the_confirmation_ran_the_comparison_says_it_is_unconfirmed(tmp_path):

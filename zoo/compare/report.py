@@ -130,11 +130,10 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
         tuning = tuned(sweep, records, sweep_dir, suffix)
         sweep, records, notes = tuning.sweep, tuning.records, [*notes, *tuning.notes]
     echo(f"zoo compare: {read.progress}")
-    primary = read.primary
-    note = "" if sweep.metric == primary else (f"secondary (exploratory): {sweep.metric}; the primary endpoint is "
-                                                f"{primary}")
-    if note:
-        echo(f"zoo compare: {note}: these p-values make no verdict of the sweep's primary family")
+    endpoint = "" if sweep.metric == read.primary else (f"secondary (exploratory): {sweep.metric}; the primary "
+                                                         f"endpoint is {read.primary}")
+    if endpoint:
+        echo(f"zoo compare: {endpoint}: these p-values make no verdict of the sweep's primary family")
     for note in notes:
         echo(f"zoo compare: {note}")
     rows, effects, noise = variant_rows(sweep, records), axis_effects(sweep, records), seed_noise(sweep, records)
@@ -158,14 +157,14 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
                    "sweep rests on it; * marks a Holm p below 0.05.", "",
                    *simple_lines(simple), ""] if simple else []
     columns, data_rows = table(sweep, rows)
-    plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png", note),
+    plots = [curves_png(sweep, rows, sweep_dir / f"curves{suffix}.png", endpoint),
              *loss_curves(sweep, records, sweep_dir, suffix)]
-    plots += [effect_png(sweep, e, sweep_dir / f"effect_{value_text(e.label)}{suffix}.png", note) for e in effects]
-    plots += [by_png(sweep, simple, key, sweep_dir / f"effects_by_{value_text(sweep.labels()[key])}{suffix}.png", note)
+    plots += [effect_png(sweep, e, sweep_dir / f"effect_{value_text(e.label)}{suffix}.png", endpoint) for e in effects]
+    plots += [by_png(sweep, simple, key, sweep_dir / f"effects_by_{value_text(sweep.labels()[key])}{suffix}.png", endpoint)
               for key in dict.fromkeys([*by_keys(sweep, by), *size_keys(sweep)])]
     plots += tuning.plots if tuning else []
-    lines = [f"# Sweep {sweep.name}", "", *([f"**{note[0].upper()}{note[1:]}**: exploratory, not a verdict.", ""]
-                                           if note else [f"Primary endpoint: `{sweep.metric}`.", ""]),
+    lines = [f"# Sweep {sweep.name}", "", *([f"**{endpoint[0].upper()}{endpoint[1:]}**: exploratory, not a verdict.", ""]
+                                           if endpoint else [f"Primary endpoint: `{sweep.metric}`.", ""]),
              f"{read.progress}.", "",
              f"{len(records)} runs{tuned_runs(read.records) if tuning else ''}; metric `{sweep.metric}` ({sweep.goal}), "
              f"{value_kind(sweep.metric)}; means over seeds; intervals are 95% t-intervals{range_text(sweep.metric)}.", "",
@@ -191,7 +190,7 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
                   **({"interactions": simple_rows(simple)} if simple else {}), **(tuning.tables if tuning else {}),
                   **({"across_sizes": size_table(sizes)} if sizes else {})}
         run = log_tables(base.get("wandb") or {}, sweep.name, "compare", f"{sweep.name}-compare{suffix}", sweep_dir,
-                         mode, {**read.sweep.model_dump(mode="json"), "endpoint": "secondary" if note else "primary"},
+                         mode, {**read.sweep.model_dump(mode="json"), "endpoint": "secondary" if endpoint else "primary"},
                          tables, plots)
     table_text = text_table(columns, data_rows)
     if tuning:
