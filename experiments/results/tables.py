@@ -40,7 +40,7 @@ from pathlib import Path
 from zoo.compare.agreement import oriented, separates, verdict
 from zoo.compare.exact import unreachable
 from zoo.compare.load import read_sweep
-from zoo.compare.stats import Estimate, axis_effects, holm, p_value, simple_effects, variant_rows
+from zoo.compare.stats import Estimate, axis_effects, holm, p_value, primary_family, simple_effects, variant_rows
 from zoo.compare.transfer import measure
 from zoo.metrics import goal_of
 from zoo.specs.yamlio import load_yaml
@@ -88,8 +88,8 @@ def effects(folder: Path, metrics: list[str]) -> str:
                                   f"{crossed.label} × {crossed.given_label}") for m in metrics])
     differences = sorted({e.n for effect in first for _, e in effect.differences})
     crossings = sorted({i.estimate.n for effect in first for i in effect.interactions})
-    family = sum(len(effect.differences) + len(effect.interactions) for effect in first)
-    short = unreachable([*differences, *crossings], family)
+    tests = primary_family(first)
+    family, short = len(tests), unreachable([e.n for e in tests], len(tests))
     checks = [f"{'I' if e.identity.holds else 'Warning: i'}{e.identity.text()[1:]}." for e in first if e.identity]
     lines += ["", *([" ".join(checks), ""] if checks else []),
               f"Pairs per difference (each distinct computation once): {', '.join(map(str, differences))}"

@@ -8,7 +8,7 @@ import math
 
 from zoo.compare.factorial import Factorial
 from zoo.compare.power import power_of, power_text
-from zoo.compare.stats import AxisEffect
+from zoo.compare.stats import AxisEffect, primary_family
 from zoo.compare.tables import markdown_table, number, text_table
 from zoo.compare.wandb_run import Rows
 from zoo.sweep.spec import SweepSpec, value_text
@@ -49,7 +49,7 @@ def factorial_table(result: Factorial) -> Rows:
 def power_lines(sweep: SweepSpec, effects: list[AxisEffect]) -> list[str]:
     """Each paired difference's detectable size at 80% power and the seeds its planned size needs:
     the declared margin where there is one, else the observed difference."""
-    family = sum(len(e.differences) for e in effects)
+    family = len(primary_family(effects))
     margin = sweep.margins.get(sweep.metric)
     lines = []
     for effect in effects:

@@ -23,6 +23,7 @@ from zoo.compare.stats import (
     VariantRow,
     axis_effects,
     curve_metric,
+    primary_family,
     seed_noise,
     simple_effects,
     units_of,
@@ -137,9 +138,8 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     for note in notes:
         echo(f"zoo compare: {note}")
     rows, effects, noise = variant_rows(sweep, records), axis_effects(sweep, records), seed_noise(sweep, records)
-    family = sum(len(e.differences) + len(e.interactions) for e in effects)
-    short = unreachable([d.n for e in effects for _, d in e.differences] + [i.estimate.n for e in effects
-                                                                            for i in e.interactions], family)
+    tests = primary_family(effects)
+    family, short = len(tests), unreachable([e.n for e in tests], len(tests))
     units = units_of(sweep, records)
     blocks = factorial(units.finished, [k for k in sweep.grid if k not in units.identities], sweep.labels())
     powers = power_lines(sweep, effects)

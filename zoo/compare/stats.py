@@ -314,6 +314,12 @@ def interaction(finished: list[tuple[RunRecord, float]], key: str, value: Any, r
     return Estimate.of(values)
 
 
+def primary_family(effects: list[AxisEffect]) -> list[Estimate]:
+    """Every test of the sweep's primary family: each axis's paired differences, then its interactions."""
+    return [e for effect in effects for _, e in effect.differences] + [i.estimate for effect in effects
+                                                                      for i in effect.interactions]
+
+
 def with_tests(effects: list) -> list:
     """Give each effect's differences (and an axis effect's interactions) their (p, Holm p), the
     family being every difference and interaction of every effect given: one adjustment,
