@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from zoo.compare.load import read_sweep
-from zoo.compare.tuned import choose, grid_variant, tuning_runs, value_key
+from zoo.compare.tuned import at_choice, choose, chosen_keys, tuning_runs
 from zoo.sweep.spec import Cell, confirmation_cells
 
 
@@ -15,7 +15,5 @@ def cells_to_confirm(sweep_dir: str | Path) -> list[Cell]:
     """The confirmation cells of the chosen values, from the sweep folder's ledger."""
     read = read_sweep(sweep_dir)
     sweep = read.sweep
-    chosen = {c.variant: value_key(c.chosen) for c in choose(sweep, tuning_runs(sweep, read.records))}
-    return [cell for cell in confirmation_cells(sweep)
-            if chosen.get(grid_variant(sweep, dict(cell.assignment)))
-            == value_key({key: dict(cell.assignment)[key] for key in sweep.tune})]
+    chosen = chosen_keys(choose(sweep, tuning_runs(sweep, read.records)))
+    return [cell for cell in confirmation_cells(sweep) if at_choice(sweep, chosen, dict(cell.assignment))]

@@ -126,9 +126,12 @@ class Interaction:
     test: tuple[float, float] = (math.nan, math.nan)
     """(p, Holm-adjusted p) in the family of every difference and interaction of the sweep."""
 
+    def contrast(self) -> str:
+        return (f"({value_text(self.value)} − {value_text(self.reference)}) at {value_text(self.at)} − at "
+                f"{value_text(self.base)}")
+
     def text(self) -> str:
-        return (f"{self.label} × {self.given_label}: ({value_text(self.value)} − {value_text(self.reference)}) at "
-                f"{value_text(self.at)} − at {value_text(self.base)}")
+        return f"{self.label} × {self.given_label}: {self.contrast()}"
 
 
 def p_value(e: Estimate) -> float:

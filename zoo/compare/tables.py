@@ -112,7 +112,7 @@ def tested(effect: AxisEffect) -> list[tuple[str, str, Estimate, tuple[float, fl
     first = value_text(effect.values[0])
     return ([(effect.label, f"{value_text(v)} − {first}", e, test)
              for (v, e), test in zip(effect.differences, effect.tests, strict=True)]
-            + [(f"{i.label} × {i.given_label}", i.text().split(": ", 1)[1], i.estimate, i.test) for i in effect.interactions])
+            + [(f"{i.label} × {i.given_label}", i.contrast(), i.estimate, i.test) for i in effect.interactions])
 
 
 def effect_verdicts(effects: list[AxisEffect], margin: float | None) -> list[list[str]]:

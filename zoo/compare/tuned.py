@@ -126,9 +126,17 @@ def combinations(sweep: SweepSpec) -> list[dict[str, Any]]:
 def chosen_records(sweep: SweepSpec, records: list[RunRecord], choices: list[Choice]) -> list[RunRecord]:
     """The runs of each variant's chosen value, as runs of the variant itself (its grid values
     only): what the comparison of variants pairs by seed."""
-    chosen = {c.variant: value_key(c.chosen) for c in choices}
-    return [as_variant_run(sweep, record) for record in records
-            if chosen.get(grid_variant(sweep, record.assignment)) == value_key(tuned_values(sweep, record))]
+    chosen = chosen_keys(choices)
+    return [as_variant_run(sweep, record) for record in records if at_choice(sweep, chosen, record.assignment)]
+
+
+def chosen_keys(choices: list[Choice]) -> dict[str, str]:
+    return {c.variant: value_key(c.chosen) for c in choices}
+
+
+def at_choice(sweep: SweepSpec, chosen: dict[str, str], assignment: dict[str, Any]) -> bool:
+    """Whether a cell's tuned values are those its variant chose (chosen_keys)."""
+    return chosen.get(grid_variant(sweep, assignment)) == value_key({key: assignment[key] for key in sweep.tune})
 
 
 def compared_sweep(sweep: SweepSpec) -> SweepSpec:

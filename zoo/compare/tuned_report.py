@@ -55,9 +55,9 @@ RULE = ("Each variant trained every tuned value ({values}) with every seed. Its 
 
 def tuned(sweep: SweepSpec, records: list[RunRecord], folder: Path, suffix: str) -> Tuning:
     check_compared_metric(sweep)
-    confirming, records = records, tuning_runs(sweep, records)  # only the tuning seeds choose and show the choice
+    every_run, records = records, tuning_runs(sweep, records)  # only the tuning seeds choose and show the choice
     choices = choose(sweep, records)
-    compared, runs, said = compared_runs(sweep, confirming, choices)
+    compared, runs, said = compared_runs(sweep, every_run, choices)
     out = Tuning(compared, runs, choices=choices)
     labels = sweep.labels()
     keys = list(sweep.tune)

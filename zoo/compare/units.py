@@ -20,6 +20,7 @@ import numpy as np
 
 from zoo.errors import ZooError
 from zoo.records import RunRecord
+from zoo.specs.choices import validate_choice
 from zoo.specs.registries import AXES, registry
 from zoo.sweep.names import assignment_text
 from zoo.sweep.spec import SweepSpec, value_text
@@ -48,10 +49,9 @@ def declared_function(key: str, values: Sequence[Any]) -> str | None:
         return None
     declared = set()
     for value in values:
-        name = value.get("name") if isinstance(value, dict) else str(value).split("+", 1)[0]
         try:
-            declared.add(getattr(registry(axis).get(name), "computes", None))
-        except ZooError:
+            declared.add(getattr(registry(axis).get(validate_choice(axis, value).name), "computes", None))
+        except (ZooError, ValueError):  # not a part of the axis (pydantic's errors are ValueErrors)
             return None
     return declared.pop() if len(declared) == 1 and None not in declared else None
 
