@@ -4,8 +4,6 @@ on; and the budget (train.budget) that ends the run at the first step where it i
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import torch
 
 from zoo.model.flops import stack_shapes, training_flops, uncounted
@@ -14,12 +12,6 @@ from zoo.specs.experiment import BudgetSpec
 from zoo.specs.model_spec import ModelSpec
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.feed import Batch
-
-
-@lru_cache(maxsize=4096)
-def step_flops(spec: ModelSpec, shapes: tuple[tuple[str, int, int], ...]) -> int:
-    """A micro-batch's training FLOPs, remembered per shape: batches repeat a few shapes."""
-    return training_flops(spec, {stack: (rows, length) for stack, rows, length in shapes}) or 0
 
 
 class ComputeCounter:
@@ -31,13 +23,17 @@ class ComputeCounter:
         if not self.countable:
             progress.flops = None
         self.pending_flops, self.pending_tokens = 0, 0
+        self.by_shape: dict[tuple, int] = {}
+        """A micro-batch's training FLOPs by its inputs' shapes: batches repeat a few shapes."""
 
     def add(self, micro: list[Batch]) -> None:
         """One step's micro-batches (this rank's); the labels are the global batch's, counted once."""
         if self.countable:
             for batch in micro:
-                shapes = stack_shapes(self.reads, batch.inputs)
-                self.pending_flops += step_flops(self.spec, tuple((k, *v) for k, v in shapes.items()))
+                key = tuple(t.shape for t in batch.inputs)
+                if key not in self.by_shape:
+                    self.by_shape[key] = training_flops(self.spec, stack_shapes(self.reads, batch.inputs))
+                self.pending_flops += self.by_shape[key]
         self.pending_tokens += micro[0].tokens
 
     def settle(self) -> None:
