@@ -17,10 +17,12 @@ AWAY = {  # a value away from the default (and from what the default stands for)
     "output_bias": "fixed", "attn_softcap": 50.0, "logit_softcap": 30.0, "qk_norm": "rmsnorm", "window": 8,
     "share_layers": True, "embedding_dim": 16, "output_transform": True, "bias": False, "qk_norm_scope": "projection",
     "qkv_bias": False, "out_bias": False, "scale_width": 12.0, "logit_scale": 0.0625,
-    "embedding_dim_scope": "embedding",
+    "embedding_dim_scope": "embedding", "documents": "separate",
 }
 NEEDS = {"qk_norm_scope": {"qk_norm": "rmsnorm"}, "embedding_dim_scope": {"embedding_dim": 16}}
 """What a switch's value needs beside it (a scope of a qk-norm that is there)."""
+PLAIN = {"documents": "decoder.post.sinusoidal.fused.relu"}
+"""The plain model a switch is turned on in, where the encoder-decoder cannot take it."""
 SWITCHES = list(FLAT)
 NOT_SWITCHES = {"kind", "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "n_encoder_layers",
                 "n_decoder_layers", "dropout", "max_len", "pad_id", "bos_id", "eos_id", "attention_dropout",
@@ -67,7 +69,7 @@ def test_a_switch_given_both_ways_must_agree_and_a_group_change_keeps_the_rest()
 
 @pytest.mark.parametrize("switch", SWITCHES)
 def test_a_switch_away_from_its_default_shows_in_the_name_and_comes_back(switch):
-    plain = zoo.spec("post.sinusoidal.fused.relu", **SIZES, **NEEDS.get(switch, {}))
+    plain = zoo.spec(PLAIN.get(switch, "post.sinusoidal.fused.relu"), **SIZES, **NEEDS.get(switch, {}))
     spec = plain.replace(**{switch: AWAY[switch]})
     assert spec.switches() == {**NEEDS.get(switch, {}), switch: AWAY[switch]}
     shown = f"{switch}={zoo.specs.choices.value_text(AWAY[switch])}"

@@ -63,12 +63,13 @@ def attend(
 
 def stale_columns(positions: Tensor, key_positions: Tensor, mask: Tensor | None, window: int) -> int:
     """How many leading key columns no query at `positions` (B or 1, Tq) or later can see through a
-    window: keys at `window` or more positions before every row's earliest query, or padding.
+    window: keys at `window` or more positions before every row's earliest query, padding, or
+    keys of an earlier document.
     A row's later queries only move forward, so a column stale for every row stays stale (even
     after beam search reorders rows). One read-back of a count per step."""
     stale = key_positions <= positions.amin(-1, keepdim=True) - window
-    if mask is not None:
-        stale = stale | ~mask[:, 0, 0, :]
+    if mask is not None:  # the newest query's row: documents only begin, so what it cannot see stays hidden
+        stale = stale | ~mask[:, 0, -1, :]
     return int(stale.all(0).int().cumprod(0).sum())
 
 

@@ -14,6 +14,7 @@ from functools import partial
 from torch import Tensor, nn
 
 from zoo.model.attend import LayerCache
+from zoo.model.masks import real_queries
 from zoo.parts import NormPlacement, PositionScheme, Site
 from zoo.specs.hooks import Composes, TakesRealTokens, implements
 from zoo.specs.model_spec import ModelSpec
@@ -71,4 +72,4 @@ class Block(nn.Module):
 
     def feed_forward(self, h: Tensor, mask: Tensor | None) -> Tensor:
         """The feed-forward told which of the new positions are real tokens (MoE routes only those)."""
-        return self.ffn(h, real=None if mask is None else mask[:, 0, 0, -h.size(1):].expand(h.shape[:2]))
+        return self.ffn(h, real=None if mask is None else real_queries(mask, h.size(1)).expand(h.shape[:2]))

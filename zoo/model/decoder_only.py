@@ -10,7 +10,7 @@ from torch import Tensor
 
 from zoo.model.decoding import Decoding
 from zoo.model.inputs import check_ids
-from zoo.model.masks import real_tokens, target_mask
+from zoo.model.masks import document_positions, documents_apart, real_tokens, self_mask
 from zoo.model.zoo_model import AttentionMaps, ZooModel
 from zoo.specs.model_spec import ModelSpec
 
@@ -43,15 +43,19 @@ class DecoderOnly(ZooModel):
     @classmethod
     def frame(cls, spec: ModelSpec, src: Tensor, tgt: Tensor) -> tuple[tuple[Tensor, ...], Tensor]:
         """One sequence, the source then the target after its start; the prompt's positions
-        predict nothing (their labels are the pad id), the target's predict the next token."""
+        predict nothing (their labels are the pad id), the target's predict the next token. Where
+        documents are apart, a document's last position does not predict the next one's start,
+        which it cannot see: each document is scored as if alone."""
         sequence = sequences(spec, src, tgt)
         labels = sequence[:, 1:].clone()
-        prompt = torch.arange(labels.size(1), device=src.device)[None] < (prompt_lengths(spec, src) - 1)[:, None]
-        return (sequence[:, :-1],), labels.masked_fill(prompt, spec.pad_id)
+        hidden = torch.arange(labels.size(1), device=src.device)[None] < (prompt_lengths(spec, src) - 1)[:, None]
+        if documents_apart(spec):
+            hidden = hidden | (labels == spec.bos_id)
+        return (sequence[:, :-1],), labels.masked_fill(hidden, spec.pad_id)
 
     @classmethod
     def input_masks(cls, spec: ModelSpec, inputs: tuple[Tensor, ...]) -> tuple[Tensor | None, ...]:
-        return (target_mask(inputs[0], spec),)
+        return (self_mask(inputs[0], spec),)
 
     @classmethod
     def sequence_lengths(cls, spec: ModelSpec, src_len: int, tgt_len: int) -> tuple[int, int]:
@@ -84,16 +88,18 @@ class DecoderOnly(ZooModel):
 
     def forward(self, ids: Tensor, padding: tuple[Tensor | None] | None = None, head: bool = True) -> Tensor:
         """Logits (B, T, vocab): position t predicts token t + 1. `padding` is (mask,) built on
-        the host, as the encoder-decoder's is; `head` as there."""
+        the host, as the encoder-decoder's is (with the documents' mask where they are apart);
+        `head` as there."""
         if padding is None:
             check_ids("ids", ids, self.spec.tgt_vocab_size)
             padding = self.input_masks(self.spec, (ids,))
-        hidden = self.decoder(ids, padding[0])[0]
+        hidden = self.decoder(ids, padding[0], positions=document_positions(ids, self.spec))[0]
         return self.generator(hidden) if head else hidden
 
     def attention_maps(self, ids: Tensor) -> AttentionMaps:
         check_ids("ids", ids, self.spec.tgt_vocab_size)
-        maps = self.decoder(ids, target_mask(ids, self.spec), need_weights=True)[1]
+        maps = self.decoder(ids, self_mask(ids, self.spec), positions=document_positions(ids, self.spec),
+                            need_weights=True)[1]
         return AttentionMaps(encoder=[], decoder_self=[m["self"] for m in maps], decoder_cross=[])
 
     def start_decoding(self, inputs: Tensor, use_cache: bool = True, beams: int = 1) -> tuple[Tensor, Decoding]:

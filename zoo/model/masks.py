@@ -1,7 +1,11 @@
 """Masks from token ids, in the zoo's one convention: bool, True where a query may see a key,
 shaped to broadcast over (batch, heads, queries, keys), or None where every key is visible.
 Padding masks are built once at the model's boundary; causality is the decoder's self-attention's
-own (`causal=True`), so a kernel may apply it without a mask tensor."""
+own (`causal=True`), so a kernel may apply it without a mask tensor.
+
+Documents packed in one row (spec.documents `separate` or `masked`) begin at each bos_id: a
+query sees the keys of its own document only (a (B, 1, queries, keys) mask), and under `separate`
+its position counts from its document's start, so each document is computed as if alone."""
 
 import torch
 from torch import Tensor
@@ -39,3 +43,49 @@ def causal_mask(q_len: int, k_len: int, device: torch.device) -> Tensor:
     """(1, 1, q_len, k_len): the last q_len of k_len positions each see themselves and earlier keys."""
     return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(k_len - q_len)[None, None]
 
+
+
+def documents_apart(spec) -> bool:
+    """Whether attention stops at each document's start (spec.documents other than `joined`)."""
+    return spec.documents != "joined"
+
+
+def document_ids(ids: Tensor, spec) -> Tensor:
+    """(B, T): the document of each column, counted by the starts (bos_id) at or before it; the
+    columns before a row's first start (a document cut off by packing) are document 0."""
+    return (ids == spec.bos_id).cumsum(1)
+
+
+def self_mask(ids: Tensor, spec, queries: int | None = None) -> Tensor | None:
+    """The mask of a decoder's self-attention over every column of `ids`, for its last `queries`
+    columns (all by default): the padding mask, and where documents are apart, the keys of each
+    query's own document only. A mask a row of one document would not need is the padding mask."""
+    padding = target_mask(ids, spec)
+    if not documents_apart(spec):
+        return padding
+    documents = document_ids(ids, spec)
+    if ids.device.type == "cpu" and bool((documents == documents[:, :1]).all()):
+        return padding  # every row one document: no mask of queries x keys, so kernels may take none
+    own = documents[:, -(queries or ids.size(1)):, None] == documents[:, None, :]
+    own = own[:, None]
+    return own if padding is None else own & padding
+
+
+def document_positions(ids: Tensor, spec) -> Tensor | None:
+    """(B, T) positions that restart at each document's start (spec.documents `separate`),
+    counting the real tokens of a row (a right-padded prompt's continuation follows its last
+    token); None where positions are the columns' own."""
+    if spec.documents != "separate":
+        return None
+    count = real_tokens(ids, spec).cumsum(1) - 1
+    start = torch.where(ids == spec.bos_id, count, torch.zeros_like(count)).cummax(1).values
+    return (count - start).clamp(min=0)
+
+
+def real_queries(mask: Tensor, queries: int) -> Tensor:
+    """(B, queries) bool: which of the last `queries` positions are real tokens, read from a
+    padding mask (B, 1, 1, K) or a document mask (B, 1, Q, K), where a token sees itself exactly
+    when it is real."""
+    if mask.size(-2) == 1:
+        return mask[:, 0, 0, -queries:]
+    return mask[:, 0].diagonal(offset=mask.size(-1) - mask.size(-2), dim1=-2, dim2=-1)[:, -queries:]

@@ -22,7 +22,7 @@ from zoo.model.beam import beam_search
 from zoo.model.decoding import Decoding
 from zoo.model.generate import greedy
 from zoo.model.init import draw_seed, initialize
-from zoo.model.masks import real_tokens, target_mask
+from zoo.model.masks import document_positions, real_tokens, self_mask
 from zoo.model.pretrained import save_pretrained
 from zoo.model.size_checks import check_fits
 from zoo.model.stacks import OutputProjection, Stack, model_stack
@@ -179,10 +179,12 @@ class ZooModel(nn.Module):
         prompts of different lengths decode in one batch."""
         fed = state.fed if state.cache is not None else 0
         new = tokens[:, fed:]
-        mask = target_mask(tokens, self.spec)
+        mask = self_mask(tokens, self.spec, queries=new.size(1))
         positions = None
         if state.own_positions:
-            positions = (real_tokens(tokens, self.spec).cumsum(1) - 1).clamp(min=0)[:, fed:]
+            restarted = document_positions(tokens, self.spec)
+            own = (real_tokens(tokens, self.spec).cumsum(1) - 1).clamp(min=0) if restarted is None else restarted
+            positions = own[:, fed:]
         hidden = self.decoder(new, mask, state.memory, state.memory_mask, state.cache, positions)[0]
         state.fed = tokens.size(1)
         if state.first is not None:  # the prompt's step (nothing was fed before): each row's last prompt token

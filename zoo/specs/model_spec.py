@@ -92,6 +92,13 @@ class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
         {}, description="per-layer rules by name, applied in order, a later one winning: e.g. {global: {every: 4, "
                         "set: {window: null}}} (zoo.specs.layer_rules)"
     )
+    documents: Literal["joined", "separate", "masked"] = Field(
+        "joined", description="documents packed in one row, each starting at bos_id (the lm task's pack): joined, "
+                              "attention crosses their boundaries (GPT-2, nanoGPT); separate, it stops at every "
+                              "boundary and positions restart there, so each document is computed as if alone; "
+                              "masked, it stops but positions run on along the row (Llama 3's document mask). "
+                              "Kind decoder"
+    )
 
     @field_validator("kind")
     @classmethod
@@ -161,6 +168,14 @@ class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
             raise PydanticCustomError(
                 "special_id_distinct", "pad_id and eos_id must differ (bos_id may equal either), got {ids}",
                 {"ids": ", ".join(f"{k} {v}" for k, v in specials.items())},
+            )
+        one_causal_stack = KIND_STACKS[self.kind] == ("decoder",)
+        if self.documents != "joined" and (not one_causal_stack or self.bos_id in (self.pad_id, self.eos_id)):
+            raise PydanticCustomError(
+                "documents", "documents {documents}: documents are told apart by their start token in the one row of a "
+                "decoder-only model; it needs a model of that kind (got {kind}) and a bos_id apart from pad_id and "
+                "eos_id (got {ids}); choices for this model: joined",
+                {"documents": self.documents, "kind": self.kind, "ids": ", ".join(f"{k} {v}" for k, v in specials.items())},
             )
         sized = self.src_vocab_size is not None and self.tgt_vocab_size is not None
         if sized and len(KIND_STACKS[self.kind]) == 1 and self.src_vocab_size != self.tgt_vocab_size:

@@ -1,23 +1,24 @@
-"""Plain text, one document or sentence a line: `lm` trains a decoder-only language model on it and
-`mlm` an encoder by masked-token prediction (BERT's 15%, of which 80% become <mask>, 10% a random
-token and 10% stay). The files are `SPLIT.txt[.gz]` in `data_dir`, or `SPLIT.LANG[.gz]`, so that
-one side of a parallel corpus serves; tokenizer, vocabulary and split settings are `parallel`'s."""
+"""Plain text documents: `lm` trains a decoder-only language model on them and `mlm` an encoder by
+masked-token prediction (BERT's 15%, of which 80% become <mask>, 10% a random token and 10% stay).
+A split is `SPLIT.txt[.gz]` in `data_dir`, or `SPLIT.LANG[.gz]` so that one side of a parallel
+corpus serves, one document a line or documents ended by a separator line; or a folder `SPLIT/`
+of files, a document each (zoo.tasks.documents). Tokenizer, vocabulary and split settings are
+`parallel`'s."""
 
 from __future__ import annotations
 
 import zlib
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, model_validator
 from torch import Tensor
 
-from zoo.errors import ConfigError, DataError, MissingData
+from zoo.errors import ConfigError
 from zoo.specs.registries import registry
 from zoo.tasks.base import EpochOrder, Task, TaskParams, Vocabulary, held_out_part, pad_rows, step_generator
-from zoo.tasks.corpus import find, read_lines
+from zoo.tasks.documents import cached_documents, split_files
 from zoo.tasks.summary import mean_length, unknown_share
 from zoo.tasks.text import TokenizerName, codec_from_state, train_codec, unk_id
 
@@ -33,28 +34,25 @@ class LinesParams(TaskParams):
     vocab_size: int = Field(8000, ge=8, description="the most tokens of the vocabulary")
     min_frequency: PositiveInt = Field(2, description="pieces seen fewer times in training become <unk>")
     lowercase: bool = False
-    max_tokens: PositiveInt = Field(128, description="longer training lines (bos and eos counted) are left out")
-    train_sentences: PositiveInt | None = Field(None, description="only the first N training lines")
-    test_size: PositiveInt | None = Field(None, description="only the first N test lines; default all")
+    max_tokens: PositiveInt = Field(128, description="longer training documents (bos and eos counted) are left out")
+    train_sentences: PositiveInt | None = Field(None, description="only the first N training documents")
+    test_size: PositiveInt | None = Field(None, description="only the first N test documents; default all")
+    separator: str | None = Field(None, description="a line of exactly this text ends a document, which keeps its "
+                                                    "line breaks (<|endoftext|>, say); null: a document a line")
+    folders: bool = Field(False, description="each split is a folder SPLIT/ in data_dir whose files (subfolders "
+                                             "included, sorted by path) are its documents, each read whole")
+    suffix: str | None = Field(None, description="with folders: only the files whose names end so (.py, say)")
 
-
-def line_file(data_dir: str, stem: str, lang: str | None) -> Path:
-    name = f"{stem}.{lang or 'txt'}"
-    path = find(Path(data_dir), name)
-    if path is None:
-        raise MissingData(f"task.data_dir {data_dir!r}: no {name}[.gz] for split {stem!r}")
-    return path
-
-
-@lru_cache(maxsize=8)
-def cached_lines(data_dir: str, stem: str, lang: str | None) -> tuple[str, ...]:
-    """The split's lines with text, each read once per process; a split without one is an error
-    here, not an empty max() or an empty evaluation later."""
-    file = line_file(data_dir, stem, lang)
-    lines = tuple(line.strip() for line in read_lines(file) if line.strip())
-    if not lines:
-        raise DataError(f"{file}: split {stem!r} holds no line with text")
-    return lines
+    @model_validator(mode="after")
+    def _one_way_to_documents(self) -> LinesParams:
+        if self.folders and (self.separator is not None or self.lang is not None):
+            given = "separator" if self.separator is not None else "lang"
+            raise ValueError(f"folders reads a folder of files a split, so {given} has nothing to read; give one")
+        if self.suffix is not None and not self.folders:
+            raise ValueError("suffix picks the files of a folder of documents; it needs folders: true")
+        if self.separator is not None and (not self.separator.strip() or "\n" in self.separator):
+            raise ValueError(f"separator {self.separator!r}: a whole line of text (not blank, no line break)")
+        return self
 
 
 class TextLines(Task):
@@ -92,10 +90,11 @@ class TextLines(Task):
     @classmethod
     def data_files(cls, params: LinesParams) -> list[Path]:
         stems = [params.train_split, params.valid_split, *([params.test_split] if params.test_split else [])]
-        return [line_file(params.data_dir, stem, params.lang) for stem in stems]
+        return [path for stem in stems for path in split_files(params, stem)]
 
     def _split(self, stem: str) -> tuple[str, ...]:
-        return cached_lines(self.params.data_dir, stem, self.params.lang)
+        p = self.params
+        return cached_documents(p.data_dir, stem, p.lang, p.separator, p.folders, p.suffix)
 
     def summary(self, eval_size: int) -> dict[str, float | int]:
         p = self.params
@@ -144,9 +143,10 @@ class TextLines(Task):
 
 class LmParams(LinesParams):
     pack: PositiveInt | None = Field(
-        None, description="rows of this many tokens cut from the lines joined end to end (each bos ... eos), so "
-                          "attention spans sentences (GPT-2, nanoGPT); the held-out lines likewise, the last row "
-                          "shorter; null: a row per line"
+        None, description="rows of this many tokens cut from the documents joined end to end (each bos ... eos): "
+                          "attention spans them (GPT-2, nanoGPT), or with model.documents separate or masked stops "
+                          "at each one's bos; the held-out documents likewise, the last row shorter; null: a row a "
+                          "document"
     )
 
 

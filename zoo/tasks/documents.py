@@ -1,0 +1,84 @@
+"""Where a text task's documents come from: a line each (`SPLIT.txt`, one sentence or caption a
+document), a file whose documents end at a separator line (`<|endoftext|>`, say), or a folder
+`SPLIT/` whose files are the documents (source files, articles). A document read from a separated
+file or a folder keeps its line breaks (a line ending `\\r\\n` becomes `\\n`), loses the blank
+space at its ends, and is left out when nothing else remains."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from zoo.errors import DataError, MissingData
+from zoo.tasks.corpus import find, read_bytes, read_lines
+
+
+def text_of(path: Path) -> str:
+    """A file's text, UTF-8; anything else is a DataError that names the file and the byte."""
+    data = read_bytes(path)
+    try:
+        return data.decode("utf-8").replace("\r\n", "\n")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start}); re-encode it "
+                        "as UTF-8 or leave it out of the folder") from None
+
+
+def line_file(data_dir: str, stem: str, lang: str | None) -> Path:
+    name = f"{stem}.{lang or 'txt'}"
+    path = find(Path(data_dir), name)
+    if path is None:
+        raise MissingData(f"task.data_dir {data_dir!r}: no {name}[.gz] for split {stem!r}")
+    return path
+
+
+def document_files(data_dir: str, stem: str, suffix: str | None) -> list[Path]:
+    """The files of the folder `data_dir/stem` (subfolders included, hidden ones not) whose names
+    end in `suffix`, sorted by their path inside it: the order of the split's documents."""
+    folder = Path(data_dir) / stem
+    if not folder.is_dir():
+        raise MissingData(f"task.data_dir {data_dir!r}: no folder {stem}/ for split {stem!r} (task.folders reads a "
+                          "folder of documents a split)")
+    files = sorted(path for path in folder.rglob("*") if path.is_file() and (suffix is None or path.name.endswith(suffix))
+                   and not any(part.startswith(".") for part in path.relative_to(folder).parts))
+    if not files:
+        raise DataError(f"{folder}: no file{'' if suffix is None else f' ending in {suffix!r}'} in split {stem!r}")
+    return files
+
+
+def split_files(params, stem: str) -> list[Path]:
+    """The files that hold split `stem` under the task's settings."""
+    if params.folders:
+        return document_files(params.data_dir, stem, params.suffix)
+    return [line_file(params.data_dir, stem, params.lang)]
+
+
+def separated(text: str, separator: str) -> list[str]:
+    """The documents of a text whose lines equal to `separator` end them."""
+    documents, current = [], []
+    for line in text.split("\n"):
+        if line == separator:
+            documents.append("\n".join(current))
+            current = []
+        else:
+            current.append(line)
+    return [*documents, "\n".join(current)]
+
+
+@lru_cache(maxsize=8)
+def cached_documents(data_dir: str, stem: str, lang: str | None, separator: str | None, folders: bool,
+                     suffix: str | None) -> tuple[str, ...]:
+    """The split's documents with text, each read once per process; a split without one is an
+    error here, not an empty max() or an empty evaluation later."""
+    if folders:
+        files = document_files(data_dir, stem, suffix)
+        documents = [text_of(path).strip() for path in files]
+    else:
+        files = [line_file(data_dir, stem, lang)]
+        documents = read_lines(files[0]) if separator is None else separated(text_of(files[0]), separator)
+        documents = [document.strip() for document in documents]
+    kept = tuple(document for document in documents if document)
+    if not kept:
+        where = files[0].parent if folders else files[0]
+        raise DataError(f"{where}: split {stem!r} holds no {'line' if separator is None and not folders else 'document'} "
+                        "with text")
+    return kept
