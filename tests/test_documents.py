@@ -235,3 +235,12 @@ def test_documents_apart_need_a_decoder_only_model_with_its_own_start_token(fiel
     with pytest.raises(zoo.ConfigError, match=r"documents separate: documents are told apart by their start token.*"
                                               r"choices for this model: joined"):
         zoo.resolve({**fields, "vocab_size": 20, "documents": "separate"})
+
+
+def test_a_packed_tasks_summary_counts_the_documents_left_out_not_its_rows(tmp_path):
+    for split in ("train", "valid", "test"):
+        write_documents(tmp_path, split, ["x = 1\n"] * 20 + ["y = 2\n" * 10])
+    task = build_task(folder_task(tmp_path, pack=16, max_tokens=20), seed=0)
+    summary = task.summary(2)
+    assert summary["train_too_long"] == 1, "the one document of 62 tokens"
+    assert summary["train_examples"] == len(task.train_lines) == 20 * 7 // 16

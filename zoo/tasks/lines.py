@@ -71,6 +71,7 @@ class TextLines(Task):
         self.codec, self.src_vocab = codec, self.wrap(codec)
         self.tgt_vocab = self.src_vocab
         self.train_lines = [ids for ids in map(codec.encode, train) if len(ids) <= p.max_tokens]
+        self.train_too_long = len(train) - len(self.train_lines)  # before lm's pack turns documents into rows
         if not self.train_lines:
             shortest = min(map(len, map(codec.encode, train)))
             raise ConfigError(f"task.max_tokens {p.max_tokens}: no training line is that short (the shortest holds "
@@ -98,13 +99,12 @@ class TextLines(Task):
 
     def summary(self, eval_size: int) -> dict[str, float | int]:
         p = self.params
-        read = self._split(p.train_split)[: p.train_sentences]
         unknown = unk_id(self.codec)
         shares = {} if unknown is None else {
             f"{split}_unknown_share": unknown_share(rows, unknown)
             for split, rows in (("train", self.train_lines), ("valid", self.held_out(eval_size, "valid")))}
         return {**super().summary(eval_size), "train_examples": len(self.train_lines),
-                "train_too_long": len(read) - len(self.train_lines), "max_tokens": p.max_tokens, **shares,
+                "train_too_long": self.train_too_long, "max_tokens": p.max_tokens, **shares,
                 "mean_tokens": mean_length(self.train_lines)}
 
     def longest_training(self) -> tuple[int, int]:
