@@ -276,8 +276,19 @@ def test_rows_are_one_at_a_time_changes_to_the_base_swept_as_the_grid_key_row():
     ({"a": {"model.ffn": "gelu"}}, {"model.ffn": ["relu", "gelu"]}, "row 'a': key 'model.ffn' is also a grid key"),
     ({"a b": {}}, {}, "row 'a b': its name is part of folder names"),
     ({"a": {"train.seed": 3}}, {}, "list seeds under `seeds`"),
+    ({"a": {"model.window": 2, "model.attn.window": 4}}, {},
+     "row 'a': keys 'model.window' and 'model.attn.window' set one setting"),
+    ({"a": {"model.attn": {"window": 2}, "model.attn.window": 4}}, {},
+     "row 'a': keys 'model.attn' and 'model.attn.window' set one setting"),
     ({}, {}, "a sweep needs at least one grid axis or row"),
 ])
 def test_bad_rows_are_refused_with_the_row_and_key(rows, grid, message):
     with pytest.raises(ValidationError, match=re.escape(message)):
         SweepSpec.model_validate({"name": "s", "rows": rows, "grid": grid})
+
+
+def test_a_size_that_gives_one_setting_twice_is_refused():
+    sizes = {"small": {"model.d_model": 32, "model.window": 2, "model.attn.window": 4}, "base": {"model.d_model": 64}}
+    with pytest.raises(ValidationError, match=re.escape("size 'small': keys 'model.window' and 'model.attn.window' set "
+                                                        "one setting")):
+        SweepSpec.model_validate({"name": "s", "sizes": sizes, "grid": {"model.norm": ["post", "pre"]}})

@@ -128,6 +128,17 @@ def test_lr_sensitivity_is_the_mean_gap_to_the_best_with_a_diverged_run_at_the_i
     assert (sweep.directory() / "loss_vs_lr.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_a_variant_that_diverged_at_every_rate_is_never_the_flattest(tmp_path):
+    """Every rate diverged: each loss counts at the initial loss, so the gap to the best is 0, which
+    would rank it flattest; with no rate trained there is no sensitivity, and it counts as diverged."""
+    every_rate = {f"norm=pre,lr={lr},seed={seed}" for lr in RATES for seed in range(3)}
+    sweep = write_tuned(tmp_path, diverged=every_rate)
+    rows, _ = compare(sweep.directory(), wandb_mode="disabled").tuning.sensitivity["train.optimizer.lr"]
+    assert rows[0].variant == "norm=post" and rows[0].diverged == 0
+    pre = next(row for row in rows if row.variant == "norm=pre")
+    assert pre.diverged == 3 and pre.metric.n == 0
+
+
 def tuned_file(tmp_path, **changes) -> str:
     data = {"name": "t", "base": {"task": {"name": "reverse", "test_size": 8}},
             "grid": {"model.norm": ["post", "pre"]}, "tune": {"train.optimizer.lr": [0.001, 0.003]},
@@ -139,6 +150,10 @@ def tuned_file(tmp_path, **changes) -> str:
 
 @pytest.mark.parametrize("changes, said", [
     ({"tune": {"model.norm": ["post", "pre"]}}, "tune key 'model.norm' is also a grid key"),
+    ({"tune": {"train.optimizer": [{"name": "adam"}, {"name": "sgd"}], "train.optimizer.lr": [0.1, 0.2]}},
+     "tune keys 'train.optimizer' and 'train.optimizer.lr' set one setting"),
+    ({"tune": {"model.window": [2, 4], "model.attn.window": [3, 5]}},
+     "tune keys 'model.attn.window' and 'model.window' set one setting"),  # the file's keys are sorted
     ({"tune": {"train.optimizer.lrr": [0.1, 0.2]}}, "train.optimizer: unknown field 'lrr' (did you mean 'lr'?)"),
     ({"tune": {"training.lr": [0.1, 0.2]}}, "tune key 'training.lr' is not a dotted experiment field"),
     ({"tune": {"train.optimizer.lr": [0.001]}}, "tune key 'train.optimizer.lr' needs two or more distinct values"),

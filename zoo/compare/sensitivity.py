@@ -2,7 +2,9 @@
 Transformer training instabilities"): over the tried rates, the mean gap of a run's final loss to
 its best, with a diverged run (and any loss above it) counted at the initial loss. One value per
 variant and seed, over that seed's runs (the same initialization at every rate), so variants are
-compared paired by seed with intervals and Holm as any metric is.
+compared paired by seed with intervals and Holm as any metric is. A seed on which no rate trained
+below the initial loss (every rate diverged, say) has no best to measure a gap to: its gap would
+be 0, the flattest of all, so it counts as diverged instead.
 """
 
 from __future__ import annotations
@@ -40,10 +42,15 @@ class RateCurve:
     """Runs that diverged, failed or ended non-finite at each rate: counted at the initial loss."""
 
 
+def initial_loss(runs: dict[Any, RunRecord]) -> float | None:
+    """The seed's initial loss (step 1's training loss, the same at every rate), where a run recorded it."""
+    return next((r.first_loss for r in runs.values() if r.first_loss is not None), None)
+
+
 def capped_losses(runs: dict[Any, RunRecord], rates: list[Any]) -> list[float] | None:
     """Each rate's final loss, min(loss, initial loss), with a diverged or failed run at the
     initial loss; None where a rate has no run yet or no run of the seed knows its initial loss."""
-    initial = next((r.first_loss for r in runs.values() if r.first_loss is not None), None)
+    initial = initial_loss(runs)
     if initial is None or any(rate not in runs for rate in rates):
         return None
     out = []
@@ -83,9 +90,14 @@ def sensitivities(sweep: SweepSpec, records: list[RunRecord], choices: list[Choi
                 notes.append(f"{choice.variant}, seed {seed}: left out of the LR sensitivity (a rate not trained yet, "
                              "or no initial loss recorded)")
                 continue
-            measured.append(RunRecord(status="finished", variant=choice.variant, seed=seed, cell=f"{choice.variant},seed={seed}",
-                                      assignment=dict(choice.assignment),
-                                      metrics={SENSITIVITY: float(np.mean(losses) - min(losses))}))
+            cell = {"variant": choice.variant, "seed": seed, "cell": f"{choice.variant},seed={seed}",
+                    "assignment": dict(choice.assignment)}
+            if min(losses) >= initial_loss(runs):
+                measured.append(RunRecord(status="diverged", error="no rate trained below the initial loss (diverged, "
+                                          "failed or flat at every rate): no sensitivity to measure", **cell))
+            else:
+                measured.append(RunRecord(status="finished", metrics={SENSITIVITY: float(np.mean(losses) - min(losses))},
+                                          **cell))
             for i, (rate, loss) in enumerate(zip(rates, losses, strict=True)):
                 per_rate[i].append(loss)
                 run = runs[rate]

@@ -32,6 +32,11 @@ def check_field(key: str, where: str) -> None:
                           "choose them with the sweep's name and out_dir")
 
 
+def twice_set(keys: list[str]) -> tuple[str, str] | None:
+    """The first two of `keys` that set one setting, or None."""
+    return next(((a, b) for i, a in enumerate(keys) for b in keys[i + 1:] if one_setting(a, b)), None)
+
+
 def grid_clash(key: str, grid_keys: Iterable[str]) -> str | None:
     """How a key sets what a grid key sets ("also a grid key", or "the grid key 'x''s setting"), or None."""
     clash = next((g for g in grid_keys if g == key or one_setting(key, g)), None)
@@ -41,8 +46,13 @@ def grid_clash(key: str, grid_keys: Iterable[str]) -> str | None:
 
 
 def check_tune(tune: dict[str, list[Any]], grid: dict[str, list[Any]], named: dict[str, dict[str, Any]]) -> None:
-    """A tuned key is a field that no grid key, row or size sets (`named`: "row 'x'" -> its changes),
-    with two or more distinct values to choose from."""
+    """A tuned key is a field that no grid key, row, size or other tuned key sets (`named`: "row 'x'"
+    -> its changes), with two or more distinct values to choose from."""
+    twice = twice_set(list(tune))
+    if twice is not None:
+        raise ConfigError(f"tune keys {twice[0]!r} and {twice[1]!r} set one setting (a switch's flat key and its "
+                          "group's, or a group and a field of it): its cells would train what their names do not say; "
+                          "give one of them")
     for key, values in tune.items():
         check_field(key, f"tune key {key!r}")
         also = grid_clash(key, grid)

@@ -28,7 +28,15 @@ from zoo.metrics import goal_of
 from zoo.specs.experiment import ExperimentSpec, Strict, assign, parse_sets, validate_experiment, written_defaults
 from zoo.specs.switches import one_setting
 from zoo.specs.yamlio import read_mapping
-from zoo.sweep.keys import check_field, check_tune, check_tuned_metrics, grid_clash, kept_metrics, validation_counterpart
+from zoo.sweep.keys import (
+    check_field,
+    check_tune,
+    check_tuned_metrics,
+    grid_clash,
+    kept_metrics,
+    twice_set,
+    validation_counterpart,
+)
 from zoo.sweep.names import (  # noqa: F401 (importers find them here)
     JOB_TYPE_LIMIT,
     SAFE,
@@ -157,13 +165,20 @@ class SweepSpec(Strict):
             if not values or len({repr(v) for v in values}) != len(values):
                 raise ConfigError(f"grid key {key!r} needs a list of distinct values, got {values!r}")
         keys = [key for key in self.grid if key not in NAMED]
-        for first, second in ((a, b) for i, a in enumerate(keys) for b in keys[i + 1:] if one_setting(a, b)):
-            raise ConfigError(f"grid keys {first!r} and {second!r} set one setting (a switch's flat key and its group's, or a "
-                              "group and a field of it): its cells would train what their names do not say; give one of them")
+        twice = twice_set(keys)
+        if twice is not None:
+            raise ConfigError(f"grid keys {twice[0]!r} and {twice[1]!r} set one setting (a switch's flat key and its "
+                              "group's, or a group and a field of it): its cells would train what their names do not "
+                              "say; give one of them")
         for named, name, changes in definitions:
             where = f"{named} {name!r}"
             if not SAFE.fullmatch(name):
                 raise ConfigError(f"{where}: its name is part of folder names; use letters, digits, _ . + -")
+            twice = twice_set(list(changes))
+            if twice is not None:
+                raise ConfigError(f"{where}: keys {twice[0]!r} and {twice[1]!r} set one setting (a switch's flat key "
+                                  "and its group's, or a group and a field of it), and the one written last would win; "
+                                  "give one of them")
             for key in changes:
                 check_field(key, f"{where}: key {key!r}")
                 also = grid_clash(key, keys)
@@ -252,7 +267,8 @@ def cell_experiment(sweep: SweepSpec, base: dict[str, Any], cell: Cell) -> Exper
     data = {**written_defaults(), **copy.deepcopy(dict(base))}  # as written: a grid's preset replaces the base's
     for key, value in cell.assignment:
         for field, setting in (sweep.named(key)[value].items() if key in NAMED else [(key, value)]):
-            assign(data, field, setting, f"{key} {value!r}: " if key in NAMED else "grid ")
+            # a copy: a later key setting a field inside this value must not change the sweep's own value
+            assign(data, field, copy.deepcopy(setting), f"{key} {value!r}: " if key in NAMED else "grid ")
     folder, labels = sweep.directory(), sweep.labels()
     tags = [f"{labels[key]}={value_text(value)}" for key, value in cell.assignment]
     config = {labels[key]: value if isinstance(value, str | int | float | bool) else value_text(value)
