@@ -82,9 +82,10 @@ def test_a_changed_record_is_caught_and_exits_1(finished_sweep, tmp_path, capsys
 
 
 def elsewhere(ledger: Ledger, cell: str, final_shift: float, curve_shift: float = 0.0) -> None:
-    """Append the cell's record as if made elsewhere: another torch, its final loss and its first
-    logged training loss moved by the given relative amounts."""
-    record = ledger.latest()[cell]
+    """Append the cell's record as first made, as if made elsewhere: another torch, its final loss and
+    its first logged training loss moved by the given relative amounts."""
+    record = next(row for row in map(json.loads, ledger.path.read_text().splitlines())
+                  if row["cell"] == cell and row["status"] == "finished")
     record["environment"] = {**record["environment"], "torch_version": "0.0.0+elsewhere"}
     record["metrics"]["eval/loss"] *= 1 + final_shift
     first = next(row for row in record["history"] if "train/loss" in row)
@@ -94,20 +95,52 @@ def elsewhere(ledger: Ledger, cell: str, final_shift: float, curve_shift: float 
 
 def test_another_environment_is_named_and_judged_by_the_start_of_the_learning_curve(finished_sweep, tmp_path, capsys):
     ledger = copied_ledger(finished_sweep, tmp_path)
-    elsewhere(ledger, "norm=pre,seed=0", final_shift=0.2)
+    elsewhere(ledger, "norm=pre,seed=0", final_shift=2e-4)  # within what another environment owes the final loss
     code, out = reproduce_exit([str(ledger.path), "norm=pre,seed=0"], capsys)
     assert code == 0, out
     assert (f"norm=pre,seed=0: agrees in another environment (torch_version: 0.0.0+elsewhere recorded, {torch.__version__} "
             f"now): the losses logged to step 20 are within 0 of the record (tolerance 0.0001); final metrics' relative "
-            "differences: eval/loss 0.17,") in out
+            "differences: eval/loss 0.0002 (owed 0.001),") in out
     assert "0 of 1 cells reproduce bit for bit; 1 more agree within another environment's tolerance" in out
     assert reproduce_exit([str(ledger.path), "norm=pre,seed=0", "--strict"], capsys)[0] == 1
+
+    elsewhere(ledger, "norm=pre,seed=0", final_shift=0.2)  # an edited final number: no environment owes it
+    code, out = reproduce_exit([str(ledger.path), "norm=pre,seed=0"], capsys)
+    assert code == 1 and "norm=pre,seed=0: DIFFERS beyond another environment (torch_version: " in out, out
+    assert ("the losses logged to step 20 are within 0 of the record (tolerance 0.0001), but eval/loss is further from "
+            "the record than 10 times what another rounding here (") in out, out
 
     elsewhere(ledger, "norm=pre,seed=0", final_shift=0.0, curve_shift=1e-3)  # a change of the code shows early
     code, out = reproduce_exit([str(ledger.path), "norm=pre,seed=0"], capsys)
     assert code == 1 and "norm=pre,seed=0: DIFFERS beyond another environment (torch_version: " in out
     assert "rounding: the losses logged to step 20 are up to 0.001 of the record (tolerance 0.0001); " in out
     assert " here moves them by " in out, "the verdict says how far another rounding here moves the same losses"
+
+
+def test_an_edited_first_loss_or_history_is_caught_in_the_recorded_environment(finished_sweep, tmp_path, capsys):
+    """LR sensitivity reads the first loss, plots and eval_auc read the history: each is a result,
+    compared like the final metrics."""
+    ledger = copied_ledger(finished_sweep, tmp_path)
+    record = ledger.latest()["norm=pre,seed=0"]
+    true_first = record["first_loss"]
+    ledger.append({**record, "first_loss": true_first / 2})
+    for flags in ([], ["--early"]):
+        code, out = reproduce_exit([str(ledger.path), *flags, "norm=pre,seed=0"], capsys)
+        assert code == 1 and f"first_loss: {true_first / 2!r} recorded, {true_first!r} now" in out, out
+    last = record["history"][-1]
+    late = {**last, "eval/token_acc": last["eval/token_acc"] / 2}
+    ledger.append({**record, "history": [*record["history"][:-1], late]})
+    code, out = reproduce_exit([str(ledger.path), "norm=pre,seed=0"], capsys)
+    assert code == 1 and f"eval/token_acc at step {int(last['train/step'])}: {late['eval/token_acc']!r} recorded" in out
+
+
+def test_an_edited_first_loss_is_caught_in_another_environment(finished_sweep, tmp_path, capsys):
+    ledger = copied_ledger(finished_sweep, tmp_path)
+    record = ledger.latest()["norm=pre,seed=0"]
+    record["environment"] = {**record["environment"], "torch_version": "0.0.0+elsewhere"}
+    ledger.append({**record, "first_loss": record["first_loss"] * (1 + 1e-3)})
+    code, out = reproduce_exit([str(ledger.path), "--early", "norm=pre,seed=0"], capsys)
+    assert code == 1 and "are up to 0.001 of the record (tolerance 0.0001)" in out, out
 
 
 def test_a_sweep_file_changed_since_the_record_is_refused_field_by_field(finished_sweep, tmp_path, capsys):

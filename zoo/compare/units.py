@@ -23,6 +23,7 @@ from zoo.records import RunRecord
 from zoo.specs.choices import validate_choice
 from zoo.specs.registries import AXES, registry
 from zoo.sweep.names import assignment_text
+from zoo.sweep.record_differences import timing
 from zoo.sweep.spec import SweepSpec, value_text
 
 NEAR = 1e-3
@@ -33,7 +34,7 @@ def computed(key: str) -> bool:
     """Whether a logged value says what was computed: not a timing (`_s`: seconds and rates differ
     between identical computations), nor the gradient norm, summed over the parameters as a layout
     holds them (per_head's heads apart), which rounds differently for the same gradient."""
-    return not key.endswith("_s") and "grad_norm" not in key
+    return not timing(key) and "grad_norm" not in key
 
 
 def computation(record: RunRecord) -> tuple:

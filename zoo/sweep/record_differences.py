@@ -16,6 +16,12 @@ from zoo.specs.identity import changes_between, flatten
 LOSSES = ("train/loss", "eval/loss")
 
 
+def timing(key: str) -> bool:
+    """Whether a logged value is a timing (`train/wall_s`, `train/tokens_per_s`: seconds and rates),
+    which differs between runs of the same computation."""
+    return key.endswith("_s")
+
+
 def same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
@@ -62,6 +68,23 @@ def early_differences(recorded: list[dict[str, float]], now: list[dict[str, floa
     """Every loss of the early window that is not the same float, or that only one side logged."""
     def named(history: list[dict[str, float]]) -> dict[str, float]:
         return {f"{key} at step {step}": value for (step, key), value in logged_losses(history, until).items()}
+
+    return metric_differences(named(recorded), named(now))
+
+
+def first_loss_difference(recorded: float | None, now: float | None) -> list[str]:
+    """The first loss (the initial loss LR sensitivity measures from), where it is not the same float."""
+    if recorded is None or (now is not None and same(recorded, now)):
+        return []
+    return [f"first_loss: {recorded!r} recorded, {now!r} now"]
+
+
+def history_differences(recorded: list[dict[str, float]], now: list[dict[str, float]]) -> list[str]:
+    """Every logged value of the whole history (each key at each step, timings aside) that is not the
+    same float, or that only one side logged: a learning curve is a result too (plots, eval_auc)."""
+    def named(history: list[dict[str, float]]) -> dict[str, float]:
+        return {f"{key} at step {int(row['train/step'])}": value for row in history if "train/step" in row
+                for key, value in row.items() if key != "train/step" and not timing(key) and isinstance(value, int | float)}
 
     return metric_differences(named(recorded), named(now))
 

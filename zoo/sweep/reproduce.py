@@ -9,11 +9,19 @@ final metrics move by tens of percent and cannot tell a change of the code from 
 The first steps can. To step 20, another CPU capability moved the logged losses of the most
 sensitive cell of each published ledger by at most 1.5e-5 relative, while a change of the loss or of
 the initialization moved the same losses by 3.9e-4 and more (experiments/benchmarks/rounding.py).
-So elsewhere the verdict is the losses logged to step EARLY_STEPS (or to the first logged step,
-where that is later) within EARLY_TOLERANCE. Where they are not, the cell is trained once more here
-with another rounding (zoo.sweep.retrain.other_rounding): if that alone moves its early losses past
-the tolerance, no tolerance tells a change of the code from another machine for this cell, and the
-verdict says so (inconclusive) instead of DIFFERS.
+So elsewhere the verdict is the first loss and the losses logged to step EARLY_STEPS (or to the
+first logged step, where that is later) within EARLY_TOLERANCE. Where they are not, the cell is
+trained once more here with another rounding (zoo.sweep.retrain.other_rounding): if that alone moves
+its early losses past the tolerance, no tolerance tells a change of the code from another machine
+for this cell, and the verdict says so (inconclusive) instead of DIFFERS.
+
+Every recorded number a comparison reads is compared: the final metrics, the first loss (LR
+sensitivity's initial loss) and, trained whole, the whole logged history. In the recorded
+environment each must be the same float. Elsewhere a whole run's final metrics must lie within
+what the environment owes them: the whole run is trained once more here with another rounding, and
+a final metric may differ from the record by FINAL_FACTOR times what that alone moved it, and by
+FINAL_FLOOR at least; an edited final number (halved, say) is then found, where a tolerance for
+every cell alike would have to admit tens of percent.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ from zoo.sweep.record_differences import (
     early_differences,
     environment_changes,
     experiment_changes,
+    first_loss_difference,
+    history_differences,
     logged_losses,
     metric_differences,
     relative_difference,
@@ -53,6 +63,13 @@ may cause: measured across CPU capabilities on the most sensitive cell of each p
 1.5e-5 at most (a post-norm cell under DEFAULT); a changed initialization or loss moved the same
 losses by 3.9e-4 and more. Between the two, nearer the code changes' side where a machine's
 rounding can only be sampled."""
+
+FINAL_FACTOR = 10.0
+"""Elsewhere, a final metric may differ from its record by this many times what another rounding
+here alone moved it: one sample of the rounding's spread, so a wide margin for it."""
+FINAL_FLOOR = 1e-3
+"""... and by this relative difference at least, where another rounding here happened to move it
+less (or not at all)."""
 
 
 @dataclass
@@ -78,6 +95,8 @@ class Reproduction:
     """... how far it alone moved the early losses, ..."""
     amplified_at: int | None = None
     """... and the first logged step at which that passed the tolerance (None: it never did)."""
+    owed: dict[str, float] = field(default_factory=dict)
+    """Elsewhere, trained whole: each final metric's relative difference the environment owes it."""
 
     @property
     def matches(self) -> bool:
@@ -91,12 +110,18 @@ class Reproduction:
             return False
         if self.matches or not self.environment:
             return self.matches
-        return self.early_gap is not None and self.early_gap <= EARLY_TOLERANCE
+        return self.early_gap is not None and self.early_gap <= EARLY_TOLERANCE and not self.beyond_owed
+
+    @property
+    def beyond_owed(self) -> list[str]:
+        """Elsewhere, trained whole: the final metrics further from their record than the environment owes."""
+        return [key for key, owed in self.owed.items() if self.relative.get(key, math.inf) > owed]
 
     @property
     def inconclusive(self) -> bool:
         """Elsewhere, past the tolerance, where another rounding here passes it as well."""
-        return not self.agrees and self.error is None and bool(self.environment) and self.amplified_at is not None
+        past = self.early_gap is None or self.early_gap > EARLY_TOLERANCE
+        return not self.agrees and self.error is None and bool(self.environment) and self.amplified_at is not None and past
 
 
 def early_window(history: list[dict[str, float]]) -> int:
@@ -211,35 +236,58 @@ def rerun(experiment: dict[str, Any], record: RunRecord, scratch: Path, early: b
     except ZooError as err:
         return Reproduction(name, error=str(err))
     outcome = Reproduction(name, early=early, environment=environment_changes(recorded, now.environment or {}))
+    first = first_loss_difference(record.first_loss, now.first_loss)
     if early:
-        outcome.differences = early_differences(record.history, now.history, window)
+        outcome.differences = [*first, *early_differences(record.history, now.history, window)]
     else:
         outcome.added = added_since(record.metrics, record.scorers, now.metrics)
         outcome.differences = [*metric_differences(record.metrics, now.metrics, outcome.added),
-                               *scorer_differences(record.scorers, now.scorers)]
+                               *scorer_differences(record.scorers, now.scorers), *first,
+                               *history_differences(record.history, now.history)]
         outcome.relative = {key: relative_difference(old, now.metrics.get(key, math.nan)) for key, old in record.metrics.items()}
         if now.steps != record.steps:
             outcome.differences.append(f"steps: {record.steps} recorded, {now.steps} now")
     gap = early_curve_gap(record.history, now.history, window) if early or now.steps == record.steps else None
+    if gap is not None and record.first_loss is not None:  # the first loss is the earliest loss of all
+        gap = (max(gap[0], relative_difference(record.first_loss, now.first_loss if now.first_loss is not None
+                                               else math.nan)), gap[1])
     outcome.early_gap, outcome.early_steps = gap if gap is not None else (None, 0)
-    if outcome.environment and not outcome.matches and outcome.early_gap is not None and not outcome.agrees:
-        measure_rounding(outcome, experiment, threads, scratch, now, window, replay)
+    if outcome.environment and not outcome.matches and outcome.early_gap is not None:
+        if not early:
+            measure_final_rounding(outcome, record, experiment, threads, scratch, now, window, replay)
+        elif not outcome.agrees:
+            measure_rounding(outcome, experiment, threads, scratch, now, window, replay)
     return outcome
 
 
 def measure_rounding(outcome: Reproduction, experiment: dict[str, Any], threads: int, scratch: Path, now: RunRecord,
-                     window: int, replay: Path | None) -> None:
-    """Train the early window once more with another rounding here: how far rounding alone moves
-    this cell's early losses, and the first step where that passes the tolerance."""
+                     window: int, replay: Path | None, whole: bool = False) -> RunRecord | None:
+    """Train the early window (or `whole` run) once more with another rounding here: how far
+    rounding alone moves this cell's early losses, and the first step where that passes the
+    tolerance. Returns that run (None where it failed)."""
     variables, outcome.rounding = other_rounding(threads)
     try:
-        probe = retrain(experiment, threads, scratch, until=window, environment=variables, replay=replay)
+        probe = retrain(experiment, threads, scratch, until=None if whole else window, environment=variables,
+                        replay=replay)
     except ZooError as err:
         outcome.rounding += f" (it failed: {err})"
-        return
+        return None
     gaps = step_gaps(now.history, probe.history, window) or {}
     outcome.rounding_gap = max(gaps.values(), default=None)
     outcome.amplified_at = next((step for step in sorted(gaps) if gaps[step] > EARLY_TOLERANCE), None)
+    return probe
+
+
+def measure_final_rounding(outcome: Reproduction, record: RunRecord, experiment: dict[str, Any], threads: int,
+                           scratch: Path, now: RunRecord, window: int, replay: Path | None) -> None:
+    """Elsewhere, trained whole: train the whole run once more with another rounding here, and owe
+    each final metric FINAL_FACTOR times what that moved it (FINAL_FLOOR at least). Where the probe
+    fails, nothing is owed beyond the floor."""
+    probe = measure_rounding(outcome, experiment, threads, scratch, now, window, replay, whole=True)
+    for key in record.metrics:
+        moved = 0.0 if probe is None else relative_difference(now.metrics.get(key, math.nan),
+                                                                probe.metrics.get(key, math.nan))
+        outcome.owed[key] = max(FINAL_FACTOR * moved, FINAL_FLOOR)
 
 
 def describe(result: Reproduction) -> str:
@@ -261,13 +309,19 @@ def outcome_text(result: Reproduction) -> str:
         return f"{result.cell}: DIFFERS in the recorded environment: {'; '.join(result.differences)}"
     where = f"another environment ({'; '.join(result.environment)})"
     spread = "" if result.early else "; final metrics' relative differences: " + ", ".join(
-        f"{key} {value:.2g}" for key, value in result.relative.items())
+        f"{key} {value:.2g}" + (f" (owed {result.owed[key]:.2g})" if key in result.owed else "")
+        for key, value in result.relative.items())
     if result.early_gap is None:
         return f"{result.cell}: DIFFERS, in {where}, and the record holds no learning curve to compare{spread}"
     curve = (f"the losses logged to step {result.early_steps} are within {result.early_gap:.2g} of the record "
              f"(tolerance {EARLY_TOLERANCE:g})")
     if result.agrees:
         return f"{result.cell}: agrees in {where}: {curve}{spread}"
+    if result.beyond_owed and result.early_gap <= EARLY_TOLERANCE:
+        return (f"{result.cell}: DIFFERS beyond {where}'s rounding: {curve}, but {', '.join(result.beyond_owed)} "
+                f"{'is' if len(result.beyond_owed) == 1 else 'are'} further from the record than {FINAL_FACTOR:g} times "
+                f"what another rounding here ({result.rounding}) moved {'it' if len(result.beyond_owed) == 1 else 'them'}"
+                f"{spread}")
     curve = curve.replace("within", "up to")
     probe = (f"; {result.rounding} here moves them by {result.rounding_gap:.2g}" if result.rounding_gap is not None
              else f"; {result.rounding}" if result.rounding else "")

@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> None:
             trainer = Trainer(experiment, task=task)
             history = trainer.first_steps(args.until)
             record = RunRecord(status="interrupted", name=trainer.name, steps=trainer.step, history=history,
-                               threads=torch.get_num_threads(), environment=environment(trainer.device))
+                               first_loss=trainer.watch.first_loss, threads=torch.get_num_threads(),
+                               environment=environment(trainer.device))
         else:
             result = train(experiment)
             record = read_result(result.run_dir / "result.json")
