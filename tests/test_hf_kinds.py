@@ -21,6 +21,8 @@ IDS = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
 REFERENCES = {
     "gpt2": lambda: hf.GPT2LMHeadModel(hf.GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=2, n_head=2, n_positions=40,
                                                      **IDS)),
+    "gpt2-untied": lambda: hf.GPT2LMHeadModel(hf.GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=2, n_head=2,
+                                                            n_positions=40, tie_word_embeddings=False, **IDS)),
     "llama": lambda: hf.LlamaForCausalLM(hf.LlamaConfig(
         vocab_size=VOCAB, hidden_size=16, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=64, rope_parameters={"rope_type": "default", "rope_theta": 500.0},
@@ -58,6 +60,10 @@ REFERENCES = {
         num_key_value_heads=2, head_dim=6, sliding_window=2, query_pre_attn_scalar=9, max_position_embeddings=64,
         rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
                          "full_attention": {"rope_type": "default", "rope_theta": 5000.0}}, **IDS)),  # 5:1
+    "gemma3-softcap": lambda: hf.Gemma3ForCausalLM(hf.Gemma3TextConfig(  # a field its attention never applies
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=6, sliding_window=2, query_pre_attn_scalar=9, attn_logit_softcapping=0.5,
+        max_position_embeddings=64, **IDS)),
     "olmo2": lambda: hf.Olmo2ForCausalLM(hf.Olmo2Config(
         vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, **IDS)),  # qk-norm over all heads
@@ -320,6 +326,18 @@ def test_each_preset_is_its_reference_architecture(name, config, ids, count):
     assert exact_parameters(preset, buffers=False) == count
     expected = zoo.specs.catalog.validated(zoo.interop.hf.family_of(ref).spec_fields(ref))
     assert zoo.interop.hf.expressible(expected) == zoo.interop.hf.expressible(preset)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: hf.BertForMaskedLM(hf.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                             intermediate_size=24, is_decoder=True)),
+    lambda: hf.RobertaForMaskedLM(hf.RobertaConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1,
+                                                   num_attention_heads=2, intermediate_size=24, is_decoder=True)),
+], ids=["bert", "roberta"])
+def test_a_bert_like_model_that_attends_causally_is_refused_not_read_as_an_encoder(build):
+    with pytest.raises(zoo.InteropError, match=r"with is_decoder or add_cross_attention .*has no zoo spec: the zoo's "
+                                               r"encoder attends both ways"):
+        zoo.from_hf(build())
 
 
 def test_a_reference_without_a_pad_token_asks_for_one():

@@ -21,8 +21,18 @@ def reference() -> type:
     return BertForMaskedLM
 
 
+def check_bidirectional(c, family: str) -> None:
+    """A BERT-like configuration with is_decoder attends causally (and may cross-attend): not the
+    zoo's encoder, which attends both ways; read as one, it would compute another function."""
+    if getattr(c, "is_decoder", False) or getattr(c, "add_cross_attention", False):
+        raise InteropError(f"{family} with is_decoder or add_cross_attention (causal self-attention) has no zoo spec: "
+                           "the zoo's encoder attends both ways; load it with is_decoder false, or build a decoder-only "
+                           "zoo model instead")
+
+
 def layout_fields(c, family: str, tied: bool) -> dict[str, Any]:
     """The spec of BERT's layout from a configuration of it (BERT's, ELECTRA's)."""
+    check_bidirectional(c, family)
     if c.hidden_act != "gelu":
         raise InteropError(f"{family} hidden_act {c.hidden_act!r}: the zoo's masked-LM head uses the exact GELU")
     pad = c.pad_token_id if c.pad_token_id is not None else 0

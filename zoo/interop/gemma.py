@@ -57,7 +57,10 @@ def gemma2_fields(model: nn.Module) -> dict[str, Any]:
 def gemma3_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     rope = {kind: rope_base(c, c.rope_parameters[kind]) for kind in ("sliding_attention", "full_attention")}
-    fields = gemma2_fields(model) | {"qk_norm": "rmsnorm", "position": {"name": "rope", "base": rope["sliding_attention"]}}
+    # transformers' Gemma 3 holds attn_logit_softcapping but never applies it (its attention takes no
+    # softcap): the function it computes has none, whatever the configuration says
+    fields = gemma2_fields(model) | {"qk_norm": "rmsnorm", "position": {"name": "rope", "base": rope["sliding_attention"]},
+                                     "attn_softcap": None}
     if "layers" in fields:
         fields["layers"]["full"]["set"]["position"] = {"base": rope["full_attention"]}
     elif fields["window"] is None:

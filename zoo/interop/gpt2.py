@@ -1,8 +1,9 @@
 """GPT-2 (Radford et al. 2019) as transformers' GPT2LMHeadModel holds it: a decoder-only pre-norm
 stack with LayerNorm, learned positions, the tanh GELU, biased projections held as transposed
 Conv1D weights (q, k and v packed in one), and an unbiased output projection tied to the
-embedding. GPT-2 has no pad token; the zoo's batches need one: give `from_hf(model, pad_id=...)`
-an id your inputs never hold as a token, or set the configuration's pad_token_id."""
+embedding (or, with tie_word_embeddings false, a table of its own). GPT-2 has no pad token; the
+zoo's batches need one: give `from_hf(model, pad_id=...)` an id your inputs never hold as a token,
+or set the configuration's pad_token_id."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
         "max_len": c.n_positions, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
         "norm": "pre", "position": "learned", "attention": "fused", "ffn": ffn,
         "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_epsilon)}, "final_norm": True,
-        "scale_embeddings": False, "embedding_norm": False, "tie_embeddings": True, "output_bias": "none",
+        "scale_embeddings": False, "embedding_norm": False, "output_bias": "none",
+        "tie_embeddings": model.lm_head.weight is model.transformer.wte.weight,
         "bias": True,
     }
     return fields | {"pad_id": c.pad_token_id}  # None: from_hf asks for one
@@ -54,6 +56,7 @@ def config(spec: ModelSpec):
         activation_function=FFN.get(spec.ffn.name, "gelu_new"),
         layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
         bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id,
+        tie_word_embeddings=spec.embeddings.tie,
     )
 
 

@@ -11,12 +11,13 @@ import torch
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.bert import embedding_names
+from zoo.interop.bert import check_bidirectional, embedding_names
 from zoo.interop.hf import Family, dropout_fields, register, transformers_class
 from zoo.specs.model_spec import ModelSpec
 
 
 def encoder_fields(c, act: str, dropouts: dict[str, float], tied: bool) -> dict[str, Any]:
+    check_bidirectional(c, "a BERT-like model")
     if act != "gelu":
         raise InteropError(f"a BERT-like model with activation {act!r} has no zoo spec; the zoo reads gelu")
     pad = c.pad_token_id if c.pad_token_id is not None else 0
