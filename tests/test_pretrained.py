@@ -65,6 +65,21 @@ def test_a_transformers_folder_saved_locally_is_read_through_from_hf(tmp_path, n
         assert torch.equal(loaded.state_dict()[key], tensor), key
 
 
+@pytest.mark.parametrize("said", ["float16", "bfloat16"])
+def test_a_folder_is_read_in_the_dtype_its_weights_are_stored_in_not_the_configs(tmp_path, said):
+    """config.json saying float16 over float32 weights: transformers would load them rounded."""
+    reference = test_hf_kinds.REFERENCES["gpt2"]().eval()
+    reference.save_pretrained(tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    (tmp_path / "m" / "config.json").write_text(json.dumps({**config, "dtype": said, "torch_dtype": said}))
+    loaded = zoo.from_pretrained(tmp_path / "m")
+    assert next(loaded.parameters()).dtype == torch.float32
+    assert torch.equal(loaded.decoder.embed.tokens.weight, reference.transformer.wte.weight)
+    half = reference.to(torch.float16)
+    half.save_pretrained(tmp_path / "h")
+    assert next(zoo.from_pretrained(tmp_path / "h").parameters()).dtype == torch.float16, "stored half, read half"
+
+
 def test_a_damaged_or_foreign_folder_is_a_named_error(tmp_path):
     model = zoo.build(tiny("pre.sinusoidal.fused.relu"))
     folder = model.save_pretrained(tmp_path / "m")

@@ -56,7 +56,7 @@ def from_transformers_folder(directory: Path, config: dict):
     check_weight_files(directory)
     try:
         model, loading = cls.from_pretrained(directory, local_files_only=True, use_safetensors=True,
-                                             output_loading_info=True)
+                                             output_loading_info=True, dtype=stored_dtype(directory))
     except (OSError, ValueError, RuntimeError, TypeError, KeyError, AttributeError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise ConfigError(f"{directory}: transformers cannot read it as {cls.__name__}: {first}") from None
@@ -85,6 +85,29 @@ def model_class(transformers, directory: Path, config: dict):
         raise ConfigError(f"{directory / CONFIG}: neither a zoo model's (no zoo_format) nor a transformers model's "
                           f"whose class this transformers knows (architectures: {architectures or 'none'})")
     return cls
+
+
+STORED = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+"""safetensors' names of the floating dtypes a model's weights are stored in."""
+
+
+def stored_dtype(directory: Path):
+    """The widest floating dtype of the weights as stored: what they are loaded in, whatever
+    config.json's dtype says (a float16 there over float32 weights would round every weight)."""
+    import torch
+    from safetensors import safe_open
+
+    found = set()
+    for path in sorted(directory.glob("*.safetensors")):
+        try:
+            with safe_open(str(path), "pt") as handle:
+                found |= {handle.get_slice(name).get_dtype() for name in handle.keys()}  # noqa: SIM118 (a safetensors handle, not a dict)
+        except Exception as err:  # any unreadable header: safetensors' own error types vary by version
+            raise ConfigError(f"{path}: not a readable safetensors file ({err})") from None
+    floating = {getattr(torch, STORED[name]) for name in found if name in STORED}
+    if len(floating) == 1:
+        return floating.pop()
+    return torch.float64 if torch.float64 in floating else torch.float32  # float32 holds float16 and bfloat16 exactly
 
 
 def check_weight_files(directory: Path) -> None:
