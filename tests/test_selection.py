@@ -98,6 +98,11 @@ def test_selection_names_a_metric_the_task_reports():
         zoo.specs.experiment.validate_experiment({"train": {"metric_for_best_model": "eval/loss"}})
     with pytest.raises(zoo.ConfigError, match=r"train.average_last: .*greater than or equal to 2"):
         zoo.specs.experiment.validate_experiment({"train": {"average_last": 1}})
+    with pytest.raises(zoo.ConfigError, match=r"train.average_last 5: a run of 100 steps with checkpoint_every 50 "
+                                              r"makes 2 checkpoint\(s\), fewer than it averages"):
+        zoo.specs.experiment.validate_experiment({"train": {"average_last": 5, "steps": 100, "checkpoint_every": 50}})
+    assert zoo.specs.experiment.validate_experiment(
+        {"train": {"average_last": 3, "steps": 101, "checkpoint_every": 50}}).train.average_last == 3, "the end's too"
 
 
 def test_a_sweep_compares_on_the_metrics_of_the_model_each_run_kept(tmp_path):

@@ -109,6 +109,18 @@ class TrainSpec(Strict):
     def _on_the_validation_split(cls, name: str | None) -> str | None:
         return None if name is None else validation_metric(name)
 
+    @model_validator(mode="after")
+    def _enough_checkpoints_to_average(self) -> TrainSpec:
+        """A run checkpoints every checkpoint_every steps and at its end: fewer checkpoints than
+        average_last would leave nothing to average, and a sweep comparing averaged/... nothing."""
+        made = self.steps // self.checkpoint_every + (1 if self.steps % self.checkpoint_every else 0)
+        if self.average_last is not None and made < self.average_last:
+            raise PydanticCustomError(
+                "average_last", "train.average_last {last}: a run of {steps} steps with checkpoint_every {every} makes "
+                "{made} checkpoint(s), fewer than it averages; lower average_last or checkpoint_every, or train longer",
+                {"last": self.average_last, "steps": self.steps, "every": self.checkpoint_every, "made": made})
+        return self
+
     @field_validator("metrics", mode="before")
     @classmethod
     def _metric_settings(cls, value: Any) -> dict[str, dict[str, Any]]:
