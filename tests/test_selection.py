@@ -88,6 +88,12 @@ def test_zoo_average_writes_a_checkpoint_zoo_eval_scores(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["average", str(run_dir / "checkpoint.pt"), "-o", "x.pt"])
     assert "averaging needs two checkpoints or more; got 1" in capsys.readouterr().err
+    first, second = sorted((run_dir / "averaging").glob("step_*.pt"))[-2:]
+    kept = first.read_bytes()
+    with pytest.raises(SystemExit):
+        main(["average", str(first), str(second), "-o", str(run_dir / "averaging" / ".." / "averaging" / first.name)])
+    assert f"is one of the checkpoints averaged ({first})" in capsys.readouterr().err
+    assert first.read_bytes() == kept, "the input is left as it was"
 
 
 def test_selection_names_a_metric_the_task_reports():

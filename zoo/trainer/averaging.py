@@ -62,9 +62,14 @@ def checkpoints_to_average(paths: Sequence[str | Path], last: int | None = None)
 
 
 def write_average(paths: Sequence[str | Path], output: str | Path) -> Path:
-    """Average the checkpoints into `output`; the sources are listed in it (`averaged_from`)."""
-    weights, last = averaged_weights(paths)
+    """Average the checkpoints into `output`; the sources are listed in it (`averaged_from`). An
+    output that is one of the sources is refused before anything is read: it would replace it."""
     output = Path(output)
+    source = next((Path(path) for path in paths if Path(path).resolve() == output.resolve()), None)
+    if source is not None:
+        raise CheckpointError(f"-o {output}: is one of the checkpoints averaged ({source}), which the average would "
+                              "replace; write the average elsewhere")
+    weights, last = averaged_weights(paths)
     output.parent.mkdir(parents=True, exist_ok=True)
     save_checkpoint(output, {**{key: last[key] for key in KEPT if key in last}, "model": weights,
                              "averaged_from": [str(path) for path in paths]})
