@@ -75,6 +75,8 @@ def test_every_metric_setting_shows_in_the_score_or_in_how_it_was_scored(name, k
     assert (metric.score(TALLY, changed), metric.scorer(changed)) != (metric.score(TALLY, default),
                                                                       metric.scorer(default)), \
         f"{name}.{key} changes nothing a record would show"
+    if metric.scorer(default):  # a signed scorer (sacrebleu's) names every setting, the ones its signature omits too
+        assert metric.scorer(changed) != metric.scorer(default), f"{name}.{key} is not in the recorded signature"
 
 
 def test_metric_settings_are_checked_and_kept_out_of_the_runs_identity_at_their_defaults():
@@ -86,7 +88,8 @@ def test_metric_settings_are_checked_and_kept_out_of_the_runs_identity_at_their_
     assert fingerprint(experiment(chrf={"word_order": 2})) != fingerprint(experiment())
     for metrics, text in [({"chrff": {}}, "unknown metric 'chrff'; did you mean 'chrf'?"),
                           ({"chrf": {"word_ordr": 2}}, "unknown setting 'word_ordr'; did you mean 'word_order'?"),
-                          ({"bleu": {"tokenize": "ja"}}, "tokenize: Input should be '13a', 'intl'")]:
+                          ({"bleu": {"tokenize": "ja"}}, "tokenize: Input should be '13a', 'intl'"),
+                          ({"chrf": {"beta": 10**40}}, "beta: Input should be less than or equal to 10")]:
         with pytest.raises(zoo.ConfigError, match=re.escape(f"train.metrics: {text}")):
             experiment(**metrics)
     with pytest.raises(zoo.ConfigError, match=re.escape("train.metrics.bleu: the task reports no 'eval/bleu'")):

@@ -6,7 +6,7 @@ setting, so a score is read with how it was computed."""
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -19,6 +19,9 @@ TEXT = frozenset({"generates", "text"})
 class SacreMetric(Metric):
     needs = TEXT
     scorer_class: str = ""
+    unsigned: ClassVar[dict[str, Any]] = {}
+    """Settings sacrebleu's signature leaves out, by name with sacrebleu's default: the signature
+    names each one set otherwise, so that two scorings that differ never share a signature."""
 
     @classmethod
     def _scorer(cls, settings: PartSettings):
@@ -34,7 +37,9 @@ class SacreMetric(Metric):
     def scorer(cls, settings: PartSettings) -> str:
         scorer = cls._scorer(settings)
         scorer.corpus_score(["."], [["."]])  # sacrebleu signs a scorer once it has scored (one reference each)
-        return scorer.get_signature().format()
+        chosen = settings.model_dump()
+        missing = "".join(f"|{name}:{chosen[name]}" for name, default in cls.unsigned.items() if chosen[name] != default)
+        return scorer.get_signature().format() + missing
 
 
 class BleuSettings(PartSettings):
@@ -52,12 +57,14 @@ class Bleu(SacreMetric):
     """Corpus BLEU of the decoded targets (0 to 100; 13a tokenization, exponential smoothing)."""
 
     Settings, bounds, order, scorer_class = BleuSettings, (0.0, 100.0), 4, "BLEU"
+    unsigned: ClassVar[dict[str, Any]] = {"max_ngram_order": 4}
 
 
 class ChrFSettings(PartSettings):
     char_order: int = Field(6, ge=1, le=10, description="the longest character n-grams")
     word_order: int = Field(0, ge=0, le=4, description="the longest word n-grams: 0 chrF, 2 chrF++ (Popović 2017)")
-    beta: int = Field(2, ge=1, description="recall weighs beta times as much as precision")
+    beta: int = Field(2, ge=1, le=10, description="recall weighs beta times as much as precision (sacrebleu's "
+                                                   "signature leaves it out; the zoo's names it away from 2)")
     lowercase: bool = Field(False, description="score case-insensitively")
     whitespace: bool = Field(False, description="count whitespace in the character n-grams")
 
@@ -68,6 +75,7 @@ class ChrF(SacreMetric):
     morphology and to short outputs."""
 
     Settings, bounds, order, scorer_class = ChrFSettings, (0.0, 100.0), 5, "CHRF"
+    unsigned: ClassVar[dict[str, Any]] = {"beta": 2}
 
 
 class TerSettings(PartSettings):
