@@ -191,7 +191,7 @@ def test_an_lm_run_trains_on_a_folder_of_documents_with_their_masks(tmp_path):
 
 def test_a_folder_corpus_reads_its_files_in_path_order_with_their_line_breaks(tmp_path):
     (tmp_path / "train" / "sub").mkdir(parents=True)
-    (tmp_path / "train" / "b.py").write_bytes(b"x = 1\r\ny = 2\r\n")
+    (tmp_path / "train" / "b.py").write_bytes(b"\xef\xbb\xbfx = 1\r\ny = 2\r\n")  # a byte-order mark, CRLF
     (tmp_path / "train" / "a.py").write_text("\n\nimport os\n\n", encoding="utf-8")
     (tmp_path / "train" / "sub" / "c.py").write_text("pass", encoding="utf-8")
     (tmp_path / "train" / "notes.txt").write_text("not python", encoding="utf-8")

@@ -71,6 +71,14 @@ def test_every_format_reads_the_same_pairs_and_trains(tmp_path, name, gz):
     assert run.metrics["eval/loss"] < 10 and "eval/chrf" in run.metrics
 
 
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_byte_order_mark_at_a_files_start_is_no_part_of_its_first_sentence(tmp_path, name):
+    """Some editors begin UTF-8 files with U+FEFF: kept, it made a perfect translation score BLEU 99.56."""
+    for path in zoo.registry("format").get(name).write(tmp_path, "train", PAIRS["train"]):
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert read_split(tmp_path, "train", "de", "en", name) == PAIRS["train"]
+
+
 def test_a_bad_jsonl_line_names_its_file_and_line(tmp_path):
     (tmp_path / "train.jsonl").write_text('{"translation": {"de": "a", "en": "b"}}\n{"de": "c", "fr": "d"}\n')
     with pytest.raises(zoo.DataError, match=r"train.jsonl:2: expected text under 'de' and 'en' .* found \['de', 'fr'\]"):

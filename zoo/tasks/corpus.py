@@ -54,9 +54,14 @@ def read_bytes(path: Path) -> bytes:
     return data
 
 
+BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte-order mark some editors write at a file's start: not text of its first line."""
+
+
 def read_lines(path: Path) -> list[str]:
-    """The file's lines: split at `\\n` alone, each without its `\\r\\n` or `\\n` ending."""
-    data = read_bytes(path)
+    """The file's lines: split at `\\n` alone, each without its `\\r\\n` or `\\n` ending, and
+    without a byte-order mark at the file's start."""
+    data = read_bytes(path).removeprefix(BOM)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

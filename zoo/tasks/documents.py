@@ -10,12 +10,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from zoo.errors import DataError, MissingData
-from zoo.tasks.corpus import find, read_bytes, read_lines
+from zoo.tasks.corpus import BOM, find, read_bytes, read_lines
 
 
 def text_of(path: Path) -> str:
     """A file's text, UTF-8; anything else is a DataError that names the file and the byte."""
-    data = read_bytes(path)
+    data = read_bytes(path).removeprefix(BOM)
     try:
         return data.decode("utf-8").replace("\r\n", "\n")
     except UnicodeDecodeError as err:
