@@ -3,6 +3,7 @@ describes and reads the same pairs from them (plain or gzipped), `auto` finds it
 on it; a bad line names its file and line, and a pair a format cannot store is refused."""
 
 import gzip
+import re
 
 import pytest
 
@@ -77,6 +78,20 @@ def test_a_byte_order_mark_at_a_files_start_is_no_part_of_its_first_sentence(tmp
     for path in zoo.registry("format").get(name).write(tmp_path, "train", PAIRS["train"]):
         path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     assert read_split(tmp_path, "train", "de", "en", name) == PAIRS["train"]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_write_that_cannot_finish_is_refused_before_any_file_changes(tmp_path, name):
+    fmt = zoo.registry("format").get(name)
+    before = {path: path.read_bytes() for path in fmt.write(tmp_path, "train", PAIRS["train"])}
+    for pairs, said in [([("fine", "fine"), ("lone \udc80 surrogate", "x")], "is not storable as UTF-8 text"),
+                        ([("fine", "fine"), ("one side",)], "a pair is (source, target), two strings")]:
+        with pytest.raises(zoo.DataError, match=re.escape(said)):
+            fmt.write(tmp_path, "train", pairs)
+        assert {path: path.read_bytes() for path in before} == before, "the files written before are whole"
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(path.name for path in before)
+    with pytest.raises(zoo.DataError, match="no such folder to write split 'train' into"):
+        fmt.write(tmp_path / "missing", "train", PAIRS["train"])
 
 
 def test_a_bad_jsonl_line_names_its_file_and_line(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -45,20 +46,31 @@ class CorpusFormat:
               compress: bool = False) -> list[Path]:
         """Stores the pairs as split `stem` in this format (gzipped with `compress`), so that `pairs`
         reads them back: to convert a corpus, or to make one. Returns the files written; a pair it
-        cannot store is refused before any file is."""
+        cannot store (or that is not two strings), and a folder that is not there, are refused before
+        any file is written, and each file is replaced whole."""
         names = cls.names(stem, src, tgt)
         for pair in pairs:
+            if not (isinstance(pair, tuple | list) and len(pair) == 2 and all(isinstance(side, str) for side in pair)):
+                raise DataError(f"the pair {pair!r}: a pair is (source, target), two strings")
             for char, what in cls.cannot_store.items():
                 if char in pair[0] or char in pair[1]:
                     raise DataError(f"a {what} inside the pair {pair!r}: {' and '.join(names)} cannot store it; "
                                     "write it as jsonl")
-        paths = []
+        if not Path(folder).is_dir():
+            raise DataError(f"{folder}: no such folder to write split {stem!r} into")
+        contents = []
         for name, text in zip(names, cls.texts(pairs, src, tgt), strict=True):
-            path = Path(folder) / (f"{name}.gz" if compress else name)
-            with gzip.open(path, "wt", encoding="utf-8") if compress else path.open("w", encoding="utf-8") as handle:
-                handle.write(text)
-            paths.append(path)
-        return paths
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError as err:
+                raise DataError(f"{name}: {text[err.start:err.end]!r} (a lone surrogate, say) is not storable as UTF-8 "
+                                "text; remove it from its pair") from None
+            contents.append((Path(folder) / (f"{name}.gz" if compress else name), gzip.compress(data) if compress else data))
+        for path, data in contents:  # each whole or not at all: a file written before stays until its new one is
+            temporary = path.with_name(f".{path.name}.writing")
+            temporary.write_bytes(data)
+            os.replace(temporary, path)
+        return [path for path, _ in contents]
 
     @classmethod
     def texts(cls, pairs: Sequence[tuple[str, str]], src: str, tgt: str) -> list[str]:
