@@ -19,6 +19,7 @@ from pydantic import ValidationError
 import zoo
 from trainkit import read_run, tiny_experiment
 from zoo.cli import build_parser
+from zoo.compare import compare
 from zoo.sweep import Ledger, SweepSpec, cell_experiment, expand, export_wandb, load_sweep, run_sweep, shard
 from zoo.sweep.export import find_cell
 from zoo.sweep.pool import threads_per_worker
@@ -292,3 +293,19 @@ def test_a_size_that_gives_one_setting_twice_is_refused():
     with pytest.raises(ValidationError, match=re.escape("size 'small': keys 'model.window' and 'model.attn.window' set "
                                                         "one setting")):
         SweepSpec.model_validate({"name": "s", "sizes": sizes, "grid": {"model.norm": ["post", "pre"]}})
+
+
+def test_compare_refuses_a_sweep_yaml_edited_after_its_cells_ran(tmp_path):
+    """A size redefined by hand in the folder's sweep.yaml would put the old model's numbers under
+    the new definition; `zoo sweep` refuses the same edit, and so does `zoo compare`."""
+    sweep, base = tiny_sweep(tmp_path, {"size": ["a", "b"]}, sizes={"a": {"model.d_ff": 16}, "b": {"model.d_ff": 24}})
+    base["wandb"]["mode"] = "disabled"
+    run_sweep(sweep, base, echo=lambda _: None)
+    saved = sweep.directory() / "sweep.yaml"
+    data = yaml.safe_load(saved.read_text())
+    assert compare(sweep.directory(), wandb_mode="disabled").rows
+    data["sizes"]["b"]["model.d_ff"] = 48
+    saved.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(zoo.ConfigError, match=r"cell size=b,seed=0 ran another experiment than sweep.yaml gives it now "
+                                              r"\(model.d_ff: 24 recorded, 48 now\)"):
+        compare(sweep.directory(), wandb_mode="disabled")

@@ -12,7 +12,8 @@ from zoo.metrics import goal_of
 from zoo.records import RunRecord
 from zoo.specs.registries import describe_unknown
 from zoo.sweep.ledger import Ledger
-from zoo.sweep.spec import SweepSpec, confirmation_cells, expand, read_saved_sweep, safe_text
+from zoo.sweep.record_differences import experiment_changes
+from zoo.sweep.spec import SweepSpec, cell_experiment, confirmation_cells, expand, read_saved_sweep, safe_text
 
 
 @dataclass
@@ -59,6 +60,7 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
         notes.append(f"{len(foreign)} cell(s) have ledger records whose grid values differ from the cell's, left out "
                      f"(e.g. {foreign[0]})")
     records = [r for r in current.values() if r.status not in ("running", "interrupted")]
+    check_ran_as_defined(sweep_dir, sweep, base, {cell.name: cell for cell in cells}, records)
     progress = grid_progress(len(tuning), [current[c.name].status for c in tuning if c.name in current])
     confirmed = [r for r in records if r.seed in sweep.confirm_seeds]
     if sweep.confirm_seeds:
@@ -75,6 +77,21 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
         suffix = "-" + safe_text(metric)
     notes += missing_metric(records, sweep.metric)
     return SweepRecords(sweep, base, records, notes, progress, suffix, primary)
+
+
+def check_ran_as_defined(sweep_dir: Path, sweep: SweepSpec, base: dict[str, Any], cells: dict[str, Any],
+                         records: list[RunRecord]) -> None:
+    """Each record ran the experiment sweep.yaml gives its cell (where it recorded its experiment):
+    a sweep.yaml edited after its cells ran (a size's d_model, say) would put another model's
+    numbers under the edited definition. `zoo sweep` refuses the same edit (runner.check_folder)."""
+    for record in records:
+        if record.experiment is None or record.cell not in cells:
+            continue
+        changed = experiment_changes(record.experiment, cell_experiment(sweep, base, cells[record.cell]).model_dump(mode="json"))
+        if changed:
+            raise ConfigError(f"{sweep_dir}: cell {record.cell} ran another experiment than sweep.yaml gives it now "
+                              f"({'; '.join(changed[:3])}{'; ...' if len(changed) > 3 else ''}): the sweep.yaml was "
+                              "changed after its cells ran; restore it, or sweep the change under another name")
 
 
 def missing_metric(records: list[RunRecord], metric: str) -> list[str]:

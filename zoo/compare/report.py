@@ -161,7 +161,8 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
              *loss_curves(sweep, records, sweep_dir, suffix)]
     plots += [effect_png(sweep, e, sweep_dir / f"effect_{value_text(e.label)}{suffix}.png", endpoint) for e in effects]
     plots += [by_png(sweep, simple, key, sweep_dir / f"effects_by_{value_text(sweep.labels()[key])}{suffix}.png", endpoint)
-              for key in dict.fromkeys([*by_keys(sweep, by), *size_keys(sweep)])]
+              for key in dict.fromkeys([*by_keys(sweep, by), *size_keys(sweep)])
+              if any(e.given_key == key for e in simple)]  # a sweep of sizes alone has no other axis to show by size
     plots += tuning.plots if tuning else []
     lines = [f"# Sweep {sweep.name}", "", *([f"**{endpoint[0].upper()}{endpoint[1:]}**: exploratory, not a verdict.", ""]
                                            if endpoint else [f"Primary endpoint: `{sweep.metric}`.", ""]),
