@@ -77,6 +77,10 @@ def test_the_old_names_keep_every_fingerprint_and_write_the_same_experiment():
     ({"name": "sgd", "betas": [0.9, 0.9]}, "unknown field 'betas'; fields: dampening, lr, momentum, name, nesterov,"),
     ({"name": "adam", "lrr": 0.1}, "unknown field 'lrr' (did you mean 'lr'?); fields: betas, eps, lr, name, weight_decay"),
     ({"name": "sgd", "nesterov": True}, "nesterov needs momentum > 0 and dampening 0"),
+    ({"name": "sgd", "momentum": 1.5}, "momentum: Input should be less than 1"),
+    ({"name": "adam", "betas": [0.9, 1.5]}, "betas.1: Input should be less than 1"),
+    ({"name": "nadam", "betas": [-0.1, 0.9]}, "betas.0: Input should be greater than or equal to 0"),
+    ({"name": "muon", "adamw_betas": [0.9, 1.0]}, "adamw_betas.1: Input should be less than 1"),
 ])
 def test_a_bad_optimizer_names_its_settings(tmp_path, capsys, optimizer, said):
     import yaml

@@ -11,7 +11,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from zoo.optim.optimizers import Optimizer, register
+from zoo.optim.optimizers import Betas, Optimizer, register
 from zoo.specs.choices import PartSettings
 
 
@@ -30,7 +30,7 @@ class MuonSettings(PartSettings):
     adjust_lr: Literal["match_rms_adamw", "original"] = Field(
         "match_rms_adamw", description="match_rms_adamw: updates scaled to AdamW's size (Liu et al. 2025), so lr and "
                                        "weight decay tuned for AdamW serve; original: Jordan's sqrt(max(1, rows/cols))")
-    adamw_betas: tuple[float, float] = Field((0.9, 0.95), strict=False, description="AdamW's betas, for the rest")
+    adamw_betas: Betas = Field((0.9, 0.95), strict=False, description="AdamW's betas, for the rest, each in [0, 1)")
     adamw_eps: float = Field(1e-8, gt=0.0, description="AdamW's eps, for the rest")
     adamw_lr_scale: float = Field(1.0, gt=0.0, description="AdamW's rate as a multiple of lr (original wants "
                                                            "a far larger lr for the matrices than for the rest)")

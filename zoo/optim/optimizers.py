@@ -7,7 +7,7 @@ name, validated by the optimizer's `Settings`, every default written out in the 
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import torch
 from pydantic import Field, model_validator
@@ -33,8 +33,13 @@ class Optimizer:
         raise NotImplementedError
 
 
+Beta = Annotated[float, Field(ge=0.0, lt=1.0)]
+"""A moment's decay rate: in [0, 1), as torch's optimizers check only when they are built."""
+Betas = tuple[Beta, Beta]
+
+
 class AdamSettings(PartSettings):
-    betas: tuple[float, float] = Field((0.9, 0.98), strict=False, description="the moments' decay rates")
+    betas: Betas = Field((0.9, 0.98), strict=False, description="the moments' decay rates, each in [0, 1)")
     eps: float = Field(1e-9, gt=0.0, description="added to the second moment's root")
 
 
@@ -61,7 +66,7 @@ class AdamW(Adam):
 
 
 class SGDSettings(PartSettings):
-    momentum: float = Field(0.0, ge=0.0, description="heavy-ball momentum; 0: plain SGD")
+    momentum: float = Field(0.0, ge=0.0, lt=1.0, description="heavy-ball momentum, in [0, 1); 0: plain SGD")
     nesterov: bool = Field(False, description="Nesterov's momentum (needs momentum > 0)")
     dampening: float = Field(0.0, ge=0.0, le=1.0, description="a share of the gradient left out of the momentum")
 
@@ -107,7 +112,7 @@ class Adafactor(Optimizer):
 
 
 class AdamFamilySettings(PartSettings):
-    betas: tuple[float, float] = Field((0.9, 0.999), strict=False, description="the moments' decay rates")
+    betas: Betas = Field((0.9, 0.999), strict=False, description="the moments' decay rates, each in [0, 1)")
     eps: float = Field(1e-8, gt=0.0, description="added to the second moment's root")
     decoupled_weight_decay: bool = Field(False, description="decay the weights apart from the gradient, as AdamW")
 
