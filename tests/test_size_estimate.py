@@ -103,3 +103,21 @@ def test_a_gzip_file_that_inflates_past_the_bound_is_refused_while_it_is_read(tm
     experiment["model"]["kind"] = "decoder"
     (tmp_path / "e.yaml").write_text(yaml.safe_dump(experiment))
     assert "train.txt.gz: inflates to more than" in cli_error(["train", str(tmp_path / "e.yaml")], capsys)
+
+
+@pytest.mark.parametrize("rule", [{"only": [1], "set": {"d_ff": 2**40}},
+                                  {"only": [0], "set": {"ffn": {"name": "moe", "experts": 10**9}}}],
+                         ids=["d_ff", "experts"])
+def test_a_layer_a_rule_makes_huge_is_refused_by_its_size_before_anything_is_built(rule):
+    """A per-layer d_ff of 2^40 or a billion experts in one layer met the allocator (or an hours-long
+    count); the global equivalents were refused."""
+    spec = tiny("decoder.pre.rope.fused.gelu", layers={"big": rule})
+    assert rough_parameters(spec) > 10**12, "the quick count reads each layer as its rule makes it"
+    with pytest.raises(zoo.ConfigError, match=r"too large for cpu memory: at least [\d,]+ parameters"):
+        zoo.build(spec)
+
+
+def test_a_step_of_more_rows_than_the_host_holds_is_refused_before_the_first_step(tmp_path):
+    experiment = tiny_experiment(tmp_path, train={"accumulate": 10**12, "steps": 1})
+    with pytest.raises(zoo.ConfigError, match=r"train.accumulate 1000000000000 x batch_size \d+: a step's [\d,]+ rows"):
+        zoo.train(experiment)

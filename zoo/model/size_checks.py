@@ -38,19 +38,25 @@ def most_copies(spec: ModelSpec) -> int:
     return max([count for _, count in copies_of(spec).values()], default=1)
 
 
-def rough_parameters(spec: ModelSpec) -> int:
-    """A quick count of the big matrices (token tables with their factorized projection, position
-    tables, attention at its head width and key/value heads, feed-forwards times their copies),
-    made from the spec's numbers alone, so no size is too large to count."""
-    d, (enc, dec), width = spec.d_model, spec.depths, spec.embedding_width
-    kv = spec.kv_heads * spec.d_head
+def rough_layer(spec: ModelSpec, cross: bool) -> int:
+    """A quick count of one block's big matrices: attention at its head width and key/value heads
+    (twice with cross-attention), the feed-forward times its copies (a gated one has three matrices)."""
+    d, kv = spec.d_model, spec.kv_heads * spec.d_head
     attention = d * (2 * spec.attention_width + 2 * kv)
     copies = most_copies(spec)
-    per_layer = attention + 3 * d * spec.ffn_width * copies + d * copies  # a gated ffn has three matrices
-    cross = attention if enc and dec else 0
+    return attention * (1 + cross) + 3 * d * spec.ffn_width * copies + d * copies
+
+
+def rough_parameters(spec: ModelSpec) -> int:
+    """A quick count of the big matrices (token tables with their factorized projection, position
+    tables, and each block as its per-layer rules make it), made from the spec's numbers alone, so
+    no size is too large to count: a rule's layers count once per distinct group, times its size."""
+    d, (enc, dec), width = spec.d_model, spec.depths, spec.embedding_width
     tables = width * (spec.src_vocab_size * bool(enc) + spec.tgt_vocab_size * (1 + bool(dec)))
-    return (tables + d * width * (spec.embeddings.dim is not None) * 2 + 2 * spec.max_len * d
-            + enc * per_layer + dec * (per_layer + cross))
+    blocks = sum(count * rough_layer(spec.at_layer(stack, index), cross=stack == "decoder" and bool(enc))
+                 for stack, depth in (("encoder", enc), ("decoder", dec)) if depth
+                 for index, count in distinct_layers(spec.layers, stack, depth).items())
+    return tables + d * width * (spec.embeddings.dim is not None) * 2 + 2 * spec.max_len * d + blocks
 
 
 MOST_PARAMETERS = 1 << 48
@@ -175,8 +181,15 @@ def check_fits(spec: ModelSpec, device: torch.device | str = "cpu", *, training:
     check_countable(spec)
     free = available_bytes(device)
     copies = 4 if training else 1
-    if rough_parameters(spec) * FLOAT_BYTES * copies < free // 4 and batch is None:
+    rough = rough_parameters(spec)
+    if rough * FLOAT_BYTES * copies < free // 4 and batch is None:
         return None
+    if spec.layers and rough * FLOAT_BYTES * copies > free:  # the big matrices alone are too many, and a layer a
+        # rule changes is counted whole on the meta device (a billion experts would take hours): no exact count
+        raise ConfigError(f"too large for {torch.device(device).type} memory: at least {rough:,} parameters "
+                          f"({size_text(spec)}); {'its weights, gradients and Adam state' if training else 'its weights'} "
+                          f"need at least {human_bytes(rough * FLOAT_BYTES * copies)}, but only {human_bytes(free)} is "
+                          "available")
     params = exact_parameters(spec)
     need = params * FLOAT_BYTES * copies
     what = "its weights"

@@ -8,9 +8,10 @@ from typing import Any
 
 import torch
 
-from zoo.errors import CheckpointError
+from zoo.errors import CheckpointError, ConfigError
+from zoo.files import human_bytes
 from zoo.model.kinds import ZooModel, build, model_class
-from zoo.model.size_checks import check_fits
+from zoo.model.size_checks import available_bytes, check_fits
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task
@@ -32,6 +33,21 @@ def run_spec(experiment: ExperimentSpec, task: Task, saved: dict[str, Any] | Non
     return spec
 
 
+def check_step_rows_fit(train, width: int) -> None:
+    """A step's rows (batch_size x accumulate, made at once on the host and split into micro-batches)
+    must fit the host's memory as ids, a few copies of them: accumulate 10^12 is refused here, not
+    by the allocator at the first step."""
+    if train.batch_tokens is not None:
+        return
+    need = train.batch_size * train.accumulate * width * 8 * 4  # int64 ids of both sides; the task's own copies
+    free = available_bytes("cpu")
+    if need > free:
+        raise ConfigError(f"train.accumulate {train.accumulate} x batch_size {train.batch_size}: a step's "
+                          f"{train.batch_size * train.accumulate:,} rows of about {width} ids are made at once on the "
+                          f"host and need about {human_bytes(need)}, but only {human_bytes(free)} is available; lower "
+                          "accumulate or batch_size")
+
+
 def run_model(spec: ModelSpec, experiment: ExperimentSpec, task: Task, feed: BatchFeed, folder: RunFolder,
               device: torch.device, dist: Distributed, saved: dict[str, Any] | None) -> ZooModel:
     """The model on its device, after its training memory (at the first batch's shape) and its
@@ -41,6 +57,7 @@ def run_model(spec: ModelSpec, experiment: ExperimentSpec, task: Task, feed: Bat
     sample_src, sample_tgt = feed.global_batch(0) if t.batch_tokens else task.train_batch(0, min(t.batch_size, 8))
     rows = max(1, (sample_src.size(0) if t.batch_tokens else t.batch_size) // dist.world)
     lengths = model_class(spec).sequence_lengths(spec, sample_src.size(1), sample_tgt.size(1))
+    check_step_rows_fit(t, sample_src.size(1) + sample_tgt.size(1))
     params = check_fits(spec, device, training=True, batch=(rows, *lengths))
     folder.check_space(3 * 4 * params + (1 << 20))  # weights and Adam's two moments, in float32
     torch.manual_seed(t.seed)
