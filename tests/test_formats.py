@@ -101,6 +101,12 @@ def test_a_bad_jsonl_line_names_its_file_and_line(tmp_path):
     (tmp_path / "train.jsonl").write_text('{"de": "a", "en": "b"}\nnot json\n')
     with pytest.raises(zoo.DataError, match=r"train.jsonl:2: not a JSON object"):
         read_split(tmp_path, "train", "de", "en")
+    (tmp_path / "train.jsonl").write_text('{"de": "a", "en": "b"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(zoo.DataError, match=r"train.jsonl:2: JSON nested too deeply to read"):
+        read_split(tmp_path, "train", "de", "en")
+    (tmp_path / "train.jsonl").write_text('{"de": "a", "en": "b"}\n{"de": "lone \\udc80", "en": "b"}\n')
+    with pytest.raises(zoo.DataError, match=r"train.jsonl:2: the 'de' text holds '\\udc80' \(a lone surrogate"):
+        read_split(tmp_path, "train", "de", "en")
 
 
 def test_an_unknown_format_names_the_choices():

@@ -164,11 +164,19 @@ class JsonLines(LineFormat):
             row = json.loads(line)
         except json.JSONDecodeError as err:
             raise DataError(f"{where}: not a JSON object ({err.msg})") from None
+        except RecursionError:
+            raise DataError(f"{where}: JSON nested too deeply to read; a line holds one object of two strings") from None
         sides = row.get("translation", row) if isinstance(row, dict) else None
         if not isinstance(sides, dict) or not all(isinstance(sides.get(lang), str) for lang in (src, tgt)):
             shown = sorted(sides) if isinstance(sides, dict) else type(row).__name__
             raise DataError(f"{where}: expected text under {src!r} and {tgt!r} (task.src_lang, task.tgt_lang), alone "
                             f"or under 'translation'; found {shown}")
+        for side in (src, tgt):
+            try:
+                sides[side].encode("utf-8")
+            except UnicodeEncodeError as err:
+                raise DataError(f"{where}: the {side!r} text holds {sides[side][err.start:err.end]!r} (a lone surrogate "
+                                "escaped in the JSON), which is no character of any text; remove it") from None
         return sides[src], sides[tgt]
 
     @classmethod
