@@ -7,6 +7,7 @@ from small random configurations, offline, with every weight moved away from its
 
 import copy
 import functools
+import re
 
 import pytest
 import torch
@@ -338,6 +339,32 @@ def test_a_bert_like_model_that_attends_causally_is_refused_not_read_as_an_encod
     with pytest.raises(zoo.InteropError, match=r"with is_decoder or add_cross_attention .*has no zoo spec: the zoo's "
                                                r"encoder attends both ways"):
         zoo.from_hf(build())
+
+
+@pytest.mark.parametrize("build, said", [
+    (lambda: hf.CohereForCausalLM(hf.CohereConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=24,
+                                                  num_hidden_layers=1, num_attention_heads=2, logit_scale=None, **IDS)),
+     "Cohere logit_scale None: transformers' model multiplies its logits by it"),
+    (lambda: hf.BertForMaskedLM(hf.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                              intermediate_size=24, type_vocab_size=0)),
+     "BERT type_vocab_size 0: its embeddings add the row of token type 0"),
+    (lambda: hf.M2M100ForConditionalGeneration(hf.M2M100Config(
+        vocab_size=VOCAB, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=24, decoder_ffn_dim=24, **IDS)),
+     "M2M100 with pad_token_id 0 has no zoo spec"),
+], ids=["cohere", "bert", "m2m100"])
+def test_a_configuration_the_zoo_cannot_read_is_one_named_refusal(build, said):
+    with pytest.raises(zoo.InteropError, match=re.escape(said)):
+        zoo.from_hf(build())
+
+
+def test_a_roberta_whose_pad_id_is_past_the_first_three_ids_imports_exactly():
+    ref = hf.RobertaForMaskedLM(hf.RobertaConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1,
+                                                 num_attention_heads=2, intermediate_size=24, pad_token_id=5)).eval()
+    ids = torch.tensor([[0, 6, 7, 8, 2, 5]])
+    with torch.no_grad():
+        ours, theirs = zoo.from_hf(ref).eval()(ids), ref(ids, attention_mask=ids != 5).logits
+    torch.testing.assert_close(ours[:, :5], theirs[:, :5], atol=1e-5, rtol=1e-5)  # at the real tokens
 
 
 def test_a_reference_without_a_pad_token_asks_for_one():

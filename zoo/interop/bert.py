@@ -30,13 +30,23 @@ def check_bidirectional(c, family: str) -> None:
                            "zoo model instead")
 
 
+def encoder_ids(c, family: str) -> tuple[int, int, int]:
+    """(pad, bos, eos) of a BERT-like encoder, which never decodes: its pad id, and any two other
+    ids for the spec's start and end. Its token-type table must hold type 0, which it adds."""
+    if getattr(c, "type_vocab_size", 1) < 1:
+        raise InteropError(f"{family} type_vocab_size {c.type_vocab_size}: its embeddings add the row of token type 0, "
+                           "so the table needs one row at least")
+    pad = c.pad_token_id if c.pad_token_id is not None else 0
+    start, end = [i for i in range(3) if i != pad][:2]
+    return pad, start, end
+
+
 def layout_fields(c, family: str, tied: bool) -> dict[str, Any]:
     """The spec of BERT's layout from a configuration of it (BERT's, ELECTRA's)."""
     check_bidirectional(c, family)
     if c.hidden_act != "gelu":
         raise InteropError(f"{family} hidden_act {c.hidden_act!r}: the zoo's masked-LM head uses the exact GELU")
-    pad = c.pad_token_id if c.pad_token_id is not None else 0
-    start, end = (i for i in range(3) if i != pad)  # an encoder never decodes: any two other ids
+    pad, start, end = encoder_ids(c, family)
     return {
         "kind": "encoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
         "d_ff": c.intermediate_size, "n_encoder_layers": c.num_hidden_layers,

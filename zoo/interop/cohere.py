@@ -32,9 +32,17 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
         "position": {"name": "rope", "base": rope_base(c), "layout": "interleaved"}, "attention": "fused",
         "ffn": "swiglu", "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps), "bias": False},
         "final_norm": True, "scale_embeddings": False, "embedding_norm": False, "output_bias": "none", "bias": False,
-        "tie_embeddings": model.lm_head.weight is model.model.embed_tokens.weight, "logit_scale": float(c.logit_scale),
+        "tie_embeddings": model.lm_head.weight is model.model.embed_tokens.weight, "logit_scale": logit_scale(c),
         **({"qk_norm": "layernorm", "qk_norm_scope": "each_head"} if c.use_qk_norm else {}),
     }
+
+
+def logit_scale(c) -> float:
+    """Cohere's factor on the logits; transformers' model multiplies by it, so it must be a number."""
+    if not isinstance(c.logit_scale, int | float) or isinstance(c.logit_scale, bool):
+        raise InteropError(f"Cohere logit_scale {c.logit_scale!r}: transformers' model multiplies its logits by it; "
+                           "give it a number (1.0: unscaled)")
+    return float(c.logit_scale)
 
 
 def config(spec: ModelSpec):

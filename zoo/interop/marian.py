@@ -83,6 +83,10 @@ def fairseq_positions(pad_id: int) -> dict[str, Any]:
 
 def m2m100_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
+    if c.pad_token_id != 1:
+        raise InteropError(f"M2M100 with pad_token_id {c.pad_token_id} has no zoo spec: its sinusoid table keeps 2 rows "
+                           "before the first position whatever the pad id, fairseq's layout for pad id 1, which is the "
+                           "one the zoo reads")
     return {**pegasus_fields(model), "position": fairseq_positions(c.pad_token_id), "output_bias": "none"}
 
 

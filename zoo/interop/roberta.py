@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.bert import check_bidirectional, embedding_names
+from zoo.interop.bert import check_bidirectional, embedding_names, encoder_ids
 from zoo.interop.hf import Family, dropout_fields, register, transformers_class
 from zoo.specs.model_spec import ModelSpec
 
@@ -20,8 +20,7 @@ def encoder_fields(c, act: str, dropouts: dict[str, float], tied: bool) -> dict[
     check_bidirectional(c, "a BERT-like model")
     if act != "gelu":
         raise InteropError(f"a BERT-like model with activation {act!r} has no zoo spec; the zoo reads gelu")
-    pad = c.pad_token_id if c.pad_token_id is not None else 0
-    start, end = (i for i in range(3) if i != pad)  # an encoder never decodes: any two other ids
+    pad, start, end = encoder_ids(c, "a BERT-like model")
     return {"kind": "encoder", "vocab_size": c.vocab_size, "pad_id": pad, "bos_id": start, "eos_id": end,
             **dropouts, "norm": "post", "attention": "fused", "ffn": "gelu", "final_norm": False,
             "scale_embeddings": False, "embedding_norm": True, "output_transform": True, "tie_embeddings": tied,
