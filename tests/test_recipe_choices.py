@@ -91,6 +91,7 @@ def test_a_bad_optimizer_names_its_settings(tmp_path, capsys, optimizer, said):
     with pytest.raises(zoo.ConfigError, match=r"train\.optimizer"):
         validate_experiment({"train": {"optimizer": optimizer}})
     assert OptimizerSpec.model_validate({"name": "sgd", "momentum": 0.9}).momentum == 0.9
+    assert OptimizerSpec.model_validate("sgd") == OptimizerSpec.model_validate({"name": "sgd"}), "a name alone"
 
 
 @pytest.mark.parametrize("key, meant", [("lr", "optimizer.lr"), ("learning_rate", "optimizer.lr"), ("max_steps", "steps"),

@@ -104,6 +104,12 @@ def test_selection_names_a_metric_the_task_reports():
         zoo.specs.experiment.validate_experiment({"train": {"metric_for_best_model": "eval/loss"}})
     with pytest.raises(zoo.ConfigError, match=r"train.average_last: .*greater than or equal to 2"):
         zoo.specs.experiment.validate_experiment({"train": {"average_last": 1}})
+    for field in ({"early_stop": {"metric": "train/loss"}}, {"keep_best": "test/loss"}):
+        with pytest.raises(zoo.ConfigError, match=r"only the validation split's metrics may be named here, as eval/NAME "
+                                                  r"or NAME"):
+            zoo.specs.experiment.validate_experiment({"train": field})
+    assert zoo.specs.experiment.validate_experiment({"train": {"early_stop": "loss"}}).train.early_stop.metric == \
+        "eval/loss", "the metric alone, as a schedule's name alone"
     with pytest.raises(zoo.ConfigError, match=r"train.average_last 5: a run of 100 steps with checkpoint_every 50 "
                                               r"makes 2 checkpoint\(s\), fewer than it averages"):
         zoo.specs.experiment.validate_experiment({"train": {"average_last": 5, "steps": 100, "checkpoint_every": 50}})

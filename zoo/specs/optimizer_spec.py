@@ -39,6 +39,8 @@ class OptimizerSpec(Strict):
     @model_validator(mode="before")
     @classmethod
     def _the_optimizers_settings(cls, data: Any) -> Any:
+        if isinstance(data, str):  # `optimizer: sgd`: the name alone, as a schedule may be given
+            data = {"name": data}
         if isinstance(data, OptimizerSpec) or not isinstance(data, Mapping):
             return data
         name = data.get("name", "adam")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field, NonNegativeFloat, PositiveInt, field_validator
+from pydantic import Field, NonNegativeFloat, PositiveInt, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from zoo.specs.choices import validate_choice
@@ -16,8 +16,15 @@ from zoo.specs.optimizer_spec import Strict
 
 
 def validation_metric(name: str) -> str:
-    """`bleu` and `eval/bleu` both name the validation split's BLEU."""
-    return name if name.startswith("eval/") else f"eval/{name}"
+    """`bleu` and `eval/bleu` both name the validation split's BLEU; a metric of another split
+    (`train/loss`, `test/bleu`) is refused, not read as the validation split's `eval/train/loss`."""
+    if name.startswith("eval/"):
+        return name
+    if "/" in name:
+        raise PydanticCustomError("validation_metric", "{name}: only the validation split's metrics may be named here, "
+                                  "as eval/NAME or NAME (the split evaluated during training); {split} is not it",
+                                  {"name": name, "split": name.split("/")[0] + "/"})
+    return f"eval/{name}"
 
 
 class EarlyStopSpec(Strict):
@@ -27,6 +34,12 @@ class EarlyStopSpec(Strict):
     metric: str = Field("eval/loss", description="a validation metric the task reports (zoo list): eval/NAME or NAME")
     patience: PositiveInt = Field(5, description="evaluations without an improvement before the run stops")
     min_delta: NonNegativeFloat = Field(0.0, description="an improvement must be larger than this to count")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_metric_alone(cls, data: Any) -> Any:
+        """`early_stop: loss` is the metric alone, with the other settings at their defaults."""
+        return {"metric": data} if isinstance(data, str) else data
 
     @field_validator("metric")
     @classmethod
