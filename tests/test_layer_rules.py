@@ -54,10 +54,17 @@ def test_a_rule_that_changes_nothing_keeps_the_function():
     plain = away_from_init(zoo.build(lm(window=3), seed=1)).eval()
     tokens = torch.cat([torch.ones(2, 1, dtype=torch.long), padded_batch([11, 8], 19, seed=2)], dim=1)
     for layers in ({"same": {"every": 2, "set": {"window": 3, "position": {"base": 10000.0}}}},
-                   {"none": {"only": [9], "set": {"window": None}}}):
+                   {"none": {"every": 9, "set": {"window": None}}}):
         ruled = zoo.build(lm(window=3, layers=layers), seed=1).eval()
         ruled.load_state_dict(plain.state_dict(), strict=False)
         torch.testing.assert_close(ruled(tokens), plain(tokens), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("only, said", [([7], "[7]: past the last layer, 3"), ([], "[]: no layer")])
+def test_a_rule_whose_indices_select_no_layer_is_refused(only, said):
+    """`only: [7]` on 4 layers is a typo, not a design: it would change the name, never the model."""
+    with pytest.raises(zoo.ConfigError, match=re.escape(f"layers.r.only: {said}; the rule would change the model's name")):
+        lm(layers={"r": {"only": only, "set": {"window": 2}}})
 
 
 @pytest.mark.parametrize("every, reaches", [(1, True), (2, True), (5, False)])

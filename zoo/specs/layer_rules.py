@@ -164,6 +164,25 @@ def apply_settings(fields: Mapping[str, Any], settings: Mapping[str, Any]) -> di
     return out
 
 
+def selection_problem(name: str, rule: LayerRule, depths: dict[str, int]) -> str | None:
+    """A rule whose indices cannot be meant: none, or one past every stack's depth. Such a rule
+    changes the name and the fingerprint, never the model. Two rules that select nothing stay
+    allowed, as the layer count of a stack the kind lacks is: one for a stack the model lacks (a
+    spec swept across kinds), and a period longer than the stack (a sweep's grid over `every`
+    reaches "no such layer" so)."""
+    if rule.only is None:
+        return None
+    selected = [depth for stack, depth in depths.items() if depth and rule.stack in ("all", stack)]
+    if not selected:
+        return None
+    deepest = max(selected)
+    past = [index for index in rule.only if index >= deepest]
+    if not rule.only or past:
+        shown = "[]: no layer" if not rule.only else f"{past}: past the last layer, {deepest - 1}"
+        return f"layers.{name}.only: {shown}; the rule would change the model's name, never the model"
+    return None
+
+
 def rules_problem(spec: Any) -> str | None:
     """What is wrong with a spec's rules, or None: a rule's name that a dotted key cannot reach, a
     setting the layer's spec refuses (said as that spec says it), or rules beside share_layers (a
@@ -174,6 +193,9 @@ def rules_problem(spec: Any) -> str | None:
     for name, rule in spec.layers.items():
         if not NAME.fullmatch(name):
             return f"layers: a rule's name is a word of letters, digits and _ (a dotted key reaches it), got {name!r}"
+        problem = selection_problem(name, rule, dict(zip(("encoder", "decoder"), spec.depths, strict=True)))
+        if problem:
+            return problem
         try:
             type(spec).model_validate(apply_settings({**spec.model_dump(), "layers": {}}, rule.set))
         except ValidationError as err:
