@@ -11,6 +11,7 @@ from test_bad_input import cli_error
 
 import zoo
 from trainkit import tiny_experiment
+from zoo.optim.schedules import schedule_problems
 from zoo.specs.choices import settings_model
 from zoo.specs.experiment import ExperimentSpec, OptimizerSpec, TrainSpec, validate_experiment
 from zoo.specs.identity import run_name
@@ -141,3 +142,18 @@ def test_every_package_of_the_zoo_is_installed():
     listed = re.search(r"^packages = \[(.*)\]$", (root / "pyproject.toml").read_text(encoding="utf-8"), re.M)
     on_disk = {"zoo", "zoo.variants", *(f"zoo.{p.parent.name}" for p in (root / "zoo").glob("*/__init__.py"))}
     assert set(re.findall(r'"([\w.]+)"', listed.group(1))) == on_disk
+
+
+@pytest.mark.parametrize("name", ["cosine", "linear", "wsd"])
+def test_a_run_whose_every_step_trains_at_rate_0_is_warned(name):
+    schedule = validate_experiment({"train": {"schedule": name}}).train.schedule
+    assert schedule_problems(schedule, 0, 1) == [f"train.schedule {name}: every one of the 1 step(s) trains at rate 0 "
+                                                 "(the schedule ends at 0 on its last step); train more steps, or use "
+                                                 "constant"]
+    assert schedule_problems(schedule, 0, 2) == [], "a second step trains at the peak"
+
+
+def test_a_warmup_past_the_last_step_is_warned_when_the_run_starts(tmp_path):
+    with pytest.warns(RuntimeWarning, match=r"train.warmup_steps 10 is past train.steps 3: the rate never reaches its "
+                                            r"peak, at most 0.3 of optimizer.lr"):
+        zoo.train(tiny_experiment(tmp_path, train={"steps": 3, "warmup_steps": 10, "eval_every": 3}))

@@ -37,6 +37,24 @@ def multiplier(schedule, step: int, warmup: int, steps: int) -> float:
     return registry("schedule").get(schedule.name).after_warmup(schedule.settings, step, warmup, steps)
 
 
+SCANNED = 10_000
+"""Runs of at most this many steps have every step's rate looked at for schedule_problems."""
+
+
+def schedule_problems(schedule, warmup: int, steps: int) -> list[str]:
+    """What a run's rates do that its settings hardly mean: a warmup past the last step (the rate
+    never reaches its peak), or a run whose every step trains at rate 0 (a 1-step run of a schedule
+    that ends at 0). The run still trains as asked; these are warnings."""
+    found = []
+    if warmup > steps:
+        found.append(f"train.warmup_steps {warmup} is past train.steps {steps}: the rate never reaches its peak, at "
+                     f"most {steps / warmup:.2g} of optimizer.lr; lower warmup_steps")
+    if steps <= SCANNED and all(multiplier(schedule, step, warmup, steps) == 0 for step in range(1, steps + 1)):
+        found.append(f"train.schedule {schedule.name}: every one of the {steps} step(s) trains at rate 0 (the schedule "
+                     "ends at 0 on its last step); train more steps, or use constant")
+    return found
+
+
 @register("constant")
 class Constant(Schedule):
     """The peak rate to the end."""

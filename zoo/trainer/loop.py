@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import torch
 
 from zoo.errors import Diverged, Interrupted
+from zoo.optim.schedules import schedule_problems
 from zoo.provenance import environment
 from zoo.records import CheckpointProgress, RunRecord
 from zoo.specs.experiment import ExperimentSpec, validate_experiment
@@ -255,6 +257,9 @@ class Trainer:
         if self.dist.is_main:
             bar.write(summary_line(self.data_summary))
             warn_unknown(self.data_summary)
+            t = self.experiment.train
+            for problem in schedule_problems(t.schedule, t.warmup_steps, t.steps):
+                warnings.warn(problem, RuntimeWarning, stacklevel=2)
         self.tracker.summary({"parameters": self.model.num_parameters(), "model_name": self.spec.name})
         final, png, failed = {}, None, True
         wandb_dir = self.tracker.files_dir
