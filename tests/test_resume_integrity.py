@@ -169,3 +169,31 @@ def test_two_shard_layouts_on_one_folder_skip_a_cell_the_other_holds(tmp_path):
     assert "failed" not in {r["status"] for r in records}, records
     finished = [r["cell"] for r in records if r["status"] == "finished"]
     assert sorted(finished) == ["norm=post,seed=0", "norm=pre,seed=0"], "each cell trained once"
+
+
+@pytest.mark.parametrize("schedule, refused", [("cosine", True), ("constant", False)])
+def test_a_longer_resume_of_a_schedule_that_follows_the_steps_is_refused(tmp_path, schedule, refused):
+    """Cosine over 6 steps resumed to 10 would re-stretch the decay (0 at step 6, then up again):
+    a run no fresh 10-step run reproduces. A constant rate resumes longer as a fresh run would."""
+    experiment = tiny_experiment(tmp_path, train={"steps": 6, "eval_every": 6, "checkpoint_every": 3,
+                                                  "warmup_steps": 0, "schedule": schedule})
+    zoo.train(experiment)
+    longer = {**experiment, "train": {**experiment["train"], "steps": 10}}
+    if refused:
+        with pytest.raises(zoo.ConfigError, match=r"--resume refused: train.schedule cosine follows train.steps, so the "
+                                                  r"6 steps .* had the rates of a 6-step run \(from step 1 on they "
+                                                  r"differ from a 10-step run's\)"):
+            zoo.train(longer, resume=True)
+    else:
+        assert zoo.train(longer, resume=True).metrics
+
+
+def test_a_longer_resume_of_a_run_that_stopped_early_is_refused(tmp_path):
+    experiment = tiny_experiment(tmp_path, train={"steps": 40, "eval_every": 2, "checkpoint_every": 2,
+                                                  "schedule": "constant", "early_stop": {"patience": 1, "min_delta": 9}})
+    result = zoo.train(experiment)
+    saved = torch.load(result.checkpoint, weights_only=False)["pieces"]["early_stop"]["stopped_at"]
+    assert saved is not None and saved < 40
+    with pytest.raises(zoo.ConfigError, match=rf"--resume refused: .* stopped early at step {saved} \(train.early_stop\), "
+                                              r"so more steps \(40 -> 60\) would train nothing"):
+        zoo.train({**experiment, "train": {**experiment["train"], "steps": 60}}, resume=True)

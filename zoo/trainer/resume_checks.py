@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from zoo.errors import CheckpointError, ConfigError
+from zoo.optim.schedules import SCANNED, multiplier
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.identity import RESUMABLE, changes_between, identity
 
@@ -19,8 +20,11 @@ def changed_fields(saved: dict[str, Any], now: ExperimentSpec, source: str) -> l
     return changes_between(identity(before), identity(now), "in the checkpoint")
 
 
-def check_resumable(saved: dict[str, Any], now: ExperimentSpec, done_steps: int, source: str) -> None:
-    """Refuse to continue a checkpoint under a changed experiment, naming every changed field."""
+def check_resumable(saved: dict[str, Any], now: ExperimentSpec, done_steps: int, source: str,
+                    stopped_at: int | None = None) -> None:
+    """Refuse to continue a checkpoint under a changed experiment, naming every changed field; and
+    more steps where they would train nothing (the run stopped early) or other rates than a fresh
+    run of that many steps (a schedule that decays over train.steps, re-stretched)."""
     changed = changed_fields(saved, now, source)
     if changed:
         raise ConfigError(f"--resume refused: {source} is from another experiment ({'; '.join(changed)}). "
@@ -29,6 +33,22 @@ def check_resumable(saved: dict[str, Any], now: ExperimentSpec, done_steps: int,
     if now.train.steps < done_steps:
         raise ConfigError(f"--resume refused: train.steps {now.train.steps} is fewer than the {done_steps} steps "
                           f"{source} has already trained")
+    before = ExperimentSpec.model_validate(saved).train
+    if now.train.steps == before.steps:
+        return
+    if stopped_at is not None:
+        raise ConfigError(f"--resume refused: {source} stopped early at step {stopped_at} (train.early_stop), so more "
+                          f"steps ({before.steps} -> {now.train.steps}) would train nothing; start a new run to train on")
+    t = now.train
+    stretched = next((step for step in range(1, min(done_steps, SCANNED) + 1)
+                      if multiplier(t.schedule, step, t.warmup_steps, before.steps)
+                      != multiplier(t.schedule, step, t.warmup_steps, t.steps)), None)
+    if stretched is not None:
+        raise ConfigError(f"--resume refused: train.schedule {t.schedule.name} follows train.steps, so the {done_steps} "
+                          f"steps {source} trained had the rates of a {before.steps}-step run (from step {stretched} on "
+                          f"they differ from a {t.steps}-step run's) and the rest would be re-stretched; a longer run "
+                          "is a new run (a schedule that ignores train.steps, constant or inverse_sqrt, may be resumed "
+                          "longer)")
 
 
 def data_changes(before: dict[str, str], now: dict[str, str]) -> list[str]:

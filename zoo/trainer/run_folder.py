@@ -126,7 +126,8 @@ class RunFolder:
             self._refuse_a_sibling(experiment)
             return None
         saved = read_checkpoint(self.checkpoint)
-        check_resumable(saved["experiment"], experiment, saved["progress"].step, str(self.checkpoint))
+        check_resumable(saved["experiment"], experiment, saved["progress"].step, str(self.checkpoint),
+                        saved.get("pieces", {}).get("early_stop", {}).get("stopped_at"))
         check_same_data(saved.get("data"), self.data, str(self.checkpoint))
         return saved
 
