@@ -10,6 +10,7 @@ import pytest
 import yaml
 from test_bad_input import cli_error
 
+import zoo
 from zoo.compare import compare
 from zoo.sweep import Ledger, SweepSpec, expand, run_sweep, shard
 from zoo.sweep.spec import read_saved_sweep
@@ -157,6 +158,7 @@ def tuned_file(tmp_path, **changes) -> str:
     ({"tune": {"train.optimizer.lrr": [0.1, 0.2]}}, "train.optimizer: unknown field 'lrr' (did you mean 'lr'?)"),
     ({"tune": {"training.lr": [0.1, 0.2]}}, "tune key 'training.lr' is not a dotted experiment field"),
     ({"tune": {"train.optimizer.lr": [0.001]}}, "tune key 'train.optimizer.lr' needs two or more distinct values"),
+    ({"tune": {"train.optimizer.lr": [1, 1.0]}}, "tune key 'train.optimizer.lr' needs two or more distinct values"),
     ({"metric": "eval/token_acc"}, "metric 'eval/token_acc': a tuned sweep compares its variants on a held-out split"),
     ({"choose_on": "test/loss"}, "choose_on 'test/loss': a tuned value is chosen on the validation split"),
     ({"base": {"task": {"name": "reverse"}}}, "metric 'test/token_acc' is not reported by task 'reverse'"),
@@ -202,3 +204,19 @@ def test_what_each_seed_alone_would_choose_is_shown_and_a_flip_is_flagged(tmp_pa
     assert "| norm=pre | lr=0.01 | lr=0.003 | lr=0.01 | flips |" in text
     assert "1 of 2 variants choose otherwise on different seeds" in text
     assert "zoo compare: warning: the tuned choice flips by seed for 1 of 2 variants (norm=pre): it is not stable" in said
+
+
+def test_an_edge_is_flagged_among_the_values_trained_and_never_for_categorical_values():
+    from zoo.compare.tuned import edge_of
+
+    assert edge_of([1e-3, 1e-2, 1e-1], [1e-3, 1e-2], 1e-2, "lr") == "lr=0.01 is the largest value tried (0.1 listed, " \
+                                                                   "not trained yet)"
+    assert edge_of([1e-3, 1e-2, 1e-1], [1e-3, 1e-2, 1e-1], 1e-2, "lr") is None
+    assert edge_of(["constant", "cosine"], ["constant", "cosine"], "constant", "schedule") is None
+
+
+def test_another_metric_on_a_tuned_sweep_says_why_it_is_refused(tmp_path):
+    sweep = write_tuned(tmp_path)
+    with pytest.raises(zoo.ConfigError, match=r"--metric eval/token_acc: metric 'eval/token_acc': a tuned sweep "
+                                              r"compares its variants on a held-out split"):
+        compare(sweep.directory(), wandb_mode="disabled", metric="eval/token_acc")

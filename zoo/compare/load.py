@@ -73,7 +73,10 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
         raise ConfigError(f"{sweep_dir}: {'--metric' if metric else 'the sweep metric'}: "
                           f"{describe_unknown('metric', metric or sweep.metric, known)} (what this sweep's runs logged)")
     if metric is not None and metric != sweep.metric:
-        sweep = sweep.model_copy(update={"metric": metric, "goal": goal_of(metric), "target": None})
+        try:
+            sweep = sweep.model_copy(update={"metric": metric, "goal": goal_of(metric), "target": None})
+        except ConfigError as err:  # a tuned sweep compares on a held-out split only, say
+            raise ConfigError(f"{sweep_dir}: --metric {metric}: {str(err).removeprefix('SweepSpec.replace: ')}") from None
         suffix = "-" + safe_text(metric)
     notes += missing_metric(records, sweep.metric)
     return SweepRecords(sweep, base, records, notes, progress, suffix, primary)

@@ -75,15 +75,19 @@ def rank_key(tried: Tried, goal: str, order: int) -> tuple:
     return (tried.bad > 0 or not scored, tried.bad, (-mean if goal == "max" else mean) if scored else 0.0, order)
 
 
-def edge_of(key: str, values: list[Any], chosen: Any, label: str) -> str | None:
-    """Where a chosen value is the smallest or largest of numeric values (else the first or last
-    listed), the sentence that says so."""
-    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
-    ordered = sorted(values) if numeric else list(values)
+def edge_of(values: list[Any], trained: list[Any], chosen: Any, label: str) -> str | None:
+    """Where a chosen value is the smallest or largest of the numeric values trained, the sentence
+    that says so (naming values listed but not trained yet, beyond it); categorical values have no
+    edge to tune past."""
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return None
+    ordered = sorted(set(trained))
     if len(ordered) < 2 or chosen not in (ordered[0], ordered[-1]):
         return None
-    end = ("smallest" if chosen == ordered[0] else "largest") if numeric else ("first" if chosen == ordered[0] else "last")
-    return f"{label}={value_text(chosen)} is the {end} value tried"
+    end = "smallest" if chosen == ordered[0] else "largest"
+    beyond = [v for v in values if (v < chosen if end == "smallest" else v > chosen)]
+    untrained = f" ({', '.join(map(value_text, beyond))} listed, not trained yet)" if beyond else ""
+    return f"{label}={value_text(chosen)} is the {end} value tried{untrained}"
 
 
 def choose(sweep: SweepSpec, records: list[RunRecord]) -> list[Choice]:
@@ -108,7 +112,8 @@ def choose(sweep: SweepSpec, records: list[RunRecord]) -> list[Choice]:
         present = [(i, t) for i, t in enumerate(tried) if t.seeds]
         _, best = min(present, key=lambda it: rank_key(it[1], goal, it[0]))
         edges = [edge for key, values in sweep.tune.items()
-                 if (edge := edge_of(key, values, best.values[key], labels[key])) is not None]
+                 if (edge := edge_of(values, [t.values[key] for t in tried if t.seeds], best.values[key],
+                                     labels[key])) is not None]
         choices.append(Choice(variant, assignments[variant], best.values, tried, edges,
                               any(len(t.seeds) < len(sweep.seeds) for t in tried)))
     return choices

@@ -32,6 +32,12 @@ def check_field(key: str, where: str) -> None:
                           "choose them with the sweep's name and out_dir")
 
 
+def distinct(values: list[Any]) -> bool:
+    """Whether no two values are equal (1 and 1.0 are one learning rate, trained twice otherwise; a
+    truth value is never a number, though True == 1)."""
+    return all(a != b or isinstance(a, bool) != isinstance(b, bool) for i, a in enumerate(values) for b in values[i + 1:])
+
+
 def twice_set(keys: list[str]) -> tuple[str, str] | None:
     """The first two of `keys` that set one setting, or None."""
     return next(((a, b) for i, a in enumerate(keys) for b in keys[i + 1:] if one_setting(a, b)), None)
@@ -62,7 +68,7 @@ def check_tune(tune: dict[str, list[Any]], grid: dict[str, list[Any]], named: di
         for where, changes in named.items():
             if any(k == key or one_setting(key, k) for k in changes):
                 raise ConfigError(f"tune key {key!r} is set by {where}: it fixes what tuning would choose")
-        if not isinstance(values, list) or len(values) < 2 or len({repr(v) for v in values}) != len(values):
+        if not isinstance(values, list) or len(values) < 2 or not distinct(values):
             raise ConfigError(f"tune key {key!r} needs two or more distinct values to choose from, got {values!r}; "
                               "a single value belongs in the base experiment")
 

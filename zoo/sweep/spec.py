@@ -32,6 +32,7 @@ from zoo.sweep.keys import (
     check_field,
     check_tune,
     check_tuned_metrics,
+    distinct,
     grid_clash,
     kept_metrics,
     twice_set,
@@ -162,7 +163,7 @@ class SweepSpec(Strict):
             elif not self.named(key):
                 raise ConfigError(f"grid key {key!r} {values!r} names {NAMED[key]}, but the sweep has no `{NAMED[key]}:` "
                                   f"defining them ({NAMED[key]}: {{NAME: {{FIELD: VALUE, ...}}, ...}})")
-            if not values or len({repr(v) for v in values}) != len(values):
+            if not values or not distinct(values):
                 raise ConfigError(f"grid key {key!r} needs a list of distinct values, got {values!r}")
         keys = [key for key in self.grid if key not in NAMED]
         twice = twice_set(keys)
