@@ -154,3 +154,14 @@ def test_compare_says_how_much_of_the_grid_it_rests_on(tmp_path):
     expected = "5 of 9 cells finished; 1 diverged, 1 failed, 1 running or killed, 1 missing"
     assert printed[0] == f"zoo compare: {expected}"
     assert f"{expected}." in report.markdown.read_text().splitlines()
+
+
+def test_a_raw_line_separator_inside_a_record_is_text_not_a_line_break(tmp_path):
+    """json.dumps escapes U+2028, but a ledger written elsewhere may hold it raw; splitlines would
+    cut the record in two and lose it."""
+    path = tmp_path / "ledger.jsonl"
+    record = {"status": "failed", "cell": "norm=pre,seed=0", "variant": "norm=pre", "seed": 0,
+              "assignment": {"model.norm": "pre"}, "error": "before\u2028after"}
+    path.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
+    read = Ledger(path).read()
+    assert not read.damaged and [r.error for r in read.records] == ["before\u2028after"]

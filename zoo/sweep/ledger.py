@@ -124,7 +124,7 @@ class Ledger:
         if not self.path.exists():
             return out
         text = read_bounded(self.path, "a sweep's ledger", LEDGER_BYTES).decode("utf-8", errors="replace")
-        for number, line in enumerate(text.splitlines(), 1):
+        for number, line in enumerate(text.split("\n"), 1):  # at newlines alone: a raw U+2028 in a string is text
             if not line.strip():
                 continue
             try:
