@@ -87,16 +87,18 @@ def test_resume_of_an_edited_experiment_names_what_changed_and_leaves_nothing(tm
 
 
 def test_resume_with_more_steps_and_new_intervals_takes_them(tmp_path):
-    experiment = tiny_experiment(tmp_path, train={"steps": 40, "eval_every": 20, "schedule": "cosine"})
+    """A constant rate (a schedule that ignores train.steps) resumes longer as a fresh run would; a
+    decaying one is refused (tests/test_resume_integrity.py)."""
+    experiment = tiny_experiment(tmp_path, train={"steps": 40, "eval_every": 20, "schedule": "constant"})
     first = zoo.train(experiment)
-    longer = tiny_experiment(tmp_path, train={"steps": 80, "eval_every": 10, "schedule": "cosine"})
+    longer = tiny_experiment(tmp_path, train={"steps": 80, "eval_every": 10, "schedule": "constant"})
     second = zoo.train(longer, resume=True)
     assert second.run_dir == first.run_dir, "resume finds the same folder"
     evals = [row["train/step"] for row in second.history if "eval/loss" in row]
     assert evals == [20, 40, 50, 60, 70, 80], "the new evaluation interval applies after the resume"
     lrs = {row["train/step"]: row["train/lr"] for row in second.history if "train/lr" in row}
     train_spec = zoo.ExperimentSpec.model_validate(longer).train
-    assert lrs[60] == pytest.approx(3e-3 * lr_multiplier(train_spec, 60)), "the schedule runs to the new total"
+    assert lrs[60] == pytest.approx(3e-3 * lr_multiplier(train_spec, 60)), "the schedule runs on to the new total"
     assert torch.load(second.checkpoint, weights_only=True)["progress"]["step"] == 80
 
 

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import torch
 from pydantic import Field, PositiveInt, model_validator
+from pydantic_core import PydanticCustomError
 from torch import Tensor
 
 from zoo.errors import ConfigError
@@ -46,12 +47,14 @@ class LinesParams(TaskParams):
     @model_validator(mode="after")
     def _one_way_to_documents(self) -> LinesParams:
         if self.folders and (self.separator is not None or self.lang is not None):
-            given = "separator" if self.separator is not None else "lang"
-            raise ValueError(f"folders reads a folder of files a split, so {given} has nothing to read; give one")
+            raise PydanticCustomError("documents", "folders reads a folder of files a split, so {given} has nothing to "
+                                      "read; give one", {"given": "separator" if self.separator is not None else "lang"})
         if self.suffix is not None and not self.folders:
-            raise ValueError("suffix picks the files of a folder of documents; it needs folders: true")
+            raise PydanticCustomError("documents", "suffix picks the files of a folder of documents; it needs folders: "
+                                      "true")
         if self.separator is not None and (not self.separator.strip() or "\n" in self.separator):
-            raise ValueError(f"separator {self.separator!r}: a whole line of text (not blank, no line break)")
+            raise PydanticCustomError("documents", "separator {separator}: a whole line of text (not blank, no line "
+                                      "break)", {"separator": repr(self.separator)})
         return self
 
 
