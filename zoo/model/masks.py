@@ -44,7 +44,6 @@ def causal_mask(q_len: int, k_len: int, device: torch.device) -> Tensor:
     return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(k_len - q_len)[None, None]
 
 
-
 def documents_apart(spec) -> bool:
     """Whether attention stops at each document's start (spec.documents other than `joined`)."""
     return spec.documents != "joined"
@@ -66,8 +65,7 @@ def self_mask(ids: Tensor, spec, queries: int | None = None) -> Tensor | None:
     documents = document_ids(ids, spec)
     if ids.device.type == "cpu" and bool((documents == documents[:, :1]).all()):
         return padding  # every row one document: no mask of queries x keys, so kernels may take none
-    own = documents[:, -(queries or ids.size(1)):, None] == documents[:, None, :]
-    own = own[:, None]
+    own = (documents[:, -(queries or ids.size(1)):, None] == documents[:, None, :])[:, None]
     return own if padding is None else own & padding
 
 
