@@ -37,8 +37,9 @@ def test_a_run_starts_from_another_runs_checkpoint(tmp_path, trained):
 
 def test_a_run_starts_from_a_saved_model_folder(tmp_path, trained):
     folder = zoo.load(trained.checkpoint)[0].save_pretrained(tmp_path / "model")
-    result = zoo.train(tiny_experiment(tmp_path, train={**STILL, "init_from": str(folder)}))
+    result = zoo.train(tiny_experiment(tmp_path, train={**STILL, "init_from": folder}))  # the Path it returned
     assert same(weights(result.checkpoint), weights(trained.checkpoint))
+    assert validate_experiment({"train": {"init_from": folder}}).train.init_from == str(folder)
 
 
 def test_another_model_or_a_missing_source_is_refused_naming_what_differs(tmp_path, trained):

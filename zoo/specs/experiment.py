@@ -7,6 +7,7 @@ match 0.99 on two CPU cores. A run is reproducible from its ExperimentSpec alone
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -103,6 +104,12 @@ class TrainSpec(Strict):
                                                "{word_order: 2}} scores chrF++ (zoo show metric NAME)")
     explosion: ExplosionSpec | None = Field(ExplosionSpec(), description="null: only a non-finite loss diverges")
     out_dir: str = "runs"
+
+    @field_validator("init_from", mode="before")
+    @classmethod
+    def _a_path_as_text(cls, value: Any) -> Any:
+        """The Path that save_pretrained returns names a folder as its text does."""
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
 
     @field_validator("keep_best")
     @classmethod
