@@ -11,13 +11,17 @@ from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.identity import RESUMABLE, changes_between, identity
 
 
-def changed_fields(saved: dict[str, Any], now: ExperimentSpec, source: str) -> list[str]:
-    """Every field that defines the run and differs between a checkpoint's experiment and `now`."""
+def saved_experiment(saved: dict[str, Any], source: str) -> ExperimentSpec:
+    """A checkpoint's experiment, validated as this zoo reads it."""
     try:
-        before = ExperimentSpec.model_validate(saved)
+        return ExperimentSpec.model_validate(saved)
     except ValueError as err:
         raise CheckpointError(f"{source}: its experiment is not valid in this zoo: {err}") from None
-    return changes_between(identity(before), identity(now), "in the checkpoint")
+
+
+def changed_fields(saved: dict[str, Any], now: ExperimentSpec, source: str) -> list[str]:
+    """Every field that defines the run and differs between a checkpoint's experiment and `now`."""
+    return changes_between(identity(saved_experiment(saved, source)), identity(now), "in the checkpoint")
 
 
 def check_resumable(saved: dict[str, Any], now: ExperimentSpec, done_steps: int, source: str,
@@ -25,7 +29,8 @@ def check_resumable(saved: dict[str, Any], now: ExperimentSpec, done_steps: int,
     """Refuse to continue a checkpoint under a changed experiment, naming every changed field; and
     more steps where they would train nothing (the run stopped early) or other rates than a fresh
     run of that many steps (a schedule that decays over train.steps, re-stretched)."""
-    changed = changed_fields(saved, now, source)
+    before = saved_experiment(saved, source)
+    changed = changes_between(identity(before), identity(now), "in the checkpoint")
     if changed:
         raise ConfigError(f"--resume refused: {source} is from another experiment ({'; '.join(changed)}). "
                           f"Only {', '.join(RESUMABLE)} and wandb.* may change on a resume; start a new run "
@@ -33,19 +38,18 @@ def check_resumable(saved: dict[str, Any], now: ExperimentSpec, done_steps: int,
     if now.train.steps < done_steps:
         raise ConfigError(f"--resume refused: train.steps {now.train.steps} is fewer than the {done_steps} steps "
                           f"{source} has already trained")
-    before = ExperimentSpec.model_validate(saved).train
-    if now.train.steps == before.steps:
+    if now.train.steps == before.train.steps:
         return
     if stopped_at is not None:
         raise ConfigError(f"--resume refused: {source} stopped early at step {stopped_at} (train.early_stop), so more "
-                          f"steps ({before.steps} -> {now.train.steps}) would train nothing; start a new run to train on")
+                          f"steps ({before.train.steps} -> {now.train.steps}) would train nothing; start a new run to train on")
     t = now.train
     stretched = next((step for step in range(1, min(done_steps, SCANNED) + 1)
-                      if multiplier(t.schedule, step, t.warmup_steps, before.steps)
+                      if multiplier(t.schedule, step, t.warmup_steps, before.train.steps)
                       != multiplier(t.schedule, step, t.warmup_steps, t.steps)), None)
     if stretched is not None:
         raise ConfigError(f"--resume refused: train.schedule {t.schedule.name} follows train.steps, so the {done_steps} "
-                          f"steps {source} trained had the rates of a {before.steps}-step run (from step {stretched} on "
+                          f"steps {source} trained had the rates of a {before.train.steps}-step run (from step {stretched} on "
                           f"they differ from a {t.steps}-step run's) and the rest would be re-stretched; a longer run "
                           "is a new run (a schedule that ignores train.steps, constant or inverse_sqrt, may be resumed "
                           "longer)")
