@@ -225,7 +225,7 @@ def test_a_missing_folder_and_a_file_that_is_not_utf8_are_named(tmp_path):
         build_task(folder_task(tmp_path), seed=0)
     (tmp_path / "train").mkdir()
     (tmp_path / "train" / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
-    with pytest.raises(zoo.DataError, match=r"latin1.txt: not UTF-8 text \(byte 0xe9 at offset 3\)"):
+    with pytest.raises(zoo.DataError, match=r"latin1.txt:1: not UTF-8 text \(byte 0xe9 at column 4\)"):
         build_task(folder_task(tmp_path), seed=0)
 
 

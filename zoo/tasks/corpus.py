@@ -58,18 +58,22 @@ BOM = b"\xef\xbb\xbf"
 """The UTF-8 byte-order mark some editors write at a file's start: not text of its first line."""
 
 
-def read_lines(path: Path) -> list[str]:
-    """The file's lines: split at `\\n` alone, each without its `\\r\\n` or `\\n` ending, and
-    without a byte-order mark at the file's start."""
+def read_text(path: Path) -> str:
+    """The file's UTF-8 text, without a byte-order mark at its start; anything else is a DataError
+    that names the file, the line and the column."""
     data = read_bytes(path).removeprefix(BOM)
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
         column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
         raise DataError(f"{path}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x} at column {column}); "
                         "re-encode the file as UTF-8") from None
-    lines = text.split("\n")
+
+
+def read_lines(path: Path) -> list[str]:
+    """The file's lines (read_text's): split at `\\n` alone, each without its `\\r\\n` or `\\n` ending."""
+    lines = read_text(path).split("\n")
     if lines[-1] == "":
         lines.pop()  # the newline that ends the last line starts no line of its own
     return [line.removesuffix("\r") for line in lines]

@@ -10,17 +10,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from zoo.errors import DataError, MissingData
-from zoo.tasks.corpus import BOM, find, read_bytes, read_lines
+from zoo.tasks.corpus import find, read_lines, read_text
 
 
 def text_of(path: Path) -> str:
-    """A file's text, UTF-8; anything else is a DataError that names the file and the byte."""
-    data = read_bytes(path).removeprefix(BOM)
-    try:
-        return data.decode("utf-8").replace("\r\n", "\n")
-    except UnicodeDecodeError as err:
-        raise DataError(f"{path}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start}); re-encode it "
-                        "as UTF-8 or leave it out of the folder") from None
+    """A document file's text (corpus.read_text), its `\\r\\n` line ends as `\\n`."""
+    return read_text(path).replace("\r\n", "\n")
 
 
 def line_file(data_dir: str, stem: str, lang: str | None) -> Path:
