@@ -187,22 +187,22 @@ def check_fits(spec: ModelSpec, device: torch.device | str = "cpu", *, training:
     what = "its weights, gradients and Adam state" if training else "its weights"
     if spec.layers and rough * FLOAT_BYTES * copies > free:  # the big matrices alone are too many, and a layer a
         # rule changes is counted whole on the meta device (a billion experts would take hours): no exact count
-        raise too_large(spec, device, f"at least {rough:,}", what, f"at least {human_bytes(rough * FLOAT_BYTES * copies)}",
-                        free)
+        raise ConfigError(too_large(spec, device, f"at least {rough:,}", what,
+                                    f"at least {human_bytes(rough * FLOAT_BYTES * copies)}", free))
     params = exact_parameters(spec)
     need = params * FLOAT_BYTES * copies
     if training and batch is not None:
         need += activation_floats(spec, *batch) * FLOAT_BYTES
         what += f" and the activations of a batch of {batch[0]} rows of up to {max(batch[1:])} tokens"
     if need > free:
-        raise too_large(spec, device, f"{params:,}", what, f"about {human_bytes(need)}", free)
+        raise ConfigError(too_large(spec, device, f"{params:,}", what, f"about {human_bytes(need)}", free))
     return params
 
 
-def too_large(spec: ModelSpec, device: torch.device | str, count: str, what: str, need: str, free: int) -> ConfigError:
-    """The refusal of a model the device's memory cannot hold, with its size and what it needs."""
-    return ConfigError(f"too large for {torch.device(device).type} memory: {count} parameters ({size_text(spec)}); "
-                       f"{what} need {need}, but only {human_bytes(free)} is available")
+def too_large(spec: ModelSpec, device: torch.device | str, count: str, what: str, need: str, free: int) -> str:
+    """Why a model the device's memory cannot hold is refused: its size and what it needs."""
+    return (f"too large for {torch.device(device).type} memory: {count} parameters ({size_text(spec)}); {what} need "
+            f"{need}, but only {human_bytes(free)} is available")
 
 
 def check_decoding_fits(spec: ModelSpec, sources: int, src_len: int, beams: int, new_tokens: int,
