@@ -12,10 +12,12 @@ import zoo
 from trainkit import run_dir_of, text_task, tiny_experiment, write_corpus
 from zoo.cli import main
 from zoo.compare import compare
+from zoo.specs.experiment import validate_experiment
 from zoo.sweep import SweepSpec
 from zoo.sweep.spec import check_metric
 from zoo.trainer.averaging import averaged_weights
 from zoo.trainer.checkpoint import read_checkpoint
+from zoo.trainer.console import train_and_report
 
 TURNING = {"steps": 160, "eval_every": 10, "log_every": 10, "checkpoint_every": 10, "batch_size": 16,
            "optimizer": {"lr": 1e-2}}
@@ -60,6 +62,29 @@ def test_early_stopping_the_best_checkpoint_and_the_average_on_a_turning_curve(t
     (run_dir / "result.json").unlink()  # killed after its last checkpoint, before its result: the resume ends it
     again = zoo.train(experiment, resume=True)
     assert again.metrics == result["metrics"] and again.history[-1]["train/step"] == stopped
+
+
+def test_an_early_stop_averages_the_checkpoints_there_are_and_zoo_train_says_so(tmp_path, capsys):
+    experiment = tiny_experiment(tmp_path, model={"kind": "decoder", "d_model": 64, "d_ff": 256, "n_decoder_layers": 2},
+                                 task=text_task("lm", write_corpus(tmp_path / "corpus", lines=60)),
+                                 train={**TURNING, "early_stop": {"metric": "loss", "patience": 2},
+                                        "keep_best": "eval/loss", "average_last": 15})
+    train_and_report(validate_experiment(experiment), resume=False)
+    said = capsys.readouterr().out
+    result = json.loads((run_dir_of(experiment) / "result.json").read_text())
+    stopped, averaged = result["stopped_early_at"], result["averaged"]
+    assert stopped < TURNING["steps"] and averaged["asked"] == 15
+    assert averaged["steps"] == list(range(10, stopped + 1, 10)), "every checkpoint there was, fewer than asked"
+    assert f"only {len(averaged['steps'])} of the 15 train.average_last asked: the run stopped early at step " \
+           f"{stopped}" in said
+    best = result["best_checkpoint"]
+    assert f"best checkpoint:   {best['path']}  (step {best['step']}, eval/loss {best['value']:.4g})" in said
+    assert f"averaged:          {averaged['path']}  (steps 10, 20" in said
+    assert f"test/loss={averaged['metrics']['test/loss']:.4g}" in said
+    train_and_report(validate_experiment(experiment), resume=True)
+    again = capsys.readouterr().out
+    assert f"stopped early at step {stopped} (train.early_stop) already: nothing to train" in again
+    assert said.split("best checkpoint:")[1] in again, "a finished run's kept models, as its first run printed them"
 
 
 def test_min_delta_counts_only_larger_improvements(tmp_path):

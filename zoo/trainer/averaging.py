@@ -21,11 +21,13 @@ KEPT = ("experiment", "spec", "task")
 zoo.load and zoo eval, nothing to resume from."""
 
 
-def averaged_weights(paths: Sequence[str | Path]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+def averaged_weights(paths: Sequence[str | Path], least: int = 2) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """The mean of the checkpoints' weights (in float64, stored in each weight's dtype; integer
-    buffers are the last checkpoint's) and the last checkpoint's state, for its experiment and task."""
-    if len(paths) < 2:
-        raise CheckpointError(f"averaging needs two checkpoints or more; got {len(paths)}")
+    buffers are the last checkpoint's) and the last checkpoint's state, for its experiment and task.
+    `least` is 1 only for a run that stopped early with one snapshot: its "average" is that one."""
+    if len(paths) < least:
+        raise CheckpointError(f"averaging needs {'two checkpoints' if least == 2 else 'a checkpoint'} or more; "
+                              f"got {len(paths)}")
     total: dict[str, torch.Tensor] = {}
     last: dict[str, Any] = {}
     for i, path in enumerate(paths):
@@ -61,7 +63,7 @@ def checkpoints_to_average(paths: Sequence[str | Path], last: int | None = None)
     return found[-last:] if last else found
 
 
-def write_average(paths: Sequence[str | Path], output: str | Path) -> Path:
+def write_average(paths: Sequence[str | Path], output: str | Path, least: int = 2) -> Path:
     """Average the checkpoints into `output`; the sources are listed in it (`averaged_from`). An
     output that is one of the sources is refused before anything is read: it would replace it."""
     output = Path(output)
@@ -69,7 +71,7 @@ def write_average(paths: Sequence[str | Path], output: str | Path) -> Path:
     if source is not None:
         raise CheckpointError(f"-o {output}: is one of the checkpoints averaged ({source}), which the average would "
                               "replace; write the average elsewhere")
-    weights, last = averaged_weights(paths)
+    weights, last = averaged_weights(paths, least)
     output.parent.mkdir(parents=True, exist_ok=True)
     save_checkpoint(output, {**{key: last[key] for key in KEPT if key in last}, "model": weights,
                              "averaged_from": [str(path) for path in paths]})

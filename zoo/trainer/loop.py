@@ -206,7 +206,7 @@ class Trainer:
         self.tracker.image("eval/cross_attention", png, caption, self.step)
         return png
 
-    def _finish(self) -> tuple[dict[str, float], Path | None]:
+    def _finish(self) -> tuple[dict[str, float], Path | None, dict[str, Any]]:
         """On rank 0: the final metrics (zoo.trainer.evaluate.Evaluator), the picture, the summary, result.json."""
         final = self.evaluator.final(self.model, self.step)
         png = self._picture()
@@ -216,7 +216,7 @@ class Trainer:
                               **{f"{group}/{k}": v for group in ("best_checkpoint", "averaged") if kept.get(group)
                                  for k, v in kept[group]["metrics"].items()}})
         self._write_result("finished", final, **kept)
-        return final, png
+        return final, png, kept
 
     def _write_result(self, status: str, final: dict[str, float], **extra: Any) -> str:
         """result.json in the run directory: what a sweep's ledger and `zoo compare` read. Returns a
@@ -261,14 +261,14 @@ class Trainer:
             for problem in schedule_problems(t.schedule, t.warmup_steps, t.steps):
                 warnings.warn(problem, RuntimeWarning, stacklevel=2)
         self.tracker.summary({"parameters": self.model.num_parameters(), "model_name": self.spec.name})
-        final, png, failed = {}, None, True
+        final, png, kept_models, failed = {}, None, {}, True
         wandb_dir = self.tracker.files_dir
         stop = StopSignals()
         try:
             with signals_to(stop.handle), stopped_by(stop, self):
                 self._loop(bar, stop)
                 if self.dist.is_main:
-                    final, png = self._finish()
+                    final, png, kept_models = self._finish()
             failed = False
         except Diverged as err:
             at = err.step or self.working_on
@@ -292,7 +292,8 @@ class Trainer:
         if late.received:
             raise Interrupted(f"{late.name} arrived while W&B finished; the run is complete: its result is "
                               f"{self.run_dir / 'result.json'}", late.received)
-        return TrainResult(final, self.checkpoint_path, self.run_dir, png, wandb_dir, dict(self.best), self.history)
+        return TrainResult(final, self.checkpoint_path, self.run_dir, png, wandb_dir, dict(self.best), self.history,
+                           kept=kept_models)
 
 
 @contextmanager

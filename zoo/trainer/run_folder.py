@@ -11,7 +11,7 @@ from typing import Any
 
 from zoo.errors import ConfigError, RunConflict
 from zoo.files import FolderLock, check_writable_folder
-from zoo.records import RunRecord, read_result, write_result
+from zoo.records import KEPT, RunRecord, read_result, write_result
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.identity import RESUMABLE, run_name
 from zoo.tasks import data_digests
@@ -33,6 +33,8 @@ class TrainResult:
     """Every logged row of this process's run (train and eval metrics, each with train/step)."""
     already_finished: bool = False
     """`--resume` of a run that had finished all its steps: nothing was trained or logged again."""
+    kept: dict[str, Any] = field(default_factory=dict)
+    """What result.json says of early stopping and the models kept beside the last (best_checkpoint, averaged)."""
 
 
 def already_there(run_dir: Path, steps: int) -> str:
@@ -103,18 +105,21 @@ class RunFolder:
 
     def finished_result(self, experiment: ExperimentSpec) -> TrainResult | None:
         """The recorded result of this very experiment (same fields, same data) when it finished
-        every step it asks for: a resume then has nothing to do, and reopens nothing."""
+        every step it asks for or stopped early (train.early_stop): a resume then has nothing to do,
+        and reopens nothing. (A spent train.budget may be raised, so that run is not done.)"""
         try:
             record = read_result(self.result) if self.result.exists() and self.checkpoint.exists() else None
         except ConfigError:
             return None
-        if record is None or record.status != "finished" or record.steps < experiment.train.steps:
+        if record is None or record.status != "finished" or (record.steps < experiment.train.steps
+                                                             and record.stopped_early_at is None):
             return None
         self.claim(experiment, True)  # refuses another experiment or changed data
         self.release()
         png = self.path / "cross_attention.png"
+        kept = record.model_dump(include={"stopped_early_at", *KEPT}, exclude_none=True)
         return TrainResult(record.metrics, self.checkpoint, self.path, png if png.exists() else None, None,
-                           record.best, record.history, already_finished=True)
+                           record.best, record.history, already_finished=True, kept=kept)
 
     def _check(self, experiment: ExperimentSpec, resume: bool) -> dict[str, Any] | None:
         has_checkpoint = self.checkpoint.exists()

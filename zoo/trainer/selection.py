@@ -104,11 +104,33 @@ def kept_results(early_stop: EarlyStop, kept: KeptWeights, model: ZooModel, eval
         found["best_checkpoint"] = {"step": kept.best_step, "metric": kept.metric, "value": kept.best,
                                     "path": str(kept.best_path), "metrics": scored(model, kept.best_path, evaluator)}
     sources = kept.to_average(step)
-    if len(sources) >= 2:
-        write_average(sources, kept.averaged_path)
-        found["averaged"] = {"steps": [int(path.stem.split("_")[1]) for path in sources],
+    if sources:  # fewer than asked only where the run stopped early: averaged is then what there is, and says so
+        write_average(sources, kept.averaged_path, least=1)
+        found["averaged"] = {"steps": [int(path.stem.split("_")[1]) for path in sources], "asked": kept.last,
                              "path": str(kept.averaged_path), "metrics": scored(model, kept.averaged_path, evaluator)}
     return found
+
+
+def kept_lines(record: dict[str, Any]) -> list[str]:
+    """What `zoo train` prints of the models a run kept beside its last: each one's file, what it
+    is and its metrics; an average of fewer checkpoints than train.average_last asked says so."""
+    lines = []
+    best = record.get("best_checkpoint")
+    if best:
+        lines.append(f"best checkpoint:   {best['path']}  (step {best['step']}, {best['metric']} {best['value']:.4g})")
+        lines.append("  " + metric_line(best["metrics"]))
+    averaged = record.get("averaged")
+    if averaged:
+        steps, asked = averaged["steps"], averaged.get("asked")
+        short = (f"; only {len(steps)} of the {asked} train.average_last asked: the run stopped early at step "
+                 f"{record.get('stopped_early_at')}" if asked and len(steps) < asked else "")
+        lines.append(f"averaged:          {averaged['path']}  (steps {', '.join(map(str, steps))}{short})")
+        lines.append("  " + metric_line(averaged["metrics"]))
+    return lines
+
+
+def metric_line(metrics: dict[str, float]) -> str:
+    return " ".join(f"{k}={v:.4g}" for k, v in metrics.items())
 
 
 def scored(model: ZooModel, checkpoint: Path, evaluator: Evaluator) -> dict[str, float]:
