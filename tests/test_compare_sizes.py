@@ -1,6 +1,8 @@
 """Effects across model sizes: each difference at each size, its interaction with size checked
 against a hand computation, the verdict, and the by-size plot's Holm marks against the tables."""
 
+import math
+
 import numpy as np
 import pytest
 import sweepkit
@@ -9,6 +11,8 @@ from test_bad_input import cli_error
 from zoo.compare import compare
 from zoo.compare.agreement import separates
 from zoo.compare.plots import by_figure
+from zoo.compare.sizes import verdict
+from zoo.compare.stats import Estimate
 
 SIZES = {"small": {"model.d_model": 16}, "large": {"model.d_model": 32}}
 NORM_EFFECT = {"small": 0.05, "large": 0.30}
@@ -69,3 +73,26 @@ def test_by_an_unknown_axis_names_the_choices(tmp_path, capsys):
     sweep = sized_sweep(tmp_path)
     err = cli_error(["compare", str(sweep.directory()), "--by", "nrom", "--wandb-mode", "disabled"], capsys)
     assert "--by nrom: not a grid key of sweep 'sized'; choices: size, norm, ffn" in err
+
+
+def test_a_size_whose_runs_all_diverged_is_named_as_unmeasured(tmp_path):
+    """Every run at the large size diverged: the verdict says nothing is known there, where it read
+    "separates at no size" as though both sizes had been measured."""
+    statuses = {f"size=large,norm={norm},ffn={ffn},seed={seed}": "diverged"
+                for norm in ("post", "pre") for ffn in ("relu", "gelu") for seed in range(6)}
+    sweep = sweepkit.write_sweep(tmp_path, "sized", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]},
+                                 list(range(6)), value, sizes=SIZES,
+                                 statuses=statuses)
+    report = compare(sweep.directory(), wandb_mode="disabled")
+    by_label = {e.label: e for e in report.sizes}
+    assert set(by_label) == {"norm: pre − post", "ffn: gelu − relu"}
+    for effect in report.sizes:
+        assert effect.at_size[1][0].n == 0, "no finished pair at the large size"
+        assert separates(*effect.at_size[0]), "both effects separate at the small size"
+        assert effect.verdict == ("unknown across sizes: separates at 1 of the 1 measured, with one sign; not measured "
+                                  "at large (fewer than 2 finished pairs)")
+    flat = Estimate.of([0.01, -0.01, 0.02])
+    assert verdict(["small", "large"], [(flat, 1.0), (Estimate.of([]), math.nan)], [(Estimate.of([]), math.nan, math.nan)]) \
+        == "separates at no size measured; no interaction separates; not measured at large (fewer than 2 finished pairs)"
+    assert verdict(["small", "large"], [(flat, 1.0), (flat, 1.0)], [(flat, 1.0, 1.0)]) == \
+        "separates at no size; no interaction separates", "the published wording where every size was measured"

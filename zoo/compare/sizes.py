@@ -42,17 +42,25 @@ class AcrossSizes:
     verdict: str = ""
 
 
-def verdict(at_size: Sequence[tuple[Estimate, float]], interactions: Sequence[tuple[Estimate, float, float]]) -> str:
+def verdict(sizes: Sequence[Any], at_size: Sequence[tuple[Estimate, float]],
+            interactions: Sequence[tuple[Estimate, float, float]]) -> str:
     """Whether the difference holds across sizes: an interaction that separates says it does not; else
-    the same sign at every size says it does, where it separates at some size at all."""
+    the same sign at every size says it does, where it separates at some size at all. A size without
+    two finished pairs (its runs diverged or failed) is named: nothing is known there."""
+    unmeasured = [value_text(size) for size, (e, _) in zip(sizes, at_size, strict=True) if e.n < 2]
+    missing = f"; not measured at {', '.join(unmeasured)} (fewer than 2 finished pairs)" if unmeasured else ""
     if any(separates(e, adjusted) for e, _, adjusted in interactions):
-        return "depends on size: an interaction separates"
+        return "depends on size: an interaction separates" + missing
     count = sum(bool(separates(e, adjusted)) for e, adjusted in at_size)
     if not count:
-        return "separates at no size; no interaction separates"
+        return f"separates at no size{' measured' if unmeasured else ''}; no interaction separates{missing}"
     signs = {np.sign(e.mean) for e, _ in at_size if math.isfinite(e.mean)}
     if len(signs) > 1:
-        return f"changes sign across sizes (separates at {count} of {len(at_size)}); no interaction separates"
+        return (f"changes sign across sizes (separates at {count} of {len(at_size)}); no interaction "
+                f"separates{missing}")
+    if unmeasured:
+        measured = len(at_size) - len(unmeasured)
+        return f"unknown across sizes: separates at {count} of the {measured} measured, with one sign{missing}"
     return f"holds: the same sign at every size, separates at {count} of {len(at_size)}, no interaction separates"
 
 
@@ -72,7 +80,7 @@ def across_sizes(sweep: SweepSpec, records: Sequence[RunRecord], simple: list[Si
     adjusted = iter(holm([p for effect in out for _, p, _ in effect.interactions]))
     for effect in out:
         effect.interactions = [(e, p, next(adjusted)) for e, p, _ in effect.interactions]
-        effect.verdict = verdict(effect.at_size, effect.interactions)
+        effect.verdict = verdict(effect.sizes, effect.at_size, effect.interactions)
     return out
 
 

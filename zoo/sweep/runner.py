@@ -24,7 +24,7 @@ from zoo.specs.identity import changes_between, flatten
 from zoo.specs.yamlio import dump_yaml, read_mapping
 from zoo.sweep.ledger import Ledger
 from zoo.sweep.pool import Workers, threads_per_worker
-from zoo.sweep.spec import NAMED, Cell, SweepSpec, cell_experiment, expand, read_saved_sweep, safe_text, shard
+from zoo.sweep.spec import NAMED, Cell, SweepSpec, cell_experiment, check_distinct, expand, read_saved_sweep, safe_text, shard
 from zoo.tasks import data_digests
 from zoo.trainer.guards import signals_to
 from zoo.trainer.resume_checks import changed_fields, data_changes
@@ -176,6 +176,7 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
         raise ConfigError(f"--workers {workers}: give at least 1")
     cells = [only] if only is not None else cells if cells is not None else shard(expand(sweep), *shard_of)
     experiments = {cell.name: cell_experiment(sweep, base, cell) for cell in cells}  # all valid before any trains
+    check_distinct(sweep, [(cell, experiments[cell.name]) for cell in cells])
     folder = sweep.directory()
     check_folder(folder, sweep, base)
     lock, holder = f".sweep-{shard_of[0]}of{shard_of[1]}.lock", f"shard {shard_of[0]}/{shard_of[1]} of this sweep"

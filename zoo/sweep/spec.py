@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -26,6 +27,7 @@ from pydantic_core import PydanticCustomError
 from zoo.errors import ConfigError, describe_validation
 from zoo.metrics import goal_of
 from zoo.specs.experiment import ExperimentSpec, Strict, assign, parse_sets, validate_experiment, written_defaults
+from zoo.specs.identity import RESUMABLE, flatten, identity
 from zoo.specs.switches import one_setting
 from zoo.specs.yamlio import read_mapping
 from zoo.sweep.keys import (
@@ -313,7 +315,9 @@ def load_sweep(path: str | Path, sets: Sequence[str] = ()) -> tuple[SweepSpec, d
     for key, value in base_sets:
         assign(base, key, value, "--set ")
     validate_experiment(base, f"{path}: base")
-    check_metric(sweep, base)
+    variants = variant_experiments(sweep, base)
+    check_metric(sweep, base, variants)
+    check_distinct(sweep, variants)
     return sweep, base
 
 
@@ -333,10 +337,15 @@ def read_saved_sweep(folder: Path) -> tuple[SweepSpec, dict[str, Any]]:
         raise ConfigError(f"{saved}: {describe_validation(err)}") from None
 
 
-def check_metric(sweep: SweepSpec, base: dict[str, Any]) -> None:
+def variant_experiments(sweep: SweepSpec, base: dict[str, Any]) -> list[tuple[Cell, ExperimentSpec]]:
+    """Every trained variant once (its cell of the first seed) and its experiment."""
+    return [(cell, cell_experiment(sweep, base, cell)) for cell in expand(sweep) if cell.seed == sweep.seeds[0]]
+
+
+def check_metric(sweep: SweepSpec, base: dict[str, Any],
+                 variants: Sequence[tuple[Cell, ExperimentSpec]] | None = None) -> None:
     """The sweep's metric must be one that every cell's task reports at the end of a run."""
-    for cell in (c for c in expand(sweep) if c.seed == sweep.seeds[0]):  # every trained variant once
-        experiment = cell_experiment(sweep, base, cell)
+    for cell, experiment in variant_experiments(sweep, base) if variants is None else variants:
         task = experiment.task
         cls, params = task_params(task)
         logged = kept_metrics(cls.final_metrics(params), experiment.train)
@@ -344,3 +353,20 @@ def check_metric(sweep: SweepSpec, base: dict[str, Any]) -> None:
             if name is not None and name not in logged:
                 raise ConfigError(f"sweep {sweep.name!r}: {field} {name!r} is not reported by task "
                                   f"{task['name']!r} in cell {cell.variant}; choices: {', '.join(logged)}")
+
+
+def check_distinct(sweep: SweepSpec, variants: Sequence[tuple[Cell, ExperimentSpec]]) -> None:
+    """Two variants that train the same run (two sizes or rows that define one model, a value and
+    its default) would count one computation twice and report a difference of nothing: refused."""
+    seen: dict[str, Cell] = {}
+    for cell, experiment in variants:
+        dumped = flatten(experiment.model_dump(mode="json"))  # a resume may change these, a sweep may sweep them
+        fields = {**identity(experiment), **{key: dumped.get(key) for key in RESUMABLE if key != "train.out_dir"}}
+        other = seen.setdefault(json.dumps(fields, sort_keys=True, default=str), cell)
+        if other is cell:
+            continue
+        apart = [f"{NAMED[key][:-1]}s {a!r} and {b!r}" if key in NAMED else f"{key} {a!r} and {b!r}"
+                 for (key, a), (_, b) in zip(other.assignment, cell.assignment, strict=True) if a != b]
+        raise ConfigError(f"sweep {sweep.name!r}: variants {other.variant} and {cell.variant} train the same run (every "
+                          f"field alike once defaults are filled in): {'; '.join(apart)} define one experiment, which "
+                          "would count twice; make them differ, or drop one")
