@@ -181,6 +181,14 @@ def test_reproduce_says_what_it_cannot_do(finished_sweep, tmp_path, capsys):
         ledger.append({**ledger.latest()[name], "status": "running", "metrics": {}})
     assert "holds no finished cell of its sweep's grid: nothing to reproduce" in cli_error(["reproduce", str(ledger.path)],
                                                                                            capsys)
+    damaged = copied_ledger(finished_sweep, tmp_path / "damaged")
+    lines = damaged.path.read_text().split("\n")
+    finished = next(i for i, line in enumerate(lines) if '"norm=pre,seed=0"' in line and '"finished"' in line)
+    lines[finished] = lines[finished][:-40]  # its last characters lost
+    damaged.path.write_text("\n".join(lines))
+    err = cli_error(["reproduce", str(damaged.path), "norm=pre,seed=0"], capsys)
+    assert "no finished cell 'norm=pre,seed=0'" in err
+    assert f"(1 damaged line(s) of the ledger were left out, which may be that cell's: line {finished + 1}: " in err
     (tmp_path / "lonely").mkdir()
     (tmp_path / "lonely" / "ledger.jsonl").write_text("")
     with pytest.raises(zoo.ConfigError, match=r"no sweep\.yaml beside the ledger"):

@@ -167,13 +167,23 @@ def recorded_cells(ledger_path: Path, sets: Sequence[str]) -> tuple[SweepSpec, d
     return sweep, base, {name: (cells[name], r) for name, r in latest.items() if r.status == "finished"}
 
 
+def damage(ledger_path: Path) -> str:
+    """Where a cell may be missing because its line is damaged: the damaged lines, to say beside it."""
+    damaged = Ledger(ledger_path).read().damaged
+    if not damaged:
+        return ""
+    shown = "; ".join(f"line {number}: {problem}" for number, problem in damaged[:3])
+    return (f" ({len(damaged)} damaged line(s) of the ledger were left out, which may be that cell's: {shown}"
+            f"{'; ...' if len(damaged) > 3 else ''})")
+
+
 def sensitive_cell(ledger_path: str | Path) -> str:
     """The finished cell whose early losses round most sensitively, by rule rather than by choice:
     the first in grid order with post-norm (which amplifies rounding most), else the first."""
     _, _, finished = recorded_cells(Path(ledger_path), [])
     ordered = sorted(finished, key=lambda n: finished[n][0].index)
     if not ordered:
-        raise ConfigError(f"{ledger_path} holds no finished cell")
+        raise ConfigError(f"{ledger_path} holds no finished cell{damage(Path(ledger_path))}")
     return next((name for name in ordered if "norm=post" in name.split(",")), ordered[0])
 
 
@@ -189,10 +199,11 @@ def reproduce(ledger_path: str | Path, names: Sequence[str] = (), sets: Sequence
     unknown = [name for name in names if name not in finished]
     if unknown:
         shown = ", ".join(sorted(finished)[:6]) + (", ..." if len(finished) > 6 else "")
-        raise ConfigError(f"zoo reproduce: no finished cell {unknown[0]!r} in {ledger_path}; finished cells: {shown}")
+        raise ConfigError(f"zoo reproduce: no finished cell {unknown[0]!r} in {ledger_path}; finished cells: {shown}"
+                          f"{damage(Path(ledger_path))}")
     if not finished:
         raise ConfigError(f"zoo reproduce: {ledger_path} holds no finished cell of its sweep's grid: nothing to "
-                          "reproduce")
+                          f"reproduce{damage(Path(ledger_path))}")
     out = []
     with tempfile.TemporaryDirectory(prefix="zoo-reproduce-") as scratch:
         for name in names or sorted(finished, key=lambda n: finished[n][0].index):
