@@ -21,7 +21,7 @@ REFUSED = {
         r"from_hf \(falcon\): alibi: Falcon's ALiBi divides the slopes by sqrt\(head width\)"),
     "mpt-clip-qkv": (lambda: hf.MptForCausalLM(hf.MptConfig(
         vocab_size=VOCAB, d_model=16, n_layers=1, n_heads=2, attn_config={"clip_qkv": 8.0}, **IDS)),
-        r"from_hf \(mpt\): MPT with clip_qkv 8.0"),
+        r"from_hf \(mpt\): MPT with attn_config.clip_qkv 8.0 \(the zoo reads None\) has no zoo spec"),
     "bloom-residual-after-norm": (lambda: hf.BloomForCausalLM(hf.BloomConfig(
         vocab_size=VOCAB, hidden_size=16, n_layer=1, n_head=2, apply_residual_connection_post_layernorm=True, **IDS)),
         r"from_hf \(bloom\): BLOOM with apply_residual_connection_post_layernorm"),

@@ -336,9 +336,41 @@ def test_each_preset_is_its_reference_architecture(name, config, ids, count):
                                                    num_attention_heads=2, intermediate_size=24, is_decoder=True)),
 ], ids=["bert", "roberta"])
 def test_a_bert_like_model_that_attends_causally_is_refused_not_read_as_an_encoder(build):
-    with pytest.raises(zoo.InteropError, match=r"with is_decoder or add_cross_attention .*has no zoo spec: the zoo's "
-                                               r"encoder attends both ways"):
+    with pytest.raises(zoo.InteropError, match=r"with is_decoder True \(the zoo reads false: the zoo's encoder attends "
+                                               r"both ways.*\) has no zoo spec"):
         zoo.from_hf(build())
+
+
+UNFIT = [  # (reference, config field, a value no zoo spec reads, the other fields the same refusal checks)
+    ("gpt_neox", "attention_bias", False, ["hidden_act"]),
+    ("gpt_neox", "hidden_act", "tanh", ["attention_bias"]),
+    ("llama", "mlp_bias", True, ["attention_bias", "hidden_act"]),
+    ("cohere", "attention_bias", True, ["hidden_act"]),
+    ("gemma", "attention_bias", True, ["hidden_activation"]),
+    ("gpt2", "reorder_and_upcast_attn", True, ["scale_attn_by_inverse_layer_idx", "scale_attn_weights"]),
+    ("bloom", "apply_residual_connection_post_layernorm", True, ["slow_but_exact"]),
+    ("mpt", "attn_config.clip_qkv", 5.0, ["alibi_bias_max"]),
+    ("opt", "enable_bias", False, ["layer_norm_elementwise_affine"]),
+    ("phi", "qk_layernorm", True, ["num_key_value_heads"]),
+    ("gptj", "embd_pdrop", 0.3, ["resid_pdrop", "rotary_dim"]),
+    ("modernbert", "decoder_bias", False, ["hidden_activation", "classifier_activation", "mlp_bias"]),
+    ("bert", "is_decoder", True, ["add_cross_attention"]),
+]
+
+
+@pytest.mark.parametrize("name, field, value, others", UNFIT, ids=[f"{n}-{f}" for n, f, _, _ in UNFIT])
+def test_a_refusal_names_the_field_that_does_not_fit_and_no_other(name, field, value, others):
+    """A refusal that listed every field it checks ("hidden_act 'gelu' or without attention_bias")
+    sent the user to a field that was fine; it names the one set, with its value."""
+    reference = REFERENCES[name]()
+    config = copy.deepcopy(reference.config)
+    holder, _, last = field.rpartition(".")
+    setattr(getattr(config, holder) if holder else config, last, value)
+    with pytest.raises(zoo.InteropError) as refused:
+        zoo.from_hf(type(reference)(config))
+    said = str(refused.value)
+    assert f" with {last if not holder else field} {value!r} (the zoo reads " in said, said
+    assert not any(other in said for other in others), said
 
 
 @pytest.mark.parametrize("build, said", [
@@ -373,6 +405,17 @@ def test_a_reference_without_a_pad_token_asks_for_one():
     with pytest.raises(zoo.ConfigError, match=r"from_hf \(gpt2\): pad_id"):
         zoo.from_hf(ref)
     assert zoo.from_hf(ref, pad_id=0).spec.pad_id == 0
+
+
+def test_a_reference_without_start_and_end_tokens_asks_for_them():
+    ref = hf.GPT2LMHeadModel(hf.GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=1, n_head=2, n_positions=40,
+                                           bos_token_id=None, eos_token_id=None, pad_token_id=0))
+    with pytest.raises(zoo.InteropError, match=re.escape("from_hf (gpt2): bos_id, eos_id: the reference's configuration "
+                                                         "has no bos and eos token (bos_token_id and eos_token_id None)"
+                                                         ", and the zoo's decoding starts and stops at them; give "
+                                                         "zoo.from_hf(model, bos_id=ID, eos_id=ID)")):
+        zoo.from_hf(ref)
+    assert (zoo.from_hf(ref, bos_id=1, eos_id=2).spec.bos_id, zoo.from_hf(ref, bos_id=1, eos_id=2).spec.eos_id) == (1, 2)
 
 
 @pytest.mark.parametrize("name", REFERENCES)

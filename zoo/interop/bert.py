@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from zoo.errors import InteropError
 from zoo.interop.hf import Family, dropout_fields, register
+from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 
@@ -24,10 +25,10 @@ def reference() -> type:
 def check_bidirectional(c, family: str) -> None:
     """A BERT-like configuration with is_decoder attends causally (and may cross-attend): not the
     zoo's encoder, which attends both ways; read as one, it would compute another function."""
-    if getattr(c, "is_decoder", False) or getattr(c, "add_cross_attention", False):
-        raise InteropError(f"{family} with is_decoder or add_cross_attention (causal self-attention) has no zoo spec: "
-                           "the zoo's encoder attends both ways; load it with is_decoder false, or build a decoder-only "
-                           "zoo model instead")
+    decoder, crossing = getattr(c, "is_decoder", False), getattr(c, "add_cross_attention", False)
+    refuse_unfit(family, (not decoder, "is_decoder", decoder, "false: the zoo's encoder attends both ways; load it with "
+                          "is_decoder false, or build a decoder-only zoo model instead"),
+                 (not crossing, "add_cross_attention", crossing, "false: an encoder attends to nothing else"))
 
 
 def encoder_ids(c, family: str) -> tuple[int, int, int]:

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from zoo.errors import InteropError
 from zoo.interop.gpt_neox import packed_head_views
 from zoo.interop.hf import Family, dropout_fields, register, transformers_class
+from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 TRAINING_LENGTH = 2048
@@ -24,9 +25,10 @@ TRAINING_LENGTH = 2048
 
 def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
-    if c.apply_residual_connection_post_layernorm or (c.pretraining_tp > 1 and c.slow_but_exact):
-        raise InteropError("BLOOM with apply_residual_connection_post_layernorm, or pretraining_tp with slow_but_exact, "
-                           "has no zoo spec")
+    refuse_unfit("BLOOM", (not c.apply_residual_connection_post_layernorm, "apply_residual_connection_post_layernorm",
+                           c.apply_residual_connection_post_layernorm, "false"),
+                 (not (c.pretraining_tp > 1 and c.slow_but_exact), "slow_but_exact", c.slow_but_exact,
+                  f"false where pretraining_tp is above 1 (it is {c.pretraining_tp})"))
     return {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.n_head,
         "d_ff": 4 * c.hidden_size, "n_decoder_layers": c.n_layer,

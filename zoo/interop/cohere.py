@@ -16,14 +16,14 @@ from zoo.errors import InteropError
 from zoo.interop.hf import Family, dropout_fields, register, transformers_class
 from zoo.interop.llama import names as llama_names
 from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 
 def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
-    if c.attention_bias or c.hidden_act != "silu":
-        raise InteropError(f"Cohere with attention_bias or hidden_act {c.hidden_act!r} has no zoo spec; the zoo reads "
-                           "silu (SwiGLU) without biases")
+    refuse_unfit("Cohere", (not c.attention_bias, "attention_bias", c.attention_bias, "false"),
+                 (c.hidden_act == "silu", "hidden_act", c.hidden_act, "silu (SwiGLU)"))
     return {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
         "n_kv_heads": c.num_key_value_heads, "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers,

@@ -55,8 +55,11 @@ def from_transformers_folder(directory: Path, config: dict):
     cls = model_class(transformers, directory, config)
     check_weight_files(directory)
     try:
+        # mismatched shapes come back in the loading info, which names each (transformers' own error
+        # points at a report it logs, which a quiet logger never shows); the model is then refused below
         model, loading = cls.from_pretrained(directory, local_files_only=True, use_safetensors=True,
-                                             output_loading_info=True, dtype=stored_dtype(directory))
+                                             output_loading_info=True, dtype=stored_dtype(directory),
+                                             ignore_mismatched_sizes=True)
     except (OSError, ValueError, RuntimeError, TypeError, KeyError, AttributeError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise ConfigError(f"{directory}: transformers cannot read it as {cls.__name__}: {first}") from None

@@ -20,6 +20,7 @@ from zoo.interop.hf import Family, dropout_fields, register, transformers_class
 from zoo.interop.llama import names as llama_names
 from zoo.interop.llama import rope_base, rotary_buffers, rotary_buffers_by_layer_type
 from zoo.interop.llama_layout import layer_types, sliding_window, window_fields
+from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu"}
@@ -29,9 +30,9 @@ ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu"}
 def gemma_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     act = getattr(c, "hidden_activation", None) or c.hidden_act
-    if act not in ACTIVATIONS or getattr(c, "attention_bias", False):
-        raise InteropError(f"{type(model).__name__} with hidden_activation {act!r} or attention_bias has no zoo spec; "
-                           f"the zoo reads {', '.join(ACTIVATIONS)}")
+    bias = getattr(c, "attention_bias", False)
+    refuse_unfit(type(model).__name__, (act in ACTIVATIONS, "hidden_activation", act, ", ".join(ACTIVATIONS)),
+                 (not bias, "attention_bias", bias, "false"))
     if getattr(c, "use_bidirectional_attention", False):
         raise InteropError(f"{type(model).__name__} with use_bidirectional_attention has no zoo spec")
     return {

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from zoo.errors import InteropError
 from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register
+from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 FFN = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "swish": "silu"}
@@ -26,9 +27,9 @@ def reference() -> type:
 
 def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
-    if c.scale_attn_by_inverse_layer_idx or c.reorder_and_upcast_attn or not c.scale_attn_weights:
-        raise InteropError("GPT-2 with scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn or without "
-                           "scale_attn_weights has no zoo spec")
+    refuse_unfit("GPT-2", *((not getattr(c, name), name, getattr(c, name), "false")
+                            for name in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn")),
+                 (bool(c.scale_attn_weights), "scale_attn_weights", c.scale_attn_weights, "true"))
     ffn = ACTIVATIONS.get(c.activation_function)
     if ffn is None or ffn not in FFN:
         raise InteropError(f"GPT-2 activation_function {c.activation_function!r} has no zoo feed-forward part")

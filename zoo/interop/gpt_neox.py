@@ -12,9 +12,9 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from zoo.errors import InteropError
 from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register
 from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 FFN = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "swish": "silu"}
@@ -34,8 +34,8 @@ def rope(c) -> dict[str, Any]:
 def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     ffn = ACTIVATIONS.get(c.hidden_act)
-    if ffn not in FFN or not c.attention_bias:
-        raise InteropError(f"GPT-NeoX with hidden_act {c.hidden_act!r} or without attention_bias has no zoo spec")
+    refuse_unfit("GPT-NeoX", (ffn in FFN, "hidden_act", c.hidden_act, ", ".join(FFN.values())),
+                 (bool(c.attention_bias), "attention_bias", c.attention_bias, "true: biases on q, k, v and mlp"))
     fields = {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
         "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers,

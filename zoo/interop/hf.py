@@ -167,6 +167,13 @@ def from_hf(model: nn.Module, **overrides: Any) -> ZooModel:
         if fields.get("pad_id", 0) is None:
             raise InteropError("pad_id: the reference's configuration has no pad token, and the zoo's batches need one; "
                                "give zoo.from_hf(model, pad_id=ID), an id its inputs never hold")
+        lacking = [name for name in ("bos_id", "eos_id") if name in fields and fields[name] is None]
+        if lacking:
+            token = " and ".join(name[:3] for name in lacking)
+            raise InteropError(f"{', '.join(lacking)}: the reference's configuration has no {token} token "
+                               f"({' and '.join(f'{name[:3]}_token_id' for name in lacking)} None), and the zoo's "
+                               "decoding starts and stops at them; give zoo.from_hf(model, "
+                               f"{', '.join(f'{name}=ID' for name in lacking)}), the ids its tokenizer uses")
         spec = validated(fields)
     except InteropError as err:  # the family's reader refused the configuration
         raise InteropError(f"from_hf ({family.name}): {err}") from err

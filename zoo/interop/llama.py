@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from zoo.errors import InteropError
 from zoo.interop.hf import Family, dropout_fields, register
+from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 
@@ -32,9 +33,9 @@ def rope_base(c, parameters: dict[str, Any] | None = None) -> float:
 def layout_fields(model: nn.Module) -> dict[str, Any]:
     """The spec of a model of Llama's layout (Llama, Mistral, Qwen3): what their configurations share."""
     c = model.config
-    if getattr(c, "attention_bias", False) or getattr(c, "mlp_bias", False) or c.hidden_act != "silu":
-        raise InteropError(f"{type(model).__name__} with attention_bias, mlp_bias or a hidden_act other than silu has "
-                           "no zoo spec")
+    refuse_unfit(type(model).__name__, *((not getattr(c, name, False), name, getattr(c, name, False), "false")
+                                         for name in ("attention_bias", "mlp_bias")),
+                 (c.hidden_act == "silu", "hidden_act", c.hidden_act, "silu (SwiGLU)"))
     fields = {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
         "n_kv_heads": c.num_key_value_heads, "head_width": getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,

@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from zoo.errors import InteropError
 from zoo.interop.hf import Family, register
 from zoo.interop.llama import rope_base, rotary_buffers_by_layer_type
+from zoo.interop.unread import refuse_unfit
 from zoo.specs.layer_rules import selecting
 from zoo.specs.model_spec import ModelSpec
 
@@ -33,9 +34,11 @@ def theta(c, kind: str) -> float:
 def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     biases = {c.attention_bias, c.mlp_bias, c.classifier_bias}
-    if c.hidden_activation != "gelu" or c.classifier_activation != "gelu" or len(biases) > 1 or not c.decoder_bias:
-        raise InteropError("ModernBERT with an activation other than gelu, biases on some projections only, or no "
-                           "decoder_bias has no zoo spec")
+    refuse_unfit("ModernBERT", *((getattr(c, name) == "gelu", name, getattr(c, name), "gelu")
+                                 for name in ("hidden_activation", "classifier_activation")),
+                 *((len(biases) == 1, name, getattr(c, name), "attention_bias, mlp_bias and classifier_bias alike")
+                   for name in ("mlp_bias", "classifier_bias") if getattr(c, name) != c.attention_bias),
+                 (bool(c.decoder_bias), "decoder_bias", c.decoder_bias, "true"))
     if len({c.attention_dropout, c.mlp_dropout, c.embedding_dropout}) > 1:
         raise InteropError("ModernBERT with attention_dropout, mlp_dropout and embedding_dropout apart has no zoo spec")
     types = c.layer_types

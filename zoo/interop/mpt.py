@@ -18,15 +18,15 @@ from torch import Tensor, nn
 
 from zoo.errors import InteropError
 from zoo.interop.hf import Family, dropout_fields, register, transformers_class
+from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 
 def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     attn = c.attn_config
-    if attn.clip_qkv is not None or attn.alibi_bias_max != 8:
-        raise InteropError(f"MPT with clip_qkv {attn.clip_qkv} or alibi_bias_max {attn.alibi_bias_max} (other than 8) has "
-                           "no zoo spec")
+    refuse_unfit("MPT", (attn.clip_qkv is None, "attn_config.clip_qkv", attn.clip_qkv, "None"),
+                 (attn.alibi_bias_max == 8, "attn_config.alibi_bias_max", attn.alibi_bias_max, "8"))
     scale = attn.softmax_scale
     return {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.d_model, "n_heads": c.n_heads,

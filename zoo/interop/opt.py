@@ -17,6 +17,7 @@ from torch import nn
 from zoo.errors import InteropError
 from zoo.interop.bart import attention, module
 from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register, transformers_class
+from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 FFN = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "swish": "silu"}
@@ -27,8 +28,8 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     if c.word_embed_proj_dim != c.hidden_size:
         raise InteropError(f"word_embed_proj_dim {c.word_embed_proj_dim} beside hidden_size {c.hidden_size} (OPT-350m's "
                            "projected embeddings) has no zoo spec")
-    if not c.layer_norm_elementwise_affine or not c.enable_bias:
-        raise InteropError("OPT with layer_norm_elementwise_affine or enable_bias false has no zoo spec")
+    refuse_unfit("OPT", *((bool(getattr(c, name)), name, getattr(c, name), "true")
+                          for name in ("layer_norm_elementwise_affine", "enable_bias")))
     if ACTIVATIONS.get(c.activation_function) not in FFN:
         raise InteropError(f"OPT with activation_function {c.activation_function!r} has no zoo spec; the zoo reads "
                            f"{', '.join(FFN.values())}")

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from zoo.errors import InteropError
 from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register, transformers_class
 from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 FFN = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "swish": "silu"}
@@ -36,8 +37,9 @@ def common(model: nn.Module, act: str, eps: float, rotated: float, layout: str, 
 
 def phi_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
-    if c.qk_layernorm or c.num_key_value_heads not in (None, c.num_attention_heads):
-        raise InteropError("Phi with qk_layernorm or grouped key/value heads has no zoo spec")
+    refuse_unfit("Phi", (not c.qk_layernorm, "qk_layernorm", c.qk_layernorm, "false"),
+                 (c.num_key_value_heads in (None, c.num_attention_heads), "num_key_value_heads", c.num_key_value_heads,
+                  f"num_attention_heads, {c.num_attention_heads}: no grouped key/value heads"))
     fraction = (c.rope_parameters or {}).get("partial_rotary_factor", 1.0)
     return common(model, c.hidden_act, c.layer_norm_eps, float(fraction), "halves", rope_base(c)) | {
         "d_model": c.hidden_size, "n_heads": c.num_attention_heads, "d_ff": c.intermediate_size,
@@ -86,9 +88,9 @@ def phi_names(spec: ModelSpec) -> dict[str, str]:
 def gptj_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     head = c.n_embd // c.n_head
-    if not c.attn_pdrop == c.resid_pdrop == c.embd_pdrop or c.rotary_dim is None:
-        raise InteropError("GPT-J with attn_pdrop, resid_pdrop and embd_pdrop apart, or without rotary_dim, has no zoo "
-                           "spec")
+    refuse_unfit("GPT-J", *((getattr(c, name) == c.attn_pdrop, name, getattr(c, name), f"attn_pdrop's {c.attn_pdrop}")
+                            for name in ("resid_pdrop", "embd_pdrop")),
+                 (c.rotary_dim is not None, "rotary_dim", c.rotary_dim, "a number of rotated channels"))
     return common(model, c.activation_function, c.layer_norm_epsilon, c.rotary_dim / head, "interleaved", 10000.0) | {
         "d_model": c.n_embd, "n_heads": c.n_head, "d_ff": c.n_inner or 4 * c.n_embd, "n_decoder_layers": c.n_layer,
         "max_len": c.n_positions, **dropout_fields(c.resid_pdrop, c.attn_pdrop, embedding=c.embd_pdrop),
