@@ -133,6 +133,8 @@ def test_every_command_reads_set_the_same_way(capsys, argv):
     err = cli_error([*argv, "--set", "model.d_model=[1,"], capsys)
     assert "--set model.d_model=[1,:1:4: invalid YAML" in err
     assert "--set expects dotted.key=value, got 'd_model'" in cli_error([*argv, "--set", "d_model"], capsys)
+    assert ("--set model.position={name:rope}: YAML reads {name:rope} as one key 'name:rope' without a value; put a "
+            "space after the colon: {name: rope}") in cli_error([*argv, "--set", "model.position={name:rope}"], capsys)
 
 
 def test_show_and_build_all_take_several_assignments_after_one_set(capsys):
@@ -252,3 +254,34 @@ def test_too_little_free_space_fails_before_training_with_both_sizes(tmp_path):
     with pytest.raises(zoo.ConfigError, match=r"train\.out_dir '.*' has [\d.]+ [KMGT]iB free, but the run's checkpoint "
                                               r"needs about 909494\.7 TiB"):
         check_writable_folder(tmp_path, "train.out_dir", need_bytes=10**18)
+
+
+def test_a_path_that_is_not_there_gets_the_name_it_was_close_to(tmp_path, capsys, monkeypatch):
+    """A typo in an experiment file, a sweep folder, a data folder or a split name: the error says
+    what is there, where it used to say only that nothing was."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ffn.yaml").write_text("task: {name: reverse}\n")
+    assert "ffn.yml: cannot read experiment file: No such file or directory; did you mean 'ffn.yaml'?" in \
+        cli_error(["train", "ffn.yml"], capsys)
+    (tmp_path / "sweeps" / "norms").mkdir(parents=True)
+    assert "sweeps/nomrs: no such folder; did you mean 'sweeps/norms'?" in cli_error(["compare", "sweeps/nomrs"], capsys)
+    assert "sweeps/zzz: no such folder; sweeps/ holds norms" in cli_error(["compare", "sweeps/zzz"], capsys)
+    assert "runs/x: no such folder; the working directory has no runs/" in cli_error(["compare", "runs/x"], capsys)
+    corpus = tmp_path / "multi30k"
+    corpus.mkdir()
+    for split in ("train", "valid", "test"):
+        for side in ("de", "en"):
+            (corpus / f"{split}.{side}").write_text("ein Haus\n" if side == "de" else "a house\n")
+    assert "task.data_dir 'multi31k': no such folder; did you mean 'multi30k'?" in cli_error(
+        ["train", "--print-config", "--set", "task={name: parallel, data_dir: multi31k}"], capsys)
+    err = cli_error(["train", "--set", "task={name: parallel, data_dir: multi30k, valid_split: dev}", "train.steps=1",
+                     "wandb.mode=disabled"], capsys)
+    assert "no dev.de[.gz] and dev.en[.gz]" in err and "(the folder holds the splits test, train, valid)" in err
+    err = cli_error(["train", "--set", "task={name: parallel, data_dir: multi30k, valid_split: vaild}", "train.steps=1",
+                     "wandb.mode=disabled"], capsys)
+    assert "(the folder holds the splits test, train, valid; did you mean 'valid'?)" in err
+
+
+def test_print_config_refuses_what_training_would_refuse_before_the_data(capsys):
+    assert "model.kind decoder: task mlm trains model.kind encoder" in cli_error(
+        ["train", "--print-config", "--set", "model.kind=decoder", "task={name: mlm, data_dir: .}"], capsys)

@@ -155,6 +155,20 @@ def test_a_sweep_reaches_a_rule_by_dotted_key():
     assert data["model"]["layers"]["global"] == {"every": 6, "set": {"window": None}}
 
 
+def test_a_typo_in_a_rule_s_dotted_name_gets_the_rule_it_meant():
+    """`model.layers.globl.every` made a new rule without settings, refused as pydantic's "Field
+    required"; it names the model's rule the key meant, and what a new rule needs."""
+    data = with_sets({"model": {"layers": GLOBAL_EVERY_2, "window": 4}, "task": {"name": "reverse"}},
+                     ["model.layers.globl.every=6"])
+    with pytest.raises(ConfigError, match=re.escape("model: layers: globl: a rule without `set` (the settings it gives "
+                                                    "its layers); did you mean the rule 'global'? a new rule needs set: "
+                                                    "{KEY: VALUE}, KEY one of norm, position")):
+        zoo.specs.experiment.validate_experiment(data)
+    with pytest.raises(ConfigError, match=re.escape("layers: first: a rule without `set` (the settings it gives its "
+                                                    "layers); the model's rules are global; a new rule needs set")):
+        lm(layers={**GLOBAL_EVERY_2, "first": {"only": [0]}})
+
+
 def test_modern_bert_s_first_layer_reads_the_stream_without_its_attention_norm():
     spec = zoo.spec("encoder.pre.rope.fused.gelu", **{**TINY, "n_encoder_layers": 3},
                     layers={"first": {"only": [0], "set": {"norm": {"attention_norm": False}}}})

@@ -295,6 +295,29 @@ def test_a_size_that_gives_one_setting_twice_is_refused():
         SweepSpec.model_validate({"name": "s", "sizes": sizes, "grid": {"model.norm": ["post", "pre"]}})
 
 
+@pytest.mark.parametrize("fields, message", [
+    ({"sizes": {"a": {"model.d_ff": 64}, "b": {"model.d_ff": 64, "model.n_heads": 2}}},
+     "variants size=a and size=b train the same run (every field alike once defaults are filled in): sizes 'a' and "
+     "'b' define one experiment"),
+    ({"rows": {"baseline": {}, "same": {"model.norm": "post"}}},
+     "variants row=baseline and row=same train the same run"),
+    ({"rows": {"a": {"model.d_ff": 32}, "b": {"model.d_ff": 32}}, "grid": {"model.norm": ["post", "pre"]}},
+     "variants row=a,norm=post and row=b,norm=post train the same run (every field alike once defaults are filled "
+     "in): rows 'a' and 'b' define one experiment"),
+])
+def test_variants_that_train_the_same_run_are_refused(tmp_path, fields, message):
+    """Two sizes or rows that define one model (a value and the base's own) would count one
+    computation twice; the sweep file is refused on load, and run_sweep refuses it too."""
+    sweep, base = tiny_sweep(tmp_path, fields.pop("grid", {}), **fields)
+    file = tmp_path / "sweep.yaml"
+    file.write_text(yaml.safe_dump({**sweep.model_dump(mode="json"), "base": base}))
+    with pytest.raises(zoo.ConfigError, match=re.escape(message)):
+        load_sweep(file)
+    with pytest.raises(zoo.ConfigError, match=re.escape(message)):
+        run_sweep(sweep, base, echo=lambda _: None)
+    assert not sweep.directory().exists(), "refused before anything is written"
+
+
 def test_compare_refuses_a_sweep_yaml_edited_after_its_cells_ran(tmp_path):
     """A size redefined by hand in the folder's sweep.yaml would put the old model's numbers under
     the new definition; `zoo sweep` refuses the same edit, and so does `zoo compare`."""
@@ -309,3 +332,20 @@ def test_compare_refuses_a_sweep_yaml_edited_after_its_cells_ran(tmp_path):
     with pytest.raises(zoo.ConfigError, match=r"cell size=b,seed=0 ran another experiment than sweep.yaml gives it now "
                                               r"\(model.d_ff: 24 recorded, 48 now\)"):
         compare(sweep.directory(), wandb_mode="disabled")
+
+
+def test_a_quoted_number_in_a_tuned_list_is_said_to_be_one(tmp_path):
+    sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post", "pre"]}, tune={"train.optimizer.lr": [0.01, 0.1]},
+                             metric="test/exact_match")
+    file = tmp_path / "sweep.yaml"
+    written = yaml.safe_dump({**sweep.model_dump(mode="json"), "base": base})
+    file.write_text(written.replace("- 0.01\n", "- \"1e-3\"\n", 1))
+    assert '"1e-3"' in file.read_text()
+    with pytest.raises(zoo.ConfigError, match=re.escape("train.optimizer.lr: Input should be a valid number, got the "
+                                                        "string '1e-3': a quoted number; write it without quotes")):
+        load_sweep(file)
+    with pytest.raises(zoo.ConfigError, match=r"model: d_model: Input should be a valid integer, got the string '64'"):
+        zoo.specs.experiment.validate_experiment({"model": {"d_model": "64"}})
+    with pytest.raises(zoo.ConfigError) as refused:
+        zoo.specs.experiment.validate_experiment({"model": {"d_model": "wide"}})
+    assert "quoted number" not in str(refused.value), "a word is no number"

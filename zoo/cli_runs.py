@@ -16,7 +16,10 @@ def cmd_train(args: argparse.Namespace) -> None:
     experiment = load_experiment(args.file, args.set)
     if args.print_config:
         from zoo.specs.yamlio import dump_yaml
+        from zoo.trainer.framing import check_before_data
         from zoo.trainer.run_folder import RunFolder
+
+        check_before_data(experiment)  # what training would refuse first, without reading the data
 
         print(f"# run folder: {RunFolder(experiment).path}  (the model: {experiment.variant})")
         print(dump_yaml(experiment.model_dump(mode="json")), end="")

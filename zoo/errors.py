@@ -6,7 +6,8 @@ code. Anything else is a bug and keeps its traceback (Python's exit 1)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -83,8 +84,25 @@ def describe_validation(err: ValidationError) -> str:
     parts = []
     for e in err.errors():
         loc, message = ".".join(str(p) for p in e["loc"]), e["msg"].removeprefix("Value error, ")
+        message += quoted_number(e)
         parts.append(f"{loc}: {message}" if loc else message)
     return "; ".join(parts)
+
+
+NUMBER_TYPES = {"float_type", "int_type", "float_parsing", "int_parsing"}
+
+
+def quoted_number(error: Mapping[str, Any]) -> str:
+    """Where a number was given as a string (quoted in YAML or in --set), say so: pydantic's
+    "Input should be a valid number" beside a value that reads as a number says nothing."""
+    given = error.get("input")
+    if error.get("type") not in NUMBER_TYPES or not isinstance(given, str):
+        return ""
+    try:
+        float(given)
+    except ValueError:
+        return ""
+    return f", got the string {given!r}: a quoted number; write it without quotes"
 
 
 def exit_code_of(command: Callable[[], None]) -> int:

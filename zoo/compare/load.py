@@ -9,6 +9,7 @@ from typing import Any
 
 from zoo.errors import ConfigError
 from zoo.metrics import goal_of
+from zoo.near_paths import near_path
 from zoo.records import RunRecord
 from zoo.specs.registries import describe_unknown
 from zoo.sweep.ledger import Ledger
@@ -44,7 +45,9 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
     sweep_dir = Path(sweep_dir)
     saved = sweep_dir / "sweep.yaml"
     if not saved.exists():
-        raise ConfigError(f"{sweep_dir}: no sweep.yaml; is this a folder that `zoo sweep` wrote?")
+        there = near_path(sweep_dir)
+        raise ConfigError(f"{sweep_dir}: no such folder{there}" if there else
+                          f"{sweep_dir}: no sweep.yaml; is this a folder that `zoo sweep` wrote?")
     sweep, base = read_saved_sweep(sweep_dir)
     read = Ledger(sweep_dir / "ledger.jsonl").read()
     notes = read.warnings(sweep_dir / "ledger.jsonl")

@@ -25,7 +25,7 @@ from pydantic import Field, NonNegativeInt, PositiveInt, ValidationError, field_
 from pydantic_core import PydanticCustomError
 
 from zoo.errors import describe_validation
-from zoo.specs.registries import AXES
+from zoo.specs.registries import AXES, close_match
 from zoo.specs.strict import StrictSettings
 from zoo.specs.switches import FLAT, GROUPS, grouped
 
@@ -181,6 +181,22 @@ def selection_problem(name: str, rule: LayerRule, depths: dict[str, int]) -> str
         shown = "[]: no layer" if not rule.only else f"{past}: past the last layer, {deepest - 1}"
         return f"layers.{name}.only: {shown}; the rule would change the model's name, never the model"
     return None
+
+
+def rule_without_settings(rules: Any) -> str | None:
+    """A rule given without `set` (which every rule needs), said with the rule of the model its name
+    is closest to: most often a typo in a dotted key (`model.layers.globl.every` beside `global`)."""
+    if not isinstance(rules, Mapping):
+        return None
+    unset = [name for name, rule in rules.items() if isinstance(rule, Mapping) and "set" not in rule]
+    if not unset:
+        return None
+    others = [str(name) for name in rules if name not in unset]
+    close = close_match(unset[0], others)
+    hint = (f"did you mean the rule '{close}'? " if close else
+            f"the model's rules are {', '.join(others)}; " if others else "")
+    return (f"{unset[0]}: a rule without `set` (the settings it gives its layers); {hint}a new rule needs "
+            f"set: {{KEY: VALUE}}, KEY one of {', '.join(LAYER_KEYS)}")
 
 
 def rules_problem(spec: Any) -> str | None:

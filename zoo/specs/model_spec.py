@@ -20,7 +20,7 @@ from zoo.errors import ConfigError, describe_validation
 from zoo.specs.choices import AxisChoice, Choice
 from zoo.specs.dropouts import DropoutRates
 from zoo.specs.hooks import AutoWidth, SpecCheck, implements, wants_final_norm
-from zoo.specs.layer_rules import LayerRule, layer_fields, rules_problem
+from zoo.specs.layer_rules import LayerRule, layer_fields, rule_without_settings, rules_problem
 from zoo.specs.naming import DEFAULT_KIND, CanonicalName
 from zoo.specs.registries import AXES, KIND_STACKS, describe_unknown, registry
 from zoo.specs.strict import StrictSettings
@@ -99,6 +99,14 @@ class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
                               "masked, it stops but positions run on along the row (Llama 3's document mask). "
                               "Kind decoder"
     )
+
+    @field_validator("layers", mode="before")
+    @classmethod
+    def _every_rule_sets(cls, rules: Any) -> Any:
+        problem = rule_without_settings(rules)
+        if problem:
+            raise PydanticCustomError("rule_set", "{problem}", {"problem": problem})
+        return rules
 
     @field_validator("kind")
     @classmethod

@@ -16,6 +16,7 @@ import yaml
 
 from zoo.errors import ConfigError
 from zoo.files import read_bounded
+from zoo.near_paths import near_path
 
 _DROPPED = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
             "tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:value"}
@@ -94,7 +95,27 @@ def load_yaml(text: str, source: str) -> Any:
     if values > MOST_VALUES:
         raise ConfigError(f"{source}: its aliases (*name) expand to {values:,} values, more than the {MOST_VALUES:,} "
                           "the zoo reads; write the values out, or use fewer nested aliases")
+    glued = glued_key(data)
+    if glued is not None:
+        key, value = glued.split(":", 1)
+        raise ConfigError(f"{source}: YAML reads {{{glued}}} as one key {glued!r} without a value; put a space after "
+                          f"the colon: {{{key}: {value}}}")
     return data
+
+
+def glued_key(data: Any) -> str | None:
+    """A flow mapping's key with a colon and no value (`{name:rope}`, a space missing after the
+    colon), which no zoo field is named: the first one found."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(key, str) and value is None and ":" in key.strip(":"):
+                return key
+            found = glued_key(value)
+            if found is not None:
+                return found
+    elif isinstance(data, list):
+        return next((found for item in data if (found := glued_key(item)) is not None), None)
+    return None
 
 
 def expanded_size(data: Any, source: str, depth: int = 0, seen: dict[int, int] | None = None) -> int:
@@ -118,7 +139,7 @@ def read_yaml(path: str | Path, what: str) -> Any:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: {what} is not UTF-8 text") from None
     except OSError as err:
-        raise ConfigError(f"{path}: cannot read {what}: {err.strerror or err}") from None
+        raise ConfigError(f"{path}: cannot read {what}: {err.strerror or err}{near_path(path)}") from None
     return load_yaml(text, str(path))
 
 

@@ -18,6 +18,7 @@ from pydantic import AfterValidator
 
 from zoo.errors import ConfigError, DataError, MissingData
 from zoo.files import content_digest, human_bytes, regular_file
+from zoo.near_paths import near_split
 from zoo.specs.registries import describe_unknown, registry
 
 
@@ -101,7 +102,8 @@ def located(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: str = "aut
         if files:
             return found, files
         tried.append(" and ".join(f"{name}[.gz]" for name in found.names(stem, src, tgt)))
-    raise MissingData(f"task.data_dir {str(data_dir)!r}: no {' or '.join(tried)} for split {stem!r}")
+    raise MissingData(f"task.data_dir {str(data_dir)!r}: no {' or '.join(tried)} for split {stem!r}"
+                      f"{near_split(data_dir, stem)}")
 
 
 def split_files(data_dir: str | Path, stem: str, src: str, tgt: str, fmt: str = "auto") -> list[Path]:

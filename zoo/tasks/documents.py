@@ -10,6 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from zoo.errors import DataError, MissingData
+from zoo.near_paths import near_split
 from zoo.tasks.corpus import find, read_lines, read_text
 
 
@@ -22,7 +23,7 @@ def line_file(data_dir: str, stem: str, lang: str | None) -> Path:
     name = f"{stem}.{lang or 'txt'}"
     path = find(Path(data_dir), name)
     if path is None:
-        raise MissingData(f"task.data_dir {data_dir!r}: no {name}[.gz] for split {stem!r}")
+        raise MissingData(f"task.data_dir {data_dir!r}: no {name}[.gz] for split {stem!r}{near_split(data_dir, stem)}")
     return path
 
 
@@ -31,7 +32,8 @@ def document_files(data_dir: str, stem: str, suffix: str | None) -> list[Path]:
     end in `suffix`, sorted by their path inside it: the order of the split's documents."""
     folder = Path(data_dir) / stem
     if not folder.is_dir():
-        raise MissingData(f"task.data_dir {data_dir!r}: no folder {stem}/ for split {stem!r} (task.folders reads a "
+        raise MissingData(f"task.data_dir {data_dir!r}: no folder {stem}/ for split {stem!r}{near_split(data_dir, stem)} "
+                          "(task.folders reads a "
                           "folder of documents a split)")
     files = sorted(path for path in folder.rglob("*") if path.is_file() and (suffix is None or path.name.endswith(suffix))
                    and not any(part.startswith(".") for part in path.relative_to(folder).parts))
