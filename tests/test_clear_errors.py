@@ -165,3 +165,18 @@ def test_a_run_that_fails_before_writing_anything_leaves_no_folder(tmp_path, mon
     with pytest.raises(RuntimeError, match="a bug in the first step"):
         zoo.train(experiment)
     assert not run_dir_of(experiment).exists()
+
+
+def test_a_refused_run_leaves_no_folder_it_made_and_a_finished_one_no_lock_file(tmp_path):
+    """A refused start removed its run folder but left the train.out_dir it had made (an empty
+    runs/); a finished run kept its .lock file. Neither stays now; a folder that was there stays."""
+    experiment = tiny_experiment(tmp_path / "fresh" / "runs", train={"steps": 2})
+    missing = {**experiment, "task": {"name": "parallel", "data_dir": str(tmp_path / "nowhere")}}
+    with pytest.raises(zoo.DataError, match="no such folder"):
+        zoo.train(missing)
+    assert not (tmp_path / "fresh").exists(), "the folders this run made are gone"
+    result = zoo.train(experiment)
+    assert [p.name for p in result.run_dir.iterdir() if p.name.startswith(".")] == [], "no lock file left"
+    with pytest.raises(zoo.DataError, match="no such folder"):
+        zoo.train(missing)
+    assert (tmp_path / "fresh" / "runs").is_dir(), "a folder that held another run before stays"

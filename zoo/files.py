@@ -3,6 +3,7 @@ reads of regular files only, each with a bound."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -11,7 +12,7 @@ import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from zoo.errors import ConfigError, RunConflict, ZooError
 
@@ -95,7 +96,9 @@ class FolderLock:
     """An exclusive lock on a folder, held through `FOLDER/NAME` (which records the holder's pid).
 
     The operating system drops it when the process ends, however it ends, so a killed run never
-    leaves a stale lock behind.
+    leaves a stale lock behind. Released, the file goes too (removed while still held; a process
+    that locked the removed file sees so and locks the path afresh), so a finished run's folder
+    holds no lock file.
     """
 
     def __init__(self, folder: str | Path, name: str = ".lock", what: str = "a run"):
@@ -103,8 +106,10 @@ class FolderLock:
 
     def acquire(self) -> FolderLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held open: the open file is the lock
-        if fcntl is not None:
+        while True:
+            handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held open: the open file is the lock
+            if fcntl is None:
+                break
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -113,6 +118,9 @@ class FolderLock:
                 handle.close()
                 raise RunConflict(f"{self.path.parent} is in use: another zoo process (pid {pid}) holds {self.what} "
                                   "there; wait for it to end or stop it") from None
+            if still_the_path(handle, self.path):
+                break
+            handle.close()  # its holder removed the file as we opened it: lock the path's file afresh
         handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))
@@ -122,6 +130,8 @@ class FolderLock:
 
     def release(self) -> None:
         if self._handle is not None:
+            with contextlib.suppress(OSError):
+                self.path.unlink()  # while held: no one else holds a lock on the file that goes
             self._handle.close()  # closing the file releases the lock
             self._handle = None
 
@@ -132,12 +142,24 @@ class FolderLock:
         self.release()
 
 
+def still_the_path(handle: Any, path: Path) -> bool:
+    """Whether the open file is still the one at `path` (not removed or replaced since it was opened)."""
+    try:
+        return os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+    except FileNotFoundError:
+        return False
+
+
 def lock_holder(folder: str | Path, name: str = ".lock") -> int | None:
     """The pid of the process that holds the folder's lock, or None when it is free."""
     path = Path(folder) / name
-    if fcntl is None or not path.exists():
+    if fcntl is None:
         return None
-    with open(path, "a+", encoding="utf-8") as handle:
+    try:
+        handle = open(path, encoding="utf-8")  # noqa: SIM115 - read only: a free lock leaves no file behind
+    except FileNotFoundError:
+        return None
+    with handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

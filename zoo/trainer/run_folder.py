@@ -37,6 +37,15 @@ class TrainResult:
     """What result.json says of early stopping and the models kept beside the last (best_checkpoint, averaged)."""
 
 
+def missing_folders(folder: Path) -> list[Path]:
+    """`folder` and those above it that do not exist yet, deepest first: what creating it makes."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
 def already_there(run_dir: Path, steps: int) -> str:
     """What the folder holds, and the way on for a run of `steps`: the step count is not part of a
     run's identity (more steps continue the same run), so say which way fits this one."""
@@ -69,6 +78,7 @@ class RunFolder:
         self.result = self.path / RESULT
         self.is_main = is_main
         self._lock: FolderLock | None = None
+        self._made: list[Path] = []
 
     @cached_property
     def data(self) -> dict[str, str]:
@@ -82,6 +92,7 @@ class RunFolder:
         moves each tensor where its parameter lives (an optimizer's step counters stay on the host,
         where a non-capturable Adam wants them)."""
         if self.is_main:
+            self._made = missing_folders(Path(experiment.train.out_dir))
             check_writable_folder(experiment.train.out_dir, "train.out_dir")
             self._lock = FolderLock(self.path, what="this run").acquire()
             for partial in self.path.glob(".*.tmp"):  # a write killed midway; nobody else writes here now
@@ -93,14 +104,13 @@ class RunFolder:
             raise
 
     def abandon(self) -> None:
-        """Release the folder, and remove it where it holds nothing but the lock: a refused or
-        failed start leaves no folder behind. The lock file goes while still held, so no other
-        process can take a lock on a file that is about to disappear."""
+        """Release the folder, and remove it where it holds nothing but the lock, with the folders
+        above it this run made (train.out_dir): a refused or failed start leaves nothing behind."""
         if self.is_main and self._lock is not None and [p.name for p in self.path.iterdir()] == [".lock"]:
-            self._lock.path.unlink(missing_ok=True)
-            self.release()
+            self.release()  # the lock file goes while still held (zoo.files.FolderLock)
             with contextlib.suppress(OSError):
-                self.path.rmdir()
+                for folder in (self.path, *self._made):
+                    folder.rmdir()
         self.release()
 
     def finished_result(self, experiment: ExperimentSpec) -> TrainResult | None:
