@@ -103,6 +103,12 @@ def test_report_plots_and_wandb_compare_run(tmp_path):
     # are all positive too, and the family holds norm x ffn as well: Holm triples the smallest of three
     assert difference[7] == 2 / 2**8 and difference[8] == 3 * 2 / 2**8
     assert info["summary"]["noise"]["nrows"] == 1
+    again = compare(sweep.directory())
+    wandb_dir = Path(report.wandb_run).parent
+    assert Path(again.wandb_run).name.split("-")[3] == Path(report.wandb_run).name.split("-")[3], "one run id"
+    assert [p.name for p in wandb_dir.glob("offline-run-*")] == [Path(again.wandb_run).name], \
+        "comparing again updates the one W&B run (its id), and the stale offline copy goes"
+    assert offline_run(sweep.directory())[0]["name"] == "known-compare"
     assert {k for k in info["summary"] if k.startswith("plots/")} == {"plots/curves", "plots/effect_norm",
                                                                     "plots/effect_ffn"}
     history = [r["history"]["item"] for r in records if r["type"] == "history"]

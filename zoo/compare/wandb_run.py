@@ -3,7 +3,10 @@ A W&B failure is only a warning: the report on disk stands without it."""
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -25,8 +28,10 @@ def log_tables(wandb_settings: dict[str, Any], group: str, job_type: str, name: 
     try:
         import wandb
 
+        run_id = stable_id(folder, job_type, name)  # compared again, the same W&B run is updated
         run = wandb.init(project=wandb_settings.get("project", "zoo"), entity=wandb_settings.get("entity"),
                          group=group, job_type=job_type, name=name, dir=str(folder), mode=mode, config=config,
+                         id=run_id, resume="allow",
                          settings=wandb.Settings(console="off", silent=True))  # the table is what the console shows
         # Into the summary, not run.log: a logged table is a history row too, whose nrows and ncols
         # a W&B view charts as if they were metrics of a step.
@@ -35,7 +40,24 @@ def log_tables(wandb_settings: dict[str, Any], group: str, job_type: str, name: 
                             **{f"plots/{p.stem}": wandb.Image(str(p)) for p in plots}})
         run_dir = Path(run.dir).parent
         run.finish()
+        drop_stale_offline(run_dir, run_id)
         return str(run_dir)
     except Exception as err:
         warnings.warn(f"W&B {job_type} run failed, the report is on disk only: {err!r}", RuntimeWarning, stacklevel=2)
         return None
+
+
+def stable_id(folder: Path, job_type: str, name: str) -> str:
+    """One W&B run id per comparison (the folder compared, the kind, the name): comparing again
+    updates that run, where a fresh id each time added another run to the group."""
+    key = f"{Path(folder).resolve()}\n{job_type}\n{name}"
+    return f"{job_type}{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def drop_stale_offline(current: Path, run_id: str) -> None:
+    """The earlier offline folders of the same run: `wandb sync` would upload each in turn, and a
+    reader of the folder would find a stale comparison beside the current one."""
+    pattern = re.compile(rf"offline-run-\d{{8}}_\d{{6}}-{re.escape(run_id)}(-\d+)?")
+    for old in current.parent.glob(f"offline-run-*-{run_id}*"):
+        if old != current and pattern.fullmatch(old.name) and old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
