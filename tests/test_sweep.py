@@ -23,6 +23,7 @@ from zoo.compare import compare
 from zoo.sweep import Ledger, SweepSpec, cell_experiment, expand, export_wandb, load_sweep, run_sweep, shard
 from zoo.sweep.export import find_cell
 from zoo.sweep.pool import threads_per_worker
+from zoo.sweep.runner import SweepClock
 
 GRID = {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"], "train.optimizer.lr": [0.001, 0.003]}
 
@@ -155,9 +156,15 @@ def test_workers_split_the_cores_this_process_may_use(monkeypatch, limit, worker
 
 def test_two_cells_end_to_end_with_wandb_offline(tmp_path):
     sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post", "pre"]})
-    statuses = run_sweep(sweep, base, workers=2, echo=lambda _: None)
+    said = []
+    statuses = run_sweep(sweep, base, workers=2, echo=said.append)
     assert statuses == {"norm=post,seed=0": "finished", "norm=pre,seed=0": "finished"}
     folder = tmp_path / "tiny"
+    assert said[0].endswith(f"each cell logs to {folder / 'runs'}/CELL/log.txt")
+    assert re.search(r"^\[1/2\] .*: finished eval/exact_match=\S+; \d+ s so far, about \d+ s left$", said[1]), said
+    assert re.search(r"^\[2/2\] .*; \d+ s in all$", said[2]), said
+    assert all((folder / "runs" / name / "log.txt").is_file() for name in statuses)
+    assert not list(folder.rglob("*.lock")), "no lock file outlives the sweep"
     latest = Ledger(folder / "ledger.jsonl").latest()
     assert {r["status"] for r in latest.values()} == {"finished"}
     assert all(r["metrics"]["eval/loss"] > 0 and r["steps"] == 20 for r in latest.values())
@@ -349,3 +356,14 @@ def test_a_quoted_number_in_a_tuned_list_is_said_to_be_one(tmp_path):
     with pytest.raises(zoo.ConfigError) as refused:
         zoo.specs.experiment.validate_experiment({"model": {"d_model": "wide"}})
     assert "quoted number" not in str(refused.value), "a word is no number"
+
+
+def test_the_sweep_clock_gives_the_time_left_at_the_pace_so_far():
+    now = [100.0]
+    clock = SweepClock(4, clock=lambda: now[0])
+    now[0] = 130.0
+    assert clock.tick() == "30 s so far, about 1 min 30 s left", "three cells left at 30 s each"
+    now[0] = 220.0
+    assert clock.tick() == "2 min 00 s so far, about 2 min 00 s left"
+    clock.tick()
+    assert clock.tick() == "2 min 00 s in all"

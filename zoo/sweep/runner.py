@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +29,7 @@ from zoo.sweep.pool import Workers, threads_per_worker
 from zoo.sweep.spec import NAMED, Cell, SweepSpec, cell_experiment, check_distinct, expand, read_saved_sweep, safe_text, shard
 from zoo.tasks import data_digests
 from zoo.trainer.guards import signals_to
+from zoo.trainer.progress import duration
 from zoo.trainer.resume_checks import changed_fields, data_changes
 
 
@@ -166,6 +169,25 @@ def check_data_unchanged(sweep: SweepSpec, experiments: dict[str, ExperimentSpec
                               "files, or give this sweep another name or out_dir")
 
 
+class SweepClock:
+    """The time a sweep has taken and, from the pace of the cells done so far, about how long the
+    cells left will take."""
+
+    def __init__(self, cells: int, clock: Callable[[], float] = time.monotonic):
+        self.cells, self.done, self.clock = cells, 0, clock
+        self.start = clock()
+        self.lock = threading.Lock()
+
+    def tick(self) -> str:
+        with self.lock:
+            self.done += 1
+            spent = self.clock() - self.start
+            left = self.cells - self.done
+        if not left:
+            return f"{duration(spent)} in all"
+        return f"{duration(spent)} so far, about {duration(spent / self.done * left)} left"
+
+
 def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of: tuple[int, int] = (0, 1),
               echo: Callable[[str], None] = print, cells_per_process: int | None = None,
               only: Cell | None = None, cells: list[Cell] | None = None) -> dict[str, str]:
@@ -195,7 +217,8 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
         statuses = {c.name: record.status for c, record in done}
         todo = [cell for cell in cells if cell.name not in statuses]
         echo(f"sweep {sweep.name}: {len(cells)} cells in this shard, {len(statuses)} already done, "
-             f"{len(todo)} to run with {workers} worker(s)")
+             f"{len(todo)} to run with {workers} worker(s); each cell logs to {folder / 'runs'}/CELL/log.txt")
+        clock = SweepClock(len(todo))
         processes = Workers(threads_per_worker(workers), cells_per_process)
 
         def one(cell: Cell) -> None:
@@ -208,7 +231,8 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
             statuses[cell.name] = record.status
             value = record.value(sweep.metric)
             shown = f"{sweep.metric}={value:.4g}" if value is not None else (record.error or "")[-200:]
-            echo(f"[{len(statuses)}/{len(cells)}] {cell.name}: {record.status} {shown}")
+            log = "" if record.status == "finished" else f" (log: {folder / 'runs' / cell.name / 'log.txt'})"
+            echo(f"[{len(statuses)}/{len(cells)}] {cell.name}: {record.status} {shown}{log}; {clock.tick()}")
 
         with signals_to(processes.forward), ThreadPoolExecutor(max_workers=workers) as pool:
             try:
