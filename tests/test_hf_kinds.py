@@ -31,6 +31,12 @@ REFERENCES = {
     "llama-tied-head-width": lambda: hf.LlamaForCausalLM(hf.LlamaConfig(
         vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=3, num_attention_heads=2,
         num_key_value_heads=1, head_dim=6, tie_word_embeddings=True, **IDS)),
+    "llama-geglu": lambda: hf.LlamaForCausalLM(hf.LlamaConfig(  # a gated MLP by hidden_act: GEGLU
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=2, hidden_act="gelu", max_position_embeddings=64, **IDS)),
+    "qwen2-geglu-tanh": lambda: hf.Qwen2ForCausalLM(hf.Qwen2Config(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, hidden_act="gelu_pytorch_tanh", max_position_embeddings=64, **IDS)),
     "gpt_neox": lambda: hf.GPTNeoXForCausalLM(hf.GPTNeoXConfig(
         vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=24,
         max_position_embeddings=64, **IDS)),  # Pythia's parallel block, a quarter of each head rotated

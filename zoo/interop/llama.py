@@ -1,7 +1,7 @@
 """Llama (Touvron et al. 2023) as transformers' LlamaForCausalLM holds it: a decoder-only pre-norm
-stack with RMSNorm, rotary positions (the half-split pairing, rope_theta), SwiGLU, grouped-query
-attention and no biases. Like GPT-2 it has no pad token: give `from_hf(model, pad_id=...)` or
-set the configuration's pad_token_id."""
+stack with RMSNorm, rotary positions (the half-split pairing, rope_theta), SwiGLU (or the gated
+feed-forward its hidden_act names: gelu is GEGLU), grouped-query attention and no biases. Like
+GPT-2 it has no pad token: give `from_hf(model, pad_id=...)` or set the configuration's pad_token_id."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.hf import Family, dropout_fields, register
+from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
@@ -20,6 +20,13 @@ def reference() -> type:
     from transformers import LlamaForCausalLM
 
     return LlamaForCausalLM
+
+
+GATED = {"swish": "swiglu", "gelu": "geglu", "gelu_tanh": "geglu_tanh", "relu": "reglu"}
+"""The zoo's activation (zoo.interop.hf.ACTIVATIONS of hidden_act) -> the gated feed-forward of
+Llama's MLP, down(act(gate(x)) * up(x)), with that activation on the gate."""
+GATED_ACT = {"swiglu": "silu", "geglu": "gelu", "geglu_tanh": "gelu_pytorch_tanh", "reglu": "relu"}
+"""The hidden_act that to_hf writes for each gated feed-forward."""
 
 
 def rope_base(c, parameters: dict[str, Any] | None = None) -> float:
@@ -33,16 +40,17 @@ def rope_base(c, parameters: dict[str, Any] | None = None) -> float:
 def layout_fields(model: nn.Module) -> dict[str, Any]:
     """The spec of a model of Llama's layout (Llama, Mistral, Qwen3): what their configurations share."""
     c = model.config
+    ffn = GATED.get(ACTIVATIONS.get(c.hidden_act, ""))
     refuse_unfit(type(model).__name__, *((not getattr(c, name, False), name, getattr(c, name, False), "false")
                                          for name in ("attention_bias", "mlp_bias")),
-                 (c.hidden_act == "silu", "hidden_act", c.hidden_act, "silu (SwiGLU)"))
+                 (ffn is not None, "hidden_act", c.hidden_act, f"{', '.join(GATED_ACT.values())}: the gate's activation"))
     fields = {
         "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
         "n_kv_heads": c.num_key_value_heads, "head_width": getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
         "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers,
         **dropout_fields(0.0, c.attention_dropout),
         "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
-        "norm": "pre", "position": {"name": "rope", "base": rope_base(c)}, "attention": "fused", "ffn": "swiglu",
+        "norm": "pre", "position": {"name": "rope", "base": rope_base(c)}, "attention": "fused", "ffn": ffn,
         "norm_type": {"name": "rmsnorm", "eps": float(c.rms_norm_eps)}, "final_norm": True,
         "scale_embeddings": False, "embedding_norm": False, "tie_embeddings": model.lm_head.weight is
         model.model.embed_tokens.weight, "output_bias": "none", "bias": False,
@@ -57,7 +65,10 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
 def layout_config(spec: ModelSpec, config_class: type, **extra: Any):
     """The configuration of a model of Llama's layout: `config_class` with what they share, and `extra`."""
     rope = spec.position.base if spec.position.name == "rope" else 10000.0
-    return config_class(
+    if spec.ffn.name not in GATED_ACT:
+        raise InteropError(f"feed-forward {spec.ffn.name}: {config_class.__name__[:-6]}'s MLP is gated by one of "
+                           f"{', '.join(GATED_ACT)}")
+    return config_class(hidden_act=GATED_ACT[spec.ffn.name],
         vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
         num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads, num_key_value_heads=spec.kv_heads,
         head_dim=spec.d_head, max_position_embeddings=spec.max_len, attention_dropout=spec.dropout_at("attention"),
