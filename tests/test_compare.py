@@ -225,6 +225,35 @@ def test_sixteen_variants_get_four_panels_of_four(tmp_path):
     labels = [sorted(line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_"))
               for ax in fig.axes if ax.get_visible()]
     assert labels == [sorted(f"attention={a},ffn={f}" for a in ("per_head", "fused") for f in ("relu", "gelu"))] * 4
+    colours = [{line.get_label(): line.get_color() for line in ax.get_lines() if not line.get_label().startswith("_")}
+               for ax in fig.axes if ax.get_visible()]
+    assert all(panel == colours[0] for panel in colours), "a variant keeps its colour in every panel"
+    assert len(set(colours[0].values())) == 4
+
+
+def test_a_variant_has_one_colour_in_every_plot_of_its_sweep(tmp_path):
+    """The curves, the loss-against-rate plot and the transfer scatter colour a variant by its
+    place in the grid; each plot used to colour by its own order (by rank, by the rows it had)."""
+    from matplotlib.colors import to_hex
+
+    from zoo.compare.plots import curve_figure, rate_figure, variant_colour
+    from zoo.compare.sensitivity import RateCurve
+    from zoo.compare.stats import Band, variant_rows
+
+    sweep = sweepkit.write_sweep(tmp_path, "colours", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]},
+                                 [0, 1, 2], lambda a, seed: known(a["model.norm"], a["model.ffn"], seed))
+    rows = variant_rows(sweep, list(Ledger(sweep.directory() / "ledger.jsonl").read().latest().values()))
+    expected = {row.variant: to_hex(variant_colour(sweep, row.assignment)) for row in rows}
+    assert len(set(expected.values())) == 4
+    drawn = {line.get_label(): to_hex(line.get_color()) for line in curve_figure(sweep, rows).axes[0].get_lines()
+             if not line.get_label().startswith("_")}
+    assert drawn == expected
+    ranked = sorted(rows, key=lambda row: -row.metric.mean)  # a ranking's order is not the grid's
+    curves = [RateCurve(row.variant, [1e-3, 1e-2], [Band.of(0, [1.0, 1.1]), Band.of(0, [0.9, 1.0])], [0, 0])
+              for row in ranked]
+    rate = rate_figure(sweep, "lr", curves, {row.variant: row.assignment for row in rows})
+    lines = {line.get_label(): to_hex(line.get_color()) for line in rate.axes[0].get_lines() if line.get_label() in expected}
+    assert lines == expected
 
 
 @pytest.mark.parametrize("metric, title", [

@@ -101,11 +101,26 @@ def test_each_effect_plot_writes_the_holm_p_of_the_tables_and_stars_what_separat
     read = read_sweep(sweep.directory())
     starred = {}
     for effect in axis_effects(read.sweep, read.records):
-        right = effect_figure(read.sweep, effect).axes[1]
+        figure = effect_figure(read.sweep, effect)
+        right = figure.axes[1]
         texts = [t.get_text() for t in right.texts]
-        for (_, estimate), (_, adjusted), text in zip(effect.differences, effect.tests, texts, strict=True):
+        tested = texts[:len(effect.differences)]
+        for (_, estimate), (_, adjusted), text in zip(effect.differences, effect.tests, tested, strict=True):
             assert f"Holm p={adjusted:.3g}" in text and text.endswith(" *") == bool(separates(estimate, adjusted))
+        assert all("Holm" not in text for text in texts[len(effect.differences):]), "the other pairs carry no test"
         stars = [line for line in right.lines if line.get_marker() == "*"]
         starred[effect.key] = len(stars)
         assert right.get_ylabel() == f"difference in {read.sweep.metric}"
+        figure.canvas.draw()
+        for ax in figure.axes:  # every title inside the figure, none cut at its edge
+            box, page = ax.title.get_window_extent(), figure.bbox
+            assert page.x0 <= box.x0 and box.x1 <= page.x1, ax.get_title()
     assert starred == {"model.norm": 1, "model.ffn": 0}
+    ffn = next(e for e in axis_effects(read.sweep, read.records) if e.key == "model.ffn")
+    (a, b, swish_gelu), = ffn.other_pairs
+    assert (a, b) == ("gelu", "swish"), "a three-valued axis shows its third pair too"
+    pairs = [value({"model.norm": n, "model.ffn": "swish"}, s) - value({"model.norm": n, "model.ffn": "gelu"}, s)
+             for n in ("post", "pre") for s in range(4)]
+    assert swish_gelu.mean == pytest.approx(sum(pairs) / len(pairs)) and swish_gelu.n == 8
+    labels = [t.get_text() for t in effect_figure(read.sweep, ffn).axes[1].get_xticklabels()]
+    assert labels == ["gelu − relu", "swish − relu", "swish − gelu\n(not tested)"]

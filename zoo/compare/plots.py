@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,17 @@ def grid_order(sweep: SweepSpec, row: VariantRow) -> tuple[int, ...]:
     return tuple(sweep.grid[key].index(row.assignment[key]) for key in sweep.grid)
 
 
+def variant_colour(sweep: SweepSpec, assignment: dict[str, Any], skip: Sequence[str] = ()) -> str:
+    """A variant's colour in every plot of a sweep: by its place in the grid (over the grid keys
+    not in `skip`: a curve panel's own keys), so one variant is one colour in each plot."""
+    keys = [key for key in sweep.grid if key not in skip and key in assignment]
+    index = 0
+    for key in keys:
+        values = sweep.grid[key]
+        index = index * len(values) + (values.index(assignment[key]) if assignment[key] in values else 0)
+    return f"C{index % 10}"
+
+
 def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
     """Each variant's evaluation curve, its mean over seeds with the band of `Band` (the 95%
     interval, or min-max under 3 seeds), one panel per value of the splitting axes; a variant
@@ -59,7 +71,6 @@ def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
     height = math.ceil(len(panels) / columns)
     fig, axes = plt.subplots(height, columns, figsize=(5.5 * columns, 3.6 * height), sharex=True, sharey=True,
                              squeeze=False)
-    colours: dict[str, Any] = {}
     for ax, (panel, members) in zip(axes.flat, panels.items()):
         drawn: dict[tuple, tuple[Any, list[str]]] = {}
         for row in sorted(members, key=lambda r: grid_order(sweep, r)):  # twins meet in the same order in every panel
@@ -73,7 +84,7 @@ def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
                 names.append(label)
                 line.set_label(" = ".join(names) + " (the same curve)")
                 continue
-            colour = colours.setdefault(label, f"C{len(colours) % 10}")
+            colour = variant_colour(sweep, row.assignment, keys)
             steps = [b.step for b in row.curve]
             (line,) = ax.plot(steps, [b.mean for b in row.curve], marker="o", markersize=3, linewidth=1.2,
                               color=colour, label=label)
@@ -129,10 +140,12 @@ def effect_figure(sweep: SweepSpec, effect: AxisEffect):
     from zoo.compare.agreement import LEVEL
 
     plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(3.0 + 1.4 * len(effect.values), 3.8))
+    columns = len(effect.values) + len(effect.other_pairs)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(3.6 + 1.4 * columns, 4.0),
+                                      gridspec_kw={"width_ratios": [len(effect.values), max(1, columns - 1)]})
     plot_estimates(left, [value_text(v) for v in effect.values], effect.estimates)
     left.set_ylabel(sweep.metric)
-    left.set_title(f"{effect.label}: mean, 95% CI", fontsize=10)
+    left.set_title(f"{effect.label}\nmean, 95% CI", fontsize=10)
     if effect.identity is not None:  # one computation: its check, never a difference with a p
         import textwrap
 
@@ -145,9 +158,14 @@ def effect_figure(sweep: SweepSpec, effect: AxisEffect):
     first = value_text(effect.values[0])
     differences = [e for _, e in effect.differences]
     tests = effect.tests or [(math.nan, math.nan)] * len(differences)
-    plot_differences(right, [f"{value_text(v)} − {first}" for v, _ in effect.differences], differences,
-                     [holm for _, holm in tests], sweep.metric)
-    right.set_title(f"paired difference, 95% CI; * Holm p < {LEVEL}", fontsize=10)
+    tested = [f"{value_text(v)} − {first}" for v, _ in effect.differences]
+    plot_differences(right, tested, differences, [holm for _, holm in tests], sweep.metric)
+    if effect.other_pairs:  # a third value's difference from the second too: shown, never tested
+        shown = [f"{value_text(b)} − {value_text(a)}\n(not tested)" for a, b, _ in effect.other_pairs]
+        plot_estimates(right, shown, [e for _, _, e in effect.other_pairs], colour="#999999", start=len(tested))
+        right.set_xticks(range(len(tested) + len(shown)), tested + shown, fontsize=8)
+        right.set_xlim(-0.6, len(tested) + len(shown) - 0.4)
+    right.set_title(f"paired difference, 95% CI\n* Holm p < {LEVEL}", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -199,18 +217,21 @@ def plot_differences(ax, labels: list[str], differences, holm_ps: list[float], m
     ax.set_ylabel(f"difference in {metric}")
 
 
-def plot_estimates(ax, labels: list[str], estimates, marks: list[str] | None = None) -> None:
-    """Means with their intervals, each point annotated with its n (and its mark, where given)."""
-    xs = range(len(labels))
+def plot_estimates(ax, labels: list[str], estimates, marks: list[str] | None = None, colour: str = "#4c72b0",
+                   start: int = 0) -> None:
+    """Means with their intervals, each point annotated with its n (and its mark, where given), from
+    x = `start` on."""
+    xs = range(start, start + len(labels))
     means = [e.mean for e in estimates]
     errors = [[0.0 if math.isnan(e.low) else e.mean - e.low for e in estimates],
               [0.0 if math.isnan(e.high) else e.high - e.mean for e in estimates]]
-    ax.errorbar(xs, means, yerr=errors, fmt="o", capsize=6, color="#4c72b0")
+    ax.errorbar(xs, means, yerr=errors, fmt="o", capsize=6, color=colour)
     for x, e, mark in zip(xs, estimates, marks or [""] * len(labels), strict=True):
         ax.annotate("\n".join(filter(None, [f"n={e.n}", mark])), (x, e.mean), textcoords="offset points",
                     xytext=(8, 0), fontsize=7)
-    ax.set_xticks(list(xs), labels, fontsize=8)
-    ax.set_xlim(-0.6, len(labels) - 0.4)
+    if not start:  # a later series (start > 0): the caller labels the whole axis
+        ax.set_xticks(list(xs), labels, fontsize=8)
+        ax.set_xlim(-0.6, len(labels) - 0.4)
 
 
 def scatter_png(a: SweepSpec, b: SweepSpec, pairs, agreement, path: Path) -> Path:
@@ -218,10 +239,10 @@ def scatter_png(a: SweepSpec, b: SweepSpec, pairs, agreement, path: Path) -> Pat
     enough; a ranking that transfers runs from the worse corner to the better one."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 6.0))
-    for index, (name, ra, rb) in enumerate(pairs):
+    for name, ra, rb in pairs:
         xerr = None if math.isnan(ra.metric.low) else [[ra.metric.mean - ra.metric.low], [ra.metric.high - ra.metric.mean]]
         yerr = None if math.isnan(rb.metric.low) else [[rb.metric.mean - rb.metric.low], [rb.metric.high - rb.metric.mean]]
-        ax.errorbar([ra.metric.mean], [rb.metric.mean], xerr=xerr, yerr=yerr, fmt="o", color=f"C{index % 10}",
+        ax.errorbar([ra.metric.mean], [rb.metric.mean], xerr=xerr, yerr=yerr, fmt="o", color=variant_colour(a, ra.assignment),
                     capsize=3, markersize=5, label=name)
     ax.set_xlabel(f"A: {a.name}, {a.metric} ({a.goal})")
     ax.set_ylabel(f"B: {b.name}, {b.metric} ({b.goal})")
@@ -232,17 +253,22 @@ def scatter_png(a: SweepSpec, b: SweepSpec, pairs, agreement, path: Path) -> Pat
     return save_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
-def rate_png(name: str, label: str, curves, path: Path) -> Path:
+def rate_png(sweep: SweepSpec, label: str, curves, assignments: dict[str, dict[str, Any]], path: Path) -> Path:
+    return save_figure(rate_figure(sweep, label, curves, assignments), path, dpi=110, bbox_inches="tight")
+
+
+def rate_figure(sweep: SweepSpec, label: str, curves, assignments: dict[str, dict[str, Any]]):
     """Each variant's final validation loss against the learning rate (log axes): the mean over
     seeds with the band of `Band`; a diverged run counts at the initial loss, and a rate where one
-    did is marked with a cross."""
+    did is marked with a cross. Variants in grid order, each in its colour of every plot."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.0, 5.2))
-    for index, curve in enumerate(curves):
+    name = sweep.name
+    for curve in curves:
         points = [(rate, band, bad) for rate, band, bad in zip(curve.rates, curve.bands, curve.diverged) if band]
         if not points:
             continue
-        colour = f"C{index % 10}"
+        colour = variant_colour(sweep, assignments.get(curve.variant, {}))
         rates = [rate for rate, _, _ in points]
         ax.plot(rates, [b.mean for _, b, _ in points], marker="o", markersize=3, color=colour, label=curve.variant)
         ax.fill_between(rates, [b.low for _, b, _ in points], [b.high for _, b, _ in points], color=colour, alpha=0.18,
@@ -258,4 +284,4 @@ def rate_png(name: str, label: str, curves, path: Path) -> Path:
                  "seeds); x: a seed diverged", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     fig.tight_layout()
-    return save_figure(fig, path, dpi=110, bbox_inches="tight")
+    return fig

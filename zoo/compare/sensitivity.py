@@ -91,7 +91,8 @@ def sensitivities(sweep: SweepSpec, records: list[RunRecord], choices: list[Choi
                              "or no initial loss recorded)")
                 continue
             cell = {"variant": choice.variant, "seed": seed, "cell": f"{choice.variant},seed={seed}",
-                    "assignment": dict(choice.assignment)}
+                    "assignment": dict(choice.assignment),
+                    "parameters": next((run.parameters for run in runs.values() if run.parameters), None)}
             if min(losses) >= initial_loss(runs):
                 measured.append(RunRecord(status="diverged", error="no rate trained below the initial loss (diverged, "
                                           "failed or flat at every rate): no sensitivity to measure", **cell))

@@ -4,6 +4,7 @@ grid value and the seed, which removes the variance those share."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -109,6 +110,9 @@ class AxisEffect:
     """Where the axis's values are one computation (zoo.compare.units): the check, not an effect."""
     interactions: list[Interaction] = field(default_factory=list)
     """Its two-way interactions with each grid key listed after it, in the same Holm family."""
+    other_pairs: list[tuple[Any, Any, Estimate]] = field(default_factory=list)
+    """(a, b, b − a) for every two values after the first (an axis of three values or more): the
+    rest of the pairs, paired as `differences`, shown in the plot but never tested (not in the family)."""
 
 
 @dataclass
@@ -293,9 +297,11 @@ def axis_effects(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[AxisEff
         crossed = [Interaction(labels[key], value, values[0], labels[given], at, sweep.grid[given][0],
                                interaction(units.finished, key, value, values[0], given, at, sweep.grid[given][0]))
                    for given in later for value in values[1:] for at in sweep.grid[given][1:]]
+        others = [] if identity else [(a, b, paired_differences(units.finished, key, [a, b], bounds)[0][1])
+                                      for a, b in itertools.combinations(values[1:], 2)]
         effects.append(AxisEffect(key, labels[key], list(values), [Estimate.of(v).within(*bounds) for v in per_value],
                                   [] if identity else paired_differences(units.finished, key, list(values), bounds),
-                                  identity=identity, interactions=crossed))
+                                  identity=identity, interactions=crossed, other_pairs=others))
     return with_tests(effects)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from zoo.compare.plots import rate_png
 from zoo.compare.sensitivity import LOSS, SENSITIVITY, learning_rate_keys, sensitivities, sensitivity_sweep
@@ -135,7 +136,9 @@ def add_sensitivity(out: Tuning, sweep: SweepSpec, records: list[RunRecord], cho
     measured, curves, notes = sensitivities(sweep, records, choices, key)
     out.notes += notes
     path = folder / f"loss_vs_{value_text(label)}{suffix}.png"
-    out.plots.append(rate_png(sweep.name, label, curves, path))
+    assignments = {choice.variant: dict(choice.assignment) for choice in choices}
+    out.plots.append(rate_png(sweep, label, sorted(curves, key=lambda c: grid_place(sweep, assignments[c.variant])),
+                              assignments, path))
     out.lines += ["## Learning-rate sensitivity", "",
                   f"Wortsman et al. (2023): for each variant and seed, the mean over the {len(sweep.tune[key])} tried "
                   f"values of `{key}` of min(final `{LOSS}`, initial loss) minus its lowest; a run that diverged or "
@@ -159,3 +162,9 @@ def add_sensitivity(out: Tuning, sweep: SweepSpec, records: list[RunRecord], cho
     out.tables[f"{SENSITIVITY}_curves"] = (["variant", label, "mean", "band_low", "band_high", "seeds", "diverged"],
                                            [[c.variant, rate, b.mean, b.low, b.high, b.n, bad]
                                             for c in curves for rate, b, bad in zip(c.rates, c.bands, c.diverged) if b])
+
+
+def grid_place(sweep: SweepSpec, assignment: dict[str, Any]) -> tuple[int, ...]:
+    """The variant's place in the grid: the order the plots list variants in."""
+    return tuple(sweep.grid[key].index(assignment[key]) if assignment.get(key) in sweep.grid[key] else 0
+                 for key in sweep.grid if key in assignment)
