@@ -11,9 +11,9 @@ from zoo.specs import hooks
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOORS = {
-    "errors": 0, "dropout": 0, "provenance": 0, "roles": 0, "children": 0, "files": 1, "records": 2, "specs": 2, "qk_norm": 3,
-    "optim": 3, "metrics": 3, "parts": 4, "model": 5, "tasks": 6, "variants": 6, "interop": 7, "trainer": 8, "sweep": 9,
-    "compare": 10, "cli_runs": 11, "cli_sweeps": 11, "cli_registries": 11, "cli": 12, "__init__": 13,
+    "errors": 0, "dropout": 0, "provenance": 0, "roles": 0, "children": 0, "near_paths": 0, "files": 1, "records": 2,
+    "specs": 2, "qk_norm": 3, "optim": 3, "metrics": 3, "parts": 4, "model": 5, "tasks": 6, "variants": 6, "interop": 7,
+    "trainer": 8, "sweep": 9, "compare": 10, "cli_runs": 11, "cli_sweeps": 11, "cli_registries": 11, "cli": 12, "__init__": 13,
 }
 """Each room of the zoo (a top-level module or package of zoo/, and variants/ installed as
 zoo.variants) on its floor: a room imports only from rooms on lower floors."""
@@ -72,28 +72,23 @@ def module_name(path: Path) -> str:
 
 
 def module_imports(path: Path) -> set[str]:
-    """The zoo modules a file imports where it is loaded (its body, `if TYPE_CHECKING:` blocks
-    included), not inside its functions: `from zoo.x import y` counts as zoo.x.y where that is a module."""
+    """The zoo modules a file imports at any depth (its body, `if TYPE_CHECKING:` blocks and its
+    functions: an import inside a function only delays a circle): `from zoo.x import y` counts as
+    zoo.x.y where that is a module."""
     known = {module_name(p) for _, p in sources()}
     found: set[str] = set()
-
-    def visit(nodes) -> None:
-        for node in nodes:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("zoo"):
-                found.update(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
-                             for a in node.names)
-            elif isinstance(node, ast.Import):
-                found.update(a.name for a in node.names if a.name.startswith("zoo"))
-            visit(ast.iter_child_nodes(node))
-
-    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("zoo"):
+            found.update(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
+                         for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("zoo"))
     return found & known
 
 
 def test_no_module_imports_one_that_imports_it_back():
-    """Circles of imports (checkpoint, run folder and step once formed one) are 0."""
+    """Circles of imports at any depth (checkpoint, run folder and step once formed one; replay,
+    reproduce and retrain another, closed inside functions) are 0."""
     graph = {module_name(p): module_imports(p) - {module_name(p)} for _, p in sources()}
     circles, done = [], set()
 

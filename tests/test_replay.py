@@ -12,7 +12,8 @@ import zoo
 from trainkit import MULTI30K, task_fields, tiny_experiment
 from zoo.model.kinds import MODELS
 from zoo.specs.experiment import validate_experiment
-from zoo.sweep.replay import read_replay, record, replayed_task
+from zoo.sweep.record_replay import record
+from zoo.sweep.replay import read_replay, replayed_task
 from zoo.sweep.reproduce import reproduce
 from zoo.tasks.corpus import read_lines
 from zoo.trainer.loop import Trainer

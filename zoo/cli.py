@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
                              help="train only each cell's first steps (to step 20, or its first logged step) and judge "
                              "them: what CI runs on one cell of every published ledger")
     reproducing.add_argument("--replay", metavar="FILE", help="with --early and one cell: train it from the batches a "
-                             "replay recorded (python -m zoo.sweep.replay), where its corpus is not")
+                             "replay recorded (python -m zoo.sweep.record_replay), where its corpus is not")
     reproducing.set_defaults(run=cmd_reproduce)
 
     return parser
