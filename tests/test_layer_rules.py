@@ -185,6 +185,7 @@ def test_modern_bert_s_first_layer_reads_the_stream_without_its_attention_norm()
     ({"g": {"every": 2, "set": {"ffn": "swiglo"}}}, "layers.g.set: ffn: unknown ffn 'swiglo'; did you mean 'swiglu'?"),
     ({"g": {"every": 2, "set": {}}}, "layers.g: set: a rule sets at least one of norm"),
     ({"a b": {"set": {"window": 2}}}, "a rule's name is a word of letters, digits and _"),
+    ({"g": {"every": 2, "set": {"d_ff": 0}}}, "layers.g.set: d_ff: Input should be greater than 0 or 'auto'"),
 ])
 def test_a_bad_rule_names_the_rule_the_field_and_the_choices(layers, message):
     with pytest.raises(ConfigError, match=re.escape(message)):

@@ -5,6 +5,7 @@ code. Anything else is a bug and keeps its traceback (Python's exit 1)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -81,12 +82,25 @@ class Interrupted(ZooError):
 def describe_validation(err: ValidationError) -> str:
     """Pydantic's errors as one line: `loc: message; loc: message` (a validator's own message
     without pydantic's "Value error, " before it)."""
-    parts = []
+    parts: dict[str, list[str]] = {}
     for e in err.errors():
-        loc, message = ".".join(str(p) for p in e["loc"]), e["msg"].removeprefix("Value error, ")
-        message += quoted_number(e)
-        parts.append(f"{loc}: {message}" if loc else message)
-    return "; ".join(parts)
+        loc = e["loc"][:-1] if e["loc"] and UNION_MEMBER.match(str(e["loc"][-1])) else e["loc"]
+        message = e["msg"].removeprefix("Value error, ") + quoted_number(e)
+        parts.setdefault(".".join(str(p) for p in loc), []).append(message)
+    return "; ".join(f"{loc}: {either(messages)}" if loc else either(messages) for loc, messages in parts.items())
+
+
+def either(messages: list[str]) -> str:
+    """A union's messages as one: `Input should be greater than 0 or 'auto'`."""
+    shared = "Input should be "
+    first, *rest = messages
+    return " or ".join([first, *(m.removeprefix(shared) if first.startswith(shared) else m for m in rest)])
+
+
+UNION_MEMBER = re.compile(r"^(constrained-\w+|literal\[.*\]|function-\w+\[.*\]|int|float|str|bool|none|"
+                          r"(list|dict|tuple|set)\[.*\]|is-instance\[.*\]|tagged-union\[.*\])$")
+"""The member tag pydantic adds to the location of each failed member of a union (`d_ff.constrained-int`,
+`d_ff.literal['auto']`): the member's messages are said under the field's own name, joined by "or"."""
 
 
 NUMBER_TYPES = {"float_type", "int_type", "float_parsing", "int_parsing"}
