@@ -125,7 +125,7 @@ def test_exported_wandb_sweep_names_the_cells_and_trains_each_as_its_variant(tmp
 
 
 def test_a_variant_too_long_for_a_job_type_keeps_its_start_and_a_hash():
-    from zoo.sweep.spec import JOB_TYPE_LIMIT, job_type
+    from zoo.sweep.names import JOB_TYPE_LIMIT, job_type
 
     long = SweepSpec(name="s", grid={"model.position": [{"name": "rope", "base": 500000.0 + i} for i in range(2)],
                                      "model.norm": ["sandwich"], "model.norm_type": ["scalenorm"],

@@ -18,7 +18,7 @@ import zoo
 from zoo.cli import main
 from zoo.compare import compare
 from zoo.sweep import Ledger, SweepSpec, expand, load_sweep, run_sweep
-from zoo.sweep.spec import value_text
+from zoo.sweep.names import value_text
 
 
 def test_values_that_differ_only_in_unsafe_characters_get_distinct_readable_names(tmp_path):

@@ -44,7 +44,8 @@ from zoo.compare.stats import Estimate, axis_effects, holm, p_value, primary_fam
 from zoo.compare.transfer import measure
 from zoo.metrics import goal_of
 from zoo.specs.yamlio import load_yaml
-from zoo.sweep.spec import read_saved_sweep, value_text
+from zoo.sweep.names import value_text
+from zoo.sweep.spec import read_saved_sweep
 
 RESULTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(RESULTS))  # its table kinds beside it (run as a file, or loaded from one by the tests)

@@ -12,7 +12,7 @@ from zoo.compare.sensitivity import learning_rate_keys, sensitivities, sensitivi
 from zoo.compare.sizes import across_sizes
 from zoo.compare.stats import axis_effects, simple_effects, variant_rows
 from zoo.compare.tuned import choose, compared_sweep
-from zoo.sweep.spec import value_text
+from zoo.sweep.names import value_text
 
 
 def choices(folder: Path, metrics: list[str]) -> str:

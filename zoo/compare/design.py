@@ -11,7 +11,8 @@ from zoo.compare.power import power_of, power_text
 from zoo.compare.stats import AxisEffect, primary_family
 from zoo.compare.tables import markdown_table, number, text_table
 from zoo.compare.wandb_run import Rows
-from zoo.sweep.spec import SweepSpec, value_text
+from zoo.sweep.names import value_text
+from zoo.sweep.spec import SweepSpec
 
 COLUMNS = ["term", "df", "sum of squares", "F", "p", "Holm p"]
 

@@ -13,8 +13,9 @@ from zoo.near_paths import near_path
 from zoo.records import RunRecord
 from zoo.specs.registries import describe_unknown
 from zoo.sweep.ledger import Ledger
+from zoo.sweep.names import safe_text
 from zoo.sweep.record_differences import experiment_changes
-from zoo.sweep.spec import SweepSpec, cell_experiment, confirmation_cells, expand, read_saved_sweep, safe_text
+from zoo.sweep.spec import SweepSpec, cell_experiment, confirmation_cells, expand, read_saved_sweep
 
 
 @dataclass

@@ -11,7 +11,8 @@ from typing import Any
 from zoo.compare.sensitivity import LOSS
 from zoo.compare.stats import AxisEffect, VariantRow, curve_metric, curve_title
 from zoo.files import save_figure
-from zoo.sweep.spec import SweepSpec, value_text
+from zoo.sweep.names import value_text
+from zoo.sweep.spec import SweepSpec
 
 
 def pyplot():

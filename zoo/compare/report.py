@@ -52,10 +52,10 @@ from zoo.compare.wandb_run import log_tables
 from zoo.errors import ConfigError
 from zoo.files import atomic_write
 from zoo.records import RunRecord
-from zoo.specs.experiment import ExperimentSpec
+from zoo.specs.experiment import ExperimentSpec, resolved_mode
 from zoo.specs.yamlio import dump_yaml
-from zoo.sweep.spec import SweepSpec, value_text
-from zoo.trainer.tracking import resolved_mode
+from zoo.sweep.names import value_text
+from zoo.sweep.spec import SweepSpec
 
 
 @dataclass

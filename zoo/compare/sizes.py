@@ -18,7 +18,8 @@ from zoo.compare.stats import Estimate, SimpleEffect, holm, interaction, p_value
 from zoo.compare.tables import interval, markdown_table, number, text_table
 from zoo.compare.wandb_run import Rows
 from zoo.records import RunRecord
-from zoo.sweep.spec import SIZE, SweepSpec, value_text
+from zoo.sweep.names import value_text
+from zoo.sweep.spec import SIZE, SweepSpec
 
 SIZE_KEYS = (SIZE, "model.d_model", "model.n_layers", "model.n_encoder_layers", "model.n_decoder_layers",
              "model.n_heads", "model.d_ff")

@@ -17,7 +17,8 @@ from zoo.compare.exact import sign_flip_p
 from zoo.compare.units import IdentityCheck, Units, experimental_units
 from zoo.metrics import CURVE, range_of
 from zoo.records import RunRecord
-from zoo.sweep.spec import SweepSpec, value_text
+from zoo.sweep.names import value_text
+from zoo.sweep.spec import SweepSpec
 
 
 @dataclass(frozen=True)

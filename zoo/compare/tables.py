@@ -13,7 +13,8 @@ from zoo.compare.stats import AxisEffect, Estimate, SimpleEffect, VariantRow
 from zoo.compare.wandb_run import Rows
 from zoo.metrics import CURVE, range_of
 from zoo.records import RunRecord
-from zoo.sweep.spec import SweepSpec, value_text
+from zoo.sweep.names import value_text
+from zoo.sweep.spec import SweepSpec
 
 
 def number(x: float | None, digits: int = 4) -> str:

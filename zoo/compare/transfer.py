@@ -16,8 +16,9 @@ from zoo.compare.tuned import as_compared
 from zoo.compare.wandb_run import Rows, log_tables
 from zoo.errors import ConfigError
 from zoo.files import atomic_write
-from zoo.sweep.spec import SweepSpec, safe_text, value_text
-from zoo.trainer.tracking import resolved_mode
+from zoo.specs.experiment import resolved_mode
+from zoo.sweep.names import safe_text, value_text
+from zoo.sweep.spec import SweepSpec
 
 
 @dataclass

@@ -20,7 +20,8 @@ from zoo.errors import ConfigError
 from zoo.metrics import goal_of
 from zoo.records import RunRecord
 from zoo.sweep.keys import check_tuned_metrics
-from zoo.sweep.spec import SweepSpec, assignment_text, value_text
+from zoo.sweep.names import assignment_text, value_text
+from zoo.sweep.spec import SweepSpec
 
 
 @dataclass

@@ -25,7 +25,8 @@ from zoo.compare.wandb_run import Rows
 from zoo.files import atomic_write
 from zoo.metrics import goal_of
 from zoo.records import RunRecord
-from zoo.sweep.spec import SweepSpec, value_text
+from zoo.sweep.names import value_text
+from zoo.sweep.spec import SweepSpec
 
 
 @dataclass

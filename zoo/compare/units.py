@@ -22,9 +22,9 @@ from zoo.errors import ZooError
 from zoo.records import RunRecord
 from zoo.specs.choices import validate_choice
 from zoo.specs.registries import AXES, registry
-from zoo.sweep.names import assignment_text
+from zoo.sweep.names import assignment_text, value_text
 from zoo.sweep.record_differences import timing
-from zoo.sweep.spec import SweepSpec, value_text
+from zoo.sweep.spec import SweepSpec
 
 NEAR = 1e-3
 """Values whose metric differs by less than this (relative) in every pair nearly copy each other."""

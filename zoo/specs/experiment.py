@@ -27,9 +27,10 @@ from zoo.errors import ConfigError, describe_validation
 from zoo.specs.catalog import recipe
 from zoo.specs.choices import AxisChoice, Choice
 from zoo.specs.model_spec import ModelRecipe, ModelSpec
-from zoo.specs.optimizer_spec import OptimizerSpec, Strict
+from zoo.specs.optimizer_spec import OptimizerSpec
 from zoo.specs.registries import AXES, UnknownChoiceError, registry
 from zoo.specs.selection import EarlyStopSpec, metric_settings, selection_problems, validation_metric
+from zoo.specs.strict import Strict
 from zoo.specs.switches import FLAT, grouped_key
 from zoo.specs.synonyms import TRAIN_SYNONYMS
 from zoo.specs.yamlio import dump_yaml, load_yaml, read_mapping
@@ -132,6 +133,13 @@ class TrainSpec(Strict):
     @classmethod
     def _metric_settings(cls, value: Any) -> dict[str, dict[str, Any]]:
         return metric_settings(value)
+
+
+def resolved_mode(configured: str) -> str:
+    """The W&B mode a run (or a comparison) uses: WANDB_MODE in the environment wins over the
+    configured one (`dryrun` is W&B's old word for offline)."""
+    mode = os.environ.get("WANDB_MODE", configured)
+    return "offline" if mode == "dryrun" else mode
 
 
 class WandbSpec(Strict):

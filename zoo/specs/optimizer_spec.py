@@ -1,6 +1,5 @@
 """The optimizer of an experiment: a registered optimizer (zoo.optim) by name, the rate and weight
-decay every one takes, and its own typed settings beside them; and Strict, the base of the
-experiment's groups."""
+decay every one takes, and its own typed settings beside them."""
 
 from __future__ import annotations
 
@@ -12,12 +11,7 @@ from pydantic_core import PydanticCustomError
 
 from zoo.specs.choices import settings_error, settings_model
 from zoo.specs.registries import UnknownChoiceError, registry
-from zoo.specs.strict import StrictSettings, unknown_keys
-
-
-class Strict(StrictSettings):
-    """Unknown keys, coerced types (`true` for a number, "no" for a boolean), non-finite numbers
-    and numbers float32 cannot hold are errors."""
+from zoo.specs.strict import Strict, unknown_keys
 
 
 class OptimizerSpec(Strict):

@@ -12,7 +12,7 @@ from pydantic import Field, NonNegativeFloat, PositiveInt, field_validator, mode
 from pydantic_core import PydanticCustomError
 
 from zoo.specs.choices import validate_choice
-from zoo.specs.optimizer_spec import Strict
+from zoo.specs.strict import Strict
 
 
 def validation_metric(name: str) -> str:

@@ -121,3 +121,8 @@ class StrictSettings(BaseModel, metaclass=ConfigErrorOnCall):
                 raise ConfigError(f"{number!r} cannot be held in float32, the precision the model computes in "
                                   f"(magnitudes from {FLOAT32_TINY:.4g} to {FLOAT32_MAX:.4g}, or 0)")
         return value
+
+
+class Strict(StrictSettings):
+    """The base of an experiment's groups (model, task, train, wandb) and of a sweep: the settings
+    rules above, for a group a user writes by hand."""

@@ -25,8 +25,9 @@ from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.identity import changes_between, flatten
 from zoo.specs.yamlio import dump_yaml, read_mapping
 from zoo.sweep.ledger import Ledger
+from zoo.sweep.names import safe_text
 from zoo.sweep.pool import Workers, threads_per_worker
-from zoo.sweep.spec import NAMED, Cell, SweepSpec, cell_experiment, check_distinct, expand, read_saved_sweep, safe_text, shard
+from zoo.sweep.spec import NAMED, Cell, SweepSpec, cell_experiment, check_distinct, expand, read_saved_sweep, shard
 from zoo.tasks import data_digests
 from zoo.trainer.guards import signals_to
 from zoo.trainer.progress import duration

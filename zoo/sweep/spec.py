@@ -26,8 +26,9 @@ from pydantic_core import PydanticCustomError
 
 from zoo.errors import ConfigError, describe_validation
 from zoo.metrics import goal_of
-from zoo.specs.experiment import ExperimentSpec, Strict, assign, parse_sets, validate_experiment, written_defaults
+from zoo.specs.experiment import ExperimentSpec, assign, parse_sets, validate_experiment, written_defaults
 from zoo.specs.identity import RESUMABLE, flatten, identity
+from zoo.specs.strict import Strict
 from zoo.specs.switches import one_setting
 from zoo.specs.yamlio import read_mapping
 from zoo.sweep.keys import (
@@ -40,14 +41,7 @@ from zoo.sweep.keys import (
     twice_set,
     validation_counterpart,
 )
-from zoo.sweep.names import (  # noqa: F401 (importers find them here)
-    JOB_TYPE_LIMIT,
-    SAFE,
-    assignment_text,
-    job_type,
-    safe_text,
-    value_text,
-)
+from zoo.sweep.names import SAFE, assignment_text, job_type, value_text
 from zoo.tasks import task_params
 
 ROW, SIZE = "row", "size"

@@ -3,21 +3,13 @@ one warning after which the run trains on without tracking."""
 
 from __future__ import annotations
 
-import os
 import warnings
 from pathlib import Path
 from typing import Any
 
-from zoo.specs.experiment import ExperimentSpec
+from zoo.specs.experiment import ExperimentSpec, resolved_mode
 from zoo.specs.model_spec import DEFAULT_KIND, ModelSpec
 from zoo.specs.switches import flat_fields
-
-
-def resolved_mode(configured: str) -> str:
-    """The W&B mode a run uses: WANDB_MODE in the environment wins over the configured one
-    (`dryrun` is W&B's old word for offline)."""
-    mode = os.environ.get("WANDB_MODE", configured)
-    return "offline" if mode == "dryrun" else mode
 
 
 def axis_tags(spec: ModelSpec) -> list[str]:
