@@ -28,7 +28,6 @@ from zoo.specs.switches import FLAT, AttentionSwitches, EmbeddingSwitches, Outpu
 from zoo.specs.synonyms import MODEL_SYNONYMS
 from zoo.specs.yamlio import dump_yaml
 
-KINDS = KIND_STACKS
 """The model kinds by name (the three built in, and any registered with zoo.model.kinds.register_kind)."""
 
 

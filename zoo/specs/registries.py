@@ -27,10 +27,10 @@ PLUGIN_GROUP = "zoo.variants"
 
 KIND_STACKS: dict[str, tuple[str, ...]] = {"encoder_decoder": ("encoder", "decoder"), "decoder": ("decoder",),
                                            "encoder": ("encoder",)}
-"""Each model kind and the stacks its models have (zoo.model.kinds.register_kind adds a kind). A kind
-of one stack has one vocabulary; the spec builds only the layers of the stacks its kind has."""
-RESERVED = KIND_STACKS
-"""The model kinds, which may begin a canonical name, so no part may take their names."""
+"""The one table of model kinds: each kind and the stacks its models have (zoo.model.kinds.register_kind
+adds a kind, and its class to zoo.model.kinds.MODELS). A kind of one stack has one vocabulary; the
+spec builds only the layers of the stacks its kind has. A kind may begin a canonical name, so no
+part may take its name."""
 
 T = TypeVar("T")
 
@@ -74,9 +74,9 @@ class Registry(Generic[T]):
         self._parts: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
-        if name in RESERVED:
+        if name in KIND_STACKS:
             raise ConfigError(f"{self.kind} name {name!r} is reserved: a canonical variant name may start with a model "
-                              f"kind ({', '.join(RESERVED)})")
+                              f"kind ({', '.join(KIND_STACKS)})")
         if not name or "." in name or name != name.strip():
             raise ConfigError(
                 f"{self.kind} name {name!r} is not allowed: names are non-empty, without dots "
