@@ -40,6 +40,28 @@ def test_every_metric_declares_its_direction_and_range_and_scores_inside_it(name
     assert not better(name, best, worse, min_delta=1.5), "an improvement within min_delta is none"
 
 
+def test_a_metric_registered_without_a_goal_is_refused(monkeypatch):
+    """Without a declared direction a lower-is-better metric ranked as if higher were better."""
+    from zoo.metrics import Metric, register
+
+    metrics = zoo.registry("metric")
+    monkeypatch.setattr(metrics, "_parts", dict(metrics._parts))  # what this test registers goes with it
+
+    class Edits(Metric):
+        """Edits needed per target: lower is better, but nothing says so."""
+
+        @classmethod
+        def score(cls, tally, settings):
+            return 0.0
+
+    with pytest.raises(zoo.ConfigError, match=r"metric 'edits_per_target' \(.*Edits\) declares no goal: set goal = "
+                                              r"'min' \(lower is better, as a loss\) or 'max'"):
+        register("edits_per_target")(Edits)
+    assert "edits_per_target" not in metrics.names(), "nothing half-registered"
+    Edits.goal = "min"
+    assert register("edits_per_target")(Edits) is Edits and zoo.metrics.goal_of("eval/edits_per_target") == "min"
+
+
 def test_text_metrics_are_sacrebleus_corpus_scores_with_their_signatures():
     registry = zoo.registry("metric")
     expected = {"bleu": sacrebleu.corpus_bleu, "chrf": sacrebleu.corpus_chrf, "ter": sacrebleu.corpus_ter}

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from zoo.errors import ConfigError
 from zoo.specs.choices import PartSettings
 from zoo.specs.registries import import_modules, registry
 
@@ -43,7 +44,9 @@ class Metric:
     a metric that needs "comparison" is computed by `zoo compare` over runs, never by a task."""
 
     Settings: ClassVar[type[PartSettings]] = PartSettings
-    goal: ClassVar[Goal] = "max"
+    goal: ClassVar[Goal]
+    """min or max: which way is better. No default: a metric registered without one is refused
+    (zoo.metrics.declares_goal), where a lower-is-better metric would rank backwards in silence."""
     bounds: ClassVar[tuple[float, float]] = (-math.inf, math.inf)
     needs: ClassVar[frozenset[str]] = frozenset()
     order: ClassVar[int] = 100
@@ -57,6 +60,17 @@ class Metric:
     def scorer(cls, settings: PartSettings) -> str | None:
         """How a library scored it, where that can change the value (sacrebleu's signature)."""
         return None
+
+
+def declares_goal(name: str, metric: type[Metric]) -> None:
+    """A metric says which way is better (goal min or max), or it is not registered."""
+    if getattr(metric, "goal", None) not in ("min", "max"):
+        raise ConfigError(f"metric {name!r} ({metric.__module__}.{metric.__qualname__}) declares no goal: set goal = "
+                          "'min' (lower is better, as a loss) or 'max' (as an accuracy); without one it would rank "
+                          "backwards where lower is better")
+
+
+registry("metric").check_with(declares_goal)
 
 
 def metric_settings(name: str, given: Mapping[str, Mapping[str, Any]]) -> PartSettings:

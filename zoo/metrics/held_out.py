@@ -24,7 +24,7 @@ class Loss(Metric):
 class TokenAccuracy(Metric):
     """The share of counted labels whose most likely token is the label, teacher-forced."""
 
-    bounds, order = (0.0, 1.0), 1
+    goal, bounds, order = "max", (0.0, 1.0), 1
 
     @classmethod
     def score(cls, tally: Tally, settings: PartSettings) -> float:
@@ -46,7 +46,7 @@ class Perplexity(Metric):
 class ExactMatch(Metric):
     """The share of held-out targets decoded exactly, up to their end of sequence."""
 
-    bounds, order, needs = (0.0, 1.0), 3, frozenset({"generates"})
+    goal, bounds, order, needs = "max", (0.0, 1.0), 3, frozenset({"generates"})
 
     @classmethod
     def score(cls, tally: Tally, settings: PartSettings) -> float:

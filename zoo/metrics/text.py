@@ -56,7 +56,7 @@ class BleuSettings(PartSettings):
 class Bleu(SacreMetric):
     """Corpus BLEU of the decoded targets (0 to 100; 13a tokenization, exponential smoothing)."""
 
-    Settings, bounds, order, scorer_class = BleuSettings, (0.0, 100.0), 4, "BLEU"
+    Settings, goal, bounds, order, scorer_class = BleuSettings, "max", (0.0, 100.0), 4, "BLEU"
     unsigned: ClassVar[dict[str, Any]] = {"max_ngram_order": 4}
 
 
@@ -74,7 +74,7 @@ class ChrF(SacreMetric):
     """Corpus chrF: the F-score (beta 2) of character 6-grams (0 to 100); kinder than BLEU to
     morphology and to short outputs."""
 
-    Settings, bounds, order, scorer_class = ChrFSettings, (0.0, 100.0), 5, "CHRF"
+    Settings, goal, bounds, order, scorer_class = ChrFSettings, "max", (0.0, 100.0), 5, "CHRF"
     unsigned: ClassVar[dict[str, Any]] = {"beta": 2}
 
 

@@ -72,6 +72,12 @@ class Registry(Generic[T]):
     def __init__(self, kind: str):
         self.kind = kind
         self._parts: dict[str, T] = {}
+        self._checks: list[Callable[[str, T], None]] = []
+
+    def check_with(self, check: Callable[[str, T], None]) -> None:
+        """Run `check(name, part)` on every part registered from now on: a kind's own demands of
+        its parts (a metric's declared direction), refused at registration with a ConfigError."""
+        self._checks.append(check)
 
     def register(self, name: str) -> Callable[[T], T]:
         if name in KIND_STACKS:
@@ -84,6 +90,8 @@ class Registry(Generic[T]):
             )
 
         def add(part: T) -> T:
+            for check in self._checks:
+                check(name, part)
             if name in self._parts:
                 taken = self._parts[name]
                 raise ConfigError(
