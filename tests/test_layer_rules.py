@@ -14,7 +14,7 @@ import zoo
 from zoo.errors import ConfigError
 from zoo.model.size_checks import exact_parameters
 from zoo.specs.experiment import with_sets
-from zoo.specs.layer_rules import LayerRule, distinct_layers
+from zoo.specs.layer_rules import LayerRule, distinct_layers, layer_fields
 
 LM = "decoder.pre.rope.fused.swiglu"
 GLOBAL_EVERY_2 = {"global": {"every": 2, "set": {"window": None}}}
@@ -153,6 +153,23 @@ def test_a_switch_by_flat_key_or_in_attn_is_one_rule_held_grouped_and_written_fl
 def test_a_sweep_reaches_a_rule_by_dotted_key():
     data = with_sets({"model": {"layers": GLOBAL_EVERY_2}}, ["model.layers.global.every=6"])
     assert data["model"]["layers"]["global"] == {"every": 6, "set": {"window": None}}
+
+
+def test_a_layer_spec_is_validated_once_per_kind_of_layer_and_kept(monkeypatch):
+    """26 layers of two kinds: two layer specs, each validated once however often it is asked for,
+    and each the spec that the rules give (a fresh validation of the same fields)."""
+    spec = zoo.spec("decoder.pre.rope.fused.swiglu", vocab_size=100, d_model=32, n_heads=2, n_decoder_layers=26,
+                    window=8, layers={"full": {"every": 2, "set": {"window": None}}})
+    validations = []
+    real = type(spec).model_validate.__func__
+    monkeypatch.setattr(type(spec), "model_validate", classmethod(lambda cls, data, **kw: validations.append(1)
+                                                                  or real(cls, data, **kw)))
+    layers = [spec.at_layer("decoder", i) for _ in range(3) for i in range(26)]
+    assert len({id(layer) for layer in layers}) == 2 and len(validations) == 1, "the windowed layers are the spec itself"
+    assert [layer.attn.window for layer in layers[:4]] == [8, None, 8, None]
+    monkeypatch.undo()
+    fresh = type(spec).model_validate(layer_fields(spec.model_dump(), spec.layers, "decoder", 1))
+    assert spec.at_layer("decoder", 1) == fresh and spec.at_layer("encoder", 1) is spec.at_layer("encoder", 3)
 
 
 def test_a_typo_in_a_rule_s_dotted_name_gets_the_rule_it_meant():

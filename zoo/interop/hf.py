@@ -203,27 +203,34 @@ def expressible_by_layer(spec: ModelSpec) -> dict[str, Any]:
     """expressible, with what per-layer rules may set read from each layer there is: a rule for every
     sixth layer changes nothing in four, and one that changes every layer is the spec's own setting."""
     fields = {key: value for key, value in expressible(spec).items() if key not in (*LAYER_KEYS, "layers")}
+    read: dict[int, dict[str, Any]] = {}  # at_layer gives one spec per kind of layer: each is read once
     for stack, depth in zip(("encoder", "decoder"), spec.depths, strict=True):
         for i in range(depth):
-            layer = expressible(spec.at_layer(stack, i))
-            fields[f"{stack} layer {i}"] = {key: layer[key] for key in LAYER_KEYS if key in layer}
+            at = spec.at_layer(stack, i) if spec.layers else spec
+            if id(at) not in read:
+                layer = expressible(at)
+                read[id(at)] = {key: layer[key] for key in LAYER_KEYS if key in layer}
+            fields[f"{stack} layer {i}"] = read[id(at)]
     return fields
 
 
 UNBUILT = "its configuration cannot be built"
 
 
-def problems(family: Family, spec: ModelSpec) -> list[str]:
-    """The fields of `spec` that the family's configuration cannot express, with what it would give."""
+def problems(family: Family, spec: ModelSpec, read: dict[bool, dict[str, Any]] | None = None) -> list[str]:
+    """The fields of `spec` that the family's configuration cannot express, with what it would give.
+    `read` keeps what `spec` expresses (whole, and layer by layer) for the next family asked."""
     try:
         with torch.device("meta"):
             reference = reference_class(family)(family.config(spec))
         expected = validated(family.spec_fields(reference))
     except Exception as err:  # any refusal of the family's configuration classes
         return [f"{UNBUILT} ({err})"]
-    have, want = expressible(spec), expressible(expected)
-    if spec.layers or expected.layers:  # what each layer computes, not how the rules write it
-        have, want = expressible_by_layer(spec), expressible_by_layer(expected)
+    by_layer = bool(spec.layers or expected.layers)  # what each layer computes, not how the rules write it
+    read = {} if read is None else read
+    if by_layer not in read:
+        read[by_layer] = expressible_by_layer(spec) if by_layer else expressible(spec)
+    have, want = read[by_layer], expressible_by_layer(expected) if by_layer else expressible(expected)
     untie = not spec.embeddings.tie and expected.embeddings.tie  # to_hf unties the built reference
     return [f"{key} {have[key]!r} ({family.name}: {want.get(key)!r})" for key in have  # no such layer there: None
             if have[key] != want.get(key) and key not in (*family.free, *DROPOUT_FIELDS)  # training's rates: same function
@@ -254,7 +261,8 @@ def to_hf(model: ZooModel, family: str | None = None) -> nn.Module:
     if family is not None and family not in FAMILIES:
         raise ConfigError(f"to_hf family {family!r}; choices: {', '.join(sorted(FAMILIES))}")
     spec = model.spec
-    found = {name: problems(FAMILIES[name], spec) for name in ([family] if family else FAMILIES)}
+    read: dict[bool, dict[str, Any]] = {}
+    found = {name: problems(FAMILIES[name], spec, read) for name in ([family] if family else FAMILIES)}
     name = min(found, key=lambda n: (bool(found[n]) and found[n][0].startswith(UNBUILT), len(found[n])))  # built first
     if found[name]:
         raise ConfigError(f"to_hf: {spec.name} is not a {name} model (the nearest family); it cannot express "

@@ -58,9 +58,11 @@ def layer_types(spec: ModelSpec, also: tuple[str, ...] = ()) -> list[str]:
     """The layer_types of a spec whose layers differ in their window alone (one window where they
     have one), or in the fields `also` names too (Gemma 3's rope base)."""
     layers = [spec.at_layer("decoder", i) for i in range(spec.n_decoder_layers)]
-    windows = {layer.attn.window for layer in layers} - {None}
+    distinct = list({id(layer): layer for layer in layers}.values())  # at_layer gives one spec per kind of layer
+    windows = {layer.attn.window for layer in distinct} - {None}
     same = {"window": spec.attn.window, "layers": {}} | {field: getattr(spec, field) for field in also}
-    if len(windows) > 1 or any(layer.replace(**same) != spec.replace(layers={}) for layer in layers):
+    plain = spec.replace(layers={})
+    if len(windows) > 1 or any(layer.replace(**same) != plain for layer in distinct):
         raise InteropError(f"a model whose layers differ in more than {' and '.join(('having a window or none', *also))} "
                            "has no layer_types")
     return ["sliding_attention" if layer.attn.window else "full_attention" for layer in layers]

@@ -104,7 +104,8 @@ class Registry(Generic[T]):
         return add
 
     def get(self, name: str) -> T:
-        load_plugins()
+        if not _plugins_loaded:  # asked thousands of times per spec: the check, not a call
+            load_plugins()
         try:
             return self._parts[name]
         except (KeyError, TypeError):

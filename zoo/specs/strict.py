@@ -116,6 +116,8 @@ class StrictSettings(BaseModel, metaclass=ConfigErrorOnCall):
     @field_validator("*", mode="after")
     @classmethod
     def _fits_float32(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None or isinstance(value, (str, int, BaseModel)):  # no float in it (bool is an int)
+            return value
         for number in floats_in(value):
             if number != 0.0 and not FLOAT32_TINY <= abs(number) <= FLOAT32_MAX:
                 raise ConfigError(f"{number!r} cannot be held in float32, the precision the model computes in "
