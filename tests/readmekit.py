@@ -1,6 +1,7 @@
-"""The README as a test reads it: its fenced blocks, the shown outputs of its Python, and its
-commands. `python readmekit.py README CWD` runs every Python block in order in one namespace (as a
-reader would, top to bottom) and prints a JSON list of what differs from what the README shows."""
+"""A page (the README, a page of docs/) as a test reads it: its fenced blocks, the shown outputs of
+its Python, and its commands. `python readmekit.py PAGE` runs every Python block of the page in
+order in one namespace (as a reader would, top to bottom) and prints a JSON list of what differs
+from what the page shows."""
 
 from __future__ import annotations
 
@@ -23,14 +24,9 @@ TINY = {'spec = zoo.spec("pre-ln", vocab_size=8000, d_model=256)':
         '"steps": 3000, "batch_size": 32': '"steps": 2, "batch_size": 8',
         '"eval_size": 200, "out_dir": "runs"': '"eval_size": 16, "out_dir": "runs"',
         '"translate German to English: "}': '"translate German to English: ", "test_size": 16}'}
-"""Text of the README's Python that runs at a tiny size in the test (each must occur exactly once):
-the training examples train for minutes as written, and two models are built at full size to be
-inspected or refused; their shown metrics and errors do not depend on the size."""
-
-PARTS = {"the model API": (1, 8), "interop and training": (9, None)}
-"""The Python blocks as two runs of their own (numbered from 1, the last block of None is the last
-of the README), so neither runs near its time limit on a loaded machine; a later part starts
-with what every block imports."""
+"""Text of the pages' Python that runs at a tiny size in the test (each must occur exactly once over
+all pages): the training examples train for minutes as written, and two models are built at full
+size to be inspected or refused; their shown metrics and errors do not depend on the size."""
 PRELUDE = "import torch\nimport zoo"
 
 
@@ -81,8 +77,7 @@ def run_python(code_blocks: list[str], first: int = 1) -> list[dict]:
     """Run the blocks (numbered from `first`); every expression statement whose comment is a literal
     is compared with it, and one followed by a comment line showing an error must raise it."""
     namespace: dict = {"__name__": "__readme__"}
-    if first > 1:
-        exec(PRELUDE, namespace)
+    exec(PRELUDE, namespace)  # what every page's reader has imported
     problems = []
     for number, code in enumerate(code_blocks, first):
         notes, lines = comments(code), code.splitlines()
@@ -109,10 +104,8 @@ def run_python(code_blocks: list[str], first: int = 1) -> list[dict]:
 
 
 def tiny(code_blocks: list[str]) -> list[str]:
-    text = "\n\n".join(code_blocks)
-    for old in TINY:
-        if text.count(old) != 1:
-            raise AssertionError(f"README python: {old!r} should occur once (tests/readmekit.py TINY), found {text.count(old)}")
+    """The blocks with each TINY text the page holds made tiny (tests/test_readme.py holds each to
+    occurring once over all pages)."""
     out = []
     for code in code_blocks:
         for old, new in TINY.items():
@@ -135,6 +128,5 @@ def commands(text: str, program: str) -> list[list[str]]:
 
 
 if __name__ == "__main__":
-    readme = Path(sys.argv[1]).read_text(encoding="utf-8")
-    first, last = PARTS[sys.argv[2]] if len(sys.argv) > 2 else (1, None)
-    print(json.dumps(run_python(tiny(blocks(readme, "python"))[first - 1:last], first)))
+    page = Path(sys.argv[1]).read_text(encoding="utf-8")
+    print(json.dumps(run_python(tiny(blocks(page, "python")))))

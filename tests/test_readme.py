@@ -1,8 +1,8 @@
-"""The README is executed, so it cannot go stale: its Python runs top to bottom (training at a tiny
-size) and every shown output is what the code gives; every `zoo` command parses and the files it
-names load; the test command is the one CI runs."""
+"""The README and the pages of docs/ are executed, so they cannot go stale: each page's Python runs
+top to bottom (training at a tiny size) and every shown output is what the code gives; every `zoo`
+command parses and the files it names load; every link resolves; the test command is the one CI
+runs."""
 
-import itertools
 import json
 import os
 import re
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from pretrainedkit import save_pretrained_folder
-from readmekit import PARTS, blocks, commands, run_python
+from readmekit import TINY, blocks, commands, run_python
 
 import zoo
 from trainkit import MULTI30K
@@ -22,46 +22,52 @@ from zoo.sweep import expand, load_sweep, shard
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = {f"docs/{page.name}": page.read_text(encoding="utf-8") for page in sorted((ROOT / "docs").glob("*.md"))}
+"""The reference, a page a subject, which the README links to."""
+PAGE_TEXTS = {"README.md": README, **DOCS}
+PARTS_PAGE = DOCS["docs/parts.md"]
 RESULTS_PAGE = (ROOT / "experiments" / "results" / "README.md").read_text(encoding="utf-8")
-"""The full ablation results, which the README summarizes in one line each; its commands are held
-to the code as the README's are."""
-PAGES = README + "\n" + RESULTS_PAGE
+"""The full ablation results, which docs/results.md summarizes in one line each; its commands are
+held to the code as the README's are."""
+PAGES = "\n".join([*PAGE_TEXTS.values(), RESULTS_PAGE])
+RUN = [page for page, text in PAGE_TEXTS.items() if blocks(text, "python")]
 
 
-def run_readme(text: str, tmp_path, part: str) -> list[dict]:
-    """What differs when the README's Python runs in a fresh process, in a folder that has the
+def run_page(text: str, tmp_path) -> list[dict]:
+    """What differs when a page's Python runs in a fresh process, in a folder that has the
     project's experiments/ (so relative paths resolve as in a checkout), the Multi30k sample as
     data/multi30k and a tiny T5 folder as t5-small."""
-    (tmp_path / "README.md").write_text(text, encoding="utf-8")
+    (tmp_path / "page.md").write_text(text, encoding="utf-8")
     (tmp_path / "experiments").symlink_to(ROOT / "experiments")
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "multi30k").symlink_to(MULTI30K)
     save_pretrained_folder(tmp_path / "t5-small", "t5")  # what the fine-tuning example says the reader saved
-    done = subprocess.run([sys.executable, str(Path(__file__).with_name("readmekit.py")), str(tmp_path / "README.md"), part],
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name("readmekit.py")), str(tmp_path / "page.md")],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "WANDB_MODE": "disabled"})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("part", PARTS)
-def test_the_python_of_the_readme_runs_and_shows_what_it_gives(tmp_path, part):
-    assert run_readme(README, tmp_path, part) == []
+@pytest.mark.slow
+@pytest.mark.parametrize("page", RUN)
+def test_the_python_of_each_page_runs_and_shows_what_it_gives(tmp_path, page):
+    assert run_page(PAGE_TEXTS[page], tmp_path) == []
 
 
-def test_the_parts_of_the_readme_run_every_python_block_once():
-    count, bounds = len(blocks(README, "python")), sorted(PARTS.values())
-    assert bounds[0][0] == 1 and bounds[-1][1] is None
-    assert all(last + 1 == next_first for (_, last), (next_first, _) in itertools.pairwise(bounds)) and bounds[-1][0] <= count
+def test_each_tiny_size_names_text_of_one_page_once():
+    """A training example made tiny for the test (readmekit.TINY) is on exactly one page, once."""
+    python = ["\n\n".join(blocks(text, "python")) for text in PAGE_TEXTS.values()]
+    assert {old: sum(text.count(old) for text in python) for old in TINY} == dict.fromkeys(TINY, 1)
 
 
 def test_a_changed_shown_output_fails_the_readme_test():
-    line = next(line for line in README.splitlines() if line.startswith("spec.position.base"))
-    changed = README.replace(line, line.replace("500000.0", "400000.0"), 1)
+    line = next(line for line in PARTS_PAGE.splitlines() if line.startswith("spec.position.base"))
+    changed = PARTS_PAGE.replace(line, line.replace("500000.0", "400000.0"), 1)
     block = next(code for code in blocks(changed, "python") if line.split("#")[0] in code)
     assert run_python(["import zoo", block]) == [
         {"block": 2, "code": "spec.position.base", "shown": "400000.0", "gives": "500000.0"}]
-    assert run_python(["import zoo", next(code for code in blocks(README, "python") if line in code)]) == []
+    assert run_python(["import zoo", next(code for code in blocks(PARTS_PAGE, "python") if line in code)]) == []
 
 
 def test_a_failing_snippet_and_a_prose_comment_are_told_apart():
@@ -117,7 +123,7 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert setup.strip().endswith("zoo sweep experiments/seed_axes.yaml --workers 2 && zoo compare sweeps/seed-axes")
 
 
-@pytest.mark.parametrize("words", commands(README, "wandb"), ids=lambda w: " ".join(w))
+@pytest.mark.parametrize("words", commands(PAGES, "wandb"), ids=lambda w: " ".join(w))
 def test_the_wandb_commands_exist(words):
     done = subprocess.run([str(Path(sys.executable).with_name("wandb")), words[1], "--help"], capture_output=True,
                           text=True, timeout=120)
@@ -126,15 +132,15 @@ def test_the_wandb_commands_exist(words):
 
 @pytest.mark.parametrize("axis", zoo.AXES)
 def test_the_parts_table_names_every_registered_part(axis):
-    """A part registered without a line in the README's table of axes fails here."""
-    row = next(line for line in README.splitlines() if line.startswith(f"| `{axis}`"))
+    """A part registered without a line in the table of axes (docs/parts.md) fails here."""
+    row = next(line for line in PARTS_PAGE.splitlines() if line.startswith(f"| `{axis}`"))
     missing = [name for name in zoo.registry(axis).names() if f"`{name}`" not in row]
-    assert not missing, f"README.md's row for {axis} lacks {missing}"
+    assert not missing, f"docs/parts.md's row for {axis} lacks {missing}"
 
 
-def test_every_spec_field_is_in_the_readme():
-    missing = [name for name in zoo.ModelSpec.model_fields if f"`{name}`" not in README and name not in zoo.AXES]
-    assert not missing, f"README.md never names the spec fields {missing}"
+def test_every_spec_field_is_in_the_parts_page():
+    missing = [name for name in zoo.ModelSpec.model_fields if f"`{name}`" not in PARTS_PAGE and name not in zoo.AXES]
+    assert not missing, f"docs/parts.md never names the spec fields {missing}"
 
 
 def test_an_error_the_readme_shows_must_be_the_one_raised():
@@ -154,22 +160,29 @@ def anchor(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-def test_the_first_screen_is_a_quick_start_then_contents_whose_links_resolve():
+def anchors_of(text: str) -> set[str]:
+    """The anchors of a page's headings (outside code blocks)."""
+    found, fence = set(), False
+    for line in text.splitlines():
+        fence = fence != line.startswith("```")
+        if not fence and line.startswith("#"):
+            found.add(anchor(line.lstrip("#")))
+    return found
+
+
+def test_the_first_screen_is_a_quick_start_then_a_short_guide_to_the_docs():
     lines = README.splitlines()
-    assert lines.index("## Quick start") < 10 and lines.index("## Contents") < 80
-    anchors = {anchor(line.lstrip("#")) for line in lines if line.startswith("#")}
-    linked = re.findall(r"\]\(#([\w-]+)\)", README)
-    assert len(linked) >= 15 and set(linked) <= anchors, sorted(set(linked) - anchors)
-    contents = README.split("## Contents", 1)[1].split("\n## ", 1)[0]
-    sections = {anchor(line[3:]) for line in lines if line.startswith("## ")} - {"quick-start", "contents"}
-    assert sections <= set(re.findall(r"\]\(#([\w-]+)\)", contents)), "every section is in the contents"
+    assert lines.index("## Quick start") < 10 and lines.index("## Documentation") < 80
+    assert len(lines) <= 400, f"the README is a quick start ({len(lines)} lines); its reference goes to docs/"
+    guide = README.split("## Documentation", 1)[1].split("\n## ", 1)[0]
+    assert set(re.findall(r"\]\((docs/[\w-]+\.md)", guide)) == set(DOCS), "every page of docs/ is in the guide"
 
 
 def test_a_shortened_experiment_file_shown_in_the_readme_agrees_with_the_file():
     """A YAML block that starts `# experiments/NAME.yaml, shortened` shows only what the file holds."""
     import yaml
 
-    shown = [block for block in blocks(README, "yaml") if re.match(r"# (experiments/[\w./-]+\.yaml), shortened", block)]
+    shown = [block for block in blocks(PAGES, "yaml") if re.match(r"# (experiments/[\w./-]+\.yaml), shortened", block)]
     assert shown
     for block in shown:
         path = re.match(r"# (experiments/[\w./-]+\.yaml)", block).group(1)
@@ -181,19 +194,20 @@ def test_a_shortened_experiment_file_shown_in_the_readme_agrees_with_the_file():
                 assert actual[key] == value, (path, key)
 
 
-@pytest.mark.parametrize("page", ["README.md", "experiments/results/README.md", "tests/README.md"])
+@pytest.mark.parametrize("page", [*PAGE_TEXTS, "experiments/results/README.md", "tests/README.md"])
 def test_every_relative_link_of_a_page_resolves(page):
-    """Files the README and the results page link to exist, and so do the README's anchors they name."""
+    """Files a page links to exist, and so do the headings its anchors name, on the page or on the
+    Markdown page linked (a link's text may run over lines)."""
     text = (ROOT / page).read_text(encoding="utf-8")
-    readme_anchors = {anchor(line.lstrip("#")) for line in README.splitlines() if line.startswith("#")}
     links = re.findall(r"\]\(([^)\s]+)\)", text)
     checked = 0
     for link in links:
-        if link.startswith(("http://", "https://", "#")) or link.endswith(".png"):
+        if link.startswith(("http://", "https://")) or link.endswith(".png"):
             continue
         target, _, fragment = link.partition("#")
-        assert (ROOT / page).parent.joinpath(target).resolve().exists(), f"{page}: {link}"
-        if fragment and target.endswith("README.md") and "results" not in target:
-            assert fragment in readme_anchors, f"{page}: {link}"
+        path = (ROOT / page).parent.joinpath(target).resolve() if target else ROOT / page
+        assert path.exists(), f"{page}: {link}"
+        if fragment and path.suffix == ".md":
+            assert fragment in anchors_of(path.read_text(encoding="utf-8")), f"{page}: {link}"
         checked += 1
-    assert checked, "the page links to files"
+    assert checked or page.startswith("docs/"), "the page links to files (a page of docs/ may link to none)"
