@@ -78,6 +78,7 @@ def test_micro_batches_give_the_gradient_of_their_concatenation(tmp_path, case, 
         trainer.folder.release()
 
 
+@pytest.mark.slow
 def test_a_run_of_micro_batches_trains_as_a_run_of_their_whole_batch(tmp_path):
     import zoo
 

@@ -151,6 +151,7 @@ def test_an_out_dir_that_is_a_file_fails_before_training(tmp_path, capsys):
     assert blocker.read_text() == "not a folder"
 
 
+@pytest.mark.slow
 def test_a_full_disk_leaves_no_partial_file_and_names_the_checkpoint(tmp_path):
     """A file-size limit makes the checkpoint's write fail for real (EFBIG), as a full disk would."""
     experiment = tiny_experiment(tmp_path, train={"steps": 2})

@@ -11,6 +11,8 @@ import torch
 import zoo
 from trainkit import MULTI30K
 
+pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "experiments" / "benchmarks"
 
 
@@ -125,3 +127,9 @@ def test_probes(script, capsys):
     assert printed(capsys) == json.loads(json.dumps(result))
     assert set(result["ms"]) == {"probes", "evaluation", "steps between evaluations"}
     assert result["ratio_probes_to_evaluation"] > 0 and result["ratio_probes_to_training"] > 0
+
+
+def test_spec_calls(script, capsys):
+    result = script("spec_calls").main(["--smoke"])
+    assert printed(capsys) == json.loads(json.dumps(result))
+    assert result["layers"] == 4 and 0 < result["calls_into_zoo_specs"] < 20_000 and result["seconds"] > 0

@@ -16,6 +16,8 @@ from trainkit import tiny_experiment
 from zoo.errors import ConfigError
 from zoo.files import read_bounded
 
+pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
+
 ADDRESS_SPACE = 6 << 30
 """6 GiB: below the memory a bound of "what is available" would ask for on any machine the suite
 runs on, and far above what loading a tiny model needs."""

@@ -22,6 +22,8 @@ from zoo.sweep.reproduce import describe
 from zoo.sweep.retrain import CAPABILITY, X86_LEVELS, cpu_capabilities, retrain
 from zoo.sweep.runner import log_tail
 
+pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
+
 LACKS_AVX512 = "this CPU lacks it (torch detects AVX2)"
 
 

@@ -72,6 +72,7 @@ def test_bad_arguments_exit_with_a_message(argv, text, capsys):
     assert text in captured.err + str(exit_info.value.code)
 
 
+@pytest.mark.slow
 def test_console_script_is_installed():
     script = shutil.which("zoo")
     assert script is not None

@@ -80,6 +80,7 @@ def test_diverged_runs_are_counted_not_averaged(tmp_path):
     assert report.effects[0].differences[0][1].n == 7, "the pair with a diverged run drops out"
 
 
+@pytest.mark.slow
 def test_report_plots_and_wandb_compare_run(tmp_path):
     sweep = write_sweep(tmp_path, known)
     report = compare(sweep.directory())
@@ -282,6 +283,7 @@ def test_a_metric_without_a_curve_of_its_own_draws_and_targets_its_evaluations(t
     assert {ax.get_yscale() for ax in curve_figure(loss, rows).axes if ax.get_visible()} == {"log"}, "a loss's is log"
 
 
+@pytest.mark.slow
 def test_the_console_shows_the_comparison_not_the_wandb_banner(tmp_path):
     """W&B's seven lines of banner used to come before the table; the W&B run is one line after it."""
     sweep = sweepkit.write_sweep(tmp_path, "quiet", {"model.norm": ["post", "pre"]}, [0, 1],
@@ -357,6 +359,7 @@ def test_two_seeds_warn_in_the_console_and_the_report_and_three_do_not(tmp_path)
         assert (warning in report.markdown.read_text()) == warned
 
 
+@pytest.mark.slow
 def test_another_metric_than_the_sweeps_is_secondary_everywhere(tmp_path):
     """The sweep's metric is its primary endpoint; --metric eval/loss is exploratory, and the console,
     report.md, every plot's file and the W&B run say so; the primary report says which it is."""

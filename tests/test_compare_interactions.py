@@ -40,6 +40,7 @@ def test_effects_within_each_value_of_the_other_axis(tmp_path):
     assert marginal.mean == pytest.approx(0.45) and marginal.n == 16, "the marginal effect averages the two"
 
 
+@pytest.mark.slow
 def test_report_and_wandb_hold_the_interactions_and_variant_intervals(tmp_path):
     sweep = write(tmp_path)
     report = compare(sweep.directory())

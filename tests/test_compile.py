@@ -16,6 +16,8 @@ from zoo.trainer.buckets import bucket, bucketed, explicit
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.feed import BatchFeed
 
+pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
+
 LENGTHS = {"name": "reverse", "min_len": 3, "max_len": 40}
 """Strings of 3 to 40 symbols in batches of 4: nearly every step has other lengths."""
 

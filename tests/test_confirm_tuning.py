@@ -15,6 +15,8 @@ from zoo.compare import compare
 from zoo.sweep import Ledger
 from zoo.sweep.spec import confirmation_cells
 
+pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
+
 
 def with_confirmation(sweep, confirm=(7, 8)):
     """write_tuned's sweep with confirmation runs recorded: each variant at its chosen rate (post

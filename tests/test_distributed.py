@@ -21,6 +21,8 @@ from zoo.model.canonical import canonical_state
 from zoo.model.kinds import model_class
 from zoo.tasks import build_task
 
+pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
+
 TOL = 1e-5
 
 

@@ -80,6 +80,7 @@ def test_power_is_the_normal_approximation_floored_by_the_exact_test():
     assert power_of(Estimate.of([0.05, 0.05, 0.05, 0.05]), 3, 0.05).pairs_for == pairs_needed(3) == 7
 
 
+@pytest.mark.slow
 def test_the_report_and_wandb_hold_the_factorial_analysis_and_the_power(tmp_path):
     sweep = sweepkit.write_sweep(tmp_path, "blocks", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]}, SEEDS,
                                  value)

@@ -55,6 +55,7 @@ def test_auto_width(d_model, dense, gated):
         assert spec.d_ff == "auto" and spec.name == f"post.sinusoidal.fused.{ffn}"
 
 
+@pytest.mark.slow
 def test_auto_width_keeps_parameter_counts_comparable():
     """Among the dense and gated parts; an MoE holds `experts` of them by design."""
     counts = {ffn: zoo.build("vaswani2017", vocab_size=100, ffn=ffn, d_ff="auto").num_parameters()

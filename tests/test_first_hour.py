@@ -17,6 +17,7 @@ from zoo.compare.plots import curve_figure
 from zoo.sweep import run_sweep
 
 
+@pytest.mark.slow
 def test_build_all_checks_every_combination_at_a_small_size_by_default(capsys):
     """By default every combination (the list build-all walks); built and run here for the
     combinations of one norm placement, since all of them take two minutes of CI (the pairwise
@@ -69,6 +70,7 @@ def test_resume_of_a_finished_run_does_nothing_and_says_so(tmp_path, capsys):
     assert not longer.already_finished and longer.history[-1]["train/step"] == 30, "more steps resume as before"
 
 
+@pytest.mark.slow
 def test_a_sweep_refused_for_another_base_names_the_way_out(tmp_path):
     sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post"]})
     base["wandb"]["mode"] = "disabled"

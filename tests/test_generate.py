@@ -26,6 +26,7 @@ def copier() -> zoo.EncoderDecoder:
     return model.eval()
 
 
+@pytest.mark.slow
 def test_rows_stop_at_their_own_eos(copier):
     src = padded_batch([8, 3, 6, 2, 5], 12, seed=1000)
     out = copier.generate(src, max_new_tokens=15)

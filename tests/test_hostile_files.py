@@ -70,6 +70,7 @@ def test_a_source_overwritten_with_other_weights_is_another_run(tmp_path, source
     assert zoo.train(experiment).run_dir.name == after, "trained anew, not 'its result stands'"
 
 
+@pytest.mark.slow
 def test_a_transformers_folder_missing_a_tensor_is_refused(tmp_path, t5_folder):
     folder = copy_of(t5_folder, tmp_path)
     tensors = load_file(folder / "model.safetensors")

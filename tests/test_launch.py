@@ -14,6 +14,8 @@ from zoo.compare import compare
 from zoo.sweep import Ledger, expand, run_sweep
 from zoo.sweep.launch import ShardTask
 
+pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
+
 
 def sweep_file(tmp_path, grid, **train) -> tuple:
     sweep, base = tiny_sweep(tmp_path, grid)

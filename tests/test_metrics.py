@@ -128,6 +128,7 @@ def test_each_task_reports_the_metrics_its_traits_call_for(task):
     assert "lr_sensitivity" not in names
 
 
+@pytest.mark.slow
 def test_a_text_run_reports_chrf_and_ter_and_records_how_each_metric_was_scored(tmp_path):
     chrf_plus = {"word_order": 2}
     experiment = tiny_experiment(tmp_path, task={"name": "toy_translation"}, wandb={"mode": "offline"},

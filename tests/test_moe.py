@@ -108,6 +108,7 @@ def test_experts_start_as_dense_feed_forwards_of_their_width():
     assert not torch.equal(expert.linear1.weight, model.encoder.layers[0].ffn.experts[1].linear1.weight)
 
 
+@pytest.mark.slow
 def test_the_auxiliary_loss_joins_training_and_reaches_wandb(tmp_path):
     moe = {"ffn": {"name": "moe", "experts": 4, "aux_loss_weight": 0.5}, "norm": "pre"}
     experiment = tiny_experiment(tmp_path, model=moe, train={"steps": 40, "eval_every": 40, "log_every": 20},

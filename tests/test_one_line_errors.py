@@ -53,6 +53,7 @@ def test_a_grid_key_row_without_rows_is_named(tmp_path, capsys):
     assert f"{file}:" in err and "grid key 'row' ['a', 'b'] names rows, but the sweep has no `rows:`" in err
 
 
+@pytest.mark.slow
 def test_a_saved_sweep_whose_base_is_a_file_name_is_refused_by_every_command(tmp_path, capsys):
     sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post"]})
     base["wandb"]["mode"] = "disabled"

@@ -111,6 +111,7 @@ def test_bad_corpus_input_is_named(tmp_path):
         zoo.ExperimentSpec(task={"name": "parallel"})
 
 
+@pytest.mark.slow
 def test_short_cpu_run_on_multi30k_lowers_the_loss_and_reports_bleu(tmp_path):
     experiment = tiny_experiment(tmp_path, model={"d_model": 64, "n_heads": 4, "d_ff": 128},
                                  task=small(test_size=64), train={"steps": 100, "batch_size": 64, "eval_every": 100,
@@ -130,6 +131,7 @@ def test_short_cpu_run_on_multi30k_lowers_the_loss_and_reports_bleu(tmp_path):
     assert bleu == pytest.approx(result.metrics["eval/bleu"], abs=1e-9)
 
 
+@pytest.mark.slow
 def test_training_scores_with_beams_and_zoo_eval_rescores_the_checkpoint(tmp_path, capsys):
     """train.eval_beams decodes the held-out sets by beam search; `zoo eval` gives the same figures
     from the checkpoint alone, and greedy on the same weights (the teacher-forced loss is the same).

@@ -29,6 +29,7 @@ def task_of(folder, **fields):
     return task_fields("parallel", tokenizer_dir=str(folder), source_prefix=PREFIX, test_size=16, **fields)
 
 
+@pytest.mark.slow
 def test_the_task_encodes_as_the_models_tokenizer_does(pretrained):
     folder, model, tokenizer = pretrained
     task = build_task(task_of(folder), seed=0)
@@ -70,6 +71,7 @@ def experiment_of(folder, out_dir, **train):
                                   "batch_size": 8, "eval_size": 16, **train})
 
 
+@pytest.mark.slow
 def test_a_run_fine_tunes_the_folders_model_and_resumes_from_its_own_checkpoint(pretrained, tmp_path):
     folder = pretrained[0]
     first = zoo.train(experiment_of(folder, tmp_path, steps=2))
@@ -118,6 +120,7 @@ def test_a_decoder_only_model_with_a_pretrained_tokenizer_is_refused_with_what_t
         zoo.train(experiment)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_of_a_run_with_other_vocabularies_is_refused(tmp_path):
     source = zoo.train(tiny_experiment(tmp_path / "a", task=task_fields("parallel", vocab_size=300), train={"steps": 2}))
     other = tiny_experiment(tmp_path / "b", task=task_fields("parallel", vocab_size=300, lowercase=True),
@@ -131,6 +134,7 @@ def test_a_checkpoint_of_a_run_with_other_vocabularies_is_refused(tmp_path):
     ("no pad token", r"tokenizer_config\.json names no pad_token"),
     ("unknown eos token", r"its eos_token '<end>' is not in tokenizer\.json"),
 ])
+@pytest.mark.slow
 def test_a_tokenizer_folder_that_cannot_serve_is_one_clear_error(tmp_path, damage, message):
     folder, _, _ = save_pretrained_folder(tmp_path / "t5", "t5")
     settings = json.loads((folder / "tokenizer_config.json").read_text())

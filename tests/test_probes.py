@@ -62,6 +62,7 @@ def test_doubling_a_layers_queries_doubles_its_largest_logit_alone():
     assert after["mech/output_logsumexp"] > 0 and after["mech/output_logit_max"] > 0
 
 
+@pytest.mark.slow
 def test_a_run_with_probes_logs_them_at_each_evaluation_and_to_wandb(tmp_path):
     common = {"steps": 20, "eval_every": 10, "log_every": 10, "checkpoint_every": 20}
     probed = zoo.train(tiny_experiment(tmp_path / "on", train={**common, "probes": True},

@@ -114,6 +114,7 @@ def test_replace_raises_the_documented_error_of_the_python_api():
 
 
 
+@pytest.mark.slow
 def test_every_module_of_the_built_in_packages_is_imported_so_none_is_forgotten():
     """A module of parts, tasks, optimizers or schedules registers them when imported: the packages
     import every module they hold, not a list a new module could be left out of."""

@@ -110,6 +110,7 @@ def run_with_path(root) -> str:
     return done.stdout
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_entry_point_plugin_adds_a_variant(tmp_path):
     install_plugin(tmp_path, "zoo_demo_plugin", PLUGIN)
     out = run_with_path(tmp_path)
@@ -119,6 +120,7 @@ def test_entry_point_plugin_adds_a_variant(tmp_path):
     assert "name pre.sinusoidal.fused.silu_plugin+beta=2.0 2.0" in out
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_broken_plugin_warns_and_leaves_builtins(tmp_path):
     install_plugin(tmp_path, "zoo_broken_plugin", "raise RuntimeError('boom')\n")
     out = run_with_path(tmp_path)
@@ -129,6 +131,7 @@ def test_broken_plugin_warns_and_leaves_builtins(tmp_path):
 PROTOCOL_ONLY = """
 import torch, zoo
 from torch import nn
+
 
 @zoo.registry("ffn").register("bare_ffn")
 class BareFeedForward(nn.Module):  # no base class, no auto_width
@@ -156,6 +159,7 @@ print(spec.ffn_width, model.decoder.layers[0].ffn.width, spec.uses_final_norm, t
 """
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_parts_that_implement_only_the_protocols_get_the_documented_defaults():
     """zoo.parts: without auto_width, d_ff auto is 4 d_model; without wants_final_norm, no final
     norm; without init_gain, a gain of 1."""
@@ -164,6 +168,7 @@ def test_parts_that_implement_only_the_protocols_get_the_documented_defaults():
     assert done.stdout.split() == ["32", "32", "False", "(1,", "2,", "11)"]
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_the_builtin_tasks_are_registered_in_a_fresh_process_without_the_trainer():
     """`import zoo` is lazy: validating an experiment must not depend on having touched zoo.train."""
     code = ("import zoo\nfrom zoo.specs.experiment import validate_experiment\n"

@@ -22,6 +22,8 @@ from zoo.specs.experiment import validate_experiment
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments" / "benchmarks"))
 import registry_runs  # the script's module (it imports its neighbour, common.py, by name)
 
+pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
+
 LISTS = registry_runs.lists()
 RUNS = max(map(len, LISTS.values()))
 

@@ -40,6 +40,7 @@ def test_a_last_line_without_newline_counts_and_an_empty_line_stays_a_line(tmp_p
     assert read_lines(tmp_path / "a.txt") == ["one", "", "three"]
 
 
+@pytest.mark.slow
 def test_an_edited_grid_cannot_pass_an_old_result_off_as_the_new_cell(tmp_path, capsys):
     sweep, base = tiny_sweep(tmp_path, {"train.optimizer.eps": [1e-8]})
     base["wandb"]["mode"] = "disabled"
@@ -56,6 +57,7 @@ def test_an_edited_grid_cannot_pass_an_old_result_off_as_the_new_cell(tmp_path, 
     assert exit_info.value.code == 2 and "grid label 'eps'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_record_stands_for_a_cell_only_with_the_cells_grid_values(tmp_path):
     """A ledger whose sweep.yaml was replaced by hand: the old record of the same cell name is
     neither counted as done by the sweep nor ranked by compare, and its folder is not reused."""
@@ -100,6 +102,7 @@ def test_an_append_after_a_line_without_its_newline_starts_a_line_of_its_own(tmp
     assert [r.status for r in read.records] == ["running", "finished"] and not read.damaged
 
 
+@pytest.mark.slow
 def test_a_short_write_to_the_ledger_fails_loudly_and_leaves_no_half_record(tmp_path):
     """A real file-size limit (RLIMIT_FSIZE) in a child process: the kernel writes part of the line."""
     path = tmp_path / "ledger.jsonl"
@@ -114,6 +117,7 @@ def test_a_short_write_to_the_ledger_fails_loudly_and_leaves_no_half_record(tmp_
     assert path.read_bytes() == before, "the half record was cut off again"
 
 
+@pytest.mark.slow
 def test_a_rerun_recovers_a_cell_whose_record_was_cut_short(tmp_path):
     sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post", "pre"]})
     base["wandb"]["mode"] = "disabled"

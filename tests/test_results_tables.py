@@ -109,6 +109,7 @@ def test_a_stale_table_is_rewritten_and_caught(tables, tmp_path, monkeypatch):
     assert tables.main(["--check"]) == 0 and readme.read_text().endswith("<!-- end results -->\nafter\n")
 
 
+@pytest.mark.slow
 def test_the_readmes_tables_are_the_committed_ledgers(tables):
     assert tables.MARKER.findall((ROOT / "experiments" / "results" / "README.md").read_text()), \
         "the results page publishes generated tables"

@@ -15,6 +15,8 @@ import yaml
 
 from trainkit import run_dir_of, tiny_experiment
 
+pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
+
 STEPS = 300
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))]
 

@@ -107,6 +107,7 @@ def test_a_resume_reads_the_data_once_and_records_what_it_read(tmp_path, monkeyp
     assert len(calls) == 4 and record["data"] == {str(path): real(path) for path in calls}
 
 
+@pytest.mark.slow
 def test_a_sweep_refuses_to_add_cells_on_changed_data(tmp_path):
     small_corpus(tmp_path / "corpus")
     sweep, _ = tiny_sweep(tmp_path, {"model.norm": ["post"]})
@@ -119,6 +120,7 @@ def test_a_sweep_refuses_to_add_cells_on_changed_data(tmp_path):
         run_sweep(grown, base, echo=lambda _: None)
 
 
+@pytest.mark.slow
 def test_a_preempted_sweep_cell_checkpoints_its_last_step_and_records_interrupted(tmp_path):
     """A scheduler's preemption: SIGTERM to every process of the job (the cell, and the sweep, which
     passes it on), then SIGKILL to the sweep, whose death sends the cell one more SIGTERM while it
@@ -155,6 +157,7 @@ def test_a_preempted_sweep_cell_checkpoints_its_last_step_and_records_interrupte
     assert step == stopped_at == record["steps"] >= 3, "the last completed step was saved"
 
 
+@pytest.mark.slow
 def test_two_shard_layouts_on_one_folder_skip_a_cell_the_other_holds(tmp_path):
     sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post", "pre"]})
     base["wandb"]["mode"] = "disabled"

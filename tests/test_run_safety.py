@@ -189,6 +189,7 @@ def png_size(path) -> tuple[int, int]:
     return struct.unpack(">II", path.read_bytes()[16:24])
 
 
+@pytest.mark.slow
 def test_the_attention_picture_is_bounded_for_long_strings_and_many_heads(tmp_path):
     result = zoo.train(tiny_experiment(tmp_path, model={"n_heads": 16, "d_model": 32, "max_len": 400},
                                        task={"name": "copy", "min_len": 150, "max_len": 160},
@@ -208,6 +209,7 @@ def test_a_picture_that_fails_costs_the_picture_not_the_run(tmp_path, monkeypatc
     assert json.loads((result.run_dir / "result.json").read_text())["status"] == "finished"
 
 
+@pytest.mark.slow
 def test_sigterm_stops_zoo_train_after_a_step_with_a_checkpoint_of_that_step(tmp_path):
     experiment = tiny_experiment(tmp_path, train={"steps": 3000, "checkpoint_every": 1000})
     file = tmp_path / "e.json"

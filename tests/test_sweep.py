@@ -154,6 +154,7 @@ def test_workers_split_the_cores_this_process_may_use(monkeypatch, limit, worker
     assert threads_per_worker(workers) == threads
 
 
+@pytest.mark.slow
 def test_two_cells_end_to_end_with_wandb_offline(tmp_path):
     sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post", "pre"]})
     said = []
@@ -190,6 +191,7 @@ def test_two_cells_end_to_end_with_wandb_offline(tmp_path):
     assert (folder / "ledger.jsonl").read_text() == before, "a finished sweep runs nothing again"
 
 
+@pytest.mark.slow
 def test_a_rerun_retries_failed_cells_and_keeps_finished_ones(tmp_path):
     sweep, base = tiny_sweep(tmp_path, {"model.ffn": ["relu", "gelu"]})
     ledger = Ledger(tmp_path / "tiny" / "ledger.jsonl")
@@ -202,6 +204,7 @@ def test_a_rerun_retries_failed_cells_and_keeps_finished_ones(tmp_path):
     assert cells.count("ffn=relu,seed=0") == 1 and cells.count("ffn=gelu,seed=0") == 3
 
 
+@pytest.mark.slow
 def test_a_diverging_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
     sweep, base = tiny_sweep(tmp_path, {"train.optimizer.lr": [0.003, 1.0e30]})
     base["train"].update(grad_clip=None, warmup_steps=0)
@@ -211,6 +214,7 @@ def test_a_diverging_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
     assert record["diverged_at"] >= 1 and record["metrics"] == {}
 
 
+@pytest.mark.slow
 def test_killing_the_sweep_and_running_it_again_finishes_only_the_missing_cells(tmp_path):
     sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post", "pre", "res_post"]})
     base["wandb"]["mode"] = "disabled"
@@ -325,6 +329,7 @@ def test_variants_that_train_the_same_run_are_refused(tmp_path, fields, message)
     assert not sweep.directory().exists(), "refused before anything is written"
 
 
+@pytest.mark.slow
 def test_compare_refuses_a_sweep_yaml_edited_after_its_cells_ran(tmp_path):
     """A size redefined by hand in the folder's sweep.yaml would put the old model's numbers under
     the new definition; `zoo sweep` refuses the same edit, and so does `zoo compare`."""

@@ -41,6 +41,7 @@ def test_values_that_would_share_a_folder_are_an_error_at_expansion(tmp_path, va
     assert exit_info.value.code == 2 and "would share the folder" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_alphabet_sweep_of_the_issue_trains_two_cells_with_their_own_results(tmp_path):
     sweep, base = tiny_sweep(tmp_path, {"task.alphabet": ["abcd!", "abcd?"]})
     base["wandb"]["mode"] = "disabled"
@@ -62,6 +63,7 @@ def test_a_second_sweep_process_on_the_same_shard_is_refused_with_its_pid(tmp_pa
         holder.wait()
 
 
+@pytest.mark.slow
 def test_a_changed_base_experiment_is_refused_in_an_existing_sweep_folder(tmp_path):
     sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post"]})
     base["wandb"]["mode"] = "disabled"
@@ -73,6 +75,7 @@ def test_a_changed_base_experiment_is_refused_in_an_existing_sweep_folder(tmp_pa
     assert run_sweep(grown, base, echo=lambda _: None) == {"norm=post,seed=0": "finished", "norm=pre,seed=0": "finished"}
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_sweep_reaches_its_training_child_and_leaves_no_orphan(tmp_path):
     sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post", "pre"]})
     base["wandb"]["mode"] = "disabled"
@@ -154,6 +157,7 @@ def test_compare_rejects_an_unknown_metric_naming_the_logged_ones(tmp_path, caps
     assert exit_info.value.code == 2 and "unknown metric 'eval/bleu'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_row_redefined_after_it_ran_is_refused_not_matched_by_its_name(tmp_path):
     sweep, base = tiny_sweep(tmp_path, {}, rows={"a": {"model.ffn": "gelu"}, "b": {}})
     base["wandb"]["mode"] = "disabled"
@@ -171,6 +175,7 @@ def test_a_row_redefined_after_it_ran_is_refused_not_matched_by_its_name(tmp_pat
     assert run_sweep(renamed, base, echo=lambda _: None)["row=c,seed=0"] == "finished", "a new name is a new row"
 
 
+@pytest.mark.slow
 def test_a_done_cell_whose_folder_holds_another_experiment_is_refused(tmp_path):
     """The ledger's word that a cell is done holds only for the experiment its folder trained."""
     sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post", "pre"]})
@@ -202,6 +207,7 @@ def test_compare_names_a_finished_cell_that_lacks_the_metric(tmp_path):
     assert not any("left out" in n for n in notes), "eval/loss is in every cell"
 
 
+@pytest.mark.slow
 def test_a_plot_that_cannot_be_written_keeps_the_previous_one_and_names_the_file(tmp_path):
     """A real file-size limit (EFBIG, as a full disk) in a child `zoo compare`: the probe found a
     truncated curves.png where a valid one was and a message naming no file."""

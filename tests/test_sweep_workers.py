@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 
+import pytest
 import yaml
 
 import zoo.trainer.console
@@ -19,6 +20,8 @@ from zoo.records import read_result
 from zoo.specs.experiment import validate_experiment
 from zoo.sweep import Ledger, SweepSpec, pool, run_sweep
 from zoo.sweep.worker import serve
+
+pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
 
 TIMED = ("wall", "tokens_per_s", "compile")
 

@@ -79,6 +79,7 @@ def test_tasks_without_token_batches_and_small_budgets_are_refused(tmp_path):
         zoo.train(experiment)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", [{"name": "reverse", "min_len": 3, "max_len": 6}, task_fields("parallel")],
                          ids=["reverse", "parallel"])
 def test_training_on_token_batches_lowers_the_loss(tmp_path, task):

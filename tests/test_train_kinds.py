@@ -37,6 +37,7 @@ def test_a_kind_that_cannot_serve_the_task_is_refused_before_training(tmp_path, 
     assert not list(tmp_path.glob("*seed0*")), "a refused run leaves no folder"
 
 
+@pytest.mark.slow
 def test_a_decoder_only_run_learns_reports_true_metrics_and_logs_its_kind(tmp_path):
     experiment = tiny_experiment(tmp_path, model=DECODER, task={"name": "copy", "min_len": 3, "max_len": 6},
                                  train={"steps": 160, "eval_every": 80}, wandb={"mode": "offline"})
@@ -74,6 +75,7 @@ def test_a_decoder_only_run_resumed_ends_where_an_uninterrupted_one_ends(tmp_pat
     assert resumed.metrics == whole.metrics
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["toy_translation", "parallel"])
 def test_a_translation_task_with_one_vocabulary_trains_a_decoder_only_model(tmp_path, task):
     fields = task_fields(task, shared_vocab=True)

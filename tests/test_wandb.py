@@ -10,6 +10,7 @@ from trainkit import offline_run, tiny_experiment
 from zoo.specs.switches import flat_fields
 
 
+@pytest.mark.slow
 def test_offline_run_holds_spec_tags_metrics_and_the_attention_picture(tmp_path):
     experiment = tiny_experiment(tmp_path, model={"norm": "pre", "ffn": "gelu"}, train={"steps": 40, "eval_every": 20},
                                  wandb={"mode": "offline", "group": "ablation-1", "tags": ["mine"]})
@@ -84,6 +85,7 @@ def test_a_wandb_failure_is_a_warning_not_a_lost_run(tmp_path, monkeypatch):
     assert result.checkpoint.exists() and result.metrics["eval/loss"] > 0 and result.wandb_dir is None
 
 
+@pytest.mark.slow
 def test_the_result_and_the_ledger_name_the_wandb_run_that_holds_the_curves(tmp_path):
     """Matching a run to its W&B run used to mean opening each; result.json, the sweep's ledger and
     report.md now carry its id and folder, checked against what W&B itself wrote."""
