@@ -32,8 +32,6 @@ VOCAB, ROWS, LENGTH, TARGET = 4000, 16, 64, 1.0
 SIZE = dict(d_model=512, n_heads=8, head_width=64, d_ff=2048, n_encoder_layers=4, n_decoder_layers=4, dropout=0.1)
 IDS = dict(pad_id=0, bos_id=1, eos_id=2)
 SMOKE = dict(SIZE, d_model=32, n_heads=2, head_width=16, d_ff=128, n_encoder_layers=1, n_decoder_layers=1)
-PRESETS = {"gpt_neox": "pythia", "t5": "t5-v1_1"}
-"""A family's preset where its name is not the family's (T5 1.1, the layout T5 and mT5 share today)."""
 NO_DROPOUT = {"mpt"}
 """Families whose configuration cannot hold dropout 0.1 (transformers 5's MptConfig types attn_pdrop as
 an int): measured without dropout, in both models."""
@@ -101,7 +99,7 @@ def shrunk(preset: str, size: dict) -> zoo.ModelSpec:
 
 
 def family(name: str, rounds: int, smoke: bool, device: str) -> dict:
-    preset = PRESETS.get(name, name)
+    preset = zoo.interop.FAMILIES[name].preset_name
     spec = shrunk(preset, {**(SMOKE if smoke else SIZE), **({"dropout": 0.0} if name in NO_DROPOUT else {})})
     reference = zoo.to_hf(zoo.build(spec, seed=0), family=name).to(device)
     imported = zoo.from_hf(reference, pad_id=spec.pad_id)

@@ -104,4 +104,4 @@ def names(spec: ModelSpec) -> dict[str, str]:
 
 
 GPT_NEOX = register(Family("gpt_neox", reference, spec_fields, config, names, computed,
-                           free=("attention", "pad_id"), views=views))
+                           free=("attention", "pad_id"), views=views, preset="pythia"))

@@ -65,6 +65,13 @@ class Family:
     views: Callable[[ModelSpec, dict[str, Tensor]], dict[str, tuple[Tensor, str]]] = lambda spec, tensors: {}
     """Named views of reference tensors (a slice, a transpose) -> (view, the tensor's name), which
     the table may name: reading and writing them reads and writes the reference's own tensor."""
+    preset: str = ""
+    """The zoo preset that is this family's architecture at a published size; "" for the family's
+    own name (gpt_neox's is pythia, t5's t5-v1_1: the layout T5 and mT5 share today)."""
+
+    @property
+    def preset_name(self) -> str:
+        return self.preset or self.name
 
 
 FAMILIES: dict[str, Family] = {}

@@ -97,7 +97,7 @@ def names(spec: ModelSpec) -> dict[str, str]:
     return table
 
 
-T5 = register(Family("t5", reference, spec_fields, config, names, free=("attention", "max_len")))
+T5 = register(Family("t5", reference, spec_fields, config, names, free=("attention", "max_len"), preset="t5-v1_1"))
 
 
 def mt5() -> type:
