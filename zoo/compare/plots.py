@@ -41,19 +41,21 @@ def panel_keys(sweep: SweepSpec, count: int) -> list[str]:
     return keys
 
 
-def grid_order(sweep: SweepSpec, row: VariantRow) -> tuple[int, ...]:
-    """The row's place in the grid (each key's value index), as the sweep expands its cells."""
-    return tuple(sweep.grid[key].index(row.assignment[key]) for key in sweep.grid)
+def grid_order(sweep: SweepSpec, assignment: dict[str, Any], skip: Sequence[str] = ()) -> tuple[int, ...]:
+    """A variant's place in the grid (each key's value index, keys in `skip` aside), as the sweep
+    expands its cells: the order the plots list variants in. A value the grid no longer lists
+    counts as its first."""
+    return tuple(values.index(assignment[key]) if assignment[key] in values else 0
+                 for key, values in sweep.grid.items() if key not in skip and key in assignment)
 
 
 def variant_colour(sweep: SweepSpec, assignment: dict[str, Any], skip: Sequence[str] = ()) -> str:
-    """A variant's colour in every plot of a sweep: by its place in the grid (over the grid keys
+    """A variant's colour in every plot of a sweep: its grid_order as one number (over the grid keys
     not in `skip`: a curve panel's own keys), so one variant is one colour in each plot."""
-    keys = [key for key in sweep.grid if key not in skip and key in assignment]
+    sizes = [len(values) for key, values in sweep.grid.items() if key not in skip and key in assignment]
     index = 0
-    for key in keys:
-        values = sweep.grid[key]
-        index = index * len(values) + (values.index(assignment[key]) if assignment[key] in values else 0)
+    for size, place in zip(sizes, grid_order(sweep, assignment, skip), strict=True):
+        index = index * size + place
     return f"C{index % 10}"
 
 
@@ -74,7 +76,7 @@ def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
                              squeeze=False)
     for ax, (panel, members) in zip(axes.flat, panels.items()):
         drawn: dict[tuple, tuple[Any, list[str]]] = {}
-        for row in sorted(members, key=lambda r: grid_order(sweep, r)):  # twins meet in the same order in every panel
+        for row in sorted(members, key=lambda r: grid_order(sweep, r.assignment)):  # twins meet in one order in every panel
             label = ",".join(f"{labels[k]}={value_text(v)}" for k, v in row.assignment.items() if k not in keys)
             label = label or row.variant
             if not row.curve:

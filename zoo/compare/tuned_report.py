@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from zoo.compare.plots import rate_png
+from zoo.compare.plots import grid_order, rate_png
 from zoo.compare.sensitivity import LOSS, SENSITIVITY, learning_rate_keys, sensitivities, sensitivity_sweep
 from zoo.compare.stats import AxisEffect, VariantRow, axis_effects, seed_noise, variant_rows
 from zoo.compare.tables import effect_lines, effect_table, effects_text, markdown_table, number, table, text_table
@@ -138,7 +137,7 @@ def add_sensitivity(out: Tuning, sweep: SweepSpec, records: list[RunRecord], cho
     out.notes += notes
     path = folder / f"loss_vs_{value_text(label)}{suffix}.png"
     assignments = {choice.variant: dict(choice.assignment) for choice in choices}
-    out.plots.append(rate_png(sweep, label, sorted(curves, key=lambda c: grid_place(sweep, assignments[c.variant])),
+    out.plots.append(rate_png(sweep, label, sorted(curves, key=lambda c: grid_order(sweep, assignments[c.variant])),
                               assignments, path))
     out.lines += ["## Learning-rate sensitivity", "",
                   f"Wortsman et al. (2023): for each variant and seed, the mean over the {len(sweep.tune[key])} tried "
@@ -163,9 +162,3 @@ def add_sensitivity(out: Tuning, sweep: SweepSpec, records: list[RunRecord], cho
     out.tables[f"{SENSITIVITY}_curves"] = (["variant", label, "mean", "band_low", "band_high", "seeds", "diverged"],
                                            [[c.variant, rate, b.mean, b.low, b.high, b.n, bad]
                                             for c in curves for rate, b, bad in zip(c.rates, c.bands, c.diverged) if b])
-
-
-def grid_place(sweep: SweepSpec, assignment: dict[str, Any]) -> tuple[int, ...]:
-    """The variant's place in the grid: the order the plots list variants in."""
-    return tuple(sweep.grid[key].index(assignment[key]) if assignment.get(key) in sweep.grid[key] else 0
-                 for key in sweep.grid if key in assignment)

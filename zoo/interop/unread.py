@@ -17,4 +17,3 @@ def refuse_unfit(family: str, *checks: Check) -> None:
     unfit = [f"{field} {value!r} (the zoo reads {reads})" for fits, field, value, reads in checks if not fits]
     if unfit:
         raise InteropError(f"{family} with {'; '.join(unfit)} has no zoo spec")
-

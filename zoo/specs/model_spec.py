@@ -29,8 +29,6 @@ from zoo.specs.switches import FLAT, AttentionSwitches, EmbeddingSwitches, Outpu
 from zoo.specs.synonyms import MODEL_SYNONYMS
 from zoo.specs.yamlio import dump_yaml
 
-"""The model kinds by name (the three built in, and any registered with zoo.model.kinds.register_kind)."""
-
 
 class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
     """Every choice that defines a model, the vocabulary sizes optional: what an experiment holds,

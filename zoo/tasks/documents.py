@@ -33,8 +33,7 @@ def document_files(data_dir: str, stem: str, suffix: str | None) -> list[Path]:
     folder = Path(data_dir) / stem
     if not folder.is_dir():
         raise MissingData(f"task.data_dir {data_dir!r}: no folder {stem}/ for split {stem!r}{near_split(data_dir, stem)} "
-                          "(task.folders reads a "
-                          "folder of documents a split)")
+                          "(task.folders reads a folder of documents a split)")
     files = sorted(path for path in folder.rglob("*") if path.is_file() and (suffix is None or path.name.endswith(suffix))
                    and not any(part.startswith(".") for part in path.relative_to(folder).parts))
     if not files:
