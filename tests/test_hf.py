@@ -4,9 +4,9 @@ exact round trip, and presets that are their architectures. The references are b
 random configurations, offline, with every weight moved away from its initial value."""
 
 import copy
-import dataclasses
 import functools
 import math
+import sys
 
 import pytest
 import torch
@@ -261,6 +261,26 @@ def test_a_reference_weight_with_no_place_in_the_zoo_is_an_error():
         zoo.from_hf(ref)
 
 
+@pytest.mark.parametrize("row, said", [
+    ({"self_attn.out.bias": "self_attn.o_proj.weight"}, r"the reference's model\.layers\.0\.self_attn\.o_proj\.weight has "
+     r"no zoo weight decoder\.layers\.0\.self_attn\.out\.bias"),  # a row of a tensor only the reference has
+    ({"self_attn.out.weight": "self_attn.o_proj.bias"}, r"model\.layers\.0\.self_attn\.o_proj\.bias is not a weight "
+     r"of the reference"),  # a row of a tensor only the zoo has
+])
+def test_a_table_row_only_one_side_has_is_an_error_and_one_neither_has_is_left_out(monkeypatch, row, said):
+    spec = zoo.spec("llama", vocab_size=VOCAB, d_model=16, n_heads=2, head_width=8, d_ff=32, n_decoder_layers=1,
+                    pad_id=0, bos_id=1, eos_id=2)
+    llama = FAMILIES["llama"]
+    neither = llama.names.derive(layer={"ffn.linear9.*": "mlp.nowhere.*"})  # a row of a part neither model has
+    table, _ = zoo.interop.hf.mapped_state(
+        llama.derive("llama", "LlamaForCausalLM", names=neither), spec, set(canonical_state(zoo.build(spec))),
+        zoo.interop.hf.reference_tensors(zoo.to_hf(zoo.build(spec), family="llama")), "to_hf")
+    assert "decoder.layers.0.ffn.linear9.weight" in neither(spec) and table == llama.names(spec)
+    monkeypatch.setitem(FAMILIES, "llama", llama.derive("llama", "LlamaForCausalLM", names=neither.derive(layer=row)))
+    with pytest.raises(zoo.ConfigError, match=said):
+        zoo.to_hf(zoo.build(spec), family="llama")
+
+
 def test_a_marian_position_table_that_is_not_the_sinusoids_is_an_error():
     ref = reference("marian")
     with torch.no_grad():
@@ -311,11 +331,14 @@ def test_a_reference_the_spec_cannot_hold_says_why():
 
 
 def test_without_transformers_the_error_says_what_to_install(monkeypatch):
-    def missing():
-        raise ImportError("No module named 'transformers'")
+    monkeypatch.setitem(sys.modules, "transformers", None)  # what `import transformers` meets where it is not installed
+    with pytest.raises(zoo.ConfigError, match=r"t5 needs transformers \(.*transformers.*\): pip install 'zoo\[hf\]'"):
+        zoo.to_hf(zoo.build("t5", vocab_size=VOCAB, d_model=16, n_heads=2, head_width=8, d_ff=32, n_encoder_layers=1,
+                            n_decoder_layers=1), family="t5")
 
-    monkeypatch.setitem(FAMILIES, "t5", dataclasses.replace(FAMILIES["t5"], reference=missing))
-    with pytest.raises(zoo.ConfigError, match=r"t5 needs transformers \(No module named 'transformers'\): "
-                                              r"pip install 'zoo\[hf\]'"):
+
+def test_a_family_whose_class_the_installed_transformers_lacks_says_so(monkeypatch):
+    monkeypatch.setitem(FAMILIES, "t5", FAMILIES["t5"].derive("t5", "T5ForTomorrow"))
+    with pytest.raises(zoo.ConfigError, match=r"t5 needs transformers' T5ForTomorrow, which transformers \S+ lacks"):
         zoo.to_hf(zoo.build("t5", vocab_size=VOCAB, d_model=16, n_heads=2, head_width=8, d_ff=32, n_encoder_layers=1,
                             n_decoder_layers=1), family="t5")

@@ -14,6 +14,7 @@ import torch
 import transformers as hf
 
 import zoo
+from zoo.interop.hf import FAMILIES
 from zoo.model.generate import never_emitted
 from zoo.model.size_checks import exact_parameters
 
@@ -34,6 +35,13 @@ REFERENCES = {
     "llama-geglu": lambda: hf.LlamaForCausalLM(hf.LlamaConfig(  # a gated MLP by hidden_act: GEGLU
         vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
         num_key_value_heads=2, hidden_act="gelu", max_position_embeddings=64, **IDS)),
+    "phi3": lambda: hf.Phi3ForCausalLM(hf.Phi3Config(  # packed q/k/v of 4 query and 2 key/value heads, packed gate/up
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, **IDS)),
+    "phi3-window-half-rotated": lambda: hf.Phi3ForCausalLM(hf.Phi3Config(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
+        max_position_embeddings=64, sliding_window=3,
+        rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5}, **IDS)),
     "qwen2-geglu-tanh": lambda: hf.Qwen2ForCausalLM(hf.Qwen2Config(
         vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
         num_key_value_heads=1, hidden_act="gelu_pytorch_tanh", max_position_embeddings=64, **IDS)),
@@ -142,9 +150,10 @@ REFERENCES = {
 }
 ENCODERS = ("bert", "modernbert", "roberta", "distilbert", "electra", "electra-one-width")
 DECODERS = [name for name in REFERENCES if name not in ENCODERS]
-ONE_OF_TWO = {"electra-one-width": "electra"}
+ONE_OF_TWO = {"electra-one-width": "electra", "phi3": "phi3"}
 """References whose spec another family expresses too (ELECTRA without factorized embeddings is
-BERT's layout, which to_hf picks first): to_hf is asked for theirs."""
+BERT's layout, Phi-3 without a window or partial rotation Llama's, which to_hf picks first): to_hf
+is asked for theirs."""
 
 
 @functools.cache
@@ -272,6 +281,10 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
                                            num_hidden_layers=26, num_attention_heads=4, num_key_value_heads=1,
                                            head_dim=256, sliding_window=512, max_position_embeddings=32768),
      {"bos_id": 2, "eos_id": 1}, 999_885_952),
+    ("phi3", lambda: hf.Phi3Config(vocab_size=32064, hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
+                                   num_attention_heads=32, max_position_embeddings=4096, sliding_window=2047,
+                                   bos_token_id=1, eos_token_id=32000, pad_token_id=0),  # its pad is its eos
+     {"bos_id": 1, "eos_id": 32000}, 3_821_079_552),
     ("phi", lambda: hf.PhiConfig(vocab_size=51200, hidden_size=2048, intermediate_size=8192, num_hidden_layers=24,
                                  num_attention_heads=32, pad_token_id=0), {}, 1_418_270_720),
     ("gptj", lambda: hf.GPTJConfig(pad_token_id=0), {"bos_id": 50256, "eos_id": 50256}, 6_050_882_784),
@@ -312,20 +325,11 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
 ])
 def test_each_preset_is_its_reference_architecture(name, config, ids, count):
     """GPT-2 (124M), Pythia 70M, Llama 2 7B, Mistral 7B, Qwen3 0.6B, Qwen2.5 0.5B, OLMo 2 1B, Gemma 2B,
-    Gemma 2 2B, Gemma 3 1B, Phi-1.5, GPT-J 6B, StableLM 2 1.6B, Persimmon 8B, Command R 35B, OPT-125m,
+    Gemma 2 2B, Gemma 3 1B, Phi-3-mini, Phi-1.5, GPT-J 6B, StableLM 2 1.6B, Persimmon 8B, Command R 35B, OPT-125m,
     BLOOM-560m, Falcon 7B, MPT 7B, ModernBERT-base, RoBERTa-base, DistilBERT-base, ELECTRA's small
     generator and BERT-base (uncased) at their published sizes, with their tokenizers' vocabularies and
     special ids."""
-    cls = {"gpt2": hf.GPT2LMHeadModel, "pythia": hf.GPTNeoXForCausalLM, "llama": hf.LlamaForCausalLM,
-           "mistral": hf.MistralForCausalLM, "qwen3": hf.Qwen3ForCausalLM, "bert": hf.BertForMaskedLM,
-           "qwen2": hf.Qwen2ForCausalLM, "olmo2": hf.Olmo2ForCausalLM, "gemma": hf.GemmaForCausalLM,
-           "gemma2": hf.Gemma2ForCausalLM, "gemma3": hf.Gemma3ForCausalLM, "phi": hf.PhiForCausalLM,
-           "gptj": hf.GPTJForCausalLM, "modernbert": hf.ModernBertForMaskedLM, "roberta": hf.RobertaForMaskedLM,
-           "distilbert": hf.DistilBertForMaskedLM, "stablelm": hf.StableLmForCausalLM,
-           "persimmon": hf.PersimmonForCausalLM, "cohere": hf.CohereForCausalLM,
-           "opt": hf.OPTForCausalLM, "bloom": hf.BloomForCausalLM,
-           "falcon": hf.FalconForCausalLM, "mpt": hf.MptForCausalLM,
-           "electra": hf.ElectraForMaskedLM}[name]
+    cls = next(family for family in FAMILIES.values() if family.preset_name == name).reference()
     with torch.device("meta"):
         ref = cls(config())
     assert sum(p.numel() for p in ref.parameters()) == count

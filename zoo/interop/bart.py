@@ -11,16 +11,9 @@ from typing import Any
 from torch import nn
 
 from zoo.errors import InteropError
-from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register
+from zoo.interop.family import ACTIVATIONS, Family, dropout_fields, register
+from zoo.interop.tables import Stack, Weights
 from zoo.specs.model_spec import ModelSpec
-
-NAMES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "out_proj"}
-
-
-def reference() -> type:
-    from transformers import BartForConditionalGeneration
-
-    return BartForConditionalGeneration
 
 
 def shared_fields(model: nn.Module, family: str) -> dict[str, Any]:
@@ -72,38 +65,18 @@ def config(spec: ModelSpec):
     return BartConfig(vocab_size=spec.tgt_vocab_size, bos_token_id=None, **shared_config(spec))
 
 
-def attention(zoo: str, ref: str) -> dict[str, str]:
-    return {f"{zoo}.{a}.{kind}": f"{ref}.{b}.{kind}" for a, b in NAMES.items() for kind in ("weight", "bias")}
+LAYER = {"self_attn.{p}.*": "self_attn.{p}_proj.*", "self_attn.out.*": "self_attn.out_proj.*",
+         "self_attn_residual.norm.*": "self_attn_layer_norm.*", "cross_attn.{p}.*": "encoder_attn.{p}_proj.*",
+         "cross_attn.out.*": "encoder_attn.out_proj.*", "cross_attn_residual.norm.*": "encoder_attn_layer_norm.*",
+         "ffn.linear1.*": "fc1.*", "ffn.linear2.*": "fc2.*", "ffn_residual.norm.*": "final_layer_norm.*"}
+"""A layer of BART's, in either stack (an encoder's has no cross-attention rows to fill); Marian,
+Pegasus, M2M100 and OPT hold the same."""
+LAYERS = Weights({"{stack}.embed.tokens.weight": "model.{stack}.embed_tokens.weight", "generator.weight": "lm_head.weight",
+                  "generator.bias": "final_logits_bias"},
+                 (Stack("encoder", "model.encoder.layers.{i}", LAYER), Stack("decoder", "model.decoder.layers.{i}", LAYER)))
+"""The blocks, the embeddings and the output: what BART and Marian hold alike."""
+NAMES = LAYERS.derive(top={"{stack}.embed.position.table.weight": "model.{stack}.embed_positions.weight",
+                           "{stack}.embed.norm.*": "model.{stack}.layernorm_embedding.*"})
 
 
-def module(zoo: str, ref: str) -> dict[str, str]:
-    return {f"{zoo}.{kind}": f"{ref}.{kind}" for kind in ("weight", "bias")}
-
-
-def layers(spec: ModelSpec) -> dict[str, str]:
-    """The blocks, the embeddings and the output: what BART and Marian hold alike."""
-    table = {"encoder.embed.tokens.weight": "model.encoder.embed_tokens.weight",
-             "decoder.embed.tokens.weight": "model.decoder.embed_tokens.weight",
-             "generator.weight": "lm_head.weight", "generator.bias": "final_logits_bias"}
-    for stack, count in (("encoder", spec.n_encoder_layers), ("decoder", spec.n_decoder_layers)):
-        for i in range(count):
-            zoo, ref = f"{stack}.layers.{i}", f"model.{stack}.layers.{i}"
-            table |= attention(f"{zoo}.self_attn", f"{ref}.self_attn")
-            table |= module(f"{zoo}.self_attn_residual.norm", f"{ref}.self_attn_layer_norm")
-            if stack == "decoder":
-                table |= attention(f"{zoo}.cross_attn", f"{ref}.encoder_attn")
-                table |= module(f"{zoo}.cross_attn_residual.norm", f"{ref}.encoder_attn_layer_norm")
-            table |= module(f"{zoo}.ffn.linear1", f"{ref}.fc1") | module(f"{zoo}.ffn.linear2", f"{ref}.fc2")
-            table |= module(f"{zoo}.ffn_residual.norm", f"{ref}.final_layer_norm")
-    return table
-
-
-def names(spec: ModelSpec) -> dict[str, str]:
-    table = layers(spec)
-    for stack in ("encoder", "decoder"):
-        table[f"{stack}.embed.position.table.weight"] = f"model.{stack}.embed_positions.weight"
-        table |= module(f"{stack}.embed.norm", f"model.{stack}.layernorm_embedding")
-    return table
-
-
-BART = register(Family("bart", reference, spec_fields, config, names))
+BART = register(Family("bart", "BartForConditionalGeneration", spec_fields, config, NAMES))

@@ -11,15 +11,10 @@ import torch
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.hf import Family, dropout_fields, register
+from zoo.interop.family import Family, dropout_fields, register
+from zoo.interop.tables import encoder
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
-
-
-def reference() -> type:
-    from transformers import BertForMaskedLM
-
-    return BertForMaskedLM
 
 
 def check_bidirectional(c, family: str) -> None:
@@ -91,32 +86,23 @@ def computed(spec: ModelSpec) -> dict[str, Tensor]:
     return position_buffers(spec, "bert.embeddings")
 
 
-def embedding_names(embeddings: str) -> dict[str, str]:
-    """The token, position and token-type tables of BERT's layout under `embeddings`."""
-    return {"encoder.embed.tokens.weight": f"{embeddings}.word_embeddings.weight",
-            "encoder.embed.position.table.weight": f"{embeddings}.position_embeddings.weight",
-            "encoder.embed.position.types.weight": f"{embeddings}.token_type_embeddings.weight"}
+def embeddings(at: str) -> dict[str, str]:
+    """The token, position and token-type tables of BERT's layout, and their norm, under `at`."""
+    return {"encoder.embed.tokens.*": f"{at}.word_embeddings.*", "encoder.embed.position.table.*": f"{at}.position_embeddings.*",
+            "encoder.embed.position.types.*": f"{at}.token_type_embeddings.*", "encoder.embed.norm.*": f"{at}.LayerNorm.*"}
 
 
-def names(spec: ModelSpec) -> dict[str, str]:
-    emb = "bert.embeddings"
-    table = {**embedding_names(emb),
-             "generator.weight": "cls.predictions.decoder.weight", "generator.bias": "cls.predictions.bias",
-             "generator.transform.dense.weight": "cls.predictions.transform.dense.weight",
-             "generator.transform.dense.bias": "cls.predictions.transform.dense.bias"}
-    for part in ("weight", "bias"):
-        table[f"encoder.embed.norm.{part}"] = f"{emb}.LayerNorm.{part}"
-        table[f"generator.transform.norm.{part}"] = f"cls.predictions.transform.LayerNorm.{part}"
-        for i in range(spec.n_encoder_layers):
-            zoo, ref = f"encoder.layers.{i}", f"bert.encoder.layer.{i}"
-            table |= {f"{zoo}.self_attn.{p}.{part}": f"{ref}.attention.self.{name}.{part}"
-                      for p, name in (("q", "query"), ("k", "key"), ("v", "value"))}
-            table |= {f"{zoo}.self_attn.out.{part}": f"{ref}.attention.output.dense.{part}",
-                      f"{zoo}.self_attn_residual.norm.{part}": f"{ref}.attention.output.LayerNorm.{part}",
-                      f"{zoo}.ffn.linear1.{part}": f"{ref}.intermediate.dense.{part}",
-                      f"{zoo}.ffn.linear2.{part}": f"{ref}.output.dense.{part}",
-                      f"{zoo}.ffn_residual.norm.{part}": f"{ref}.output.LayerNorm.{part}"}
-    return table
+LAYER = {"self_attn.q.*": "attention.self.query.*", "self_attn.k.*": "attention.self.key.*",
+         "self_attn.v.*": "attention.self.value.*", "self_attn.out.*": "attention.output.dense.*",
+         "self_attn_residual.norm.*": "attention.output.LayerNorm.*", "ffn.linear1.*": "intermediate.dense.*",
+         "ffn.linear2.*": "output.dense.*", "ffn_residual.norm.*": "output.LayerNorm.*"}
+"""A layer of BERT's layout (RoBERTa, ELECTRA)."""
+
+NAMES = encoder(embeddings("bert.embeddings") | {
+    "generator.weight": "cls.predictions.decoder.weight", "generator.bias": "cls.predictions.bias",
+    "generator.transform.dense.*": "cls.predictions.transform.dense.*",
+    "generator.transform.norm.*": "cls.predictions.transform.LayerNorm.*"}, LAYER, at="bert.encoder.layer.{i}")
 
 
-BERT = register(Family("bert", reference, spec_fields, config, names, computed, free=("attention", "bos_id", "eos_id")))
+BERT = register(Family("bert", "BertForMaskedLM", spec_fields, config, NAMES, computed,
+                       free=("attention", "bos_id", "eos_id")))

@@ -15,8 +15,9 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
+from zoo.interop.family import Family, dropout_fields, register
 from zoo.interop.gpt_neox import packed_head_views
-from zoo.interop.hf import Family, dropout_fields, register, transformers_class
+from zoo.interop.tables import decoder
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
@@ -58,21 +59,13 @@ def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor
     return packed_head_views(spec, tensors, "transformer.h.{}.self_attention.query_key_value")
 
 
-def names(spec: ModelSpec) -> dict[str, str]:
-    table = {"decoder.embed.tokens.weight": "transformer.word_embeddings.weight", "generator.weight": "lm_head.weight"}
-    for part in ("weight", "bias"):
-        table |= {f"decoder.embed.norm.{part}": f"transformer.word_embeddings_layernorm.{part}",
-                  f"decoder.norm.{part}": f"transformer.ln_f.{part}"}
-        for i in range(spec.n_decoder_layers):
-            zoo, ref = f"decoder.layers.{i}", f"transformer.h.{i}"
-            table |= {f"{zoo}.self_attn.{p}.{part}": f"{ref}.self_attention.query_key_value.{part}:{p}" for p in "qkv"}
-            table |= {f"{zoo}.self_attn.out.{part}": f"{ref}.self_attention.dense.{part}",
-                      f"{zoo}.self_attn_residual.norm.{part}": f"{ref}.input_layernorm.{part}",
-                      f"{zoo}.ffn_residual.norm.{part}": f"{ref}.post_attention_layernorm.{part}",
-                      f"{zoo}.ffn.linear1.{part}": f"{ref}.mlp.dense_h_to_4h.{part}",
-                      f"{zoo}.ffn.linear2.{part}": f"{ref}.mlp.dense_4h_to_h.{part}"}
-    return table
+NAMES = decoder(
+    {"decoder.embed.tokens.weight": "transformer.word_embeddings.weight", "generator.weight": "lm_head.weight",
+     "decoder.embed.norm.*": "transformer.word_embeddings_layernorm.*", "decoder.norm.*": "transformer.ln_f.*"},
+    {"self_attn.{p}.*": "self_attention.query_key_value.*:{p}", "self_attn.out.*": "self_attention.dense.*",
+     "self_attn_residual.norm.*": "input_layernorm.*", "ffn_residual.norm.*": "post_attention_layernorm.*",
+     "ffn.linear1.*": "mlp.dense_h_to_4h.*", "ffn.linear2.*": "mlp.dense_4h_to_h.*"}, at="transformer.h.{i}")
 
 
-BLOOM = register(Family("bloom", transformers_class("BloomForCausalLM"), spec_fields, config, names,
+BLOOM = register(Family("bloom", "BloomForCausalLM", spec_fields, config, NAMES,
                         free=("attention", "pad_id", "max_len"), views=views))

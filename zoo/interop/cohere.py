@@ -13,9 +13,9 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.hf import Family, dropout_fields, register, transformers_class
-from zoo.interop.llama import names as llama_names
-from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.interop.family import Family, dropout_fields, register
+from zoo.interop.llama import WEIGHTS
+from zoo.interop.rotary import rope_base, rotary_buffers
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
@@ -61,15 +61,13 @@ def config(spec: ModelSpec):
 
 
 def names(spec: ModelSpec) -> dict[str, str]:
-    """Llama's names but for the one norm its parallel block reads, and the per-head qk-norm gains."""
-    table = llama_names(spec)
+    """Llama's table (a parallel block reads one norm: the attention's), and a row for each head's
+    gains of the query and key norms."""
+    table = WEIGHTS(spec)
     for i in range(spec.n_decoder_layers):
-        zoo, ref = f"decoder.layers.{i}", f"model.layers.{i}"
-        del table[f"{zoo}.ffn_residual.norm.weight"]
-        if spec.attn.qk_norm:
-            for p, heads in (("q", spec.n_heads), ("k", spec.kv_heads)):
-                table |= {f"{zoo}.self_attn.{p}_norm.{h}.weight": f"{ref}.self_attn.{p}_norm.weight:{h}"
-                          for h in range(heads)}
+        for p, heads in (("q", spec.n_heads), ("k", spec.kv_heads)):
+            table |= {f"decoder.layers.{i}.self_attn.{p}_norm.{h}.weight": f"model.layers.{i}.self_attn.{p}_norm.weight:{h}"
+                      for h in range(heads)}
     return table
 
 
@@ -86,5 +84,5 @@ def computed(spec: ModelSpec) -> dict[str, Tensor]:
     return rotary_buffers(spec, "model.rotary_emb")
 
 
-COHERE = register(Family("cohere", transformers_class("CohereForCausalLM"), spec_fields, config, names, computed,
+COHERE = register(Family("cohere", "CohereForCausalLM", spec_fields, config, names, computed,
                          free=("attention", "pad_id"), views=views))

@@ -12,9 +12,9 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.bert import embedding_names, layout_fields, position_buffers
-from zoo.interop.hf import Family, register, transformers_class
-from zoo.interop.roberta import BERT_LAYER, layer_names
+from zoo.interop.bert import LAYER, embeddings, layout_fields, position_buffers
+from zoo.interop.family import Family, register
+from zoo.interop.tables import encoder
 from zoo.specs.model_spec import ModelSpec
 
 
@@ -47,18 +47,12 @@ def computed(spec: ModelSpec) -> dict[str, Tensor]:
     return position_buffers(spec, "electra.embeddings")
 
 
-def names(spec: ModelSpec) -> dict[str, str]:
-    emb = "electra.embeddings"
-    table = {**embedding_names(emb), "generator.weight": "generator_lm_head.weight",
-             "generator.bias": "generator_lm_head.bias"}
-    for part in ("weight", "bias"):
-        if spec.embeddings.dim is not None:
-            table[f"encoder.embed.project.{part}"] = f"electra.embeddings_project.{part}"
-        table |= {f"encoder.embed.norm.{part}": f"{emb}.LayerNorm.{part}",
-                  f"generator.transform.norm.{part}": f"generator_predictions.LayerNorm.{part}",
-                  f"generator.transform.dense.{part}": f"generator_predictions.dense.{part}"}
-    return table | layer_names(spec, "electra.encoder.layer", BERT_LAYER)
+NAMES = encoder(embeddings("electra.embeddings") | {
+    "encoder.embed.project.*": "electra.embeddings_project.*", "generator.*": "generator_lm_head.*",
+    "generator.transform.norm.*": "generator_predictions.LayerNorm.*",
+    "generator.transform.dense.*": "generator_predictions.dense.*"}, LAYER, at="electra.encoder.layer.{i}")
+"""BERT's layout, with a projection from narrower embeddings where they are (neither holds one otherwise)."""
 
 
-ELECTRA = register(Family("electra", transformers_class("ElectraForMaskedLM"), spec_fields, config, names, computed,
+ELECTRA = register(Family("electra", "ElectraForMaskedLM", spec_fields, config, NAMES, computed,
                           free=("attention", "bos_id", "eos_id")))

@@ -20,8 +20,9 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register, transformers_class
-from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.interop.family import ACTIVATIONS, Family, dropout_fields, register
+from zoo.interop.rotary import rope_base, rotary_buffers
+from zoo.interop.tables import decoder
 from zoo.specs.model_spec import ModelSpec
 
 FFN = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "swish": "silu"}
@@ -101,31 +102,25 @@ def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor
     return out
 
 
+NAMES = decoder(
+    {"decoder.embed.tokens.weight": "transformer.word_embeddings.weight", "generator.weight": "lm_head.weight",
+     "decoder.norm.*": "transformer.ln_f.*"},
+    {"self_attn.{p}.*": "self_attention.query_key_value.*:{p}", "self_attn.out.*": "self_attention.dense.*",
+     "ffn.linear1.*": "mlp.dense_h_to_4h.*", "ffn.linear2.*": "mlp.dense_4h_to_h.*",
+     "self_attn_residual.norm.*": "input_layernorm.*", "ffn_residual.norm.*": "post_attention_layernorm.*"},
+    at="transformer.h.{i}")
+"""A sequential block's norms, or the one norm a parallel block's sublayers share."""
+TWO_NORMS = NAMES.derive(layer={"self_attn_residual.norm.*": "ln_attn.*", "ffn_residual.norm.*": "ln_mlp.*"})
+"""A parallel block with a norm for each sublayer."""
+
+
 def names(spec: ModelSpec) -> dict[str, str]:
-    table = {"decoder.embed.tokens.weight": "transformer.word_embeddings.weight", "generator.weight": "lm_head.weight"}
-    parallel = spec.norm.name == "parallel"
-    if not parallel:
-        norms = {"self_attn_residual": "input_layernorm", "ffn_residual": "post_attention_layernorm"}
-    else:  # one norm read by both sublayers, or one each
-        norms = {"self_attn_residual": "input_layernorm"} if spec.norm.shared_norm else \
-            {"self_attn_residual": "ln_attn", "ffn_residual": "ln_mlp"}
-    for part in ("weight", "bias"):
-        table |= {f"decoder.norm.{part}": f"transformer.ln_f.{part}"}
-        for i in range(spec.n_decoder_layers):
-            zoo, ref = f"decoder.layers.{i}", f"transformer.h.{i}"
-            table |= {f"{zoo}.{sub}.norm.{part}": f"{ref}.{norm}.{part}" for sub, norm in norms.items()}
-            if part == "bias" and not spec.bias:
-                continue
-            table |= {f"{zoo}.self_attn.{p}.{part}": f"{ref}.self_attention.query_key_value.{part}:{p}" for p in "qkv"}
-            table |= {f"{zoo}.self_attn.out.{part}": f"{ref}.self_attention.dense.{part}",
-                      f"{zoo}.ffn.linear1.{part}": f"{ref}.mlp.dense_h_to_4h.{part}",
-                      f"{zoo}.ffn.linear2.{part}": f"{ref}.mlp.dense_4h_to_h.{part}"}
-    return table
+    return (TWO_NORMS if spec.norm.name == "parallel" and not spec.norm.shared_norm else NAMES)(spec)
 
 
 def computed(spec: ModelSpec) -> dict[str, Tensor]:
     return rotary_buffers(spec, "transformer.rotary_emb")
 
 
-FALCON = register(Family("falcon", transformers_class("FalconForCausalLM"), spec_fields, config, names, computed,
+FALCON = register(Family("falcon", "FalconForCausalLM", spec_fields, config, names, computed,
                          free=("attention", "pad_id"), views=views))

@@ -16,11 +16,12 @@ import torch
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.hf import Family, dropout_fields, register, transformers_class
-from zoo.interop.llama import names as llama_names
-from zoo.interop.llama import rope_base, rotary_buffers, rotary_buffers_by_layer_type
-from zoo.interop.llama_layout import layer_types, sliding_window, window_fields
+from zoo.interop.family import dropout_fields, register
+from zoo.interop.llama import LLAMA, QK_NORMS, RENAMES, WEIGHTS
+from zoo.interop.rotary import rope_base, rotary_buffers, rotary_buffers_by_layer_type
+from zoo.interop.tables import writes
 from zoo.interop.unread import refuse_unfit
+from zoo.interop.windows import layer_types, sliding_window, window_fields
 from zoo.specs.model_spec import ModelSpec
 
 ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu"}
@@ -35,13 +36,9 @@ def gemma_fields(model: nn.Module) -> dict[str, Any]:
                  (not bias, "attention_bias", bias, "false"))
     if getattr(c, "use_bidirectional_attention", False):
         raise InteropError(f"{type(model).__name__} with use_bidirectional_attention has no zoo spec")
-    return {
-        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
-        "n_kv_heads": c.num_key_value_heads, "head_width": c.head_dim, "d_ff": c.intermediate_size,
-        "n_decoder_layers": c.num_hidden_layers,
-        **dropout_fields(0.0, c.attention_dropout),
-        "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id, "pad_id": c.pad_token_id,
-        "norm": "pre", "position": {"name": "rope", "base": rope_base(c)}, "attention": "fused",
+    return RENAMES.read(c) | {
+        "kind": "decoder", "head_width": c.head_dim, **dropout_fields(0.0, c.attention_dropout), "norm": "pre",
+        "position": {"name": "rope", "base": rope_base(c)}, "attention": "fused",
         "ffn": ACTIVATIONS[act], "norm_type": {"name": "rmsnorm", "eps": float(c.rms_norm_eps), "unit_offset": True},
         "final_norm": True, "scale_embeddings": True, "embedding_norm": False,
         "tie_embeddings": model.lm_head.weight is model.model.embed_tokens.weight, "output_bias": "none", "bias": False,
@@ -69,17 +66,17 @@ def gemma3_fields(model: nn.Module) -> dict[str, Any]:
     return fields
 
 
-def common_config(spec: ModelSpec, config_class: type, **extra: Any):
+def common_config(spec: ModelSpec) -> dict[str, Any]:
     activation = {zoo: hf for hf, zoo in ACTIVATIONS.items()}.get(spec.ffn.name)
     if activation is None or not spec.norm_type.name == "rmsnorm" or not spec.norm_type.unit_offset:
-        raise InteropError(f"{config_class.__name__[:-6]} holds a geglu or geglu_tanh feed-forward and RMSNorm with "
-                           "unit_offset")
-    return config_class(
-        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
-        num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads, num_key_value_heads=spec.kv_heads,
-        head_dim=spec.d_head, max_position_embeddings=spec.max_len, attention_dropout=spec.dropout_at("attention"),
-        rms_norm_eps=spec.norm_type.eps, hidden_activation=activation, tie_word_embeddings=spec.embeddings.tie,
-        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id, **extra)
+        raise InteropError("Gemma holds a geglu or geglu_tanh feed-forward and RMSNorm with unit_offset")
+    return RENAMES.write(spec) | dict(
+        head_dim=spec.d_head, attention_dropout=spec.dropout_at("attention"), rms_norm_eps=spec.norm_type.eps,
+        hidden_activation=activation, tie_word_embeddings=spec.embeddings.tie)
+
+
+def rope_of(spec: ModelSpec) -> dict[str, Any]:
+    return {"rope_parameters": {"rope_type": "default", "rope_theta": base_of(spec, 0)}}
 
 
 def base_of(spec: ModelSpec, index: int) -> float:
@@ -87,19 +84,11 @@ def base_of(spec: ModelSpec, index: int) -> float:
     return position.base if position.name == "rope" else 10000.0
 
 
-def gemma_config(spec: ModelSpec):
-    from transformers import GemmaConfig
-
-    return common_config(spec, GemmaConfig, rope_parameters={"rope_type": "default", "rope_theta": base_of(spec, 0)})
-
-
-def gemma2_config(spec: ModelSpec, config_name: str = "Gemma2Config", also: tuple[str, ...] = (), **extra: Any):
-    import transformers
-
-    return common_config(spec, getattr(transformers, config_name), sliding_window=sliding_window(spec),
-                         layer_types=layer_types(spec, also), query_pre_attn_scalar=integral(spec.attn.scale_width
-                         or spec.d_head), attn_logit_softcapping=spec.attn.softcap,
-                         final_logit_softcapping=spec.output.softcap, **extra)
+def windows_config(spec: ModelSpec, also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What Gemma 2 and 3 add: windows by layer type, the scores' scale and soft caps."""
+    return dict(sliding_window=sliding_window(spec), layer_types=layer_types(spec, also),
+                query_pre_attn_scalar=integral(spec.attn.scale_width or spec.d_head),
+                attn_logit_softcapping=spec.attn.softcap, final_logit_softcapping=spec.output.softcap)
 
 
 def integral(width: float) -> int | float:
@@ -107,18 +96,14 @@ def integral(width: float) -> int | float:
     return int(width) if float(width).is_integer() else width
 
 
-def gemma3_config(spec: ModelSpec):
+def gemma3_config(spec: ModelSpec) -> dict[str, Any]:
     types = layer_types(spec, also=("position",))
     bases = {kind: {base_of(spec, i) for i, t in enumerate(types) if t == kind} for kind in set(types)}
     if any(len(values) > 1 for values in bases.values()):
         raise InteropError("Gemma 3 rotates its sliding and its full layers at one base each")
     rope = {kind: {"rope_type": "default", "rope_theta": next(iter(bases.get(kind, {10000.0})))}
             for kind in ("sliding_attention", "full_attention")}
-    return gemma2_config(spec, "Gemma3TextConfig", also=("position",), rope_parameters=rope)
-
-
-def gemma2_config_of(spec: ModelSpec):
-    return gemma2_config(spec, rope_parameters={"rope_type": "default", "rope_theta": base_of(spec, 0)})
+    return windows_config(spec, also=("position",)) | {"rope_parameters": rope}
 
 
 def computed(spec: ModelSpec) -> dict[str, Tensor]:
@@ -131,27 +116,16 @@ def gemma3_computed(spec: ModelSpec) -> dict[str, Tensor]:
         spec, "decoder", "model.rotary_emb")
 
 
-def gemma2_names(spec: ModelSpec) -> dict[str, str]:
-    """Sandwich norms: the input norm and output norm of each sublayer."""
-    table = {key: value for key, value in llama_names(spec).items() if "residual" not in key}
-    for i in range(spec.n_decoder_layers):
-        zoo, ref = f"decoder.layers.{i}", f"model.layers.{i}"
-        table |= {f"{zoo}.self_attn_residual.norm.weight": f"{ref}.input_layernorm.weight",
-                  f"{zoo}.self_attn_residual.out_norm.weight": f"{ref}.post_attention_layernorm.weight",
-                  f"{zoo}.ffn_residual.norm.weight": f"{ref}.pre_feedforward_layernorm.weight",
-                  f"{zoo}.ffn_residual.out_norm.weight": f"{ref}.post_feedforward_layernorm.weight"}
-    return table
+SANDWICH = WEIGHTS.derive(layer={
+    "self_attn_residual.norm.*": "input_layernorm.*", "self_attn_residual.out_norm.*": "post_attention_layernorm.*",
+    "ffn_residual.norm.*": "pre_feedforward_layernorm.*", "ffn_residual.out_norm.*": "post_feedforward_layernorm.*"})
+"""Gemma 2 and 3's norms before and after each sublayer."""
 
-
-def gemma3_names(spec: ModelSpec) -> dict[str, str]:
-    return gemma2_names(spec) | {f"decoder.layers.{i}.self_attn.{p}_norm.weight": f"model.layers.{i}.self_attn.{p}_norm.weight"
-                                 for i in range(spec.n_decoder_layers) for p in "qk"}
-
-
-FREE = ("attention", "pad_id")
-GEMMA = register(Family("gemma", transformers_class("GemmaForCausalLM"), gemma_fields, gemma_config, llama_names, computed,
-                        free=FREE))
-GEMMA2 = register(Family("gemma2", transformers_class("Gemma2ForCausalLM"), gemma2_fields, gemma2_config_of, gemma2_names,
-                         computed, free=FREE))
-GEMMA3 = register(Family("gemma3", transformers_class("Gemma3ForCausalLM"), gemma3_fields, gemma3_config, gemma3_names,
-                         gemma3_computed, free=FREE))
+GEMMA = register(LLAMA.derive("gemma", "GemmaForCausalLM", spec_fields=gemma_fields,
+                              config=writes("GemmaConfig", common_config, rope_of), computed=computed))
+GEMMA2 = register(LLAMA.derive("gemma2", "Gemma2ForCausalLM", spec_fields=gemma2_fields,
+                               config=writes("Gemma2Config", common_config, rope_of, windows_config), names=SANDWICH,
+                               computed=computed))
+GEMMA3 = register(LLAMA.derive("gemma3", "Gemma3ForCausalLM", spec_fields=gemma3_fields,
+                               config=writes("Gemma3TextConfig", common_config, gemma3_config),
+                               names=SANDWICH.derive(layer=QK_NORMS), computed=gemma3_computed))

@@ -12,17 +12,12 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register
+from zoo.interop.family import ACTIVATIONS, Family, dropout_fields, register
+from zoo.interop.tables import decoder
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 FFN = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "swish": "silu"}
-
-
-def reference() -> type:
-    from transformers import GPT2LMHeadModel
-
-    return GPT2LMHeadModel
 
 
 def spec_fields(model: nn.Module) -> dict[str, Any]:
@@ -61,6 +56,10 @@ def config(spec: ModelSpec):
     )
 
 
+CONV1D = {"self_attn.out": "attn.c_proj", "ffn.linear1": "mlp.c_fc", "ffn.linear2": "mlp.c_proj"}
+"""The zoo's linear layers that GPT-2 holds as Conv1D, apart from the packed c_attn."""
+
+
 def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:
     """Conv1D weights are (in, out): the zoo's (out, in) weights are their transposes, and the
     packed c_attn holds q, k and v side by side (its bias too)."""
@@ -73,29 +72,19 @@ def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor
                 for j, proj in enumerate("qkv"):
                     rows = tensors[packed][..., j * d : (j + 1) * d]
                     out[f"{packed}:{proj}"] = (rows.T if part == "weight" else rows, packed)
-        for conv in ("attn.c_proj", "mlp.c_fc", "mlp.c_proj"):
+        for conv in CONV1D.values():
             name = f"{layer}.{conv}.weight"
             if name in tensors:
                 out[f"{name}:T"] = (tensors[name].T, name)
     return out
 
 
-def names(spec: ModelSpec) -> dict[str, str]:
-    table = {"decoder.embed.tokens.weight": "transformer.wte.weight", "generator.weight": "lm_head.weight",
-             "decoder.embed.position.table.weight": "transformer.wpe.weight",
-             "decoder.norm.weight": "transformer.ln_f.weight", "decoder.norm.bias": "transformer.ln_f.bias"}
-    for i in range(spec.n_decoder_layers):
-        zoo, ref = f"decoder.layers.{i}", f"transformer.h.{i}"
-        for part in ("weight", "bias"):
-            table |= {f"{zoo}.self_attn.{p}.{part}": f"{ref}.attn.c_attn.{part}:{p}" for p in "qkv"}
-            table[f"{zoo}.self_attn_residual.norm.{part}"] = f"{ref}.ln_1.{part}"
-            table[f"{zoo}.ffn_residual.norm.{part}"] = f"{ref}.ln_2.{part}"
-        table |= {f"{zoo}.self_attn.out.weight": f"{ref}.attn.c_proj.weight:T",
-                  f"{zoo}.self_attn.out.bias": f"{ref}.attn.c_proj.bias",
-                  f"{zoo}.ffn.linear1.weight": f"{ref}.mlp.c_fc.weight:T", f"{zoo}.ffn.linear1.bias": f"{ref}.mlp.c_fc.bias",
-                  f"{zoo}.ffn.linear2.weight": f"{ref}.mlp.c_proj.weight:T",
-                  f"{zoo}.ffn.linear2.bias": f"{ref}.mlp.c_proj.bias"}
-    return table
+NAMES = decoder(
+    {"decoder.embed.tokens.weight": "transformer.wte.weight", "generator.weight": "lm_head.weight",
+     "decoder.embed.position.table.weight": "transformer.wpe.weight", "decoder.norm.*": "transformer.ln_f.*"},
+    {"self_attn.{p}.*": "attn.c_attn.*:{p}", "self_attn_residual.norm.*": "ln_1.*", "ffn_residual.norm.*": "ln_2.*",
+     **{f"{zoo}.weight": f"{conv}.weight:T" for zoo, conv in CONV1D.items()},
+     **{f"{zoo}.bias": f"{conv}.bias" for zoo, conv in CONV1D.items()}}, at="transformer.h.{i}")
 
 
-GPT2 = register(Family("gpt2", reference, spec_fields, config, names, free=("attention", "pad_id"), views=views))
+GPT2 = register(Family("gpt2", "GPT2LMHeadModel", spec_fields, config, NAMES, free=("attention", "pad_id"), views=views))

@@ -12,18 +12,13 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register
-from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.interop.family import ACTIVATIONS, Family, dropout_fields, register
+from zoo.interop.rotary import rope_base, rotary_buffers
+from zoo.interop.tables import decoder
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 FFN = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "swish": "silu"}
-
-
-def reference() -> type:
-    from transformers import GPTNeoXForCausalLM
-
-    return GPTNeoXForCausalLM
 
 
 def rope(c) -> dict[str, Any]:
@@ -87,21 +82,13 @@ def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor
     return packed_head_views(spec, tensors, "gpt_neox.layers.{}.attention.query_key_value")
 
 
-def names(spec: ModelSpec) -> dict[str, str]:
-    table = {"decoder.embed.tokens.weight": "gpt_neox.embed_in.weight", "generator.weight": "lm_head.weight",
-             "decoder.norm.weight": "gpt_neox.final_layer_norm.weight",
-             "decoder.norm.bias": "gpt_neox.final_layer_norm.bias"}
-    for i in range(spec.n_decoder_layers):
-        zoo, ref = f"decoder.layers.{i}", f"gpt_neox.layers.{i}"
-        for part in ("weight", "bias"):
-            table |= {f"{zoo}.self_attn.{p}.{part}": f"{ref}.attention.query_key_value.{part}:{p}" for p in "qkv"}
-            table |= {f"{zoo}.self_attn.out.{part}": f"{ref}.attention.dense.{part}",
-                      f"{zoo}.self_attn_residual.norm.{part}": f"{ref}.input_layernorm.{part}",
-                      f"{zoo}.ffn_residual.norm.{part}": f"{ref}.post_attention_layernorm.{part}",
-                      f"{zoo}.ffn.linear1.{part}": f"{ref}.mlp.dense_h_to_4h.{part}",
-                      f"{zoo}.ffn.linear2.{part}": f"{ref}.mlp.dense_4h_to_h.{part}"}
-    return table
+NAMES = decoder(
+    {"decoder.embed.tokens.weight": "gpt_neox.embed_in.weight", "generator.weight": "lm_head.weight",
+     "decoder.norm.*": "gpt_neox.final_layer_norm.*"},
+    {"self_attn.{p}.*": "attention.query_key_value.*:{p}", "self_attn.out.*": "attention.dense.*",
+     "self_attn_residual.norm.*": "input_layernorm.*", "ffn_residual.norm.*": "post_attention_layernorm.*",
+     "ffn.linear1.*": "mlp.dense_h_to_4h.*", "ffn.linear2.*": "mlp.dense_4h_to_h.*"}, at="gpt_neox.layers.{i}")
 
 
-GPT_NEOX = register(Family("gpt_neox", reference, spec_fields, config, names, computed,
+GPT_NEOX = register(Family("gpt_neox", "GPTNeoXForCausalLM", spec_fields, config, NAMES, computed,
                            free=("attention", "pad_id"), views=views, preset="pythia"))

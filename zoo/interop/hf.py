@@ -13,8 +13,6 @@ rotary frequencies, which are compared instead) is an error, never silently drop
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
@@ -22,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.errors import ConfigError, InteropError
+from zoo.interop.family import FAMILIES, Family, family_of
 from zoo.model.canonical import canonical_state, load_canonical_state
 from zoo.model.kinds import ZooModel, build
 from zoo.specs.catalog import validated
@@ -32,95 +31,24 @@ from zoo.specs.model_spec import ModelSpec
 from zoo.specs.switches import flat_fields
 
 
-def dropout_fields(residual: float, attention: float, activation: float = 0.0,
-                   embedding: float | None = None) -> dict[str, float]:
-    """A reference's dropout rates by site as spec fields (zoo.specs.dropouts): `dropout` is its rate
-    on sublayer outputs (and, unless given apart, on the embedding's), and a site's own rate is
-    written where it differs (a reference that drops no activations: activation_dropout 0)."""
-    rates = {"attention": attention, "activation": activation, "embedding": residual if embedding is None else embedding}
-    return {"dropout": float(residual), **{f"{site}_dropout": float(rate) for site, rate in rates.items()
-                                           if rate != residual}}
-
-
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh",
-               "gelu_pytorch_tanh": "gelu_tanh", "silu": "swish", "swish": "swish", "relu2": "relu2"}
-"""transformers' activation names (ACT2FN) and the zoo's feed-forward parts that compute them."""
-
-
-@dataclass(frozen=True)
-class Family:
-    name: str
-    reference: Callable[[], type]
-    """The reference class (imported only when asked, so transformers stays optional)."""
-    spec_fields: Callable[[nn.Module], dict[str, Any]]
-    """The spec of a reference model (its configuration, and which of its weights are one tensor)."""
-    config: Callable[[ModelSpec], Any]
-    """The reference configuration of a spec, taking what the family can express."""
-    names: Callable[[ModelSpec], dict[str, str]]
-    """Zoo canonical name -> reference parameter or buffer name."""
-    computed: Callable[[ModelSpec], dict[str, Tensor]] = lambda spec: {}
-    """Reference tensors that are not trained but computed, with the values the zoo computes."""
-    free: tuple[str, ...] = field(default=("attention",))
-    """Spec fields the family leaves open (any attention layout computes the same function)."""
-    views: Callable[[ModelSpec, dict[str, Tensor]], dict[str, tuple[Tensor, str]]] = lambda spec, tensors: {}
-    """Named views of reference tensors (a slice, a transpose) -> (view, the tensor's name), which
-    the table may name: reading and writing them reads and writes the reference's own tensor."""
-    preset: str = ""
-    """The zoo preset that is this family's architecture at a published size; "" for the family's
-    own name (gpt_neox's is pythia, t5's t5-v1_1: the layout T5 and mT5 share today)."""
-
-    @property
-    def preset_name(self) -> str:
-        return self.preset or self.name
-
-
-FAMILIES: dict[str, Family] = {}
-
-
-def register(family: Family) -> Family:
-    FAMILIES[family.name] = family
-    return family
-
-
 def reference_tensors(model: nn.Module) -> dict[str, Tensor]:
     """Every parameter and buffer under every name, a shared one under each of its names."""
     return dict(chain(model.named_parameters(remove_duplicate=False), model.named_buffers(remove_duplicate=False)))
 
 
-def transformers_class(name: str) -> Callable[[], type]:
-    """A Family's `reference`: transformers' class of this name, imported only when asked."""
-    def load() -> type:
-        import transformers
-
-        return getattr(transformers, name)
-
-    return load
-
-
-def reference_class(family: Family) -> type:
-    try:
-        return family.reference()
-    except ImportError as err:
-        raise ConfigError(f"{family.name} needs transformers ({err}): pip install 'zoo[hf]'") from err
-
-
-def family_of(model: nn.Module) -> Family:
-    classes = {cls.__name__ for cls in type(model).__mro__}
-    for family in FAMILIES.values():
-        if reference_class(family).__name__ in classes:
-            return family
-    supported = ", ".join(sorted(reference_class(f).__name__ for f in FAMILIES.values()))
-    raise ConfigError(f"from_hf takes {supported}; got {type(model).__name__}")
-
-
 def mapped_state(family: Family, spec: ModelSpec, zoo_names: set[str], reference: dict[str, Tensor],
                  direction: str) -> tuple[dict[str, str], dict[str, Tensor]]:
     """The family's table for this spec, checked both ways against the zoo's and the reference's
-    names, and every reference tensor or view the table may name."""
-    table, views = family.names(spec), family.views(spec, reference)
+    names, and every reference tensor or view the table may name. A row that names a tensor neither
+    model has is a part this spec lacks (biases where it has none): a table lists every row its
+    family may hold, and each tensor either side has must still find its row."""
+    views = family.views(spec, reference)
     lookup = {**reference, **{name: view for name, (view, _) in views.items()}}
+    table = {zoo: ref for zoo, ref in family.names(spec).items()  # a row of a part neither has: this spec lacks it
+             if zoo in zoo_names or ref in lookup}
     problems = [f"the zoo's {name} has no reference weight" for name in sorted(zoo_names - table.keys())]
     problems += [f"{ref} is not a weight of the reference" for ref in sorted(set(table.values()) - lookup.keys())]
+    problems += [f"the reference's {ref} has no zoo weight {zoo}" for zoo, ref in table.items() if zoo not in zoo_names]
     bases = {ref: views[ref][1] if ref in views else ref for ref in table.values()}
     covered = {id(reference[base]) for base in bases.values() if base in reference}
     computed = family.computed(spec)
@@ -141,7 +69,7 @@ def unlike_its_configuration(family: Family, model: nn.Module) -> list[str]:
     module's own setting (a head count, a scale). A configuration edited after the model was built
     describes another model; read as it is, it would reshape the weights into another function."""
     with torch.device("meta"):
-        built = reference_class(family)(copy.deepcopy(model.config))
+        built = family.reference()(copy.deepcopy(model.config))
     have, want = reference_tensors(model), reference_tensors(built)
     found = [f"{name} has shape {tuple(have[name].shape)}, the configuration gives {tuple(tensor.shape)}"
              for name, tensor in want.items() if name in have and have[name].shape != tensor.shape]
@@ -229,7 +157,7 @@ def problems(family: Family, spec: ModelSpec, read: dict[bool, dict[str, Any]] |
     `read` keeps what `spec` expresses (whole, and layer by layer) for the next family asked."""
     try:
         with torch.device("meta"):
-            reference = reference_class(family)(family.config(spec))
+            reference = family.reference()(family.config(spec))
         expected = validated(family.spec_fields(reference))
     except Exception as err:  # any refusal of the family's configuration classes
         return [f"{UNBUILT} ({err})"]
@@ -250,7 +178,7 @@ def untie(reference: nn.Module, table: dict[str, str], state: dict[str, Tensor])
     tensors = reference_tensors(reference)
     groups: dict[int, dict[int, list[str]]] = {}
     for zoo_name, ref in table.items():
-        if ref in tensors:  # a view (zoo.interop.gpt2) is never one of several names of a tensor
+        if ref in tensors and zoo_name in state:  # a view (zoo.interop.gpt2) is never one of several names of a tensor
             groups.setdefault(id(tensors[ref]), {}).setdefault(id(state[zoo_name]), []).append(ref)
     for classes in groups.values():
         for refs in sorted(classes.values(), key=len)[:-1]:  # the largest class keeps the tensor
@@ -275,7 +203,7 @@ def to_hf(model: ZooModel, family: str | None = None) -> nn.Module:
         raise ConfigError(f"to_hf: {spec.name} is not a {name} model (the nearest family); it cannot express "
                           + "; ".join(found[name]))
     chosen = FAMILIES[name]
-    reference = reference_class(chosen)(chosen.config(spec))
+    reference = chosen.reference()(chosen.config(spec))
     state = canonical_state(model)
     untie(reference, chosen.names(spec), state)
     table, lookup = mapped_state(chosen, spec, set(state), reference_tensors(reference), "to_hf")

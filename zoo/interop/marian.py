@@ -14,16 +14,10 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.bart import layers, shared_config, shared_fields
-from zoo.interop.hf import Family, register
+from zoo.interop.bart import LAYERS, shared_config, shared_fields
+from zoo.interop.family import Family, register
 from zoo.specs.choices import validate_choice
 from zoo.specs.model_spec import ModelSpec
-
-
-def reference() -> type:
-    from transformers import MarianMTModel
-
-    return MarianMTModel
 
 
 def spec_fields(model: nn.Module) -> dict[str, Any]:
@@ -47,12 +41,6 @@ def computed(spec: ModelSpec) -> dict[str, Tensor]:
     return {f"model.{stack}.embed_positions.weight": table for stack in ("encoder", "decoder")}
 
 
-def pegasus() -> type:
-    from transformers import PegasusForConditionalGeneration
-
-    return PegasusForConditionalGeneration
-
-
 def pegasus_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     return {**shared_fields(model, "Pegasus"), "src_vocab_size": c.vocab_size, "tgt_vocab_size": c.vocab_size,
@@ -64,17 +52,6 @@ def pegasus_config(spec: ModelSpec):
     from transformers import PegasusConfig
 
     return PegasusConfig(vocab_size=spec.tgt_vocab_size, **shared_config(spec))
-
-
-def pegasus_names(spec: ModelSpec) -> dict[str, str]:
-    return layers(spec) | {f"{stack}.norm.{kind}": f"model.{stack}.layer_norm.{kind}"
-                           for stack in ("encoder", "decoder") for kind in ("weight", "bias")}
-
-
-def m2m100() -> type:
-    from transformers import M2M100ForConditionalGeneration
-
-    return M2M100ForConditionalGeneration
 
 
 def fairseq_positions(pad_id: int) -> dict[str, Any]:
@@ -108,10 +85,10 @@ def m2m100_computed(spec: ModelSpec) -> dict[str, Tensor]:
     return {f"model.{stack}.embed_positions.weights": table for stack in ("encoder", "decoder")}
 
 
-def m2m100_names(spec: ModelSpec) -> dict[str, str]:
-    return {key: value for key, value in pegasus_names(spec).items() if key != "generator.bias"}
-
-
-MARIAN = register(Family("marian", reference, spec_fields, config, layers, computed))
-PEGASUS = register(Family("pegasus", pegasus, pegasus_fields, pegasus_config, pegasus_names, computed))
-M2M100 = register(Family("m2m100", m2m100, m2m100_fields, m2m100_config, m2m100_names, m2m100_computed))
+STACK_NORMS = LAYERS.derive(top={"{stack}.norm.*": "model.{stack}.layer_norm.*"})
+"""Pegasus and M2M100: BART's layers and a final norm on each stack."""
+MARIAN = register(Family("marian", "MarianMTModel", spec_fields, config, LAYERS, computed))
+PEGASUS = register(Family("pegasus", "PegasusForConditionalGeneration", pegasus_fields, pegasus_config, STACK_NORMS,
+                          computed))
+M2M100 = register(Family("m2m100", "M2M100ForConditionalGeneration", m2m100_fields, m2m100_config, STACK_NORMS,
+                         m2m100_computed))

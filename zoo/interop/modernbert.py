@@ -14,17 +14,12 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.hf import Family, register
-from zoo.interop.llama import rope_base, rotary_buffers_by_layer_type
+from zoo.interop.family import Family, register
+from zoo.interop.rotary import rope_base, rotary_buffers_by_layer_type
+from zoo.interop.tables import encoder, split_views
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.layer_rules import selecting
 from zoo.specs.model_spec import ModelSpec
-
-
-def reference() -> type:
-    from transformers import ModernBertForMaskedLM
-
-    return ModernBertForMaskedLM
 
 
 def theta(c, kind: str) -> float:
@@ -93,32 +88,20 @@ def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor
     """Wqkv's rows as q, k and v; Wi's as the gate (activated) and the up projection."""
     out = {}
     for i in range(spec.n_encoder_layers):
-        packed = f"model.layers.{i}.attn.Wqkv.weight"
-        if packed in tensors:
-            out |= {f"{packed}:{p}": (rows, packed) for p, rows in zip("qkv", tensors[packed].chunk(3))}
-        packed = f"model.layers.{i}.mlp.Wi.weight"
-        if packed in tensors:
-            out |= {f"{packed}:{p}": (rows, packed) for p, rows in zip(("gate", "up"), tensors[packed].chunk(2))}
+        out |= split_views(tensors, f"model.layers.{i}.attn.Wqkv.weight", dict.fromkeys("qkv", spec.d_model))
+        out |= split_views(tensors, f"model.layers.{i}.mlp.Wi.weight", dict.fromkeys(("gate", "up"), spec.ffn_width))
     return out
 
 
-def names(spec: ModelSpec) -> dict[str, str]:
-    table = {"encoder.embed.tokens.weight": "model.embeddings.tok_embeddings.weight",
-             "encoder.embed.norm.weight": "model.embeddings.norm.weight", "encoder.norm.weight": "model.final_norm.weight",
-             "generator.weight": "decoder.weight", "generator.bias": "decoder.bias",
-             "generator.transform.dense.weight": "head.dense.weight", "generator.transform.norm.weight": "head.norm.weight"}
-    for i in range(spec.n_encoder_layers):
-        zoo, ref = f"encoder.layers.{i}", f"model.layers.{i}"
-        table |= {f"{zoo}.self_attn.{p}.weight": f"{ref}.attn.Wqkv.weight:{p}" for p in "qkv"}
-        table |= {f"{zoo}.self_attn.out.weight": f"{ref}.attn.Wo.weight",
-                  f"{zoo}.ffn_residual.norm.weight": f"{ref}.mlp_norm.weight",
-                  f"{zoo}.ffn.gate.weight": f"{ref}.mlp.Wi.weight:gate",
-                  f"{zoo}.ffn.linear1.weight": f"{ref}.mlp.Wi.weight:up",
-                  f"{zoo}.ffn.linear2.weight": f"{ref}.mlp.Wo.weight"}
-        if i > 0:
-            table[f"{zoo}.self_attn_residual.norm.weight"] = f"{ref}.attn_norm.weight"
-    return table
+NAMES = encoder(
+    {"encoder.embed.tokens.*": "model.embeddings.tok_embeddings.*", "encoder.embed.norm.*": "model.embeddings.norm.*",
+     "encoder.norm.*": "model.final_norm.*", "generator.*": "decoder.*", "generator.transform.dense.*": "head.dense.*",
+     "generator.transform.norm.*": "head.norm.*"},
+    {"self_attn.{p}.*": "attn.Wqkv.*:{p}", "self_attn.out.*": "attn.Wo.*", "self_attn_residual.norm.*": "attn_norm.*",
+     "ffn_residual.norm.*": "mlp_norm.*", "ffn.gate.*": "mlp.Wi.*:gate", "ffn.linear1.*": "mlp.Wi.*:up",
+     "ffn.linear2.*": "mlp.Wo.*"}, at="model.layers.{i}")
+"""The first layer has no attention norm (the embeddings' norm serves): neither model holds one."""
 
 
-MODERNBERT = register(Family("modernbert", reference, spec_fields, config, names, computed,
+MODERNBERT = register(Family("modernbert", "ModernBertForMaskedLM", spec_fields, config, NAMES, computed,
                              free=("attention", "bos_id", "eos_id"), views=views))

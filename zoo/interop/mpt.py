@@ -17,7 +17,8 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.hf import Family, dropout_fields, register, transformers_class
+from zoo.interop.family import Family, dropout_fields, register
+from zoo.interop.tables import decoder, split_views
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
@@ -58,12 +59,15 @@ def config(spec: ModelSpec):
 
 def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:
     """Wqkv's rows as three blocks of d_model: q, k, v."""
-    out = {}
-    for i in range(spec.n_decoder_layers):
-        name = f"transformer.blocks.{i}.attn.Wqkv.weight"
-        if name in tensors:
-            out |= {f"{name}:{p}": (block, name) for p, block in zip("qkv", tensors[name].chunk(3), strict=True)}
-    return out
+    return {name: view for i in range(spec.n_decoder_layers) for name, view in split_views(
+        tensors, f"transformer.blocks.{i}.attn.Wqkv.weight", dict.fromkeys("qkv", spec.d_model)).items()}
+
+
+NAMES = decoder(
+    {"decoder.embed.tokens.*": "transformer.wte.*", "generator.*": "lm_head.*", "decoder.norm.*": "transformer.norm_f.*"},
+    {"self_attn.{p}.*": "attn.Wqkv.*:{p}", "self_attn.out.*": "attn.out_proj.*", "self_attn_residual.norm.*": "norm_1.*",
+     "ffn_residual.norm.*": "norm_2.*", "ffn.linear1.*": "ffn.up_proj.*", "ffn.linear2.*": "ffn.down_proj.*"},
+    at="transformer.blocks.{i}", parts=("weight",))
 
 
 def names(spec: ModelSpec) -> dict[str, str]:
@@ -80,5 +84,5 @@ def names(spec: ModelSpec) -> dict[str, str]:
     return table
 
 
-MPT = register(Family("mpt", transformers_class("MptForCausalLM"), spec_fields, config, names,
+MPT = register(Family("mpt", "MptForCausalLM", spec_fields, config, NAMES,
                       free=("attention", "pad_id"), views=views))

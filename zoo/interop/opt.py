@@ -15,8 +15,9 @@ from typing import Any
 from torch import nn
 
 from zoo.errors import InteropError
-from zoo.interop.bart import attention, module
-from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register, transformers_class
+from zoo.interop.bart import LAYER
+from zoo.interop.family import ACTIVATIONS, Family, dropout_fields, register
+from zoo.interop.tables import decoder
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
@@ -62,17 +63,10 @@ def config(spec: ModelSpec):
         bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id)
 
 
-def names(spec: ModelSpec) -> dict[str, str]:
-    table = {"decoder.embed.tokens.weight": "model.decoder.embed_tokens.weight", "generator.weight": "lm_head.weight",
-             "decoder.embed.position.table.weight": "model.decoder.embed_positions.weight"}
-    table |= module("decoder.norm", "model.decoder.final_layer_norm") if spec.uses_final_norm else {}
-    for i in range(spec.n_decoder_layers):
-        zoo, ref = f"decoder.layers.{i}", f"model.decoder.layers.{i}"
-        table |= attention(f"{zoo}.self_attn", f"{ref}.self_attn")
-        table |= module(f"{zoo}.self_attn_residual.norm", f"{ref}.self_attn_layer_norm")
-        table |= module(f"{zoo}.ffn.linear1", f"{ref}.fc1") | module(f"{zoo}.ffn.linear2", f"{ref}.fc2")
-        table |= module(f"{zoo}.ffn_residual.norm", f"{ref}.final_layer_norm")
-    return table
+NAMES = decoder({"decoder.embed.tokens.weight": "model.decoder.embed_tokens.weight", "generator.weight": "lm_head.weight",
+                 "decoder.embed.position.table.weight": "model.decoder.embed_positions.weight",
+                 "decoder.norm.*": "model.decoder.final_layer_norm.*"}, LAYER, at="model.decoder.layers.{i}")
+"""BART's layer; the final norm where the stack is pre-norm (neither has one otherwise)."""
 
 
-OPT = register(Family("opt", transformers_class("OPTForCausalLM"), spec_fields, config, names))
+OPT = register(Family("opt", "OPTForCausalLM", spec_fields, config, NAMES))

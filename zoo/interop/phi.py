@@ -13,8 +13,9 @@ import torch
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register, transformers_class
-from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.interop.family import ACTIVATIONS, Family, dropout_fields, register
+from zoo.interop.rotary import rope_base, rotary_buffers
+from zoo.interop.tables import decoder
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
@@ -70,19 +71,10 @@ def phi_config(spec: ModelSpec):
         pad_token_id=spec.pad_id)
 
 
-def phi_names(spec: ModelSpec) -> dict[str, str]:
-    table = {"decoder.embed.tokens.weight": "model.embed_tokens.weight", "generator.weight": "lm_head.weight",
-             "generator.bias": "lm_head.bias"}
-    table |= {f"decoder.norm.{part}": f"model.final_layernorm.{part}" for part in ("weight", "bias")}
-    for i in range(spec.n_decoder_layers):
-        zoo, ref = f"decoder.layers.{i}", f"model.layers.{i}"
-        for part in ("weight", "bias"):
-            table |= {f"{zoo}.self_attn.{p}.{part}": f"{ref}.self_attn.{p}_proj.{part}" for p in "qkv"}
-            table |= {f"{zoo}.self_attn.out.{part}": f"{ref}.self_attn.dense.{part}",
-                      f"{zoo}.self_attn_residual.norm.{part}": f"{ref}.input_layernorm.{part}",
-                      f"{zoo}.ffn.linear1.{part}": f"{ref}.mlp.fc1.{part}",
-                      f"{zoo}.ffn.linear2.{part}": f"{ref}.mlp.fc2.{part}"}
-    return table
+PHI_NAMES = decoder(
+    {"decoder.embed.tokens.*": "model.embed_tokens.*", "generator.*": "lm_head.*", "decoder.norm.*": "model.final_layernorm.*"},
+    {"self_attn.{p}.*": "self_attn.{p}_proj.*", "self_attn.out.*": "self_attn.dense.*",
+     "self_attn_residual.norm.*": "input_layernorm.*", "ffn.linear1.*": "mlp.fc1.*", "ffn.linear2.*": "mlp.fc2.*"})
 
 
 def gptj_fields(model: nn.Module) -> dict[str, Any]:
@@ -120,23 +112,14 @@ def gptj_computed(spec: ModelSpec) -> dict[str, Tensor]:
     return {"transformer.rotary_emb.embed_positions": torch.cat((torch.sin(angles), torch.cos(angles)), dim=1)}
 
 
-def gptj_names(spec: ModelSpec) -> dict[str, str]:
-    table = {"decoder.embed.tokens.weight": "transformer.wte.weight", "generator.weight": "lm_head.weight",
-             "generator.bias": "lm_head.bias"}
-    table |= {f"decoder.norm.{part}": f"transformer.ln_f.{part}" for part in ("weight", "bias")}
-    for i in range(spec.n_decoder_layers):
-        zoo, ref = f"decoder.layers.{i}", f"transformer.h.{i}"
-        table |= {f"{zoo}.self_attn.{p}.weight": f"{ref}.attn.{p}_proj.weight" for p in "qkv"}
-        table |= {f"{zoo}.self_attn.out.weight": f"{ref}.attn.out_proj.weight"}
-        for part in ("weight", "bias"):
-            table |= {f"{zoo}.self_attn_residual.norm.{part}": f"{ref}.ln_1.{part}",
-                      f"{zoo}.ffn.linear1.{part}": f"{ref}.mlp.fc_in.{part}",
-                      f"{zoo}.ffn.linear2.{part}": f"{ref}.mlp.fc_out.{part}"}
-    return table
+GPTJ_NAMES = decoder(
+    {"decoder.embed.tokens.*": "transformer.wte.*", "generator.*": "lm_head.*", "decoder.norm.*": "transformer.ln_f.*"},
+    {"self_attn.{p}.*": "attn.{p}_proj.*", "self_attn.out.*": "attn.out_proj.*", "self_attn_residual.norm.*": "ln_1.*",
+     "ffn.linear1.*": "mlp.fc_in.*", "ffn.linear2.*": "mlp.fc_out.*"}, at="transformer.h.{i}")
 
 
 FREE = ("attention", "pad_id")
-PHI = register(Family("phi", transformers_class("PhiForCausalLM"), phi_fields, phi_config, phi_names,
+PHI = register(Family("phi", "PhiForCausalLM", phi_fields, phi_config, PHI_NAMES,
                       lambda spec: rotary_buffers(spec, "model.rotary_emb"), free=FREE))
-GPTJ = register(Family("gptj", transformers_class("GPTJForCausalLM"), gptj_fields, gptj_config, gptj_names, gptj_computed,
+GPTJ = register(Family("gptj", "GPTJForCausalLM", gptj_fields, gptj_config, GPTJ_NAMES, gptj_computed,
                        free=FREE))

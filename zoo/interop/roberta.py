@@ -11,8 +11,9 @@ import torch
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.bert import check_bidirectional, embedding_names, encoder_ids
-from zoo.interop.hf import Family, dropout_fields, register, transformers_class
+from zoo.interop.bert import LAYER, check_bidirectional, embeddings, encoder_ids
+from zoo.interop.family import Family, dropout_fields, register
+from zoo.interop.tables import encoder
 from zoo.specs.model_spec import ModelSpec
 
 
@@ -59,30 +60,10 @@ def roberta_computed(spec: ModelSpec) -> dict[str, Tensor]:
             "roberta.embeddings.token_type_ids": torch.zeros(1, rows)}
 
 
-BERT_LAYER = {
-    "self_attn.q": "attention.self.query", "self_attn.k": "attention.self.key", "self_attn.v": "attention.self.value",
-    "self_attn.out": "attention.output.dense", "self_attn_residual.norm": "attention.output.LayerNorm",
-    "ffn.linear1": "intermediate.dense", "ffn.linear2": "output.dense", "ffn_residual.norm": "output.LayerNorm"}
-"""The parts of a layer of BERT's layout (RoBERTa, ELECTRA) under their names there."""
-
-
-def layer_names(spec: ModelSpec, prefix: str, parts: dict[str, str]) -> dict[str, str]:
-    """Each encoder layer's weights and biases under the reference's names for its parts."""
-    table = {}
-    for i in range(spec.n_encoder_layers):
-        for zoo, ref in parts.items():
-            table |= {f"encoder.layers.{i}.{zoo}.{p}": f"{prefix}.{i}.{ref}.{p}" for p in ("weight", "bias")}
-    return table
-
-
-def roberta_names(spec: ModelSpec) -> dict[str, str]:
-    emb = "roberta.embeddings"
-    table = {**embedding_names(emb),
-             "generator.weight": "lm_head.decoder.weight", "generator.bias": "lm_head.bias"}
-    for p in ("weight", "bias"):
-        table |= {f"encoder.embed.norm.{p}": f"{emb}.LayerNorm.{p}", f"generator.transform.norm.{p}": f"lm_head.layer_norm.{p}",
-                  f"generator.transform.dense.{p}": f"lm_head.dense.{p}"}
-    return table | layer_names(spec, "roberta.encoder.layer", BERT_LAYER)
+ROBERTA_NAMES = encoder(embeddings("roberta.embeddings") | {
+    "generator.weight": "lm_head.decoder.weight", "generator.bias": "lm_head.bias",
+    "generator.transform.norm.*": "lm_head.layer_norm.*", "generator.transform.dense.*": "lm_head.dense.*"},
+    LAYER, at="roberta.encoder.layer.{i}")
 
 
 def distilbert_fields(model: nn.Module) -> dict[str, Any]:
@@ -108,18 +89,14 @@ def distilbert_config(spec: ModelSpec):
         max_position_embeddings=spec.max_len, pad_token_id=spec.pad_id, tie_word_embeddings=spec.embeddings.tie)
 
 
-def distilbert_names(spec: ModelSpec) -> dict[str, str]:
-    emb = "distilbert.embeddings"
-    table = {"encoder.embed.tokens.weight": f"{emb}.word_embeddings.weight",
-             "encoder.embed.position.table.weight": f"{emb}.position_embeddings.weight",
-             "generator.weight": "vocab_projector.weight", "generator.bias": "vocab_projector.bias"}
-    for p in ("weight", "bias"):
-        table |= {f"encoder.embed.norm.{p}": f"{emb}.LayerNorm.{p}", f"generator.transform.norm.{p}": f"vocab_layer_norm.{p}",
-                  f"generator.transform.dense.{p}": f"vocab_transform.{p}"}
-    return table | layer_names(spec, "distilbert.transformer.layer", {
-        "self_attn.q": "attention.q_lin", "self_attn.k": "attention.k_lin", "self_attn.v": "attention.v_lin",
-        "self_attn.out": "attention.out_lin", "self_attn_residual.norm": "sa_layer_norm", "ffn.linear1": "ffn.lin1",
-        "ffn.linear2": "ffn.lin2", "ffn_residual.norm": "output_layer_norm"})
+DISTILBERT_NAMES = encoder(
+    {"encoder.embed.tokens.*": "distilbert.embeddings.word_embeddings.*",
+     "encoder.embed.position.table.*": "distilbert.embeddings.position_embeddings.*",
+     "encoder.embed.norm.*": "distilbert.embeddings.LayerNorm.*", "generator.*": "vocab_projector.*",
+     "generator.transform.norm.*": "vocab_layer_norm.*", "generator.transform.dense.*": "vocab_transform.*"},
+    {"self_attn.{p}.*": "attention.{p}_lin.*", "self_attn.out.*": "attention.out_lin.*",
+     "self_attn_residual.norm.*": "sa_layer_norm.*", "ffn.linear1.*": "ffn.lin1.*", "ffn.linear2.*": "ffn.lin2.*",
+     "ffn_residual.norm.*": "output_layer_norm.*"}, at="distilbert.transformer.layer.{i}")
 
 
 def distilbert_computed(spec: ModelSpec) -> dict[str, Tensor]:
@@ -127,7 +104,7 @@ def distilbert_computed(spec: ModelSpec) -> dict[str, Tensor]:
 
 
 FREE = ("attention", "bos_id", "eos_id")
-ROBERTA = register(Family("roberta", transformers_class("RobertaForMaskedLM"), roberta_fields, roberta_config, roberta_names,
+ROBERTA = register(Family("roberta", "RobertaForMaskedLM", roberta_fields, roberta_config, ROBERTA_NAMES,
                           roberta_computed, free=FREE))
-DISTILBERT = register(Family("distilbert", transformers_class("DistilBertForMaskedLM"), distilbert_fields, distilbert_config,
-                             distilbert_names, distilbert_computed, free=FREE))
+DISTILBERT = register(Family("distilbert", "DistilBertForMaskedLM", distilbert_fields, distilbert_config,
+                             DISTILBERT_NAMES, distilbert_computed, free=FREE))

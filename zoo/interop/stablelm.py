@@ -18,9 +18,11 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
+from zoo.interop.family import ACTIVATIONS, Family, dropout_fields, register
 from zoo.interop.gpt_neox import packed_head_views
-from zoo.interop.hf import ACTIVATIONS, Family, dropout_fields, register, transformers_class
-from zoo.interop.llama import rope_base, rotary_buffers
+from zoo.interop.llama import WEIGHTS
+from zoo.interop.rotary import rope_base, rotary_buffers
+from zoo.interop.tables import decoder
 from zoo.specs.model_spec import ModelSpec
 
 
@@ -74,22 +76,9 @@ def stablelm_config(spec: ModelSpec):
                           use_parallel_residual=spec.norm.name == "parallel", qk_layernorm=False)
 
 
-def stablelm_names(spec: ModelSpec) -> dict[str, str]:
-    table = {"decoder.embed.tokens.weight": "model.embed_tokens.weight", "generator.weight": "lm_head.weight"}
-    table |= {f"decoder.norm.{part}": f"model.norm.{part}" for part in ("weight", "bias")}
-    for i in range(spec.n_decoder_layers):
-        zoo, ref = f"decoder.layers.{i}", f"model.layers.{i}"
-        table |= {f"{zoo}.self_attn.{p}.weight": f"{ref}.self_attn.{p}_proj.weight" for p in "qkv"}
-        table |= {f"{zoo}.self_attn.{p}.bias": f"{ref}.self_attn.{p}_proj.bias" for p in "qkv" if spec.qkv_bias}
-        table |= {f"{zoo}.self_attn.out.weight": f"{ref}.self_attn.o_proj.weight",
-                  f"{zoo}.ffn.gate.weight": f"{ref}.mlp.gate_proj.weight",
-                  f"{zoo}.ffn.linear1.weight": f"{ref}.mlp.up_proj.weight",
-                  f"{zoo}.ffn.linear2.weight": f"{ref}.mlp.down_proj.weight"}
-        for part in ("weight", "bias"):
-            table |= {f"{zoo}.self_attn_residual.norm.{part}": f"{ref}.input_layernorm.{part}"}
-            if spec.norm.name != "parallel":  # the parallel block's sublayers read one norm
-                table |= {f"{zoo}.ffn_residual.norm.{part}": f"{ref}.post_attention_layernorm.{part}"}
-    return table
+STABLELM_NAMES = WEIGHTS.derive(parts=("weight", "bias"))
+"""Llama's table with the biases its norms and, where it says so, its q, k and v hold; a parallel
+block's one norm is the attention's."""
 
 
 def persimmon_fields(model: nn.Module) -> dict[str, Any]:
@@ -107,21 +96,12 @@ def persimmon_config(spec: ModelSpec):
     return PersimmonConfig(**common_config(spec), hidden_act="relu2", qk_layernorm=spec.attn.qk_norm is not None)
 
 
-def persimmon_names(spec: ModelSpec) -> dict[str, str]:
-    table = {"decoder.embed.tokens.weight": "model.embed_tokens.weight", "generator.weight": "lm_head.weight"}
-    table |= {f"decoder.norm.{part}": f"model.final_layernorm.{part}" for part in ("weight", "bias")}
-    for i in range(spec.n_decoder_layers):
-        zoo, ref = f"decoder.layers.{i}", f"model.layers.{i}"
-        for part in ("weight", "bias"):
-            table |= {f"{zoo}.self_attn.{p}.{part}": f"{ref}.self_attn.query_key_value.{part}:{p}" for p in "qkv"}
-            table |= {f"{zoo}.self_attn.{p}_norm.{part}": f"{ref}.self_attn.{p}_layernorm.{part}" for p in "qk"
-                      if spec.attn.qk_norm}
-            table |= {f"{zoo}.self_attn.out.{part}": f"{ref}.self_attn.dense.{part}",
-                      f"{zoo}.self_attn_residual.norm.{part}": f"{ref}.input_layernorm.{part}",
-                      f"{zoo}.ffn_residual.norm.{part}": f"{ref}.post_attention_layernorm.{part}",
-                      f"{zoo}.ffn.linear1.{part}": f"{ref}.mlp.dense_h_to_4h.{part}",
-                      f"{zoo}.ffn.linear2.{part}": f"{ref}.mlp.dense_4h_to_h.{part}"}
-    return table
+PERSIMMON_NAMES = decoder(
+    {"decoder.embed.tokens.*": "model.embed_tokens.*", "generator.*": "lm_head.*", "decoder.norm.*": "model.final_layernorm.*"},
+    {"self_attn.{p}.*": "self_attn.query_key_value.*:{p}", "self_attn.q_norm.*": "self_attn.q_layernorm.*",
+     "self_attn.k_norm.*": "self_attn.k_layernorm.*", "self_attn.out.*": "self_attn.dense.*",
+     "self_attn_residual.norm.*": "input_layernorm.*", "ffn_residual.norm.*": "post_attention_layernorm.*",
+     "ffn.linear1.*": "mlp.dense_h_to_4h.*", "ffn.linear2.*": "mlp.dense_4h_to_h.*"})
 
 
 def persimmon_views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:
@@ -133,7 +113,7 @@ def computed(spec: ModelSpec) -> dict[str, Tensor]:
 
 
 FREE = ("attention", "pad_id")
-STABLELM = register(Family("stablelm", transformers_class("StableLmForCausalLM"), stablelm_fields, stablelm_config,
-                           stablelm_names, computed, free=FREE))
-PERSIMMON = register(Family("persimmon", transformers_class("PersimmonForCausalLM"), persimmon_fields,
-                            persimmon_config, persimmon_names, computed, free=FREE, views=persimmon_views))
+STABLELM = register(Family("stablelm", "StableLmForCausalLM", stablelm_fields, stablelm_config,
+                           STABLELM_NAMES, computed, free=FREE))
+PERSIMMON = register(Family("persimmon", "PersimmonForCausalLM", persimmon_fields,
+                            persimmon_config, PERSIMMON_NAMES, computed, free=FREE, views=persimmon_views))

@@ -12,7 +12,8 @@ from typing import Any
 from torch import nn
 
 from zoo.errors import InteropError
-from zoo.interop.hf import ACTIVATIONS, Family, register
+from zoo.interop.family import ACTIVATIONS, Family, register
+from zoo.interop.tables import Stack, Weights
 from zoo.specs.model_spec import ModelSpec
 
 GATED = {"gelu": "geglu", "gelu_python": "geglu", "gelu_new": "geglu_tanh", "gelu_pytorch_tanh": "geglu_tanh",
@@ -21,12 +22,6 @@ GATED = {"gelu": "geglu", "gelu_python": "geglu", "gelu_new": "geglu_tanh", "gel
 PROJECTIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "swish": "silu", "relu2": "relu2",
                "reglu": "gated-relu", "geglu": "gated-gelu_python", "geglu_tanh": "gated-gelu", "swiglu": "gated-silu"}
 """The zoo's feed-forward parts as T5's feed_forward_proj (its `gated-gelu` is the tanh GELU)."""
-
-
-def reference() -> type:
-    from transformers import T5ForConditionalGeneration
-
-    return T5ForConditionalGeneration
 
 
 def spec_fields(model: nn.Module) -> dict[str, Any]:
@@ -65,45 +60,35 @@ def config(spec: ModelSpec):
     )
 
 
-def attention(zoo: str, ref: str) -> dict[str, str]:
-    return {f"{zoo}.{p}.weight": f"{ref}.{p}.weight" for p in "qkv"} | {f"{zoo}.out.weight": f"{ref}.o.weight"}
+def layer(cross: bool, gated: bool) -> dict[str, str]:
+    """A T5 block's rows: its sublayers are layer.0 (self-attention), layer.1 (the decoder's
+    cross-attention) and the feed-forward after them, whose input projection is wi, or wi_0 (the
+    gate) and wi_1 where it is gated."""
+    ffn_at = 2 if cross else 1
+    ffn = f"{ffn_at}.DenseReluDense"
+    linear = {"ffn.gate.*": f"{ffn}.wi_0.*", "ffn.linear1.*": f"{ffn}.wi_1.*"} if gated else {"ffn.linear1.*": f"{ffn}.wi.*"}
+    attend = {"cross_attn.{p}.*": "1.EncDecAttention.{p}.*", "cross_attn.out.*": "1.EncDecAttention.o.*",
+              "cross_attn_residual.norm.*": "1.layer_norm.*"} if cross else {}
+    return {"self_attn.{p}.*": "0.SelfAttention.{p}.*", "self_attn.out.*": "0.SelfAttention.o.*",
+            "self_attn_residual.norm.*": "0.layer_norm.*", **attend,
+            **linear, "ffn.linear2.*": f"{ffn}.wo.*", "ffn_residual.norm.*": f"{ffn_at}.layer_norm.*"}
 
 
-def ffn(zoo: str, ref: str, spec: ModelSpec) -> dict[str, str]:
-    if spec.ffn.name in GATED.values():
-        return {f"{zoo}.gate.weight": f"{ref}.wi_0.weight", f"{zoo}.linear1.weight": f"{ref}.wi_1.weight",
-                f"{zoo}.linear2.weight": f"{ref}.wo.weight"}
-    return {f"{zoo}.linear1.weight": f"{ref}.wi.weight", f"{zoo}.linear2.weight": f"{ref}.wo.weight"}
+TABLES = {gated: Weights(
+    {"encoder.embed.tokens.*": "shared.*", "decoder.embed.tokens.*": "decoder.embed_tokens.*", "generator.*": "lm_head.*",
+     "{stack}.norm.*": "{stack}.final_layer_norm.*",
+     "{stack}.embed.position.bias.*": "{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.*"},
+    (Stack("encoder", "encoder.block.{i}.layer", layer(False, gated)),
+     Stack("decoder", "decoder.block.{i}.layer", layer(True, gated))),
+    parts=("weight",)) for gated in (False, True)}
 
 
 def names(spec: ModelSpec) -> dict[str, str]:
-    table = {"encoder.embed.tokens.weight": "shared.weight", "decoder.embed.tokens.weight": "decoder.embed_tokens.weight",
-             "generator.weight": "lm_head.weight", "encoder.norm.weight": "encoder.final_layer_norm.weight",
-             "decoder.norm.weight": "decoder.final_layer_norm.weight"}
-    for stack, count in (("encoder", spec.n_encoder_layers), ("decoder", spec.n_decoder_layers)):
-        bias = f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"
-        table[f"{stack}.embed.position.bias.weight"] = bias
-        for i in range(count):
-            zoo, ref = f"{stack}.layers.{i}", f"{stack}.block.{i}.layer"
-            table |= attention(f"{zoo}.self_attn", f"{ref}.0.SelfAttention")
-            table[f"{zoo}.self_attn_residual.norm.weight"] = f"{ref}.0.layer_norm.weight"
-            last = 1
-            if stack == "decoder":
-                table |= attention(f"{zoo}.cross_attn", f"{ref}.1.EncDecAttention")
-                table[f"{zoo}.cross_attn_residual.norm.weight"] = f"{ref}.1.layer_norm.weight"
-                last = 2
-            table |= ffn(f"{zoo}.ffn", f"{ref}.{last}.DenseReluDense", spec)
-            table[f"{zoo}.ffn_residual.norm.weight"] = f"{ref}.{last}.layer_norm.weight"
-    return table
+    return TABLES[spec.ffn.name in GATED.values()](spec)
 
 
-T5 = register(Family("t5", reference, spec_fields, config, names, free=("attention", "max_len"), preset="t5-v1_1"))
-
-
-def mt5() -> type:
-    from transformers import MT5ForConditionalGeneration
-
-    return MT5ForConditionalGeneration
+T5 = register(Family("t5", "T5ForConditionalGeneration", spec_fields, config, names, free=("attention", "max_len"),
+                     preset="t5-v1_1"))
 
 
 def mt5_fields(model: nn.Module) -> dict[str, Any]:
@@ -122,4 +107,4 @@ def mt5_config(spec: ModelSpec):
 MT5_KEYS = ("vocab_size", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "num_heads",
             "relative_attention_num_buckets", "relative_attention_max_distance", "dropout_rate", "layer_norm_epsilon",
             "feed_forward_proj", "pad_token_id", "eos_token_id", "decoder_start_token_id")
-MT5 = register(Family("mt5", mt5, mt5_fields, mt5_config, names, free=("attention", "max_len")))
+MT5 = register(Family("mt5", "MT5ForConditionalGeneration", mt5_fields, mt5_config, names, free=("attention", "max_len")))
