@@ -11,9 +11,17 @@ from typing import Any
 from torch import nn
 
 from zoo.errors import InteropError
-from zoo.interop.family import ACTIVATIONS, Family, dropout_fields, register
-from zoo.interop.tables import Stack, Weights
+from zoo.interop.family import Family, register
+from zoo.interop.tables import ACTIVATIONS, Renames, Stack, Weights
 from zoo.specs.model_spec import ModelSpec
+
+RENAMES = Renames({"d_model": "d_model", "n_heads": "encoder_attention_heads", "d_ff": "encoder_ffn_dim",
+                   "n_encoder_layers": "encoder_layers", "n_decoder_layers": "decoder_layers",
+                   "max_len": "max_position_embeddings", "pad_id": "pad_token_id", "eos_id": "eos_token_id"},
+                  dropouts={"residual": "dropout", "embedding": "dropout", "attention": "attention_dropout",
+                            "activation": "activation_dropout"})
+"""BART's and Marian's names; the decoder's heads and width, which must equal the encoder's, are
+written apart."""
 
 
 def shared_fields(model: nn.Module, family: str) -> dict[str, Any]:
@@ -27,12 +35,8 @@ def shared_fields(model: nn.Module, family: str) -> dict[str, Any]:
         raise InteropError(f"{family} activation_function {c.activation_function!r} has no zoo feed-forward part")
     start = c.decoder_start_token_id if c.decoder_start_token_id is not None else c.pad_token_id
     inner = model.model
-    return {
-        "d_model": c.d_model, "n_heads": c.encoder_attention_heads, "d_ff": c.encoder_ffn_dim,
-        "n_encoder_layers": c.encoder_layers, "n_decoder_layers": c.decoder_layers,
-        **dropout_fields(c.dropout, c.attention_dropout, c.activation_dropout),
-        "max_len": c.max_position_embeddings, "pad_id": c.pad_token_id, "bos_id": start, "eos_id": c.eos_token_id,
-        "norm": "post", "attention": "fused", "ffn": ffn, "norm_type": "layernorm", "final_norm": False,
+    return RENAMES.read(c) | {
+        "bos_id": start, "norm": "post", "attention": "fused", "ffn": ffn, "norm_type": "layernorm", "final_norm": False,
         "scale_embeddings": bool(c.scale_embedding),
         "share_embeddings": inner.encoder.embed_tokens.weight is inner.decoder.embed_tokens.weight,
         "tie_embeddings": model.lm_head.weight is inner.decoder.embed_tokens.weight,
@@ -48,15 +52,10 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
 
 def shared_config(spec: ModelSpec) -> dict[str, Any]:
     act = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "swish": "swish", "relu2": "relu2"}.get(spec.ffn.name, "relu")
-    return dict(
-        d_model=spec.d_model, encoder_layers=spec.n_encoder_layers, decoder_layers=spec.n_decoder_layers,
-        encoder_attention_heads=spec.n_heads, decoder_attention_heads=spec.n_heads, encoder_ffn_dim=spec.ffn_width,
-        decoder_ffn_dim=spec.ffn_width, activation_function=act, dropout=spec.dropout_at("residual"),
-        attention_dropout=spec.dropout_at("attention"), activation_dropout=spec.dropout_at("activation"),
-        max_position_embeddings=spec.max_len, scale_embedding=spec.embeddings.scale,
-        pad_token_id=spec.pad_id, eos_token_id=spec.eos_id, decoder_start_token_id=spec.bos_id,
-        forced_eos_token_id=None, tie_word_embeddings=spec.embeddings.tie,
-    )
+    return RENAMES.write(spec) | dict(
+        decoder_attention_heads=spec.n_heads, decoder_ffn_dim=spec.ffn_width, activation_function=act,
+        scale_embedding=spec.embeddings.scale, decoder_start_token_id=spec.bos_id, forced_eos_token_id=None,
+        tie_word_embeddings=spec.embeddings.tie)
 
 
 def config(spec: ModelSpec):

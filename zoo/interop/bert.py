@@ -11,8 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.family import Family, dropout_fields, register
-from zoo.interop.tables import encoder
+from zoo.interop.family import Family, register
+from zoo.interop.tables import BERT_RENAMES, encoder
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
@@ -43,12 +43,9 @@ def layout_fields(c, family: str, tied: bool) -> dict[str, Any]:
     if c.hidden_act != "gelu":
         raise InteropError(f"{family} hidden_act {c.hidden_act!r}: the zoo's masked-LM head uses the exact GELU")
     pad, start, end = encoder_ids(c, family)
-    return {
-        "kind": "encoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
-        "d_ff": c.intermediate_size, "n_encoder_layers": c.num_hidden_layers,
-        **dropout_fields(c.hidden_dropout_prob, c.attention_probs_dropout_prob),
-        "max_len": c.max_position_embeddings, "pad_id": pad, "bos_id": start, "eos_id": end,
-        "norm": "post", "position": {"name": "learned", "token_types": c.type_vocab_size}, "attention": "fused",
+    return BERT_RENAMES.read(c) | {
+        "kind": "encoder", "pad_id": pad, "bos_id": start, "eos_id": end, "norm": "post",
+        "position": {"name": "learned", "token_types": c.type_vocab_size}, "attention": "fused",
         "ffn": "gelu", "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps)}, "final_norm": False,
         "scale_embeddings": False, "embedding_norm": True, "output_transform": True, "tie_embeddings": tied,
         "output_bias": "trained", "bias": True,
@@ -67,10 +64,7 @@ def config(spec: ModelSpec):
     if learned and not spec.position.token_types:
         raise InteropError("BERT adds a token-type table to its positions")
     return BertConfig(
-        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_encoder_layers,
-        num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width, hidden_dropout_prob=spec.dropout_at("residual"),
-        attention_probs_dropout_prob=spec.dropout_at("attention"), max_position_embeddings=spec.max_len,
-        type_vocab_size=spec.position.token_types if learned else 2,
+        **BERT_RENAMES.write(spec), type_vocab_size=spec.position.token_types if learned else 2,
         layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-12,
         pad_token_id=spec.pad_id, tie_word_embeddings=spec.embeddings.tie,
     )

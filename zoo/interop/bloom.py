@@ -15,13 +15,18 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.family import Family, dropout_fields, register
+from zoo.interop.family import Family, register
 from zoo.interop.gpt_neox import packed_head_views
-from zoo.interop.tables import decoder
+from zoo.interop.tables import TOKEN_IDS, Renames, decoder
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 TRAINING_LENGTH = 2048
+
+
+RENAMES = Renames({"vocab_size": "vocab_size", "d_model": "hidden_size", "n_heads": "n_head",
+                   "n_decoder_layers": "n_layer", **TOKEN_IDS},
+                  dropouts={"residual": "hidden_dropout", "attention": "attention_dropout"})
 
 
 def spec_fields(model: nn.Module) -> dict[str, Any]:
@@ -30,12 +35,9 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
                            c.apply_residual_connection_post_layernorm, "false"),
                  (not (c.pretraining_tp > 1 and c.slow_but_exact), "slow_but_exact", c.slow_but_exact,
                   f"false where pretraining_tp is above 1 (it is {c.pretraining_tp})"))
-    return {
-        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.n_head,
-        "d_ff": 4 * c.hidden_size, "n_decoder_layers": c.n_layer,
-        **dropout_fields(c.hidden_dropout, c.attention_dropout, embedding=0.0),
-        "max_len": TRAINING_LENGTH, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id, "pad_id": c.pad_token_id,
-        "norm": "pre", "position": "alibi", "attention": "fused", "ffn": "gelu_tanh",
+    return RENAMES.read(c) | {
+        "kind": "decoder", "d_ff": 4 * c.hidden_size, "max_len": TRAINING_LENGTH, "norm": "pre", "position": "alibi",
+        "attention": "fused", "ffn": "gelu_tanh",
         "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_epsilon)}, "final_norm": True,
         "scale_embeddings": False, "embedding_norm": True, "output_bias": "none", "bias": True,
         "tie_embeddings": model.lm_head.weight is model.transformer.word_embeddings.weight,
@@ -47,12 +49,8 @@ def config(spec: ModelSpec):
 
     if spec.ffn_width != 4 * spec.d_model:
         raise InteropError(f"d_ff {spec.ffn_width}: BLOOM's feed-forward is 4 x d_model = {4 * spec.d_model} wide")
-    return BloomConfig(
-        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, n_layer=spec.n_decoder_layers, n_head=spec.n_heads,
-        layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
-        hidden_dropout=spec.dropout_at("residual"), attention_dropout=spec.dropout_at("attention"),
-        tie_word_embeddings=spec.embeddings.tie,
-        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id)
+    return BloomConfig(**RENAMES.write(spec), tie_word_embeddings=spec.embeddings.tie,
+                       layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5)
 
 
 def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:

@@ -13,9 +13,9 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.family import Family, dropout_fields, register
-from zoo.interop.llama import WEIGHTS
-from zoo.interop.rotary import rope_base, rotary_buffers
+from zoo.interop.family import Family, register
+from zoo.interop.llama import RENAMES, WEIGHTS
+from zoo.interop.rotary import rope_base, rope_config, rotary_buffers
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
@@ -24,11 +24,8 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     refuse_unfit("Cohere", (not c.attention_bias, "attention_bias", c.attention_bias, "false"),
                  (c.hidden_act == "silu", "hidden_act", c.hidden_act, "silu (SwiGLU)"))
-    return {
-        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
-        "n_kv_heads": c.num_key_value_heads, "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers,
-        **dropout_fields(0.0, c.attention_dropout), "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id,
-        "eos_id": c.eos_token_id, "pad_id": c.pad_token_id, "norm": "parallel",
+    return RENAMES.read(c) | {
+        "kind": "decoder", "norm": "parallel",
         "position": {"name": "rope", "base": rope_base(c), "layout": "interleaved"}, "attention": "fused",
         "ffn": "swiglu", "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps), "bias": False},
         "final_norm": True, "scale_embeddings": False, "embedding_norm": False, "output_bias": "none", "bias": False,
@@ -48,16 +45,11 @@ def logit_scale(c) -> float:
 def config(spec: ModelSpec):
     from transformers import CohereConfig
 
-    rotary = spec.position.name == "rope"
     return CohereConfig(
-        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
-        num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads, num_key_value_heads=spec.kv_heads,
-        max_position_embeddings=spec.max_len, attention_dropout=spec.dropout_at("attention"),
+        **RENAMES.write(spec), **rope_config(spec, fraction=False),
         layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
-        rope_parameters={"rope_type": "default", "rope_theta": spec.position.base if rotary else 10000.0},
         logit_scale=spec.output.logit_scale or 1.0, use_qk_norm=spec.attn.qk_norm is not None,
-        tie_word_embeddings=spec.embeddings.tie, bos_token_id=spec.bos_id, eos_token_id=spec.eos_id,
-        pad_token_id=spec.pad_id)
+        tie_word_embeddings=spec.embeddings.tie)
 
 
 def names(spec: ModelSpec) -> dict[str, str]:

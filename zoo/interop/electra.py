@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from zoo.errors import InteropError
 from zoo.interop.bert import LAYER, embeddings, layout_fields, position_buffers
 from zoo.interop.family import Family, register
-from zoo.interop.tables import encoder
+from zoo.interop.tables import BERT_RENAMES, encoder
 from zoo.specs.model_spec import ModelSpec
 
 
@@ -34,11 +34,8 @@ def config(spec: ModelSpec):
     if spec.embeddings.dim is not None and spec.embeddings.dim_scope != "embedding":
         raise InteropError("ELECTRA's whole embedding is at embedding_size (dim_scope embedding)")
     return ElectraConfig(
-        vocab_size=spec.tgt_vocab_size, embedding_size=spec.embedding_width, hidden_size=spec.d_model,
-        num_hidden_layers=spec.n_encoder_layers, num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width,
-        hidden_dropout_prob=spec.dropout_at("residual"),
-        attention_probs_dropout_prob=spec.dropout_at("attention"),
-        max_position_embeddings=spec.max_len, type_vocab_size=spec.position.token_types if learned else 2,
+        **BERT_RENAMES.write(spec), embedding_size=spec.embedding_width,
+        type_vocab_size=spec.position.token_types if learned else 2,
         layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-12, pad_token_id=spec.pad_id,
         tie_word_embeddings=spec.embeddings.tie)
 

@@ -20,12 +20,17 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.family import ACTIVATIONS, Family, dropout_fields, register
-from zoo.interop.rotary import rope_base, rotary_buffers
-from zoo.interop.tables import decoder
+from zoo.interop.family import Family, register
+from zoo.interop.rotary import rope_base, rope_config, rotary_buffers
+from zoo.interop.tables import ACTIVATIONS, DECODER_RENAMES, decoder
 from zoo.specs.model_spec import ModelSpec
 
 FFN = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "swish": "silu"}
+
+
+RENAMES = DECODER_RENAMES.derive(d_ff="ffn_hidden_size", dropouts={"residual": "hidden_dropout"})
+"""Falcon drops no embeddings, and its attention's output at attention_dropout in a sequential block
+alone, where the zoo asks it to equal hidden_dropout."""
 
 
 def kv_heads(c) -> int:
@@ -53,11 +58,8 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
         raise InteropError(f"Falcon with activation {c.activation!r} has no zoo spec; the zoo reads {', '.join(FFN.values())}")
     if not c.parallel_attn and c.attention_dropout != c.hidden_dropout:  # its attention's output: attention_dropout
         raise InteropError("Falcon's sequential block with attention_dropout other than hidden_dropout has no zoo spec")
-    return {
-        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
-        "n_kv_heads": kv_heads(c), "d_ff": c.ffn_hidden_size, "n_decoder_layers": c.num_hidden_layers,
-        **dropout_fields(c.hidden_dropout, 0.0, embedding=0.0), "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id,
-        "eos_id": c.eos_token_id, "pad_id": c.pad_token_id, "norm": block(c),
+    return RENAMES.read(c) | {
+        "kind": "decoder", "n_kv_heads": kv_heads(c), "norm": block(c),
         "position": {"name": "rope", "base": rope_base(c)}, "attention": "fused", "ffn": ACTIVATIONS[c.activation],
         "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_epsilon)}, "final_norm": True,
         "scale_embeddings": False, "embedding_norm": False, "output_bias": "none", "bias": bool(c.bias),
@@ -74,17 +76,12 @@ def config(spec: ModelSpec):
     two_norms = parallel and not spec.norm.shared_norm
     grouped = two_norms or 1 < spec.kv_heads < spec.n_heads
     return FalconConfig(
-        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_decoder_layers,
-        num_attention_heads=spec.n_heads, num_kv_heads=spec.kv_heads, ffn_hidden_size=spec.ffn_width,
+        **RENAMES.write(spec), **rope_config(spec, fraction=False), num_kv_heads=spec.kv_heads,
         new_decoder_architecture=grouped, multi_query=not grouped and spec.kv_heads == 1,
         parallel_attn=parallel, num_ln_in_parallel_attn=(2 if two_norms else 1) if grouped else None,
-        bias=spec.bias, activation=FFN[spec.ffn.name], alibi=False, max_position_embeddings=spec.max_len,
-        rope_parameters={"rope_type": "default", "rope_theta": spec.position.base if spec.position.name == "rope"
-                         else 10000.0},
+        bias=spec.bias, activation=FFN[spec.ffn.name], alibi=False,
         layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
-        hidden_dropout=spec.dropout_at("residual"), attention_dropout=spec.dropout_at("residual"),
-        tie_word_embeddings=spec.embeddings.tie,
-        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id)
+        attention_dropout=spec.dropout_at("residual"), tie_word_embeddings=spec.embeddings.tie)
 
 
 def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:

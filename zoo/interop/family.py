@@ -16,21 +16,6 @@ from zoo.errors import ConfigError
 from zoo.specs.model_spec import ModelSpec
 
 
-def dropout_fields(residual: float, attention: float, activation: float = 0.0,
-                   embedding: float | None = None) -> dict[str, float]:
-    """A reference's dropout rates by site as spec fields (zoo.specs.dropouts): `dropout` is its rate
-    on sublayer outputs (and, unless given apart, on the embedding's), and a site's own rate is
-    written where it differs (a reference that drops no activations: activation_dropout 0)."""
-    rates = {"attention": attention, "activation": activation, "embedding": residual if embedding is None else embedding}
-    return {"dropout": float(residual), **{f"{site}_dropout": float(rate) for site, rate in rates.items()
-                                           if rate != residual}}
-
-
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh",
-               "gelu_pytorch_tanh": "gelu_tanh", "silu": "swish", "swish": "swish", "relu2": "relu2"}
-"""transformers' activation names (ACT2FN) and the zoo's feed-forward parts that compute them."""
-
-
 @dataclass(frozen=True)
 class Family:
     name: str

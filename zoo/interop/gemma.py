@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.family import dropout_fields, register
+from zoo.interop.family import register
 from zoo.interop.llama import LLAMA, QK_NORMS, RENAMES, WEIGHTS
 from zoo.interop.rotary import rope_base, rotary_buffers, rotary_buffers_by_layer_type
 from zoo.interop.tables import writes
@@ -37,7 +37,7 @@ def gemma_fields(model: nn.Module) -> dict[str, Any]:
     if getattr(c, "use_bidirectional_attention", False):
         raise InteropError(f"{type(model).__name__} with use_bidirectional_attention has no zoo spec")
     return RENAMES.read(c) | {
-        "kind": "decoder", "head_width": c.head_dim, **dropout_fields(0.0, c.attention_dropout), "norm": "pre",
+        "kind": "decoder", "head_width": c.head_dim, "norm": "pre",
         "position": {"name": "rope", "base": rope_base(c)}, "attention": "fused",
         "ffn": ACTIVATIONS[act], "norm_type": {"name": "rmsnorm", "eps": float(c.rms_norm_eps), "unit_offset": True},
         "final_norm": True, "scale_embeddings": True, "embedding_norm": False,
@@ -71,7 +71,7 @@ def common_config(spec: ModelSpec) -> dict[str, Any]:
     if activation is None or not spec.norm_type.name == "rmsnorm" or not spec.norm_type.unit_offset:
         raise InteropError("Gemma holds a geglu or geglu_tanh feed-forward and RMSNorm with unit_offset")
     return RENAMES.write(spec) | dict(
-        head_dim=spec.d_head, attention_dropout=spec.dropout_at("attention"), rms_norm_eps=spec.norm_type.eps,
+        head_dim=spec.d_head, rms_norm_eps=spec.norm_type.eps,
         hidden_activation=activation, tie_word_embeddings=spec.embeddings.tie)
 
 

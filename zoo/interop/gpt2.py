@@ -12,12 +12,18 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.family import ACTIVATIONS, Family, dropout_fields, register
-from zoo.interop.tables import decoder
+from zoo.interop.family import Family, register
+from zoo.interop.tables import ACTIVATIONS, TOKEN_IDS, Renames, decoder
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 FFN = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "swish": "silu"}
+
+
+RENAMES = Renames({"vocab_size": "vocab_size", "d_model": "n_embd", "n_heads": "n_head", "n_decoder_layers": "n_layer",
+                   "max_len": "n_positions", **TOKEN_IDS},
+                  dropouts={"residual": "resid_pdrop", "embedding": "embd_pdrop", "attention": "attn_pdrop"})
+"""GPT-2's names, which GPT-J's configuration shares (its d_ff, n_inner, may be None: 4 x d_model)."""
 
 
 def spec_fields(model: nn.Module) -> dict[str, Any]:
@@ -28,32 +34,23 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     ffn = ACTIVATIONS.get(c.activation_function)
     if ffn is None or ffn not in FFN:
         raise InteropError(f"GPT-2 activation_function {c.activation_function!r} has no zoo feed-forward part")
-    fields = {
-        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.n_embd, "n_heads": c.n_head,
-        "d_ff": c.n_inner or 4 * c.n_embd, "n_decoder_layers": c.n_layer,
-        **dropout_fields(c.resid_pdrop, c.attn_pdrop, embedding=c.embd_pdrop),
-        "max_len": c.n_positions, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
-        "norm": "pre", "position": "learned", "attention": "fused", "ffn": ffn,
+    return RENAMES.read(c) | {  # pad_id None: from_hf asks for one
+        "kind": "decoder", "d_ff": c.n_inner or 4 * c.n_embd, "norm": "pre", "position": "learned", "attention": "fused",
+        "ffn": ffn,
         "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_epsilon)}, "final_norm": True,
         "scale_embeddings": False, "embedding_norm": False, "output_bias": "none",
         "tie_embeddings": model.lm_head.weight is model.transformer.wte.weight,
         "bias": True,
     }
-    return fields | {"pad_id": c.pad_token_id}  # None: from_hf asks for one
 
 
 def config(spec: ModelSpec):
     from transformers import GPT2Config
 
     return GPT2Config(
-        vocab_size=spec.tgt_vocab_size, n_embd=spec.d_model, n_head=spec.n_heads, n_inner=spec.ffn_width,
-        n_layer=spec.n_decoder_layers, n_positions=spec.max_len, resid_pdrop=spec.dropout_at("residual"),
-        embd_pdrop=spec.dropout_at("embedding"), attn_pdrop=spec.dropout_at("attention"),
-        activation_function=FFN.get(spec.ffn.name, "gelu_new"),
+        **RENAMES.write(spec), n_inner=spec.ffn_width, activation_function=FFN.get(spec.ffn.name, "gelu_new"),
         layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
-        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id,
-        tie_word_embeddings=spec.embeddings.tie,
-    )
+        tie_word_embeddings=spec.embeddings.tie)
 
 
 CONV1D = {"self_attn.out": "attn.c_proj", "ffn.linear1": "mlp.c_fc", "ffn.linear2": "mlp.c_proj"}

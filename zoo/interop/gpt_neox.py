@@ -12,18 +12,17 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from zoo.interop.family import ACTIVATIONS, Family, dropout_fields, register
-from zoo.interop.rotary import rope_base, rotary_buffers
-from zoo.interop.tables import decoder
+from zoo.interop.family import Family, register
+from zoo.interop.rotary import rope_config, rope_fields, rotary_buffers
+from zoo.interop.tables import ACTIVATIONS, DECODER_RENAMES, decoder
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 FFN = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "swish": "silu"}
 
 
-def rope(c) -> dict[str, Any]:
-    fraction = (c.rope_parameters or {}).get("partial_rotary_factor", 1.0)
-    return {"name": "rope", "base": rope_base(c), "fraction": float(fraction)}
+RENAMES = DECODER_RENAMES.derive(dropouts={"residual": "hidden_dropout", "embedding": "hidden_dropout",
+                                           "attention": "attention_dropout"})
 
 
 def spec_fields(model: nn.Module) -> dict[str, Any]:
@@ -31,34 +30,21 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     ffn = ACTIVATIONS.get(c.hidden_act)
     refuse_unfit("GPT-NeoX", (ffn in FFN, "hidden_act", c.hidden_act, ", ".join(FFN.values())),
                  (bool(c.attention_bias), "attention_bias", c.attention_bias, "true: biases on q, k, v and mlp"))
-    fields = {
-        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
-        "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers,
-        **dropout_fields(c.hidden_dropout, c.attention_dropout),
-        "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
-        "norm": {"name": "parallel", "shared_norm": False} if c.use_parallel_residual else "pre", "position": rope(c),
+    return RENAMES.read(c) | rope_fields(c) | {  # pad_id None: from_hf asks for one
+        "kind": "decoder", "norm": {"name": "parallel", "shared_norm": False} if c.use_parallel_residual else "pre",
         "attention": "fused", "ffn": ffn, "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps)},
         "final_norm": True, "scale_embeddings": False, "embedding_norm": False,
         "tie_embeddings": model.lm_head.weight is model.gpt_neox.embed_in.weight, "output_bias": "none", "bias": True,
     }
-    return fields | {"pad_id": c.pad_token_id}  # None: from_hf asks for one
 
 
 def config(spec: ModelSpec):
     from transformers import GPTNeoXConfig
 
-    rotary = spec.position.name == "rope"
     return GPTNeoXConfig(
-        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_decoder_layers,
-        num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width, hidden_act=FFN.get(spec.ffn.name, "gelu"),
-        rope_parameters={"rope_type": "default", "rope_theta": spec.position.base if rotary else 10000.0,
-                         "partial_rotary_factor": spec.position.fraction if rotary else 1.0},
-        attention_dropout=spec.dropout_at("attention"), hidden_dropout=spec.dropout_at("residual"),
-        max_position_embeddings=spec.max_len,
+        **RENAMES.write(spec), **rope_config(spec), hidden_act=FFN.get(spec.ffn.name, "gelu"),
         layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
-        use_parallel_residual=spec.norm.name == "parallel", tie_word_embeddings=spec.embeddings.tie,
-        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id,
-    )
+        use_parallel_residual=spec.norm.name == "parallel", tie_word_embeddings=spec.embeddings.tie)
 
 
 def computed(spec: ModelSpec) -> dict[str, Tensor]:

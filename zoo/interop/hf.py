@@ -2,12 +2,12 @@
 same function: every family in FAMILIES (encoder-decoders such as T5 and BART, decoder-only ones such
 as GPT-2, Llama and Falcon, encoder-only ones such as BERT and ModernBERT; README's table lists all).
 
-A family (one small module of zoo.interop, or two sharing one) says three things: the spec a
-reference model's configuration means, the reference configuration a spec means, and a table from
-the zoo's canonical weight names to the reference's parameter names, or to views of them (GPT-2's
-packed, transposed Conv1D weights). Both key sets are checked: a reference weight that no entry
-covers (and that is not one the zoo computes itself, such as Marian's sinusoid tables or Llama's
-rotary frequencies, which are compared instead) is an error, never silently dropped.
+A family (a record of zoo.interop.family, registered by a module of zoo.interop) says three things:
+the spec a reference model's configuration means, the reference configuration a spec means, and a
+table from the zoo's canonical weight names to the reference's parameter names, or to views of them
+(GPT-2's packed, transposed Conv1D weights). Both key sets are checked: a reference weight that no
+row covers (and that is not one the zoo computes itself, such as Marian's sinusoid tables or
+Llama's rotary frequencies, which are compared instead) is an error, never silently dropped.
 """
 
 from __future__ import annotations

@@ -12,19 +12,19 @@ from typing import Any
 from torch import nn
 
 from zoo.errors import InteropError
-from zoo.interop.family import ACTIVATIONS, Family, dropout_fields, register
-from zoo.interop.rotary import rope_base, rotary_buffers
-from zoo.interop.tables import DECODER_RENAMES, decoder, reads, writes
+from zoo.interop.family import Family, register
+from zoo.interop.rotary import rope_base, rope_config, rotary_buffers
+from zoo.interop.tables import ACTIVATIONS, DECODER_RENAMES, decoder, reads, writes
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 GATED = {"swish": "swiglu", "gelu": "geglu", "gelu_tanh": "geglu_tanh", "relu": "reglu"}
-"""The zoo's activation (zoo.interop.family.ACTIVATIONS of hidden_act) -> the gated feed-forward of
+"""The zoo's activation (zoo.interop.tables.ACTIVATIONS of hidden_act) -> the gated feed-forward of
 Llama's MLP, down(act(gate(x)) * up(x)), with that activation on the gate."""
 GATED_ACT = {"swiglu": "silu", "geglu": "gelu", "geglu_tanh": "gelu_pytorch_tanh", "reglu": "relu"}
 """The hidden_act that to_hf writes for each gated feed-forward."""
 
-RENAMES = DECODER_RENAMES.derive(n_kv_heads="num_key_value_heads")
+RENAMES = DECODER_RENAMES.derive(n_kv_heads="num_key_value_heads", dropouts={"attention": "attention_dropout"})
 """Llama's names; head_dim is read and written apart, as Phi-3 has none (its heads are d_model / n_heads)."""
 
 
@@ -37,7 +37,7 @@ def layout_fields(model: nn.Module) -> dict[str, Any]:
                  (ffn is not None, "hidden_act", c.hidden_act, f"{', '.join(GATED_ACT.values())}: the gate's activation"))
     return RENAMES.read(c) | {
         "kind": "decoder", "head_width": getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
-        **dropout_fields(0.0, c.attention_dropout), "norm": "pre", "position": {"name": "rope", "base": rope_base(c)},
+        "norm": "pre", "position": {"name": "rope", "base": rope_base(c)},
         "attention": "fused", "ffn": ffn, "norm_type": {"name": "rmsnorm", "eps": float(c.rms_norm_eps)},
         "final_norm": True, "scale_embeddings": False, "embedding_norm": False, "output_bias": "none", "bias": False,
         "tie_embeddings": model.lm_head.weight is model.model.embed_tokens.weight}
@@ -48,12 +48,9 @@ def layout_config(spec: ModelSpec, head_dim: bool = True) -> dict[str, Any]:
     (with `head_dim` where the family's configuration has one)."""
     if spec.ffn.name not in GATED_ACT:
         raise InteropError(f"feed-forward {spec.ffn.name}: Llama's layout gates its MLP by one of {', '.join(GATED_ACT)}")
-    rope = spec.position.base if spec.position.name == "rope" else 10000.0
-    return RENAMES.write(spec) | dict(
-        hidden_act=GATED_ACT[spec.ffn.name], attention_dropout=spec.dropout_at("attention"),
-        rms_norm_eps=spec.norm_type.eps if spec.norm_type.name == "rmsnorm" else 1e-6,
-        rope_parameters={"rope_type": "default", "rope_theta": rope}, tie_word_embeddings=spec.embeddings.tie,
-    ) | ({"head_dim": spec.d_head} if head_dim else {})
+    return RENAMES.write(spec) | rope_config(spec, fraction=False) | dict(
+        hidden_act=GATED_ACT[spec.ffn.name], rms_norm_eps=spec.norm_type.eps if spec.norm_type.name == "rmsnorm" else 1e-6,
+        tie_word_embeddings=spec.embeddings.tie) | ({"head_dim": spec.d_head} if head_dim else {})
 
 
 WEIGHTS = decoder(

@@ -16,9 +16,9 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.family import dropout_fields, register
-from zoo.interop.llama import LLAMA, QK_NORMS, WEIGHTS, layout_config, layout_fields
-from zoo.interop.rotary import rope_base
+from zoo.interop.family import register
+from zoo.interop.llama import LLAMA, QK_NORMS, RENAMES, WEIGHTS, layout_config, layout_fields
+from zoo.interop.rotary import rope_config, rope_fields
 from zoo.interop.tables import reads, split_views, writes
 from zoo.interop.windows import layer_types, sliding_window, window_fields
 from zoo.specs.model_spec import ModelSpec
@@ -71,18 +71,16 @@ OLMO2 = register(LLAMA.derive(
                                 "ffn_residual.norm.*": "post_feedforward_layernorm.*"})))
 
 
+PHI3_RENAMES = RENAMES.derive(dropouts={"residual": "resid_pdrop", "attention": "attention_dropout"})
+"""Phi-3 drops sublayer outputs too; its embd_pdrop it never applies."""
+
+
 def phi3_fields(model: nn.Module) -> dict[str, Any]:
-    c = model.config
-    fraction = float((c.rope_parameters or {}).get("partial_rotary_factor", 1.0))
-    return {"position": {"name": "rope", "base": rope_base(c), "fraction": fraction}, **one_window(model),
-            **dropout_fields(c.resid_pdrop, c.attention_dropout, embedding=0.0)}  # embd_pdrop: Phi-3 drops none
+    return PHI3_RENAMES.read(model.config) | rope_fields(model.config) | one_window(model)
 
 
 def phi3_config(spec: ModelSpec) -> dict[str, Any]:
-    rope = spec.position.name == "rope"
-    return {"rope_parameters": {"rope_type": "default", "rope_theta": spec.position.base if rope else 10000.0,
-                                "partial_rotary_factor": spec.position.fraction if rope else 1.0},
-            "resid_pdrop": spec.dropout_at("residual"), **one_window_config(spec)}
+    return PHI3_RENAMES.write(spec) | rope_config(spec) | one_window_config(spec)
 
 
 def phi3_views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:

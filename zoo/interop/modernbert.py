@@ -16,10 +16,13 @@ from torch import Tensor, nn
 from zoo.errors import InteropError
 from zoo.interop.family import Family, register
 from zoo.interop.rotary import rope_base, rotary_buffers_by_layer_type
-from zoo.interop.tables import encoder, split_views
+from zoo.interop.tables import DECODER_RENAMES, encoder, split_views
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.layer_rules import selecting
 from zoo.specs.model_spec import ModelSpec
+
+RENAMES = DECODER_RENAMES.derive(drop=("n_decoder_layers",), n_encoder_layers="num_hidden_layers")
+"""Its three dropout rates must agree: the readers below take them apart."""
 
 
 def theta(c, kind: str) -> float:
@@ -43,11 +46,9 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
         rules = {"full": {**selecting(full, len(types)), "set": {
             "window": None, "position": {"base": theta(c, "full_attention")}}}} | rules if full else rules
     local = "sliding_attention" if len(full) < len(types) else "full_attention"
-    return {
-        "kind": "encoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
-        "d_ff": c.intermediate_size, "n_encoder_layers": c.num_hidden_layers, "dropout": float(c.attention_dropout),
-        "max_len": c.max_position_embeddings, "pad_id": c.pad_token_id, "bos_id": c.bos_token_id,
-        "eos_id": c.eos_token_id, "norm": "pre", "position": {"name": "rope", "base": theta(c, local)},
+    return RENAMES.read(c) | {
+        "kind": "encoder", "dropout": float(c.attention_dropout), "norm": "pre",
+        "position": {"name": "rope", "base": theta(c, local)},
         "attention": "fused", "ffn": "geglu", "norm_type": {"name": "layernorm", "eps": float(c.norm_eps),
                                                            "bias": bool(c.norm_bias)},
         "final_norm": True, "scale_embeddings": False, "embedding_norm": True, "output_transform": True,
@@ -68,16 +69,13 @@ def config(spec: ModelSpec):
              for kind, i in (("full_attention", full[0] if full else 0),
                              ("sliding_attention", next((i for i in range(len(layers)) if i not in full), 0)))}
     return ModernBertConfig(
-        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
-        num_hidden_layers=spec.n_encoder_layers, num_attention_heads=spec.n_heads, hidden_activation="gelu",
-        max_position_embeddings=spec.max_len, norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm"
+        **RENAMES.write(spec), hidden_activation="gelu", norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm"
         else 1e-5, norm_bias=spec.norm_type.name == "layernorm" and spec.norm_type.bias,
         attention_bias=spec.bias, mlp_bias=spec.bias, classifier_bias=spec.bias, decoder_bias=True,
         attention_dropout=spec.dropout, mlp_dropout=spec.dropout, embedding_dropout=spec.dropout,
         global_attn_every_n_layers=every, local_attention=2 * (next(iter(windows), 1) - 1) or 2,
         rope_parameters={kind: {"rope_type": "default", "rope_theta": base} for kind, base in bases.items()},
-        tie_word_embeddings=spec.embeddings.tie, pad_token_id=spec.pad_id, bos_token_id=spec.bos_id,
-        eos_token_id=spec.eos_id, cls_token_id=spec.bos_id, sep_token_id=spec.eos_id)
+        tie_word_embeddings=spec.embeddings.tie, cls_token_id=spec.bos_id, sep_token_id=spec.eos_id)
 
 
 def computed(spec: ModelSpec) -> dict[str, Tensor]:

@@ -17,10 +17,14 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.family import Family, dropout_fields, register
-from zoo.interop.tables import decoder, split_views
+from zoo.interop.family import Family, register
+from zoo.interop.tables import TOKEN_IDS, Renames, decoder, dropout_fields, split_views
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
+
+RENAMES = Renames({"vocab_size": "vocab_size", "d_model": "d_model", "n_heads": "n_heads", "n_decoder_layers": "n_layers",
+                   "max_len": "max_seq_len", **TOKEN_IDS})
+"""MPT's dropout rate lives in its attn_config, which the readers below take apart."""
 
 
 def spec_fields(model: nn.Module) -> dict[str, Any]:
@@ -29,11 +33,8 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     refuse_unfit("MPT", (attn.clip_qkv is None, "attn_config.clip_qkv", attn.clip_qkv, "None"),
                  (attn.alibi_bias_max == 8, "attn_config.alibi_bias_max", attn.alibi_bias_max, "8"))
     scale = attn.softmax_scale
-    return {
-        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.d_model, "n_heads": c.n_heads,
-        "d_ff": 4 * c.d_model, "n_decoder_layers": c.n_layers,
-        **dropout_fields(attn.attn_pdrop, attn.attn_pdrop, embedding=0.0),
-        "max_len": c.max_seq_len, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id, "pad_id": c.pad_token_id,
+    return RENAMES.read(c) | {
+        "kind": "decoder", "d_ff": 4 * c.d_model, **dropout_fields(attn.attn_pdrop, attn.attn_pdrop, embedding=0.0),
         "norm": "pre", "position": "alibi", "attention": "fused", "ffn": "gelu",
         "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_epsilon), "bias": False}, "final_norm": True,
         "scale_embeddings": False, "embedding_norm": False, "output_bias": "none", "bias": False,
@@ -49,12 +50,9 @@ def config(spec: ModelSpec):
         raise InteropError(f"d_ff {spec.ffn_width}: MPT's feed-forward is 4 x d_model = {4 * spec.d_model} wide")
     width = spec.attn.scale_width
     return MptConfig(
-        vocab_size=spec.tgt_vocab_size, d_model=spec.d_model, n_heads=spec.n_heads, n_layers=spec.n_decoder_layers,
-        max_seq_len=spec.max_len, layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
+        **RENAMES.write(spec), layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
         attn_config={"attn_pdrop": int(rate) if (rate := spec.dropout_at("attention")).is_integer() else rate,  # an int there
-                     "softmax_scale": None if width is None else width**-0.5},
-        tie_word_embeddings=spec.embeddings.tie, bos_token_id=spec.bos_id, eos_token_id=spec.eos_id,
-        pad_token_id=spec.pad_id)
+                     "softmax_scale": None if width is None else width**-0.5}, tie_word_embeddings=spec.embeddings.tie)
 
 
 def views(spec: ModelSpec, tensors: dict[str, Tensor]) -> dict[str, tuple[Tensor, str]]:

@@ -16,12 +16,15 @@ from torch import nn
 
 from zoo.errors import InteropError
 from zoo.interop.bart import LAYER
-from zoo.interop.family import ACTIVATIONS, Family, dropout_fields, register
-from zoo.interop.tables import decoder
+from zoo.interop.family import Family, register
+from zoo.interop.tables import ACTIVATIONS, DECODER_RENAMES, decoder
 from zoo.interop.unread import refuse_unfit
 from zoo.specs.model_spec import ModelSpec
 
 FFN = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "swish": "silu"}
+
+
+RENAMES = DECODER_RENAMES.derive(d_ff="ffn_dim", dropouts={"residual": "dropout", "attention": "attention_dropout"})
 
 
 def spec_fields(model: nn.Module) -> dict[str, Any]:
@@ -35,12 +38,8 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
         raise InteropError(f"OPT with activation_function {c.activation_function!r} has no zoo spec; the zoo reads "
                            f"{', '.join(FFN.values())}")
     pre = c.do_layer_norm_before
-    return {
-        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
-        "d_ff": c.ffn_dim, "n_decoder_layers": c.num_hidden_layers,
-        **dropout_fields(c.dropout, c.attention_dropout, embedding=0.0),
-        "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
-        "pad_id": c.pad_token_id, "norm": "pre" if pre else "post", "position": {"name": "learned", "offset": 2},
+    return RENAMES.read(c) | {
+        "kind": "decoder", "norm": "pre" if pre else "post", "position": {"name": "learned", "offset": 2},
         "attention": "fused", "ffn": ACTIVATIONS[c.activation_function], "norm_type": {"name": "layernorm", "eps": 1e-5},
         "final_norm": pre and not c._remove_final_layer_norm, "scale_embeddings": False, "embedding_norm": False,
         "tie_embeddings": model.lm_head.weight is model.model.decoder.embed_tokens.weight, "output_bias": "none",
@@ -55,12 +54,9 @@ def config(spec: ModelSpec):
     if spec.ffn.name not in FFN:
         raise InteropError(f"feed-forward {spec.ffn.name}: OPT holds {', '.join(FFN)}")
     return OPTConfig(
-        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_decoder_layers,
-        ffn_dim=spec.ffn_width, num_attention_heads=spec.n_heads, activation_function=FFN[spec.ffn.name],
-        max_position_embeddings=spec.max_len, do_layer_norm_before=pre,
-        _remove_final_layer_norm=pre and not spec.uses_final_norm, dropout=spec.dropout_at("residual"),
-        attention_dropout=spec.dropout_at("attention"), word_embed_proj_dim=spec.d_model, tie_word_embeddings=spec.embeddings.tie,
-        bos_token_id=spec.bos_id, eos_token_id=spec.eos_id, pad_token_id=spec.pad_id)
+        **RENAMES.write(spec), activation_function=FFN[spec.ffn.name], do_layer_norm_before=pre,
+        _remove_final_layer_norm=pre and not spec.uses_final_norm, word_embed_proj_dim=spec.d_model,
+        tie_word_embeddings=spec.embeddings.tie)
 
 
 NAMES = decoder({"decoder.embed.tokens.weight": "model.decoder.embed_tokens.weight", "generator.weight": "lm_head.weight",

@@ -12,18 +12,19 @@ from torch import Tensor, nn
 
 from zoo.errors import InteropError
 from zoo.interop.bert import LAYER, check_bidirectional, embeddings, encoder_ids
-from zoo.interop.family import Family, dropout_fields, register
-from zoo.interop.tables import encoder
+from zoo.interop.family import Family, register
+from zoo.interop.tables import BERT_RENAMES, Renames, encoder
 from zoo.specs.model_spec import ModelSpec
 
 
-def encoder_fields(c, act: str, dropouts: dict[str, float], tied: bool) -> dict[str, Any]:
+def encoder_fields(c, act: str, tied: bool) -> dict[str, Any]:
+    """What the configurations of RoBERTa and DistilBERT mean alike."""
     check_bidirectional(c, "a BERT-like model")
     if act != "gelu":
         raise InteropError(f"a BERT-like model with activation {act!r} has no zoo spec; the zoo reads gelu")
     pad, start, end = encoder_ids(c, "a BERT-like model")
     return {"kind": "encoder", "vocab_size": c.vocab_size, "pad_id": pad, "bos_id": start, "eos_id": end,
-            **dropouts, "norm": "post", "attention": "fused", "ffn": "gelu", "final_norm": False,
+            "norm": "post", "attention": "fused", "ffn": "gelu", "final_norm": False,
             "scale_embeddings": False, "embedding_norm": True, "output_transform": True, "tie_embeddings": tied,
             "output_bias": "trained", "bias": True}
 
@@ -31,10 +32,9 @@ def encoder_fields(c, act: str, dropouts: dict[str, float], tied: bool) -> dict[
 def roberta_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     offset = c.pad_token_id + 1
-    return encoder_fields(c, c.hidden_act, dropout_fields(c.hidden_dropout_prob, c.attention_probs_dropout_prob),
-                          model.lm_head.decoder.weight is model.roberta.embeddings.word_embeddings.weight) | {
-        "d_model": c.hidden_size, "n_heads": c.num_attention_heads, "d_ff": c.intermediate_size,
-        "n_encoder_layers": c.num_hidden_layers, "max_len": c.max_position_embeddings - offset,
+    tied = model.lm_head.decoder.weight is model.roberta.embeddings.word_embeddings.weight
+    return encoder_fields(c, c.hidden_act, tied) | BERT_RENAMES.read(c) | {
+        "max_len": c.max_position_embeddings - offset,
         "position": {"name": "learned", "offset": offset, "token_types": c.type_vocab_size},
         "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps)}}
 
@@ -46,9 +46,7 @@ def roberta_config(spec: ModelSpec):
     if not learned or spec.position.offset != spec.pad_id + 1:
         raise InteropError("RoBERTa reads learned positions from the row after its pad id")
     return RobertaConfig(
-        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, num_hidden_layers=spec.n_encoder_layers,
-        num_attention_heads=spec.n_heads, intermediate_size=spec.ffn_width, hidden_dropout_prob=spec.dropout_at("residual"),
-        attention_probs_dropout_prob=spec.dropout_at("attention"), max_position_embeddings=spec.max_len + spec.position.offset,
+        **BERT_RENAMES.write(spec) | {"max_position_embeddings": spec.max_len + spec.position.offset},
         type_vocab_size=spec.position.token_types, layer_norm_eps=spec.norm_type.eps if spec.norm_type.name ==
         "layernorm" else 1e-5, pad_token_id=spec.pad_id, bos_token_id=spec.bos_id, eos_token_id=spec.eos_id,
         tie_word_embeddings=spec.embeddings.tie)
@@ -66,15 +64,19 @@ ROBERTA_NAMES = encoder(embeddings("roberta.embeddings") | {
     LAYER, at="roberta.encoder.layer.{i}")
 
 
+DISTILBERT_RENAMES = Renames({"vocab_size": "vocab_size", "d_model": "dim", "n_heads": "n_heads", "d_ff": "hidden_dim",
+                              "n_encoder_layers": "n_layers", "max_len": "max_position_embeddings"},
+                             dropouts={"residual": "dropout", "embedding": "dropout", "attention": "attention_dropout"})
+
+
 def distilbert_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     if c.sinusoidal_pos_embds:
         raise InteropError("DistilBERT with sinusoidal_pos_embds has no zoo spec (its sinusoids are trained)")
     # DistilBERT drops no attention output before its residual sum; the zoo drops both sublayers' (training only)
-    return encoder_fields(c, c.activation, dropout_fields(c.dropout, c.attention_dropout),
-                          model.vocab_projector.weight is model.distilbert.embeddings.word_embeddings.weight) | {
-        "d_model": c.dim, "n_heads": c.n_heads, "d_ff": c.hidden_dim, "n_encoder_layers": c.n_layers,
-        "max_len": c.max_position_embeddings, "position": "learned", "norm_type": {"name": "layernorm", "eps": 1e-12}}
+    tied = model.vocab_projector.weight is model.distilbert.embeddings.word_embeddings.weight
+    return encoder_fields(c, c.activation, tied) | DISTILBERT_RENAMES.read(c) | {
+        "position": "learned", "norm_type": {"name": "layernorm", "eps": 1e-12}}
 
 
 def distilbert_config(spec: ModelSpec):
@@ -82,11 +84,8 @@ def distilbert_config(spec: ModelSpec):
 
     if spec.norm_type.name != "layernorm" or spec.norm_type.eps != 1e-12:
         raise InteropError("DistilBERT's LayerNorms have eps 1e-12")
-    return DistilBertConfig(
-        vocab_size=spec.tgt_vocab_size, dim=spec.d_model, n_layers=spec.n_encoder_layers, n_heads=spec.n_heads,
-        hidden_dim=spec.ffn_width, dropout=spec.dropout_at("residual"), attention_dropout=spec.dropout_at("attention"),
-        activation="gelu",
-        max_position_embeddings=spec.max_len, pad_token_id=spec.pad_id, tie_word_embeddings=spec.embeddings.tie)
+    return DistilBertConfig(**DISTILBERT_RENAMES.write(spec), activation="gelu", pad_token_id=spec.pad_id,
+                            tie_word_embeddings=spec.embeddings.tie)
 
 
 DISTILBERT_NAMES = encoder(

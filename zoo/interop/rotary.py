@@ -20,6 +20,23 @@ def rope_base(c, parameters: dict[str, Any] | None = None) -> float:
     return float(parameters.get("rope_theta", getattr(c, "rope_theta", 10000.0)))
 
 
+def rope_fields(c, **settings: Any) -> dict[str, Any]:
+    """The spec's `position` of configuration `c`: its base, the fraction of each head it rotates
+    (partial_rotary_factor) and the family's own `settings` (a layout)."""
+    fraction = float((getattr(c, "rope_parameters", None) or {}).get("partial_rotary_factor", 1.0))
+    return {"position": {"name": "rope", "base": rope_base(c), "fraction": fraction, **settings}}
+
+
+def rope_config(spec: ModelSpec, fraction: bool = True) -> dict[str, Any]:
+    """The rope_parameters of a spec (their defaults where it has no rotary positions), with the
+    fraction rotated where the family's configuration has one."""
+    rope = spec.position.name == "rope"
+    parameters = {"rope_type": "default", "rope_theta": spec.position.base if rope else 10000.0}
+    if fraction:
+        parameters["partial_rotary_factor"] = spec.position.fraction if rope else 1.0
+    return {"rope_parameters": parameters}
+
+
 def rotary_buffers(spec: ModelSpec, module: str) -> dict[str, Tensor]:
     """The rotary frequencies a reference keeps as buffers of `module` (over the rotated width); the
     zoo computes the same ones."""

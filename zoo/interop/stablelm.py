@@ -18,40 +18,27 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.family import ACTIVATIONS, Family, dropout_fields, register
+from zoo.interop.family import Family, register
 from zoo.interop.gpt_neox import packed_head_views
 from zoo.interop.llama import WEIGHTS
-from zoo.interop.rotary import rope_base, rotary_buffers
-from zoo.interop.tables import decoder
+from zoo.interop.rotary import rope_config, rope_fields, rotary_buffers
+from zoo.interop.tables import ACTIVATIONS, DECODER_RENAMES, decoder
 from zoo.specs.model_spec import ModelSpec
+
+RENAMES = DECODER_RENAMES.derive(dropouts={"residual": "hidden_dropout", "attention": "attention_dropout"})
 
 
 def common(c) -> dict[str, Any]:
     """What StableLM's and Persimmon's configurations share."""
-    fraction = float((c.rope_parameters or {}).get("partial_rotary_factor", 1.0))
-    return {
-        "kind": "decoder", "vocab_size": c.vocab_size, "d_model": c.hidden_size, "n_heads": c.num_attention_heads,
-        "d_ff": c.intermediate_size, "n_decoder_layers": c.num_hidden_layers,
-        **dropout_fields(c.hidden_dropout, c.attention_dropout, embedding=0.0),
-        "max_len": c.max_position_embeddings, "bos_id": c.bos_token_id, "eos_id": c.eos_token_id,
-        "pad_id": c.pad_token_id, "position": {"name": "rope", "base": rope_base(c), "fraction": fraction},
-        "attention": "fused", "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps)}, "final_norm": True,
-        "scale_embeddings": False, "embedding_norm": False, "output_bias": "none",
-    }
+    return RENAMES.read(c) | rope_fields(c) | {
+        "kind": "decoder", "attention": "fused", "norm_type": {"name": "layernorm", "eps": float(c.layer_norm_eps)},
+        "final_norm": True, "scale_embeddings": False, "embedding_norm": False, "output_bias": "none"}
 
 
 def common_config(spec: ModelSpec) -> dict[str, Any]:
-    rotary = spec.position.name == "rope"
-    return dict(
-        vocab_size=spec.tgt_vocab_size, hidden_size=spec.d_model, intermediate_size=spec.ffn_width,
-        num_hidden_layers=spec.n_decoder_layers, num_attention_heads=spec.n_heads,
-        max_position_embeddings=spec.max_len, hidden_dropout=spec.dropout_at("residual"),
-        attention_dropout=spec.dropout_at("attention"),
+    return RENAMES.write(spec) | rope_config(spec) | dict(
         layer_norm_eps=spec.norm_type.eps if spec.norm_type.name == "layernorm" else 1e-5,
-        rope_parameters={"rope_type": "default", "rope_theta": spec.position.base if rotary else 10000.0,
-                         "partial_rotary_factor": spec.position.fraction if rotary else 1.0},
-        tie_word_embeddings=spec.embeddings.tie, bos_token_id=spec.bos_id, eos_token_id=spec.eos_id,
-        pad_token_id=spec.pad_id)
+        tie_word_embeddings=spec.embeddings.tie)
 
 
 def stablelm_fields(model: nn.Module) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from typing import Any
 from torch import nn
 
 from zoo.errors import InteropError
-from zoo.interop.family import ACTIVATIONS, Family, register
-from zoo.interop.tables import Stack, Weights
+from zoo.interop.family import Family, register
+from zoo.interop.tables import ACTIVATIONS, Renames, Stack, Weights
 from zoo.specs.model_spec import ModelSpec
 
 GATED = {"gelu": "geglu", "gelu_python": "geglu", "gelu_new": "geglu_tanh", "gelu_pytorch_tanh": "geglu_tanh",
@@ -24,6 +24,13 @@ PROJECTIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "swish":
 """The zoo's feed-forward parts as T5's feed_forward_proj (its `gated-gelu` is the tanh GELU)."""
 
 
+RENAMES = Renames({"tgt_vocab_size": "vocab_size", "d_model": "d_model", "n_heads": "num_heads", "head_width": "d_kv",
+                   "d_ff": "d_ff", "n_encoder_layers": "num_layers", "n_decoder_layers": "num_decoder_layers",
+                   "pad_id": "pad_token_id", "eos_id": "eos_token_id"},
+                  dropouts=dict.fromkeys(("residual", "attention", "activation", "embedding"), "dropout_rate"))
+"""T5's one vocabulary serves both stacks, and one rate drops at every site; its start is its own."""
+
+
 def spec_fields(model: nn.Module) -> dict[str, Any]:
     c = model.config
     ffn = (GATED if c.is_gated_act else ACTIVATIONS).get(c.dense_act_fn)
@@ -32,11 +39,8 @@ def spec_fields(model: nn.Module) -> dict[str, Any]:
     start = c.decoder_start_token_id if c.decoder_start_token_id is not None else c.pad_token_id
     position = {"name": "t5", "num_buckets": c.relative_attention_num_buckets,
                 "max_distance": c.relative_attention_max_distance}
-    return {
-        "src_vocab_size": c.vocab_size, "tgt_vocab_size": c.vocab_size, "d_model": c.d_model, "n_heads": c.num_heads,
-        "head_width": c.d_kv, "d_ff": c.d_ff, "n_encoder_layers": c.num_layers, "n_decoder_layers": c.num_decoder_layers,
-        "dropout": float(c.dropout_rate), "pad_id": c.pad_token_id, "bos_id": start, "eos_id": c.eos_token_id,
-        "norm": "pre", "position": position, "attention": "fused", "ffn": ffn,
+    return RENAMES.read(c) | {
+        "src_vocab_size": c.vocab_size, "bos_id": start, "norm": "pre", "position": position, "attention": "fused", "ffn": ffn,
         "norm_type": {"name": "rmsnorm", "eps": float(c.layer_norm_epsilon)}, "final_norm": True,
         "scale_embeddings": False, "embedding_norm": False, "share_embeddings": True,
         "tie_embeddings": model.lm_head.weight is model.shared.weight, "scale_scores": False,
@@ -50,14 +54,11 @@ def config(spec: ModelSpec):
 
     t5 = spec.position.name == "t5"
     return T5Config(
-        vocab_size=spec.tgt_vocab_size, d_model=spec.d_model, d_kv=spec.d_head, d_ff=spec.ffn_width,
-        num_layers=spec.n_encoder_layers, num_decoder_layers=spec.n_decoder_layers, num_heads=spec.n_heads,
-        relative_attention_num_buckets=spec.position.num_buckets if t5 else 32,
+        **RENAMES.write(spec), relative_attention_num_buckets=spec.position.num_buckets if t5 else 32,
         relative_attention_max_distance=spec.position.max_distance if t5 else 128,
-        dropout_rate=spec.dropout, layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "rmsnorm" else 1e-6,
+        layer_norm_epsilon=spec.norm_type.eps if spec.norm_type.name == "rmsnorm" else 1e-6,
         feed_forward_proj=PROJECTIONS.get(spec.ffn.name, "relu"), tie_word_embeddings=spec.output.scale,
-        pad_token_id=spec.pad_id, eos_token_id=spec.eos_id, decoder_start_token_id=spec.bos_id,
-    )
+        decoder_start_token_id=spec.bos_id)
 
 
 def layer(cross: bool, gated: bool) -> dict[str, str]:

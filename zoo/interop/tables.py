@@ -16,6 +16,21 @@ from zoo.specs.model_spec import ModelSpec
 QKV = ("q", "k", "v")
 
 
+def dropout_fields(residual: float, attention: float, activation: float = 0.0,
+                   embedding: float | None = None) -> dict[str, float]:
+    """A reference's dropout rates by site as spec fields (zoo.specs.dropouts): `dropout` is its rate
+    on sublayer outputs (and, unless given apart, on the embedding's), and a site's own rate is
+    written where it differs (a reference that drops no activations: activation_dropout 0)."""
+    rates = {"attention": attention, "activation": activation, "embedding": residual if embedding is None else embedding}
+    return {"dropout": float(residual), **{f"{site}_dropout": float(rate) for site, rate in rates.items()
+                                           if rate != residual}}
+
+
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh",
+               "gelu_pytorch_tanh": "gelu_tanh", "silu": "swish", "swish": "swish", "relu2": "relu2"}
+"""transformers' activation names (ACT2FN) and the zoo's feed-forward parts that compute them."""
+
+
 def expand(rows: Mapping[str, str], parts: tuple[str, ...], stacks: tuple[str, ...] = ()) -> dict[str, str]:
     """Rows with `{p}` written once for each of q, k and v, `*` once for each of `parts` and
     `{stack}` once for each of `stacks`."""
@@ -100,26 +115,48 @@ RESOLVED: dict[str, Callable[[ModelSpec], Any]] = {
 
 @dataclass(frozen=True)
 class Renames:
-    """Spec fields a configuration holds under other names, read and written by the same rows."""
+    """Spec fields and dropout rates a configuration holds under other names, read and written by
+    the same rows."""
     rows: Mapping[str, str] = field(default_factory=dict)
     """spec field -> configuration attribute."""
+    dropouts: Mapping[str, str] = field(default_factory=dict)
+    """dropout site (zoo.specs.dropouts.SITES) -> the attribute holding its rate; the reference drops
+    nothing at a site not named (where none is, the family reads its rates itself). Sites may share an
+    attribute: the first named is written."""
 
     def read(self, config: Any) -> dict[str, Any]:
-        return {name: getattr(config, attribute) for name, attribute in self.rows.items()}
+        rates = {site: float(getattr(config, attribute)) for site, attribute in self.dropouts.items()}
+        dropouts = dropout_fields(rates.get("residual", 0.0), rates.get("attention", 0.0), rates.get("activation", 0.0),
+                                  rates.get("embedding", 0.0)) if rates else {}  # none named: the family reads its own
+        return {name: getattr(config, attribute) for name, attribute in self.rows.items()} | dropouts
 
     def write(self, spec: ModelSpec) -> dict[str, Any]:
-        return {attribute: RESOLVED[name](spec) if name in RESOLVED else getattr(spec, name)
-                for name, attribute in self.rows.items()}
+        rates: dict[str, float] = {}
+        for site, attribute in self.dropouts.items():
+            rates.setdefault(attribute, spec.dropout_at(site))
+        return rates | {attribute: RESOLVED[name](spec) if name in RESOLVED else getattr(spec, name)
+                        for name, attribute in self.rows.items()}
 
-    def derive(self, drop: Iterable[str] = (), **rows: str) -> Renames:
-        return Renames({name: attribute for name, attribute in {**self.rows, **rows}.items() if name not in drop})
+    def derive(self, drop: Iterable[str] = (), dropouts: Mapping[str, str] | None = None, **rows: str) -> Renames:
+        """These renames with `rows` added or renamed, `drop` (spec fields) gone and other `dropouts`."""
+        return Renames({name: attribute for name, attribute in {**self.rows, **rows}.items() if name not in drop},
+                       self.dropouts if dropouts is None else dropouts)
 
 
+TOKEN_IDS = {"bos_id": "bos_token_id", "eos_id": "eos_token_id", "pad_id": "pad_token_id"}
+"""The special ids, under the names every configuration of transformers gives them."""
 DECODER_RENAMES = Renames({
     "vocab_size": "vocab_size", "d_model": "hidden_size", "n_heads": "num_attention_heads",
     "d_ff": "intermediate_size", "n_decoder_layers": "num_hidden_layers", "max_len": "max_position_embeddings",
-    "bos_id": "bos_token_id", "eos_id": "eos_token_id", "pad_id": "pad_token_id"})
+    **TOKEN_IDS})
 """What most decoder-only configurations of transformers call the spec's sizes and token ids."""
+BERT_RENAMES = Renames({
+    "vocab_size": "vocab_size", "d_model": "hidden_size", "n_heads": "num_attention_heads",
+    "d_ff": "intermediate_size", "n_encoder_layers": "num_hidden_layers", "max_len": "max_position_embeddings"},
+    dropouts={"residual": "hidden_dropout_prob", "embedding": "hidden_dropout_prob",
+              "attention": "attention_probs_dropout_prob"})
+"""BERT's names, which RoBERTa's and ELECTRA's configurations share (an encoder's own ids are none
+of them: it never decodes)."""
 
 
 Reader = Callable[[Any], dict[str, Any]]
