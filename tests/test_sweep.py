@@ -72,6 +72,8 @@ def test_shards_partition_the_cells(tmp_path, count):
     ({"grid": {}}, "at least one grid axis"),
     ({"name": "a b"}, "name"),
     ({"goal": "maximize"}, "'max' or 'min'"),
+    ({"goal": "min"}, r"goal min: metric 'eval/exact_match' is max \(better higher, as exact_match declares\)"),
+    ({"metric": "test/bleuu"}, r"unknown metric 'bleuu'; did you mean 'bleu'\?.* \(in 'test/bleuu'\)"),
     ({"seeds": []}, "seeds"),
 ])
 def test_bad_sweep_specs_are_named(tmp_path, fields, message):
@@ -91,9 +93,9 @@ def test_a_bad_grid_value_fails_before_anything_runs(tmp_path):
 def test_load_sweep_finds_the_base_beside_the_file_and_routes_sets(tmp_path):
     (tmp_path / "base.yaml").write_text(yaml.safe_dump({"task": {"name": "copy"}, "train": {"steps": 9}}))
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({"name": "s", "base": "base.yaml", "grid": GRID}))
-    sweep, base = load_sweep(tmp_path / "sweep.yaml", ["train.steps=7", "seeds=[3, 4]", "goal=min"])
+    sweep, base = load_sweep(tmp_path / "sweep.yaml", ["train.steps=7", "seeds=[3, 4]", "metric=eval/loss"])
     assert base["task"] == {"name": "copy"} and base["train"]["steps"] == 7
-    assert sweep.seeds == [3, 4] and sweep.goal == "min"
+    assert sweep.seeds == [3, 4] and sweep.metric == "eval/loss" and sweep.goal == "min"  # the goal is the metric's
     expected = "--set sedes: unknown key 'sedes'; valid keys start with one of: name, base, grid, seeds"
     with pytest.raises(ValueError, match=expected):
         load_sweep(tmp_path / "sweep.yaml", ["sedes=1"])

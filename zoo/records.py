@@ -11,13 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from zoo.errors import ConfigError, describe_validation
 from zoo.files import atomic_write, read_bounded
+from zoo.metric_names import KEPT, MetricName
 
 FORMAT = 1
 """The format of result.json, ledger lines and checkpoints; files without one are format 0."""
 
 Status = Literal["running", "finished", "diverged", "failed", "interrupted"]
 DONE = ("finished", "diverged")
-KEPT = ("best_checkpoint", "averaged")
 """Models a run keeps beside its last one (train.keep_best, train.average_last): a sweep compares
 on their metrics as `best_checkpoint/test/bleu`, `averaged/test/bleu`."""
 """Statuses a sweep keeps on a rerun; running (killed), failed and interrupted cells run again."""
@@ -90,9 +90,9 @@ class RunRecord(BaseModel):
     def value(self, metric: str) -> float | None:
         """A final metric of the run: of its last model (`test/bleu`), or of a model it kept
         (`best_checkpoint/test/bleu`, `averaged/test/bleu`); None where the run has none."""
-        group, _, rest = metric.partition("/")
-        if group in KEPT:
-            return (getattr(self, group) or {}).get("metrics", {}).get(rest)
+        name = MetricName.parse(metric)
+        if name.model:
+            return (getattr(self, name.model) or {}).get("metrics", {}).get(name.of_model)
         return self.metrics.get(metric)
 
     def to_json(self) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 from zoo.compare.sensitivity import LOSS
 from zoo.compare.stats import AxisEffect, VariantRow, curve_metric, curve_title
 from zoo.files import save_figure
+from zoo.metric_names import MetricName
 from zoo.sweep.names import value_text
 from zoo.sweep.spec import SweepSpec
 
@@ -120,7 +121,7 @@ def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
 def on_log_axis(metric: str) -> bool:
     """A loss or a perplexity curve, drawn on a log axis: they fall by orders of magnitude early and
     by little late, where variants part."""
-    return curve_metric(metric).split("/")[-1] in ("loss", "perplexity")
+    return MetricName.parse(metric).metric in ("loss", "perplexity")
 
 
 def marked(fig, note: str):

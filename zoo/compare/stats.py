@@ -15,6 +15,7 @@ from scipy import stats
 
 from zoo.compare.exact import sign_flip_p
 from zoo.compare.units import IdentityCheck, Units, experimental_units
+from zoo.metric_names import MetricName
 from zoo.metrics import CURVE, range_of
 from zoo.records import RunRecord
 from zoo.sweep.names import value_text
@@ -177,8 +178,7 @@ def curve_metric(metric: str) -> str:
     """The logged metric whose evaluations draw the curve of `metric` (and count steps to its
     target): `eval/X` for `eval_auc/X`, and for a split scored once at the end (`test/X`,
     `long/X`) its validation counterpart `eval/X`, the only one measured during training."""
-    parts = metric.split("/")
-    return metric if parts[0] in ("eval", "train") or len(parts) == 1 else f"eval/{parts[-1]}"
+    return str(MetricName.parse(metric).curve)
 
 
 def curve_title(metric: str) -> str:
@@ -228,7 +228,7 @@ def variant_rows(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[Variant
                 if logged in row:
                     curve.setdefault(int(row["train/step"]), []).append(float(row[logged]))
         rows.append(VariantRow(
-            variant, runs[0].assignment, Estimate.of(values).within(*range_of(sweep.metric)),
+            variant, runs[0].assignment, Estimate.of(values).within(*sweep.resolved_metric.bounds),
             next((r.parameters for r in runs if r.parameters), None),
             float(np.mean([t[0] for t in times])) if times else None,
             float(np.mean([t[1] for t in times])) if times else None,
@@ -287,7 +287,7 @@ def axis_effects(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[AxisEff
     difference from the key's first value over distinct computations (zoo.compare.units), and its
     two-way interactions with the keys after it, each with its p-value and the Holm-adjusted one
     over all of them; a key whose values are one computation gets its identity check instead."""
-    labels, finished, bounds = sweep.labels(), finished_values(sweep, records), range_of(sweep.metric)
+    labels, finished, bounds = sweep.labels(), finished_values(sweep, records), sweep.resolved_metric.bounds
     units = experimental_units(sweep, finished)
     effects = []
     tested = [key for key in sweep.grid if key not in units.identities and len(sweep.grid[key]) > 1]
@@ -363,7 +363,7 @@ class SimpleEffect:
 def simple_effects(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[SimpleEffect]:
     """For every ordered pair of grid keys (key, given): key's paired effects at each given value,
     over distinct computations; a key whose values are one computation is neither side."""
-    labels, bounds = sweep.labels(), range_of(sweep.metric)
+    labels, bounds = sweep.labels(), sweep.resolved_metric.bounds
     units = units_of(sweep, records)
     finished, effects = units.finished, []
     for key, values in sweep.grid.items():

@@ -17,7 +17,6 @@ from typing import Any
 
 from zoo.compare.stats import Estimate, final_value
 from zoo.errors import ConfigError
-from zoo.metrics import goal_of
 from zoo.records import RunRecord
 from zoo.sweep.keys import check_tuned_metrics
 from zoo.sweep.names import assignment_text, value_text
@@ -93,7 +92,7 @@ def edge_of(values: list[Any], trained: list[Any], chosen: Any, label: str) -> s
 
 def choose(sweep: SweepSpec, records: list[RunRecord]) -> list[Choice]:
     """Each variant's tuned value, chosen on `choose_on`, in the order the grid lists the variants."""
-    goal, labels = goal_of(sweep.choose_on), sweep.labels()
+    goal, labels = sweep.resolved_choose_on.goal, sweep.labels()
     combos: dict[str, dict[str, list[RunRecord]]] = {}
     assignments: dict[str, dict[str, Any]] = {}
     for record in records:
@@ -175,7 +174,7 @@ def compared_runs(sweep: SweepSpec, records: list[RunRecord], choices: list[Choi
 def check_compared_metric(sweep: SweepSpec) -> None:
     """`zoo compare --metric` on a tuned sweep must name a split the choice never saw."""
     try:
-        check_tuned_metrics(sweep.metric, sweep.choose_on)
+        check_tuned_metrics(sweep.resolved_metric.name, sweep.resolved_choose_on.name)
     except ValueError as err:
         raise ConfigError(f"sweep {sweep.name!r}: {err}") from None
 

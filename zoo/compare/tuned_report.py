@@ -22,7 +22,6 @@ from zoo.compare.tuned import (
 )
 from zoo.compare.wandb_run import Rows
 from zoo.files import atomic_write
-from zoo.metrics import goal_of
 from zoo.records import RunRecord
 from zoo.sweep.names import value_text
 from zoo.sweep.spec import SweepSpec
@@ -122,7 +121,7 @@ def write_choices(path: Path, sweep: SweepSpec, choices: list[Choice]) -> None:
     """Beside the ledger: which runs were chosen for each variant and why (every value's validation
     mean over its seeds, and the rule), so the choice can be checked by hand from the ledger."""
     data = {"rule": RULE.format(values=", ".join(sweep.tune), choose_on=sweep.choose_on, metric=sweep.metric),
-            "choose_on": sweep.choose_on, "goal": goal_of(sweep.choose_on), "metric": sweep.metric,
+            "choose_on": sweep.choose_on, "goal": sweep.resolved_choose_on.goal, "metric": sweep.metric,
             "variants": [{"variant": c.variant, "chosen": c.chosen, "edges": c.edges,
                           "chosen_cells": c.best.cells,
                           "tried": [{"values": t.values, "mean": t.score.mean if t.score.n else None, "seeds": t.seeds,

@@ -2,7 +2,8 @@
 can take, what a task must do to report it, and how it is scored from one pass over a held-out
 split (a `Tally`). And the curve metrics: how fast a run learned, not only where it ended.
 
-A metric is found by the last part of a logged name: `test/chrf` is `chrf` on the test split. Its
+A metric is found by the last part of a logged name (zoo.metric_names): `test/chrf` is `chrf` on
+the test split, resolved once with its direction and bounds (`Resolved`). Its
 settings, where it has any (`train.metrics: {chrf: {word_order: 2}}`: chrF++), are typed as a
 part's are."""
 
@@ -14,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from zoo.errors import ConfigError
+from zoo.metric_names import CURVE, MetricName
 from zoo.specs.choices import PartSettings
-from zoo.specs.registries import import_modules, registry
+from zoo.specs.registries import UnknownChoiceError, import_modules, registry
 
 Goal = Literal["min", "max"]
 register = registry("metric").register
@@ -91,40 +93,50 @@ def reported(traits: Iterable[str]) -> list[str]:
     return sorted(found, key=lambda name: (metrics.get(name).order, name))
 
 
-def metric_of(name: str) -> type[Metric] | None:
-    """The registered metric of a logged name (`eval/bleu`, `best/eval/loss`, `bleu`), if any."""
-    last = name.rsplit("/", 1)[-1]
-    return registry("metric").get(last) if last in registry("metric") else None
+@dataclass(frozen=True)
+class Resolved:
+    """A metric name resolved once against the registry: what it names, which way is better and
+    what values it can take. A sweep holds its `metric` and `choose_on` so."""
+    name: MetricName
+    goal: Goal
+    bounds: tuple[float, float]
+
+    @classmethod
+    def of(cls, name: str | MetricName) -> Resolved:
+        parsed = name if isinstance(name, MetricName) else MetricName.parse(name)
+        metrics = registry("metric")
+        if parsed.metric not in metrics:
+            raise UnknownChoiceError("metric", parsed.metric, metrics.names(), hint=f" (in {str(parsed)!r})")
+        found = metrics.get(parsed.metric)
+        return cls(parsed, found.goal, found.bounds)
+
+    def __str__(self) -> str:
+        return str(self.name)
+
+    def better(self, new: float, old: float | None, min_delta: float = 0.0) -> bool:
+        """Whether `new` improves on `old` by more than `min_delta` (None: nothing yet)."""
+        if old is None:
+            return True
+        return new < old - min_delta if self.goal == "min" else new > old + min_delta
 
 
-def goal_of(metric: str) -> Goal:
-    found = metric_of(metric)
-    if found is not None:
-        return found.goal
-    return "min" if metric.rsplit("/", 1)[-1].endswith(("loss", "perplexity")) else "max"
+def goal_of(metric: str | MetricName) -> Goal:
+    return Resolved.of(metric).goal
 
 
-def range_of(metric: str) -> tuple[float, float]:
+def range_of(metric: str | MetricName) -> tuple[float, float]:
     """What values a metric can take; an interval is held inside it."""
-    found = metric_of(metric)
-    return found.bounds if found is not None else (-math.inf, math.inf)
+    return Resolved.of(metric).bounds
 
 
-def better(metric: str, new: float, old: float | None, min_delta: float = 0.0) -> bool:
-    """Whether `new` improves on `old` by more than `min_delta` (None: nothing yet)."""
-    if old is None:
-        return True
-    return new < old - min_delta if goal_of(metric) == "min" else new > old + min_delta
-
-
-CURVE = "eval_auc"
-"""`eval_auc/NAME` is the mean of `eval/NAME` over a run's evaluations: the area under its
-evaluation curve divided by its length (evaluations are evenly spaced). Two runs that end at the
-same value differ in it when one got there sooner."""
+def better(metric: str | MetricName, new: float, old: float | None, min_delta: float = 0.0) -> bool:
+    return Resolved.of(metric).better(new, old, min_delta)
 
 
 def curve_means(history: Iterable[Mapping[str, float]]) -> dict[str, float]:
-    """`eval_auc/NAME` for every `eval/NAME` in the logged rows."""
+    """`eval_auc/NAME` (CURVE) for every `eval/NAME` in the logged rows: its mean over a run's
+    evaluations, the area under its evaluation curve divided by its length (evaluations are evenly
+    spaced). Two runs that end at the same value differ in it when one got there sooner."""
     seen: dict[str, list[float]] = {}
     for row in history:
         for key, value in row.items():

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import Field, NonNegativeFloat, PositiveInt, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from zoo.metric_names import MetricName
 from zoo.specs.choices import validate_choice
 from zoo.specs.strict import Strict
 
@@ -18,13 +19,12 @@ from zoo.specs.strict import Strict
 def validation_metric(name: str) -> str:
     """`bleu` and `eval/bleu` both name the validation split's BLEU; a metric of another split
     (`train/loss`, `test/bleu`) is refused, not read as the validation split's `eval/train/loss`."""
-    if name.startswith("eval/"):
-        return name
-    if "/" in name:
+    parsed = MetricName.parse(name)
+    if parsed.model or parsed.split not in ("eval", ""):
         raise PydanticCustomError("validation_metric", "{name}: only the validation split's metrics may be named here, "
                                   "as eval/NAME or NAME (the split evaluated during training); {split} is not it",
                                   {"name": name, "split": name.split("/")[0] + "/"})
-    return f"eval/{name}"
+    return str(parsed.on("eval"))
 
 
 class EarlyStopSpec(Strict):

@@ -7,17 +7,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from zoo.errors import ConfigError
-from zoo.metrics import CURVE
-from zoo.records import KEPT
+from zoo.metric_names import CURVE, KEPT, VALIDATION, MetricName
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.switches import one_setting
 
 SWEEP_OWNED = ("train.out_dir", "wandb.name", "wandb.group", "wandb.job_type", "wandb.dir", "wandb.config")
 """Experiment fields that cell_experiment sets for every cell: a grid over one would be overridden."""
-VALIDATION = ("eval", CURVE)
-"""Metric prefixes scored on the validation split, evaluated during training: what may choose."""
-NOT_HELD_OUT = (*VALIDATION, "train")
-"""Metric prefixes a tuned sweep may not compare on: the choice saw them (or they are not held out)."""
 
 
 def check_field(key: str, where: str) -> None:
@@ -73,25 +68,6 @@ def check_tune(tune: dict[str, list[Any]], grid: dict[str, list[Any]], named: di
                               "a single value belongs in the base experiment")
 
 
-def of_model(metric: str) -> tuple[str, str]:
-    """(the kept model's prefix with its slash, or "" for the last model; the split's metric):
-    `best_checkpoint/test/bleu` is ("best_checkpoint/", "test/bleu")."""
-    group, _, rest = metric.partition("/")
-    return (f"{group}/", rest) if group in KEPT else ("", metric)
-
-
-def held_out(metric: str) -> bool:
-    """Whether a metric is scored on a split the training never evaluated (test/*, long/*)."""
-    split_metric = of_model(metric)[1]
-    return split_metric.split("/")[0] not in NOT_HELD_OUT and "/" in split_metric
-
-
-def validation_counterpart(metric: str) -> str:
-    """The validation metric that chooses for a held-out one, of the same model: eval/X for test/X,
-    best_checkpoint/eval/X for best_checkpoint/test/X."""
-    return f"{of_model(metric)[0]}eval/{metric.rsplit('/', 1)[-1]}"
-
-
 def kept_metrics(final: list[str], train: Any) -> list[str]:
     """A run's final metrics, then those of each model its training keeps (train.keep_best,
     train.average_last), scored on every split: what a sweep may compare on."""
@@ -99,12 +75,12 @@ def kept_metrics(final: list[str], train: Any) -> list[str]:
     return [*final, *(f"{prefix}/{name}" for prefix in kept for name in final if not name.startswith(CURVE))]
 
 
-def check_tuned_metrics(metric: str, choose_on: str) -> None:
+def check_tuned_metrics(metric: MetricName, choose_on: MetricName) -> None:
     """A tuned sweep chooses on the validation split and compares on a split the choice never saw."""
-    if not held_out(metric):
-        raise ConfigError(f"metric {metric!r}: a tuned sweep compares its variants on a held-out split that the "
+    if not metric.held_out:
+        raise ConfigError(f"metric {str(metric)!r}: a tuned sweep compares its variants on a held-out split that the "
                           "choice never saw (test/..., long/...), not one that training evaluates; give the task a "
                           "test split (task.test_size, or test_split for a corpus) and set metric: test/NAME")
-    if of_model(choose_on)[1].split("/")[0] not in VALIDATION:
-        raise ConfigError(f"choose_on {choose_on!r}: a tuned value is chosen on the validation split "
+    if not choose_on.validation:
+        raise ConfigError(f"choose_on {str(choose_on)!r}: a tuned value is chosen on the validation split "
                           f"({' or '.join(p + '/...' for p in VALIDATION)}), never on the split it is compared on")

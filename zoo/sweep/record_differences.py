@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from zoo.metric_names import MetricName
 from zoo.provenance import ROUNDING
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.identity import changes_between, flatten
@@ -94,7 +95,7 @@ def added_since(recorded: dict[str, float], scorers: dict[str, str] | None, now:
     not list it; a record made before records listed them knew none of those it lacks): the zoo
     gained them since (chrF and TER came after the first text ledgers), so there is nothing to compare."""
     known = scorers or {}
-    return [key for key in now if key not in recorded and key.rsplit("/", 1)[-1] not in known]
+    return [key for key in now if key not in recorded and MetricName.parse(key).metric not in known]
 
 
 def scorer_differences(recorded: dict[str, str] | None, now: dict[str, str] | None) -> list[str]:

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from zoo.errors import ConfigError, ZooError
+from zoo.metric_names import MetricName
 from zoo.records import RunRecord
 from zoo.specs.experiment import parse_sets, with_sets
 from zoo.sweep.ledger import Ledger
@@ -305,7 +306,7 @@ def describe(result: Reproduction) -> str:
     """The cell's verdict, and the metrics the zoo gained since its record, which it could not compare."""
     verdict = outcome_text(result)
     if result.added and result.error is None:
-        names = sorted({key.rsplit("/", 1)[-1] for key in result.added})
+        names = sorted({MetricName.parse(key).metric for key in result.added})
         verdict += f" (not in the record, so not compared: {', '.join(names)}, metrics the zoo gained since)"
     return verdict
 

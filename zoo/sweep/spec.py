@@ -25,7 +25,8 @@ from pydantic import Field, PositiveInt, ValidationError, field_validator, model
 from pydantic_core import PydanticCustomError
 
 from zoo.errors import ConfigError, describe_validation
-from zoo.metrics import goal_of
+from zoo.metric_names import MetricName
+from zoo.metrics import Resolved
 from zoo.specs.experiment import ExperimentSpec, assign, parse_sets, validate_experiment, written_defaults
 from zoo.specs.identity import RESUMABLE, flatten, identity
 from zoo.specs.strict import Strict
@@ -39,7 +40,6 @@ from zoo.sweep.keys import (
     grid_clash,
     kept_metrics,
     twice_set,
-    validation_counterpart,
 )
 from zoo.sweep.names import SAFE, assignment_text, job_type, value_text
 from zoo.tasks import task_params
@@ -95,10 +95,33 @@ class SweepSpec(Strict):
     @classmethod
     def _goal_from_metric(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("goal") is None:
-            data = {**data, "goal": goal_of(data.get("metric", "eval/exact_match"))}
+            data = {**data, "goal": Resolved.of(str(data.get("metric", "eval/exact_match"))).goal}
         if isinstance(data, dict) and data.get("tune") and data.get("choose_on") is None:
-            data = {**data, "choose_on": validation_counterpart(str(data.get("metric", "eval/exact_match")))}
+            data = {**data, "choose_on": str(MetricName.parse(str(data.get("metric", "eval/exact_match"))).on("eval"))}
         return data
+
+    def replace(self, **changes: Any) -> SweepSpec:
+        """A copy with `changes`; another metric brings its own goal."""
+        return super().replace(**({"goal": None} if "metric" in changes and "goal" not in changes else {}), **changes)
+
+    @property
+    def resolved_metric(self) -> Resolved:
+        """`metric` parsed and resolved once: what it names, its direction and its bounds."""
+        return Resolved.of(self.metric)
+
+    @property
+    def resolved_choose_on(self) -> Resolved | None:
+        return None if self.choose_on is None else Resolved.of(self.choose_on)
+
+    @model_validator(mode="after")
+    def _goal_is_the_metrics(self) -> SweepSpec:
+        """A goal against the metric's declared direction would rank the variants backwards."""
+        declared = self.resolved_metric.goal
+        if self.goal != declared:
+            raise ConfigError(f"goal {self.goal}: metric {self.metric!r} is {declared} (better "
+                              f"{'lower' if declared == 'min' else 'higher'}, as {self.resolved_metric.name.metric} "
+                              "declares); leave goal out")
+        return self
 
     @field_validator("seeds")
     @classmethod
@@ -146,7 +169,7 @@ class SweepSpec(Strict):
         definitions = [(key, name, changes) for key in NAMED for name, changes in self.named(key).items()]
         check_tune(self.tune, self.grid, {f"{key} {name!r}": changes for key, name, changes in definitions})
         if self.tune:
-            check_tuned_metrics(self.metric, self.choose_on)
+            check_tuned_metrics(self.resolved_metric.name, self.resolved_choose_on.name)
         cells = math.prod(len(values) for values in self.axes().values()) * len(self.seeds)
         if cells > self.max_cells:
             sizes = " x ".join(str(len(values)) for values in self.axes().values())

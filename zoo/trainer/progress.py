@@ -6,11 +6,13 @@ from __future__ import annotations
 import sys
 import time
 
+from zoo.metric_names import MetricName
+
 
 def _short(metrics: dict[str, float]) -> str:
     keep = ("train/loss", "train/tokens_per_s", "eval/loss", "eval/token_acc", "eval/exact_match", "eval/bleu",
             "train/compiled_graphs", "train/compile_s")
-    return " ".join(f"{k.split('/')[1]}={metrics[k]:.4g}" for k in keep if k in metrics)
+    return " ".join(f"{MetricName.parse(k).metric}={metrics[k]:.4g}" for k in keep if k in metrics)
 
 
 def duration(seconds: float) -> str:

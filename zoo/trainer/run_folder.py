@@ -11,7 +11,8 @@ from typing import Any
 
 from zoo.errors import ConfigError, RunConflict
 from zoo.files import FolderLock, check_writable_folder
-from zoo.records import KEPT, RunRecord, read_result, write_result
+from zoo.metric_names import KEPT
+from zoo.records import RunRecord, read_result, write_result
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.identity import RESUMABLE, run_name
 from zoo.tasks import data_digests
