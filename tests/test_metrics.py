@@ -13,10 +13,13 @@ import sacrebleu
 
 import zoo
 from trainkit import offline_run, run_dir_of, tiny_experiment
+from zoo.metric_names import MetricName
 from zoo.metrics import Tally, better, goal_of, range_of, reported
+from zoo.model.zoo_model import ZooModel
 from zoo.specs.identity import fingerprint
 from zoo.sweep.record_differences import added_since, metric_differences, scorer_differences
 from zoo.sweep.reproduce import Reproduction, describe
+from zoo.sweep.spec import SweepSpec, check_metric
 
 METRICS = zoo.registry("metric").names()
 HYPOTHESES = ["the cat sat on the mat", "a dog ran", "birds sang in a park", "the the the"]
@@ -145,6 +148,43 @@ def test_a_text_run_reports_chrf_and_ter_and_records_how_each_metric_was_scored(
     assert info["config"]["scorers"]["ter"].startswith("nrefs:1|case:lc|tok:tercom")
     logged = [r["history"]["item"] for r in records if r["type"] == "history"]
     assert sum("eval/chrf" in row for row in logged) == 2
+
+
+def test_train_metrics_chooses_what_is_scored_and_a_run_scoring_no_decoded_metric_never_decodes(tmp_path, monkeypatch):
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("decoded, though no scored metric reads the decoded text")
+
+    unscored = {name: False for name in ("bleu", "chrf", "ter", "exact_match")}
+    experiment = tiny_experiment(tmp_path, task={"name": "toy_translation"},
+                                 train={"steps": 20, "eval_every": 10, "log_every": 10, "metrics": unscored})
+    monkeypatch.setattr(ZooModel, "generate", no_decoding)
+    zoo.train(experiment)
+    result = json.loads((run_dir_of(experiment) / "result.json").read_text())
+    assert {MetricName.parse(name).metric for name in result["metrics"]} == {"loss", "token_acc"}
+    assert set(result["scorers"]) == {"loss", "token_acc"}
+    assert fingerprint(zoo.ExperimentSpec.model_validate(experiment)) != fingerprint(
+        zoo.ExperimentSpec.model_validate({**experiment, "train": {**experiment["train"], "metrics": {}}}))
+
+
+@pytest.mark.parametrize("train, said", [
+    ({"metrics": {"loss": False}}, "train.metrics: loss: false: every evaluation scores loss"),
+    ({"metrics": {"bleu": False}, "keep_best": "bleu"}, "train.keep_best: 'eval/bleu' is not scored (train.metrics "
+                                                       "sets bleu: false)"),
+    ({"metrics": {"chrf": False}, "early_stop": "chrf"}, "train.early_stop.metric: 'eval/chrf' is not scored"),
+    ({"metrics": {"chrf": True}}, "train.metrics: a mapping {metric: {setting: value}, or metric: false}"),
+])
+def test_a_metric_that_must_be_scored_cannot_be_set_false(train, said):
+    with pytest.raises(zoo.ConfigError, match=re.escape(said)):
+        zoo.ExperimentSpec(task={"name": "toy_translation"}, train=train)
+
+
+def test_a_sweep_cannot_compare_on_a_metric_its_runs_do_not_score():
+    base = {"task": {"name": "toy_translation"}, "train": {"metrics": {"bleu": False}}}
+    sweep = SweepSpec(name="s", grid={"model.norm": ["post", "pre"]}, metric="eval/bleu")
+    with pytest.raises(zoo.ConfigError, match=r"metric 'eval/bleu' is not reported .*choices: eval/loss, "
+                                              r"eval/token_acc, eval/exact_match, eval/chrf"):
+        check_metric(sweep, base)
+    check_metric(sweep.replace(metric="eval/chrf"), base)
 
 
 def test_reproduce_shows_a_metric_added_since_the_record_and_compares_the_rest():

@@ -14,6 +14,8 @@ CURVE = "eval_auc"
 VALIDATION = ("eval", CURVE)
 """What training itself evaluates: a tuned value is chosen there, never compared there."""
 NOT_HELD_OUT = (*VALIDATION, "train")
+ALWAYS_SCORED = ("loss",)
+"""What every evaluation scores whatever train.metrics says: divergence and early stopping read it."""
 
 
 @dataclass(frozen=True)

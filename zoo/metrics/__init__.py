@@ -75,6 +75,16 @@ def declares_goal(name: str, metric: type[Metric]) -> None:
 registry("metric").check_with(declares_goal)
 
 
+def chosen(names: Iterable[str], given: Mapping[str, Any]) -> list[str]:
+    """The metrics of `names` that train.metrics (`given`) leaves scored: all but those set false."""
+    return [name for name in names if given.get(name) is not False]
+
+
+def decodes(names: Iterable[str]) -> bool:
+    """Whether scoring these metrics needs the model's decoded output, not only its teacher-forced loss."""
+    return any("generates" in registry("metric").get(name).needs for name in names)
+
+
 def metric_settings(name: str, given: Mapping[str, Mapping[str, Any]]) -> PartSettings:
     """The settings metric `name` scores with: those `given` for it (train.metrics), else its defaults."""
     return registry("metric").get(name).Settings.model_validate(dict(given.get(name, {})))

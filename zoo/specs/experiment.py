@@ -101,8 +101,10 @@ class TrainSpec(Strict):
     average_last: int | None = Field(None, ge=2, description="average the weights of the last N checkpoints "
                                      "(checkpoint_every apart) at the end into checkpoint_averaged.pt, scored on "
                                      "every split")
-    metrics: dict[str, dict[str, Any]] = Field({}, description="settings of the task's metrics by name: {chrf: "
-                                               "{word_order: 2}} scores chrF++ (zoo show metric NAME)")
+    metrics: dict[str, dict[str, Any] | Literal[False]] = Field(
+        {}, description="the task's metrics by name: their settings ({chrf: {word_order: 2}} scores chrF++; zoo show "
+                        "metric NAME), or false for one the run does not score ({bleu: false, chrf: false, ter: false, "
+                        "exact_match: false} skips decoding); every other metric is scored")
     explosion: ExplosionSpec | None = Field(ExplosionSpec(), description="null: only a non-finite loss diverges")
     out_dir: str = "runs"
 

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import Field, NonNegativeFloat, PositiveInt, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from zoo.metric_names import MetricName
+from zoo.metric_names import ALWAYS_SCORED, MetricName
 from zoo.specs.choices import validate_choice
 from zoo.specs.strict import Strict
 
@@ -49,19 +49,30 @@ class EarlyStopSpec(Strict):
 
 def metric_settings(value: Any) -> dict[str, dict[str, Any]]:
     """train.metrics: each named metric's settings, validated as a part's are, those away from
-    their defaults kept (a metric at its defaults is left out, so the run stays the same run)."""
-    if not isinstance(value, Mapping) or not all(isinstance(v, Mapping) for v in value.values()):
-        raise PydanticCustomError("metric_settings", "{text}", {"text": "a mapping {metric: {setting: value}}, e.g. "
-                                  f"{{chrf: {{word_order: 2}}}}, got {value!r}"})
-    chosen = {name: validate_choice("metric", {**settings, "name": name}) for name, settings in value.items()}
-    return {name: dict(choice.given) for name, choice in chosen.items() if choice.given}
+    their defaults kept (a metric at its defaults is left out, so the run stays the same run), or
+    false for a metric the run does not score."""
+    if not isinstance(value, Mapping) or not all(isinstance(v, Mapping) or v is False for v in value.values()):
+        raise PydanticCustomError("metric_settings", "{text}", {"text": "a mapping {metric: {setting: value}, or "
+                                  f"metric: false}}, e.g. {{chrf: {{word_order: 2}}, ter: false}}, got {value!r}"})
+    dropped = [name for name, settings in value.items() if settings is False and name in ALWAYS_SCORED]
+    if dropped:
+        raise PydanticCustomError("metric_settings", "{text}", {"text": f"{dropped[0]}: false: every evaluation scores "
+                                  f"{' and '.join(ALWAYS_SCORED)} (a diverging run and early stopping read it)"})
+    chosen = {name: validate_choice("metric", {**(settings or {}), "name": name}) for name, settings in value.items()}
+    return {name: False if value[name] is False else dict(choice.given) for name, choice in chosen.items()
+            if value[name] is False or choice.given}
 
 
 def selection_problems(train, reported: list[str]) -> list[str]:
-    """Each metric that early stopping, the best checkpoint or a metric's settings name and the task
-    does not report."""
-    named = {"train.early_stop.metric": train.early_stop.metric if train.early_stop else None,
-             "train.keep_best": train.keep_best, **{f"train.metrics.{name}": f"eval/{name}" for name in train.metrics}}
+    """Each metric that early stopping, the best checkpoint or train.metrics name and the task does
+    not report, and each that early stopping or the best checkpoint read and train.metrics sets
+    false (not scored)."""
+    selecting = {"train.early_stop.metric": train.early_stop.metric if train.early_stop else None,
+                 "train.keep_best": train.keep_best}
+    named = {**selecting, **{f"train.metrics.{name}": f"eval/{name}" for name in train.metrics}}
     valid = [f"eval/{name}" for name in reported]
+    unscored = [f"eval/{name}" for name, settings in train.metrics.items() if settings is False]
     return [f"{field}: the task reports no {metric!r}; choices: {', '.join(valid)}"
-            for field, metric in named.items() if metric is not None and metric not in valid]
+            for field, metric in named.items() if metric is not None and metric not in valid] + [
+        f"{field}: {metric!r} is not scored (train.metrics sets {MetricName.parse(metric).metric}: false)"
+        for field, metric in selecting.items() if metric in valid and metric in unscored]

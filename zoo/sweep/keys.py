@@ -69,8 +69,9 @@ def check_tune(tune: dict[str, list[Any]], grid: dict[str, list[Any]], named: di
 
 
 def kept_metrics(final: list[str], train: Any) -> list[str]:
-    """A run's final metrics, then those of each model its training keeps (train.keep_best,
-    train.average_last), scored on every split: what a sweep may compare on."""
+    """A run's final metrics that train.metrics leaves scored, then those of each model its training
+    keeps (train.keep_best, train.average_last), scored on every split: what a sweep may compare on."""
+    final = [name for name in final if train.metrics.get(MetricName.parse(name).metric) is not False]
     kept = [prefix for prefix, on in zip(KEPT, (train.keep_best, train.average_last), strict=True) if on]
     return [*final, *(f"{prefix}/{name}" for prefix in kept for name in final if not name.startswith(CURVE))]
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from zoo.errors import Diverged
-from zoo.metrics import Tally, better, curve_means, metric_settings, scored
+from zoo.metrics import Tally, better, chosen, curve_means, decodes, metric_settings, scored
 from zoo.model.generate import default_new_tokens
 from zoo.model.kinds import ZooModel, model_class
 from zoo.model.probes import mechanism_metrics
@@ -33,10 +33,13 @@ def until_eos(row: list[int], eos_id: int) -> list[int]:
 def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], device,
              references: list[str] | None = None, prefix: str = "eval", num_beams: int = 1,
              length_penalty: float = 1.0, metrics: dict[str, dict] | None = None) -> dict[str, float]:
-    """The task's registered metrics (zoo.metrics) on one held-out split, each with its settings in
-    `metrics` (train.metrics) or its defaults; text metrics score against `references` (raw text)
-    when given, else against the decoded target ids. Decoding (greedy, or beam search with
-    `num_beams`) never looks at the target, not even for its length."""
+    """The task's registered metrics (zoo.metrics) that `metrics` (train.metrics) leaves scored, on
+    one held-out split, each with its settings there or its defaults; text metrics score against
+    `references` (raw text) when given, else against the decoded target ids. Decoding (greedy, or
+    beam search with `num_beams`) never looks at the target, not even for its length, and is skipped
+    where no scored metric reads it."""
+    names = chosen(task.metrics(), metrics or {})
+    generating = task.generates and decodes(names)
     was_training = model.training
     model.eval()
     spec, kind = model.spec, type(model)
@@ -51,7 +54,7 @@ def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], 
         tally.correct += ((logits.argmax(-1) == labels) & real).sum().item()
         tally.tokens += real.sum().item()
         tally.rows += src.size(0)
-        if not task.generates:
+        if not generating:
             continue
         decoded = model.generate(kind.prompts(spec, src), max_new_tokens=default_new_tokens(model, src),
                                  num_beams=num_beams, length_penalty=length_penalty)
@@ -63,8 +66,8 @@ def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], 
     model.train(was_training)
     if references is not None:
         tally.references = list(references)
-    scoring = {name: metric_settings(name, metrics or {}) for name in task.metrics()}
-    return scored(task.metrics(), tally, scoring, prefix)
+    scoring = {name: metric_settings(name, metrics or {}) for name in names}
+    return scored(names, tally, scoring, prefix)
 
 
 def evaluate_split(model: ZooModel, task: Task, split: str, size: int, rows: int, device,
@@ -86,7 +89,7 @@ class Evaluator:
         self.decoding = {"num_beams": train.eval_beams, "length_penalty": train.length_penalty,
                          "metrics": train.metrics}
         self.scorers = {name: registry("metric").get(name).scorer(metric_settings(name, train.metrics)) or "zoo"
-                        for name in task.metrics()}
+                        for name in chosen(task.metrics(), train.metrics)}
         """Each metric the run reports and how it is scored (result.json and the W&B config hold it)."""
 
     def __call__(self, model: ZooModel, step: int, collective: bool = True) -> dict[str, float]:

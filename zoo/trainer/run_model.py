@@ -10,6 +10,7 @@ import torch
 
 from zoo.errors import CheckpointError, ConfigError
 from zoo.files import human_bytes
+from zoo.metrics import chosen, decodes
 from zoo.model.kinds import ZooModel, build, model_class
 from zoo.model.size_checks import available_bytes, check_fits
 from zoo.specs.experiment import ExperimentSpec
@@ -65,5 +66,6 @@ def run_model(spec: ModelSpec, experiment: ExperimentSpec, task: Task, feed: Bat
     if t.init_from is not None and saved is None:  # a resume's own checkpoint wins over where it started
         model.load_state_dict(initial_weights(t.init_from, spec, task))
     model = model.to(device)
-    check_lengths(model, task, t.eval_size, t.batch_size, device, t.eval_beams)
+    beams = t.eval_beams if decodes(chosen(task.metrics(), t.metrics)) else 0  # no scored metric decodes: none
+    check_lengths(model, task, t.eval_size, t.batch_size, device, beams)
     return model
