@@ -5,8 +5,8 @@ import torch
 from conftest import TINY, padded_batch
 
 import zoo
+from zoo.kernels.masks import padding_mask
 from zoo.model.canonical import canonical_state, load_canonical_state
-from zoo.model.masks import padding_mask
 
 POSITIONS = zoo.registry("position").names()
 

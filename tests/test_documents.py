@@ -8,8 +8,8 @@ import torch
 from conftest import TINY
 
 import zoo
-from zoo.model import flex
-from zoo.model.masks import document_positions
+from zoo.kernels import flex
+from zoo.kernels.masks import document_positions
 from zoo.parts import PositionScheme
 from zoo.specs.catalog import validated
 from zoo.specs.experiment import ExperimentSpec

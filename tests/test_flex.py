@@ -8,7 +8,7 @@ import torch
 from conftest import TINY, padded_batch
 
 import zoo
-from zoo.model import flex
+from zoo.kernels import flex
 from zoo.specs.registries import KIND_STACKS
 
 POSITIONS = zoo.registry("position").names()

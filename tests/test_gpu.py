@@ -7,7 +7,7 @@ from conftest import COMBOS, padded_batch, tiny
 
 import zoo
 from trainkit import tiny_experiment
-from zoo.model import flex
+from zoo.kernels import flex
 
 if not torch.cuda.is_available():  # one line in the summary for the module, not one per test
     pytest.skip("GPU tests: needs CUDA (none on this machine)", allow_module_level=True)

@@ -7,7 +7,7 @@ from conftest import TINY, padded_batch
 
 import zoo
 from trainkit import offline_run, tiny_experiment
-from zoo.model.routing import balance_loss, capacity_of, route
+from zoo.kernels.routing import balance_loss, capacity_of, route
 
 MOE = "pre.sinusoidal.fused.moe"
 

@@ -1,4 +1,4 @@
-"""Mechanism statistics (zoo.model.probes): the same for every attention layout, the entropy of the
+"""Mechanism statistics (zoo.kernels.probes): the same for every attention layout, the entropy of the
 attention maps, a largest logit that scales with the queries, and in a run's history and W&B at
 each evaluation when train.probes asks."""
 
@@ -8,8 +8,8 @@ from conftest import padded_batch, tiny
 
 import zoo
 from trainkit import offline_run, tiny_experiment
+from zoo.kernels.probes import mechanism_metrics
 from zoo.model.kinds import model_class
-from zoo.model.probes import mechanism_metrics
 
 
 def statistics(model: zoo.ZooModel) -> dict[str, float]:
@@ -81,7 +81,7 @@ def test_the_probe_check_costs_compiled_attention_no_graph_break():
     """attend asks whether a probe listens on every call; torch.compile must trace that question."""
     import torch._dynamo as dynamo
 
-    from zoo.model.attend import attend
+    from zoo.kernels.attend import attend
 
     q = torch.randn(2, 2, 5, 4)
     explained = dynamo.explain(lambda q: attend(q, q, q, None, causal=True)[0])(q)

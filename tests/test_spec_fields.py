@@ -18,8 +18,8 @@ from invariants import (
 )
 
 import zoo
+from zoo.kernels.masks import target_mask
 from zoo.model.canonical import canonical_state
-from zoo.model.masks import target_mask
 from zoo.model.size_checks import exact_parameters
 
 FIELD_CASES = {
@@ -166,7 +166,7 @@ def test_soft_caps_bound_scores_and_logits_by_tanh():
         logits = model(src, tgt)
         plain = zoo.convert(model, logit_softcap=None)(src, tgt)
     assert logits.abs().max() < 0.5 and torch.allclose(logits, 0.5 * torch.tanh(plain / 0.5), atol=1e-6)
-    from zoo.model.attend import attend
+    from zoo.kernels.attend import attend
 
     q, k, v = torch.ones(1, 1, 1, 4), torch.tensor([[[[1000.0] * 4, [0.0] * 4]]]), torch.eye(2)[None, None, :, :2]
     _, weights = attend(q, k, v.expand(1, 1, 2, 2), None, need_weights=True, scale=1.0, softcap=0.5)

@@ -8,7 +8,7 @@ from conftest import TINY, padded_batch
 from invariants import away_from_init
 
 import zoo
-from zoo.model.attend import stale_columns
+from zoo.kernels.attend import stale_columns
 from zoo.model.canonical import canonical_state
 
 

@@ -10,9 +10,9 @@ import torch.nn.functional as F
 from einops import rearrange, repeat
 from torch import Tensor, nn
 
-from zoo.model import flex
-from zoo.model.attend import attend, visible_keys, within_window
-from zoo.model.probes import probing
+from zoo.kernels import flex
+from zoo.kernels.attend import attend, visible_keys, within_window
+from zoo.kernels.probes import probing
 from zoo.parts import Attention
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import registry
@@ -129,7 +129,7 @@ class SDPAttention(FusedAttention):
 
 @register("flex")
 class FlexAttention(FusedAttention):
-    """The fused layout computed by FlexAttention (zoo.model.flex), which reads every score change
+    """The fused layout computed by FlexAttention (zoo.kernels.flex), which reads every score change
     inside one generated kernel: ALiBi's and T5's biases, soft-capped scores, sliding windows and
     padding, where `sdpa` passes a dense float mask or falls back to the reference. Where
     FlexAttention cannot compute (attention dropout in training, attention maps, gradients on the

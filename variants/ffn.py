@@ -12,7 +12,7 @@ from pydantic import Field
 from torch import Tensor, nn
 
 from zoo.dropout import Dropout
-from zoo.model.routing import balance_loss, capacity_of, route
+from zoo.kernels.routing import balance_loss, capacity_of, route
 from zoo.parts import FeedForwardBase
 from zoo.roles import Role
 from zoo.specs.choices import PartSettings
@@ -185,7 +185,7 @@ class MixtureOfExperts(FeedForwardBase):
     """A learned router sends each real token to its top-k of `experts` dense feed-forwards and
     sums their outputs weighted by the gate (Shazeer et al. 2017; Switch with top_k 1, Fedus et
     al. 2022). Padding is not routed (its output is 0); capacity drops apply in training only (see
-    zoo.model.routing). In training, `aux_loss` holds the weighted load-balancing loss of the
+    zoo.kernels.routing). In training, `aux_loss` holds the weighted load-balancing loss of the
     last forward, which the trainer adds to the loss. Each expert is initialized as a dense
     feed-forward of its width is; in training every expert runs on its buffer each step, empty
     or not, so data-parallel training sees a gradient for every parameter."""

@@ -4,7 +4,7 @@
 - norm_type (NormType): any nn.Module mapping (..., d_model) -> (..., d_model).
 - position (PositionScheme): may add to the embeddings, rotate queries and keys, or bias scores.
 - attention (Attention): queries from x, keys/values from x or a memory, one mask convention (see
-  zoo.model.attend), an optional incremental cache.
+  zoo.kernels.attend), an optional incremental cache.
 - ffn (FeedForward): any nn.Module mapping (B, T, d_model) -> (B, T, d_model).
 
 The built-in parts subclass the base classes below (NormPlacement, PositionScheme, Attention),
@@ -57,7 +57,7 @@ class Site:
 
 
 class CachesKeys(Protocol):
-    """What attention asks of a decoding cache (zoo.model.attend.KVCache is one): self-attention
+    """What attention asks of a decoding cache (zoo.kernels.attend.KVCache is one): self-attention
     appends each step's keys and values under its slot; cross-attention computes the memory's once."""
 
     def append(self, slot: object, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]: ...
@@ -228,7 +228,7 @@ class Attention(HoldsWeights, nn.Module):
     Self-attention when memory is None: the position scheme applies to queries at `positions` and
     keys at `key_positions` (the cached keys' and the new ones'; by default `positions`), and the
     cache grows. Cross-attention otherwise: keys come from the memory and are computed once per
-    cache. `mask` is a padding mask or None (see zoo.model.attend); `causal` hides later keys.
+    cache. `mask` is a padding mask or None (see zoo.kernels.attend); `causal` hides later keys.
     """
 
     computes: ClassVar[str | None] = None

@@ -13,8 +13,8 @@ from functools import partial
 
 from torch import Tensor, nn
 
-from zoo.model.attend import LayerCache
-from zoo.model.masks import real_queries
+from zoo.kernels.attend import LayerCache
+from zoo.kernels.masks import real_queries
 from zoo.parts import NormPlacement, PositionScheme, Site
 from zoo.specs.hooks import Composes, TakesRealTokens, implements
 from zoo.specs.model_spec import ModelSpec

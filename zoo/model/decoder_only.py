@@ -8,9 +8,9 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from zoo.kernels.masks import document_positions, documents_apart, real_tokens, self_mask
 from zoo.model.decoding import Decoding
 from zoo.model.inputs import check_ids
-from zoo.model.masks import document_positions, documents_apart, real_tokens, self_mask
 from zoo.model.zoo_model import AttentionMaps, ZooModel
 from zoo.specs.model_spec import ModelSpec
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from zoo.model.attend import DecoderCache
+from zoo.kernels.attend import DecoderCache
 
 
 @dataclass

@@ -7,9 +7,9 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from zoo.kernels.masks import padding_mask, target_mask
 from zoo.model.decoding import Decoding
 from zoo.model.inputs import check_ids, check_memory, check_same_batch
-from zoo.model.masks import padding_mask, target_mask
 from zoo.model.zoo_model import AttentionMaps, ZooModel
 from zoo.specs.model_spec import ModelSpec
 
@@ -58,7 +58,7 @@ class EncoderDecoder(ZooModel):
         decoder's output (B, T, d_model) that the generator would read (a loss that applies the
         generator a chunk at a time: zoo.trainer.objective).
 
-        `padding` is (src mask, tgt mask) from zoo.model.masks.padding_mask, built while the ids were on
+        `padding` is (src mask, tgt mask) from zoo.kernels.masks.padding_mask, built while the ids were on
         the host, where the ids were checked too (the trainer's batches): then nothing here reads a
         value back from the device, so a CUDA step never waits."""
         if padding is None:

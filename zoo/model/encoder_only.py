@@ -7,8 +7,8 @@ from typing import ClassVar
 
 from torch import Tensor
 
+from zoo.kernels.masks import padding_mask
 from zoo.model.inputs import check_ids
-from zoo.model.masks import padding_mask
 from zoo.model.zoo_model import AttentionMaps, ZooModel
 from zoo.specs.model_spec import ModelSpec
 

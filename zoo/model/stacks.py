@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from zoo.dropout import Dropout
 from zoo.errors import ConfigError
-from zoo.model.attend import DecoderCache, LayerCache
+from zoo.kernels.attend import DecoderCache, LayerCache
 from zoo.model.blocks import Block
 from zoo.parts import PositionScheme, Site
 from zoo.roles import HoldsWeights, Role

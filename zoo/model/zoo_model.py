@@ -17,12 +17,12 @@ import torch
 from torch import Tensor, nn
 
 from zoo.errors import ConfigError, ConfigTypeError
+from zoo.kernels.masks import document_positions, real_tokens, self_mask
 from zoo.model.assembly import stack_sites
 from zoo.model.beam import beam_search
 from zoo.model.decoding import Decoding
 from zoo.model.generate import greedy
 from zoo.model.init import draw_seed, initialize
-from zoo.model.masks import document_positions, real_tokens, self_mask
 from zoo.model.pretrained import save_pretrained
 from zoo.model.size_checks import check_fits
 from zoo.model.stacks import OutputProjection, Stack, model_stack
@@ -114,7 +114,7 @@ class ZooModel(nn.Module):
 
     @classmethod
     def input_masks(cls, spec: ModelSpec, inputs: tuple[Tensor, ...]) -> tuple[Tensor | None, ...]:
-        """The padding masks (zoo.model.masks) that forward takes with these inputs."""
+        """The padding masks (zoo.kernels.masks) that forward takes with these inputs."""
         raise NotImplementedError
 
     @classmethod

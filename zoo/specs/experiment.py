@@ -62,7 +62,7 @@ class TrainSpec(Strict):
                                "spent (at most train.steps)")
     probes: bool = Field(False, description="at each evaluation, mechanism statistics of one held-out batch: each "
                          "attention layer's largest logit and entropy, the output logits' largest and log-partition "
-                         "(mech/*; zoo.model.probes)")
+                         "(mech/*; zoo.kernels.probes)")
     batch_size: PositiveInt = 256
     batch_tokens: PositiveInt | None = Field(None, description="batch by a token budget per rank instead: rows x the "
                                              "longest side's length, sentences of similar length together")

@@ -13,10 +13,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from zoo.errors import Diverged
+from zoo.kernels.probes import mechanism_metrics
 from zoo.metrics import Tally, better, chosen, curve_means, decodes, metric_settings, scored
 from zoo.model.generate import default_new_tokens
 from zoo.model.kinds import ZooModel, model_class
-from zoo.model.probes import mechanism_metrics
 from zoo.records import CheckpointProgress
 from zoo.specs.experiment import TrainSpec
 from zoo.specs.registries import registry
@@ -110,7 +110,7 @@ class Evaluator:
         return metrics
 
     def mechanism(self, model: ZooModel) -> dict[str, float]:
-        """Mechanism statistics of the first held-out batch (zoo.model.probes), in evaluation mode."""
+        """Mechanism statistics of the first held-out batch (zoo.kernels.probes), in evaluation mode."""
         spec, kind = model.spec, model_class(model.spec)
         src, tgt = self.batches[0]
         inputs, labels = kind.frame(spec, src, tgt)

@@ -16,8 +16,8 @@ import torch
 from torch import Tensor
 
 from zoo.dropout import dropout as zoo_dropout
-from zoo.model.masks import causal_mask
-from zoo.model.probes import observe_attention, probing
+from zoo.kernels.masks import causal_mask
+from zoo.kernels.probes import observe_attention, probing
 
 
 def visible_keys(mask: Tensor | None, causal: bool, q_len: int, k_len: int, device: torch.device) -> Tensor | None:
