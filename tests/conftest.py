@@ -14,7 +14,7 @@ from covering import pairwise
 import zoo
 from zoo.model.generate import never_emitted
 from zoo.specs.choices import parse_choice_text, settings_model
-from zoo.specs.registries import KIND_STACKS
+from zoo.specs.registries import kinds
 
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # each worker its share of the cores, not all of them,
     share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
@@ -52,10 +52,10 @@ def axis_values(axis: str) -> list[str]:
     return values
 
 
-AXIS_VALUES = {**{axis: axis_values(axis) for axis in zoo.AXES}, "kind": list(KIND_STACKS), "layers": list(LAYER_PATTERNS)}
+AXIS_VALUES = {**{axis: axis_values(axis) for axis in zoo.AXES}, "kind": list(kinds()), "layers": list(LAYER_PATTERNS)}
 PAIRWISE = pairwise(AXIS_VALUES)
 SEED_PRODUCT = [{**dict(zip(SEED_AXES, combo)), "kind": kind}
-                for kind in KIND_STACKS for combo in itertools.product(*SEED_AXES.values())]
+                for kind in kinds() for combo in itertools.product(*SEED_AXES.values())]
 GRID = list(dict.fromkeys(name_of(fields) for fields in [*PAIRWISE, *SEED_PRODUCT]))
 
 TINY = dict(

@@ -9,7 +9,7 @@ from conftest import padded_batch, tiny
 import zoo
 from trainkit import run_dir_of, tiny_experiment
 from zoo.model.kinds import model_class
-from zoo.specs.registries import KIND_STACKS
+from zoo.specs.registries import kinds
 from zoo.trainer.objective import chunked_loss_sum, training_loss_sum
 
 GENERATORS = {
@@ -41,7 +41,7 @@ def loss_and_grads(model, chunk, **loss):
     return value.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("kind", KIND_STACKS)
+@pytest.mark.parametrize("kind", kinds())
 @pytest.mark.parametrize("generator", list(GENERATORS))
 def test_chunks_give_the_loss_and_gradients_of_the_whole_logits(kind, generator):
     model = zoo.build(tiny("pre.rope.fused.gelu", kind=kind, **GENERATORS[generator]), seed=0).train()

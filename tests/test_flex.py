@@ -9,7 +9,7 @@ from conftest import TINY, padded_batch
 
 import zoo
 from zoo.kernels import flex
-from zoo.specs.registries import KIND_STACKS
+from zoo.specs.registries import kinds
 
 POSITIONS = zoo.registry("position").names()
 
@@ -34,7 +34,7 @@ def inputs(spec: zoo.ModelSpec) -> tuple[torch.Tensor, ...]:
     return (src, tgt) if spec.kind == "encoder_decoder" else (tgt,)
 
 
-@pytest.mark.parametrize("kind", KIND_STACKS)
+@pytest.mark.parametrize("kind", kinds())
 @pytest.mark.parametrize("position", POSITIONS)
 @pytest.mark.parametrize("extra", [{}, {"n_kv_heads": 1, "attn_softcap": 2.0}, {"window": 3}],
                          ids=["plain", "gqa+softcap", "window"])

@@ -9,12 +9,12 @@ from conftest import AXIS_VALUES, GRID, PAIRWISE, SEED_AXES, TINY, padded_batch
 import zoo
 from zoo.model.canonical import canonical_state
 from zoo.model.size_checks import exact_parameters
-from zoo.specs.registries import KIND_STACKS
+from zoo.specs.registries import kinds
 
 CLASSES = {"encoder_decoder": zoo.EncoderDecoder, "decoder": zoo.DecoderOnly, "encoder": zoo.EncoderOnly}
 
 
-@pytest.mark.parametrize("kind", KIND_STACKS)
+@pytest.mark.parametrize("kind", kinds())
 def test_the_kind_is_in_the_name_unless_it_is_the_default_and_builds_its_class(kind):
     spec = zoo.spec("pre.rope.sdpa.swiglu", kind=kind, **TINY)
     assert spec.axes_name == ("pre.rope.sdpa.swiglu" if kind == "encoder_decoder" else f"{kind}.pre.rope.sdpa.swiglu")
@@ -74,7 +74,7 @@ def test_the_grid_covers_every_pair_of_values_and_the_seed_axes_in_full():
     for a, b in itertools.combinations(axes, 2):
         met = {(row[a], row[b]) for row in PAIRWISE}
         assert met == set(itertools.product(AXIS_VALUES[a], AXIS_VALUES[b])), (a, b)
-    for kind, combo in itertools.product(KIND_STACKS, itertools.product(*SEED_AXES.values())):
+    for kind, combo in itertools.product(kinds(), itertools.product(*SEED_AXES.values())):
         name = ".".join(combo) if kind == "encoder_decoder" else ".".join((kind, *combo))
         assert name in GRID
     assert len(GRID) < 2 * (len(PAIRWISE) + 3 * 16), "the grid grows with pairs, not with the product"

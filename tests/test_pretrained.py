@@ -12,7 +12,7 @@ from conftest import padded_batch, tiny
 from test_limits import AXIS_PARTS
 
 import zoo
-from zoo.specs.registries import KIND_STACKS
+from zoo.specs.registries import kinds
 
 
 def same_function(a, b, spec) -> bool:
@@ -23,7 +23,7 @@ def same_function(a, b, spec) -> bool:
 
 
 @pytest.mark.parametrize("axis, name", AXIS_PARTS)
-@pytest.mark.parametrize("kind", KIND_STACKS)
+@pytest.mark.parametrize("kind", kinds())
 def test_every_part_and_kind_round_trips_to_the_same_function(tmp_path, axis, name, kind):
     spec = tiny("pre.sinusoidal.fused.relu", kind=kind, **{axis: name})
     model = zoo.build(spec, seed=3).eval()

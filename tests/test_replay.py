@@ -10,8 +10,8 @@ import torch
 
 import zoo
 from trainkit import MULTI30K, task_fields, tiny_experiment
-from zoo.model.kinds import MODELS
 from zoo.specs.experiment import validate_experiment
+from zoo.specs.registries import kinds
 from zoo.sweep.record_replay import record
 from zoo.sweep.replay import read_replay, replayed_task
 from zoo.sweep.reproduce import reproduce
@@ -26,7 +26,7 @@ STEPS = 4
 def experiment_of(tmp_path, name: str) -> dict:
     """The tiny experiment on task `name`, with the first kind that trains it."""
     cls = zoo.registry("task").get(name)
-    kind = next(k for k, model in MODELS.items() if model.trains_on == cls.shape and (cls.kinds is None or k in cls.kinds))
+    kind = next(k for k, model in kinds().items() if model.trains_on == cls.shape and (cls.kinds is None or k in cls.kinds))
     fields = task_fields(name, **({"shared_vocab": True} if "shared_vocab" in cls.Params.model_fields else {}))
     return tiny_experiment(tmp_path / "runs", task=fields, model={"kind": kind, "dropout": 0.1},
                            train={"steps": 20, "log_every": 2, "eval_every": 10, "checkpoint_every": 10})

@@ -27,7 +27,7 @@ def test_a_pair_becomes_prompt_then_continuation_and_only_the_continuation_is_sc
 
 @pytest.mark.parametrize("kind, task, message", [
     ("encoder", {"name": "reverse", "min_len": 3, "max_len": 6}, "model.kind encoder: task reverse trains model.kind "
-                                                                 "encoder_decoder or decoder"),
+                                                                 "decoder or encoder_decoder"),
     ("decoder", {"name": "toy_translation"}, "task toy_translation has a vocabulary per side; set "
                                              "task.shared_vocab: true, or use kind encoder_decoder"),
 ])

@@ -12,7 +12,7 @@ from typing import Any
 
 from zoo.specs import registries
 
-registries.BUILT_IN[:] = ["zoo.variants", "zoo.tasks", "zoo.optim", "zoo.metrics"]
+registries.BUILT_IN[:] = ["zoo.variants", "zoo.tasks", "zoo.optim", "zoo.metrics", "zoo.model.kinds"]
 """The built-in choices, loaded on the first registry lookup (the top floor names them, so that no
 room below it loads a room above it by name)."""
 

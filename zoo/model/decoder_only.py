@@ -13,6 +13,7 @@ from zoo.model.decoding import Decoding
 from zoo.model.inputs import check_ids
 from zoo.model.zoo_model import AttentionMaps, ZooModel
 from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import register_kind
 
 
 def prompt_lengths(spec: ModelSpec, src: Tensor) -> Tensor:
@@ -33,6 +34,7 @@ def sequences(spec: ModelSpec, src: Tensor, tgt: Tensor) -> Tensor:
     return out[:, :width]
 
 
+@register_kind
 class DecoderOnly(ZooModel):
     """ids -> causal stack -> next-token logits: a language model; `generate(prompt)` returns each
     prompt followed by its continuation."""

@@ -12,8 +12,10 @@ from zoo.model.decoding import Decoding
 from zoo.model.inputs import check_ids, check_memory, check_same_batch
 from zoo.model.zoo_model import AttentionMaps, ZooModel
 from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import register_kind
 
 
+@register_kind
 class EncoderDecoder(ZooModel):
     """src ids -> encoder -> memory; tgt ids + memory -> decoder -> logits over the target vocabulary."""
 

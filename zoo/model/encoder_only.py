@@ -11,8 +11,10 @@ from zoo.kernels.masks import padding_mask
 from zoo.model.inputs import check_ids
 from zoo.model.zoo_model import AttentionMaps, ZooModel
 from zoo.specs.model_spec import ModelSpec
+from zoo.specs.registries import register_kind
 
 
+@register_kind
 class EncoderOnly(ZooModel):
     """ids -> bidirectional stack -> per-token logits (a masked-language-model head)."""
 

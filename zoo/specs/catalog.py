@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from zoo.errors import ConfigError, ConfigTypeError, describe_validation
 from zoo.specs.choices import SETTING_SEPARATOR, Choice, parse_choice_text, split_name
 from zoo.specs.model_spec import DEFAULT_KIND, ModelRecipe, ModelSpec
-from zoo.specs.registries import AXES, KIND_STACKS, NAMED_AXES, UnknownChoiceError, load_plugins, registry
+from zoo.specs.registries import AXES, NAMED_AXES, UnknownChoiceError, kinds, load_plugins, registry
 from zoo.specs.switches import grouped, merge_groups
 from zoo.specs.yamlio import load_yaml, read_mapping
 
@@ -193,7 +193,7 @@ def name_fields(name: str) -> dict[str, Any]:
     if name in _presets():
         return preset_fields(name)
     parts = split_name(name)
-    kind = {"kind": parts.pop(0)} if parts and parts[0] in KIND_STACKS and parts[0] != DEFAULT_KIND else {}
+    kind = {"kind": parts.pop(0)} if parts and parts[0] in kinds() and parts[0] != DEFAULT_KIND else {}
     switches = switch_fields(parts.pop()) if parts and SWITCH_TEXT.match(parts[-1]) else {}
     if len(parts) >= len(NAMED_AXES) and all(parts):
         return {**kind, **axis_fields(parts), **entering(switches, f"the switches of {name!r}")}

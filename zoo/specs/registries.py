@@ -25,12 +25,12 @@ default, so the names, folders and ledgers written before it existed stay valid.
 
 PLUGIN_GROUP = "zoo.variants"
 
-KIND_STACKS: dict[str, tuple[str, ...]] = {"encoder_decoder": ("encoder", "decoder"), "decoder": ("decoder",),
-                                           "encoder": ("encoder",)}
-"""The one table of model kinds: each kind and the stacks its models have (zoo.model.kinds.register_kind
-adds a kind, and its class to zoo.model.kinds.MODELS). A kind of one stack has one vocabulary; the
-spec builds only the layers of the stacks its kind has. A kind may begin a canonical name, so no
-part may take its name."""
+KINDS: dict[str, Any] = {}
+"""The one table of model kinds: each kind's name -> its model class (a zoo.model.zoo_model.ZooModel),
+whose `reads` are the stacks its models have. The built-in kinds register as a plugin's kind does
+(register_kind), when the built-in packages load; read it through `kinds()`. A kind of one stack
+has one vocabulary; the spec builds only the layers of the stacks its kind has. A kind may begin a
+canonical name, so no part may take its name."""
 
 T = TypeVar("T")
 
@@ -80,9 +80,9 @@ class Registry(Generic[T]):
         self._checks.append(check)
 
     def register(self, name: str) -> Callable[[T], T]:
-        if name in KIND_STACKS:
+        if name in KINDS:
             raise ConfigError(f"{self.kind} name {name!r} is reserved: a canonical variant name may start with a model "
-                              f"kind ({', '.join(KIND_STACKS)})")
+                              f"kind ({', '.join(KINDS)})")
         if not name or "." in name or name != name.strip():
             raise ConfigError(
                 f"{self.kind} name {name!r} is not allowed: names are non-empty, without dots "
@@ -161,6 +161,28 @@ itself (the top floor) names them here when it is imported, so no lower floor lo
 name; each package imports every module it holds (import_modules)."""
 
 _plugins_loaded = False
+
+
+def kinds() -> dict[str, Any]:
+    """KINDS, the built-in kinds and the plugins' loaded."""
+    load_plugins()
+    return KINDS
+
+
+def kind_stacks(kind: str) -> tuple[str, ...]:
+    """The stacks the models of `kind` have, in the order they read."""
+    return tuple(kinds()[kind].reads)
+
+
+def register_kind(model: T) -> T:
+    """Add a kind of model (a class decorator): a ZooModel subclass with its own `kind` name, the
+    stacks it `reads` and its framing; specs then accept `kind: NAME`, and the trainer, evaluation
+    and decoding use its class methods. Its name may not be a part's, nor a kind's already."""
+    kind = model.kind  # type: ignore[attr-defined]
+    if kind in KINDS or any(kind in registry(axis) for axis in AXES):
+        raise ConfigError(f"kind {kind!r} is taken (a kind or a part of that name exists); pick another name")
+    KINDS[kind] = model
+    return model
 
 
 def load_plugins() -> None:

@@ -7,16 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from zoo.errors import ConfigError
-from zoo.model.kinds import MODELS
 from zoo.near_paths import near_path
-from zoo.specs.registries import registry
+from zoo.specs.registries import kinds, registry
 
 
 def check_kind_trains_on(kind: str, task_class: type) -> str:
     """The task (its class: no data read) trains the kind; returns the task's registered name."""
     tasks = registry("task")
     name = next((n for n in tasks.names() if tasks.get(n) is task_class), task_class.__name__)
-    fitting = [k for k, model in MODELS.items()
+    fitting = [k for k, model in kinds().items()
                if model.trains_on == task_class.shape and (task_class.kinds is None or k in task_class.kinds)]
     if kind not in fitting:
         raise ConfigError(f"model.kind {kind}: task {name} trains model.kind {' or '.join(fitting)}")
@@ -27,7 +26,7 @@ def check_kind_fits_task(kind: str, task) -> None:
     """The task trains the kind, and a kind of one vocabulary gets one. Checked before the model's
     spec takes the task's vocabularies."""
     name = check_kind_trains_on(kind, type(task))
-    if len(MODELS[kind].reads) == 1 and task.src_vocab is not task.tgt_vocab:
+    if len(kinds()[kind].reads) == 1 and task.src_vocab is not task.tgt_vocab:
         from zoo.tasks.pretrained_tokenizer import PretrainedCodec
 
         if isinstance(task.tgt_vocab, PretrainedCodec):
