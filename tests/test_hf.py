@@ -11,6 +11,7 @@ import sys
 import pytest
 import torch
 import transformers as hf
+from hf_references import ENCODER_DECODERS, SMALL, VOCAB, untied
 from torch import nn
 
 import zoo
@@ -18,39 +19,6 @@ from zoo.interop.hf import FAMILIES, family_of
 from zoo.model.canonical import canonical_state
 from zoo.model.generate import never_emitted
 from zoo.model.size_checks import exact_parameters
-
-SMALL = dict(d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
-             encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40)
-T5_SMALL = dict(d_model=16, d_kv=6, d_ff=32, num_layers=2, num_decoder_layers=3, num_heads=2, decoder_start_token_id=0)
-VOCAB = 12
-"""A small vocabulary, so that eos is likely enough that some rows end early and some do not."""
-
-
-def untied(model):
-    """T5 1.1 as its checkpoints hold it: an output projection of its own (transformers 5 ties it)."""
-    model.lm_head.weight = nn.Parameter(model.shared.weight.detach().clone())
-    return model
-
-
-REFERENCES = {
-    "t5": lambda: hf.T5ForConditionalGeneration(hf.T5Config(vocab_size=VOCAB, **T5_SMALL)),
-    "t5-v1_1": lambda: untied(hf.T5ForConditionalGeneration(hf.T5Config(
-        vocab_size=VOCAB, feed_forward_proj="gated-gelu", tie_word_embeddings=False, **T5_SMALL))),
-    "mt5": lambda: untied(hf.MT5ForConditionalGeneration(hf.MT5Config(vocab_size=VOCAB, **T5_SMALL))),
-    "bart": lambda: hf.BartForConditionalGeneration(hf.BartConfig(vocab_size=VOCAB, **SMALL)),
-    "bart-scaled": lambda: hf.BartForConditionalGeneration(hf.BartConfig(vocab_size=VOCAB, scale_embedding=True,
-                                                                         activation_function="relu", **SMALL)),
-    "marian": lambda: hf.MarianMTModel(hf.MarianConfig(
-        vocab_size=VOCAB, pad_token_id=VOCAB - 1, eos_token_id=0, decoder_start_token_id=VOCAB - 1,
-        activation_function="swish", scale_embedding=True, **SMALL)),
-    "marian-two-vocabularies": lambda: hf.MarianMTModel(hf.MarianConfig(
-        vocab_size=VOCAB, decoder_vocab_size=VOCAB + 3, share_encoder_decoder_embeddings=False,
-        pad_token_id=VOCAB - 1, eos_token_id=0, decoder_start_token_id=VOCAB - 1, **SMALL)),
-    "pegasus": lambda: hf.PegasusForConditionalGeneration(hf.PegasusConfig(
-        vocab_size=VOCAB, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, **SMALL)),  # pre-norm Marian
-    "m2m100": lambda: hf.M2M100ForConditionalGeneration(hf.M2M100Config(
-        vocab_size=VOCAB, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2, **SMALL)),
-}
 
 
 def reference(name: str):
@@ -65,7 +33,7 @@ def prepared(name: str):
     initial value (Marian's sinusoid tables are computed, so they stay), then eos made likely
     enough that greedy rows end at different steps."""
     torch.manual_seed(0)
-    model = REFERENCES[name]()
+    model = ENCODER_DECODERS[name]()
     for param in model.parameters():
         if param.requires_grad:
             param.add_(torch.randn_like(param) * 0.3)
@@ -120,7 +88,7 @@ def trained(model) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-@pytest.mark.parametrize("name", REFERENCES)
+@pytest.mark.parametrize("name", ENCODER_DECODERS)
 def test_the_logits_are_the_references_with_padding(name):
     ref = reference(name)
     model = zoo.from_hf(ref)
@@ -134,7 +102,7 @@ def test_the_logits_are_the_references_with_padding(name):
         "t5", "learned+offset=2", "sinusoidal+layout=halves", "sinusoidal+layout=halves+spacing=tensor2tensor+offset=2")
 
 
-@pytest.mark.parametrize("name", REFERENCES)
+@pytest.mark.parametrize("name", ENCODER_DECODERS)
 def test_every_attention_layout_computes_the_imported_function(name):
     model = zoo.from_hf(reference(name))
     src, tgt, _, _ = inputs(model.spec)
@@ -144,7 +112,7 @@ def test_every_attention_layout_computes_the_imported_function(name):
                                        rtol=1e-5, atol=1e-5)  # float rounding of another kernel
 
 
-@pytest.mark.parametrize("name", REFERENCES)
+@pytest.mark.parametrize("name", ENCODER_DECODERS)
 def test_the_trained_parameters_are_the_references(name):
     ref = reference(name)
     model = zoo.from_hf(ref)
@@ -175,7 +143,7 @@ def decode_both(ref, model, **settings):
     return ended(expected, spec.eos_id), ended(generated, spec.eos_id)
 
 
-@pytest.mark.parametrize("name", REFERENCES)
+@pytest.mark.parametrize("name", ENCODER_DECODERS)
 def test_greedy_decoding_is_the_references_token_for_token(name):
     ref = reference(name)
     model = zoo.from_hf(ref)
@@ -185,7 +153,7 @@ def test_greedy_decoding_is_the_references_token_for_token(name):
     assert len({len(row) for row in generated}) >= 2, "rows end at different steps"
 
 
-@pytest.mark.parametrize("name", REFERENCES)
+@pytest.mark.parametrize("name", ENCODER_DECODERS)
 @pytest.mark.parametrize("beams, length_penalty", [(2, 1.0), (3, 0.6), (4, 1.5)])
 def test_beam_search_is_the_references_with_matching_settings(name, beams, length_penalty):
     """The zoo's beam search stops a source at k finished hypotheses: transformers' early_stopping."""
@@ -195,7 +163,7 @@ def test_beam_search_is_the_references_with_matching_settings(name, beams, lengt
     assert generated == expected
 
 
-@pytest.mark.parametrize("name", REFERENCES)
+@pytest.mark.parametrize("name", ENCODER_DECODERS)
 def test_to_hf_gives_back_the_same_weights_and_function(name):
     ref = reference(name)
     back = zoo.to_hf(zoo.from_hf(ref), family=family_of(ref).name)  # mT5 computes what T5 1.1 does

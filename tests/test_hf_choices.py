@@ -7,7 +7,8 @@ import functools
 import pytest
 import torch
 import transformers as hf
-from test_hf_kinds import IDS, REFERENCES, VOCAB, batch
+from hf_references import IDS, REFERENCES, VOCAB
+from test_hf_kinds import batch
 
 import zoo
 
@@ -90,12 +91,10 @@ def test_each_dropout_site_takes_the_references_rate_both_ways(name):
 
 @functools.cache
 def families_under_test() -> set[str]:
-    import test_hf
-
-    return {zoo.interop.hf.family_of(build()).name for build in (*REFERENCES.values(), *test_hf.REFERENCES.values())}
+    return {zoo.interop.hf.family_of(build()).name for build in REFERENCES.values()}
 
 
 @pytest.mark.parametrize("name", zoo.interop.FAMILIES)
 def test_every_family_the_zoo_reads_has_a_reference_under_test(name):
-    """A family added to zoo.interop without a configuration here (or in test_hf.py) fails by name."""
+    """A family added to zoo.interop without a reference in tests/hf_references.py fails by name."""
     assert name in families_under_test()

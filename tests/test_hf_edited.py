@@ -4,13 +4,10 @@ configuration would reshape the weights into another function (the probe's BART,
 heads and set to 4, came back with its logits off by 1e-3)."""
 
 import pytest
-import test_hf
-import test_hf_kinds
 import torch
+from hf_references import REFERENCES
 
 import zoo
-
-REFERENCES = {**test_hf.REFERENCES, **test_hf_kinds.REFERENCES}
 
 
 def fresh(name: str):

@@ -12,144 +12,13 @@ import re
 import pytest
 import torch
 import transformers as hf
+from hf_references import DECODERS, IDS, ONE_PER_KIND, ONE_STACK, VOCAB
 
 import zoo
 from zoo.interop.hf import FAMILIES
 from zoo.model.generate import never_emitted
 from zoo.model.size_checks import exact_parameters
 
-VOCAB = 12
-IDS = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
-REFERENCES = {
-    "gpt2": lambda: hf.GPT2LMHeadModel(hf.GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=2, n_head=2, n_positions=40,
-                                                     **IDS)),
-    "gpt2-untied": lambda: hf.GPT2LMHeadModel(hf.GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=2, n_head=2,
-                                                            n_positions=40, tie_word_embeddings=False, **IDS)),
-    "llama": lambda: hf.LlamaForCausalLM(hf.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64, rope_parameters={"rope_type": "default", "rope_theta": 500.0},
-        **IDS)),
-    "llama-tied-head-width": lambda: hf.LlamaForCausalLM(hf.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=3, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=6, tie_word_embeddings=True, **IDS)),
-    "llama-geglu": lambda: hf.LlamaForCausalLM(hf.LlamaConfig(  # a gated MLP by hidden_act: GEGLU
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=2, hidden_act="gelu", max_position_embeddings=64, **IDS)),
-    "phi3": lambda: hf.Phi3ForCausalLM(hf.Phi3Config(  # packed q/k/v of 4 query and 2 key/value heads, packed gate/up
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64, **IDS)),
-    "phi3-window-half-rotated": lambda: hf.Phi3ForCausalLM(hf.Phi3Config(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
-        max_position_embeddings=64, sliding_window=3,
-        rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5}, **IDS)),
-    "qwen2-geglu-tanh": lambda: hf.Qwen2ForCausalLM(hf.Qwen2Config(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, hidden_act="gelu_pytorch_tanh", max_position_embeddings=64, **IDS)),
-    "gpt_neox": lambda: hf.GPTNeoXForCausalLM(hf.GPTNeoXConfig(
-        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=24,
-        max_position_embeddings=64, **IDS)),  # Pythia's parallel block, a quarter of each head rotated
-    "gpt_neox-sequential": lambda: hf.GPTNeoXForCausalLM(hf.GPTNeoXConfig(
-        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=24,
-        use_parallel_residual=False, max_position_embeddings=64, tie_word_embeddings=True,
-        rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5}, **IDS)),
-    "mistral": lambda: hf.MistralForCausalLM(hf.MistralConfig(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, sliding_window=3, max_position_embeddings=64, **IDS)),  # the window shapes the logits
-    "qwen3": lambda: hf.Qwen3ForCausalLM(hf.Qwen3Config(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=6, tie_word_embeddings=True,
-        rope_parameters={"rope_type": "default", "rope_theta": 1000.0}, **IDS)),
-    "qwen2": lambda: hf.Qwen2ForCausalLM(hf.Qwen2Config(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=3, num_attention_heads=4,
-        num_key_value_heads=2, use_sliding_window=True, sliding_window=2, max_position_embeddings=64,
-        layer_types=["sliding_attention", "full_attention", "sliding_attention"], **IDS)),  # windows per layer
-    "gemma": lambda: hf.GemmaForCausalLM(hf.GemmaConfig(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=6, max_position_embeddings=64, **IDS)),
-    "gemma2": lambda: hf.Gemma2ForCausalLM(hf.Gemma2Config(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=4, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=6, sliding_window=2, query_pre_attn_scalar=9, attn_logit_softcapping=3.0,
-        final_logit_softcapping=5.0, max_position_embeddings=64, **IDS)),  # windows in alternate layers
-    "gemma3": lambda: hf.Gemma3ForCausalLM(hf.Gemma3TextConfig(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=6, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=6, sliding_window=2, query_pre_attn_scalar=9, max_position_embeddings=64,
-        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
-                         "full_attention": {"rope_type": "default", "rope_theta": 5000.0}}, **IDS)),  # 5:1
-    "gemma3-softcap": lambda: hf.Gemma3ForCausalLM(hf.Gemma3TextConfig(  # a field its attention never applies
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=6, sliding_window=2, query_pre_attn_scalar=9, attn_logit_softcapping=0.5,
-        max_position_embeddings=64, **IDS)),
-    "olmo2": lambda: hf.Olmo2ForCausalLM(hf.Olmo2Config(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, **IDS)),  # qk-norm over all heads
-    "phi": lambda: hf.PhiForCausalLM(hf.PhiConfig(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
-        max_position_embeddings=64, rope_parameters={"rope_type": "default", "rope_theta": 500.0,
-                                                     "partial_rotary_factor": 0.5}, **IDS)),  # half of each head rotated
-    "gptj": lambda: hf.GPTJForCausalLM(hf.GPTJConfig(
-        vocab_size=VOCAB, n_embd=16, n_layer=2, n_head=2, rotary_dim=4, n_positions=64, **IDS)),  # adjacent pairs
-    "stablelm": lambda: hf.StableLmForCausalLM(hf.StableLmConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, use_qkv_bias=True, max_position_embeddings=64, **IDS)),  # a quarter rotated, q/k/v biases
-    "stablelm-parallel": lambda: hf.StableLmForCausalLM(hf.StableLmConfig(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=2, use_parallel_residual=True, tie_word_embeddings=True, max_position_embeddings=64,
-        **IDS)),  # StableLM 2 12B's block
-    "persimmon": lambda: hf.PersimmonForCausalLM(hf.PersimmonConfig(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
-        max_position_embeddings=64, **IDS)),  # packed per-head q/k/v, per-head LayerNorm of q and k
-    "cohere": lambda: hf.CohereForCausalLM(hf.CohereConfig(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64, logit_scale=0.5, **IDS)),  # adjacent pairs, one norm
-    "cohere-qk-norm": lambda: hf.CohereForCausalLM(hf.CohereConfig(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64, use_qk_norm=True, **IDS)),  # a norm per head (Command R+)
-    "opt": lambda: hf.OPTForCausalLM(hf.OPTConfig(
-        vocab_size=VOCAB, hidden_size=16, ffn_dim=24, num_hidden_layers=2, num_attention_heads=2,
-        max_position_embeddings=40, dropout=0.0, **IDS)),  # pre-norm, positions from row p + 2
-    "opt-post-norm": lambda: hf.OPTForCausalLM(hf.OPTConfig(
-        vocab_size=VOCAB, hidden_size=16, ffn_dim=24, num_hidden_layers=2, num_attention_heads=2,
-        max_position_embeddings=40, do_layer_norm_before=False, dropout=0.0, **IDS)),  # OPT-350m's placement
-    "bloom": lambda: hf.BloomForCausalLM(hf.BloomConfig(
-        vocab_size=VOCAB, hidden_size=16, n_layer=2, n_head=4, **IDS)),  # ALiBi, packed per-head q/k/v
-    "bloom-3-heads": lambda: hf.BloomForCausalLM(hf.BloomConfig(
-        vocab_size=VOCAB, hidden_size=18, n_layer=2, n_head=3, **IDS)),  # the slopes of a head count not a power of 2
-    "falcon": lambda: hf.FalconForCausalLM(hf.FalconConfig(
-        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, ffn_hidden_size=24,
-        max_position_embeddings=64, **IDS)),  # Falcon 7B: multi-query [q..., k, v], one norm, no biases
-    "falcon-new-architecture": lambda: hf.FalconForCausalLM(hf.FalconConfig(
-        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, num_kv_heads=2,
-        new_decoder_architecture=True, ffn_hidden_size=24, max_position_embeddings=64, bias=True,
-        **IDS)),  # Falcon 40B: q/k/v per group, two norms
-    "falcon-sequential": lambda: hf.FalconForCausalLM(hf.FalconConfig(
-        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, multi_query=False,
-        parallel_attn=False, ffn_hidden_size=24, max_position_embeddings=64, **IDS)),  # per-head [q, k, v]
-    "mpt": lambda: hf.MptForCausalLM(hf.MptConfig(
-        vocab_size=VOCAB, d_model=24, n_layers=2, n_heads=6, max_seq_len=40, **IDS)),  # ALiBi of 6 heads, [q; k; v]
-    "mpt-softmax-scale": lambda: hf.MptForCausalLM(hf.MptConfig(
-        vocab_size=VOCAB, d_model=16, n_layers=2, n_heads=2, max_seq_len=40, attn_config={"softmax_scale": 0.2},
-        **IDS)),
-    "electra": lambda: hf.ElectraForMaskedLM(hf.ElectraConfig(
-        vocab_size=VOCAB, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=24, max_position_embeddings=40, pad_token_id=0)),  # the embedding and the head at 8
-    "electra-one-width": lambda: hf.ElectraForMaskedLM(hf.ElectraConfig(
-        vocab_size=VOCAB, embedding_size=16, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=24, max_position_embeddings=40, pad_token_id=0)),
-    "modernbert": lambda: hf.ModernBertForMaskedLM(hf.ModernBertConfig(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=4, num_attention_heads=2,
-        local_attention=4, global_attn_every_n_layers=3, max_position_embeddings=64, cls_token_id=1, sep_token_id=2,
-        **IDS)),  # global layers 0 and 3, two positions either side in 1 and 2; layer 0 without attn_norm
-    "roberta": lambda: hf.RobertaForMaskedLM(hf.RobertaConfig(
-        vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-        max_position_embeddings=41, type_vocab_size=1, **IDS)),  # positions from the row after the pad id's
-    "distilbert": lambda: hf.DistilBertForMaskedLM(hf.DistilBertConfig(
-        vocab_size=VOCAB, dim=16, n_layers=2, n_heads=2, hidden_dim=32, max_position_embeddings=40, pad_token_id=0)),
-    "bert": lambda: hf.BertForMaskedLM(hf.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2,
-                                                     num_attention_heads=2, intermediate_size=32,
-                                                     max_position_embeddings=40, type_vocab_size=2)),
-}
-ENCODERS = ("bert", "modernbert", "roberta", "distilbert", "electra", "electra-one-width")
-DECODERS = [name for name in REFERENCES if name not in ENCODERS]
 ONE_OF_TWO = {"electra-one-width": "electra", "phi3": "phi3"}
 """References whose spec another family expresses too (ELECTRA without factorized embeddings is
 BERT's layout, Phi-3 without a window or partial rotation Llama's, which to_hf picks first): to_hf
@@ -160,7 +29,7 @@ is asked for theirs."""
 @torch.no_grad()
 def prepared(name: str):
     torch.manual_seed(0)
-    model = REFERENCES[name]()
+    model = ONE_STACK[name]()
     for param in model.parameters():
         param.add_(torch.randn_like(param) * 0.3)
     model.eval()
@@ -189,7 +58,7 @@ def batch(seed: int = 1) -> torch.Tensor:
     return ids
 
 
-@pytest.mark.parametrize("name", REFERENCES)
+@pytest.mark.parametrize("name", ONE_STACK)
 def test_the_logits_are_the_references_with_padding(name):
     ref, ids = reference(name), batch()
     model = zoo.from_hf(ref)
@@ -204,7 +73,7 @@ def test_the_logits_are_the_references_with_padding(name):
                                        atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("name", REFERENCES)
+@pytest.mark.parametrize("name", ONE_STACK)
 def test_the_trained_parameters_are_the_references(name):
     ref = reference(name)
     model = zoo.from_hf(ref)
@@ -231,7 +100,7 @@ def test_greedy_decoding_is_the_references_token_for_token(name):
         "some rows end at eos and some run to the limit"
 
 
-@pytest.mark.parametrize("name", REFERENCES)
+@pytest.mark.parametrize("name", ONE_STACK)
 def test_to_hf_gives_back_the_same_weights_and_function(name):
     ref = reference(name)
     back = zoo.to_hf(zoo.from_hf(ref), family=ONE_OF_TWO.get(name))
@@ -372,7 +241,7 @@ UNFIT = [  # (reference, config field, a value no zoo spec reads, the other fiel
 def test_a_refusal_names_the_field_that_does_not_fit_and_no_other(name, field, value, others):
     """A refusal that listed every field it checks ("hidden_act 'gelu' or without attention_bias")
     sent the user to a field that was fine; it names the one set, with its value."""
-    reference = REFERENCES[name]()
+    reference = ONE_STACK[name]()
     config = copy.deepcopy(reference.config)
     holder, _, last = field.rpartition(".")
     setattr(getattr(config, holder) if holder else config, last, value)
@@ -428,7 +297,7 @@ def test_a_reference_without_start_and_end_tokens_asks_for_them():
     assert (zoo.from_hf(ref, bos_id=1, eos_id=2).spec.bos_id, zoo.from_hf(ref, bos_id=1, eos_id=2).spec.eos_id) == (1, 2)
 
 
-@pytest.mark.parametrize("name", REFERENCES)
+@pytest.mark.parametrize("name", ONE_PER_KIND.values())  # expressible's rule, the same for every family of a kind
 @pytest.mark.parametrize("layers", [1, 12])
 def test_to_hf_ignores_the_layer_count_of_the_stack_the_kind_lacks(name, layers):
     """The probe's case: a decoder identical to GPT-2 whose spec holds n_encoder_layers 1 (the

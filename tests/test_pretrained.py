@@ -5,10 +5,9 @@ read offline through from_hf; a damaged or foreign folder is a named error."""
 import json
 
 import pytest
-import test_hf
-import test_hf_kinds
 import torch
 from conftest import padded_batch, tiny
+from hf_references import REFERENCES
 from test_limits import AXIS_PARTS
 
 import zoo
@@ -47,7 +46,6 @@ def test_tied_and_shared_tables_are_stored_once_and_tied_again(tmp_path):
     assert len(stored) < len(model.state_dict()), "a shared tensor is one entry"
 
 
-REFERENCES = {**test_hf.REFERENCES, **test_hf_kinds.REFERENCES}
 
 
 @pytest.mark.parametrize("name", REFERENCES)
@@ -67,7 +65,7 @@ def test_a_transformers_folder_saved_locally_is_read_through_from_hf(tmp_path, n
 @pytest.mark.parametrize("said", ["float16", "bfloat16"])
 def test_a_folder_is_read_in_the_dtype_its_weights_are_stored_in_not_the_configs(tmp_path, said):
     """config.json saying float16 over float32 weights: transformers would load them rounded."""
-    reference = test_hf_kinds.REFERENCES["gpt2"]().eval()
+    reference = REFERENCES["gpt2"]().eval()
     reference.save_pretrained(tmp_path / "m")
     config = json.loads((tmp_path / "m" / "config.json").read_text())
     (tmp_path / "m" / "config.json").write_text(json.dumps({**config, "dtype": said, "torch_dtype": said}))
