@@ -42,6 +42,12 @@ SEED_AXES = {"norm": ["post", "pre"], "position": ["sinusoidal", "learned"], "at
              "ffn": ["relu", "gelu"]}
 """The four axes the zoo started from, crossed in full (the main job's grid) for every kind."""
 
+PARTS = [(axis, name) for axis in zoo.AXES for name in zoo.registry(axis).names()]
+"""Every registered part once, as (axis, name): the one list for properties of a single part; GRID
+is for behaviour, where parts meet."""
+PART_IDS = [f"{axis}={name}" for axis, name in PARTS]
+
+
 def axis_values(axis: str) -> list[str]:
     """Each part of the axis, and each of the settings its Settings.TRIED names, as a part is
     written in a canonical name (`rope+fraction=0.5`)."""

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import padded_batch, tiny
+from conftest import PART_IDS, PARTS, padded_batch, tiny
 from test_bad_input import cli_error
 
 import zoo
@@ -48,10 +48,9 @@ def test_deep_nesting_is_one_line_not_a_recursion_error(tmp_path, capsys, text, 
     assert problem in cli_error(["train", str(tmp_path / "deep.yaml")], capsys)
 
 
-AXIS_PARTS = [(axis, name) for axis in zoo.AXES for name in zoo.registry(axis).names()]
 
 
-@pytest.mark.parametrize("axis, name", AXIS_PARTS)
+@pytest.mark.parametrize("axis, name", PARTS, ids=PART_IDS)
 def test_the_parameter_count_of_any_depth_is_the_built_models(axis, name):
     """Counted from stacks of one and two layers, for every part of every axis."""
     spec = tiny("post.sinusoidal.fused.relu", n_encoder_layers=3, n_decoder_layers=4, **{axis: name})

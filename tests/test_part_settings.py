@@ -6,6 +6,7 @@ from typing import get_args
 
 import pytest
 import torch
+from conftest import PART_IDS, PARTS
 from pydantic import ValidationError
 
 import zoo
@@ -16,7 +17,6 @@ from zoo.specs.identity import fingerprint
 from zoo.sweep import SweepSpec, cell_experiment, expand
 
 SMALL = dict(vocab_size=13, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1, max_len=24)
-PARTS = [(axis, name) for axis in zoo.AXES for name in zoo.registry(axis).names()]
 WITH_SETTINGS = [(axis, name) for axis, name in PARTS if settings_model(zoo.registry(axis).get(name)).model_fields]
 
 
@@ -49,7 +49,7 @@ def test_at_least_one_part_has_settings():
     assert WITH_SETTINGS, "the tests below need a part with settings"
 
 
-@pytest.mark.parametrize("axis, name", PARTS, ids=[f"{a}:{n}" for a, n in PARTS])
+@pytest.mark.parametrize("axis, name", PARTS, ids=PART_IDS)
 def test_a_name_and_a_mapping_of_its_defaults_are_one_choice(axis, name):
     defaults = settings_model(zoo.registry(axis).get(name))().model_dump()
     plain, spelled = zoo.spec("post.sinusoidal.fused.relu", **SMALL, **{axis: name}), \
@@ -81,7 +81,7 @@ def test_non_default_settings_round_trip_and_show_in_the_name(axis, name, tmp_pa
     assert torch.isfinite(logits).all()
 
 
-@pytest.mark.parametrize("axis, name", PARTS, ids=[f"{a}:{n}" for a, n in PARTS])
+@pytest.mark.parametrize("axis, name", PARTS, ids=PART_IDS)
 def test_an_unknown_setting_names_the_valid_ones(axis, name):
     model = settings_model(zoo.registry(axis).get(name))
     with pytest.raises(zoo.ConfigError) as err:

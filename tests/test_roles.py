@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from conftest import PART_IDS, PARTS
 
 import zoo
 from zoo.model.assembly import stack_sites
@@ -15,7 +16,6 @@ from zoo.specs.registries import registry
 from zoo.variants.ffn import ReLUFeedForward
 
 SMALL = {"vocab_size": 20, "d_model": 16, "n_heads": 2, "d_ff": 32, "n_encoder_layers": 2, "n_decoder_layers": 2}
-PARTS = [(axis, name) for axis in zoo.AXES for name in registry(axis).names()]
 
 
 def roles_of(model):
@@ -24,7 +24,7 @@ def roles_of(model):
             zip(entries, placements(model, entries, stack_sites(model.spec)).values(), strict=True)}
 
 
-@pytest.mark.parametrize("axis, name", PARTS, ids=[f"{a}={n}" for a, n in PARTS])
+@pytest.mark.parametrize("axis, name", PARTS, ids=PART_IDS)
 def test_every_matrix_and_table_of_every_part_has_a_role(axis, name):
     extra = {"position": {"name": "learned", "token_types": 2}} if (axis, name) == ("position", "learned") else {}
     model = zoo.build("pre.sinusoidal.fused.relu", seed=0, embedding_dim=8, output_transform=True,

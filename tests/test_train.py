@@ -2,15 +2,14 @@
 
 import pytest
 import torch
+from conftest import PART_IDS, PARTS
 
 import zoo
 from trainkit import diverged_run, tiny_experiment
 from zoo.cli import main
 
-AXIS_VALUES = [(axis, value) for axis in zoo.AXES for value in zoo.registry(axis).names()]
 
-
-@pytest.mark.parametrize("axis, value", AXIS_VALUES, ids=[f"{a}={v}" for a, v in AXIS_VALUES])
+@pytest.mark.parametrize("axis, value", PARTS, ids=PART_IDS)
 def test_a_short_run_lowers_the_loss(axis, value, tmp_path):
     result = zoo.train(tiny_experiment(tmp_path, model={axis: value}))
     losses = [row["train/loss"] for row in result.history if "train/loss" in row]

@@ -8,9 +8,9 @@ each of these waits for the GPU (tests/test_gpu.py checks the same with CUDA's s
 
 import pytest
 import torch
+from conftest import PART_IDS, PARTS
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import zoo
 from trainkit import diverged_run, tiny_experiment
 from zoo.specs.experiment import validate_experiment
 from zoo.trainer.loop import Trainer
@@ -18,7 +18,6 @@ from zoo.trainer.loop import Trainer
 aten = torch.ops.aten
 READ_BACKS = {aten._local_scalar_dense, aten.nonzero, aten.masked_select, aten.is_nonzero, aten.equal,
               aten._unique2, aten.unique_consecutive, aten.unique_dim}
-AXIS_VALUES = [(axis, value) for axis in zoo.AXES for value in zoo.registry(axis).names()]
 
 
 class ReadBacks(TorchDispatchMode):
@@ -49,7 +48,7 @@ def test_the_detector_sees_a_read_back():
                          "aten.index.Tensor by a boolean mask"]
 
 
-@pytest.mark.parametrize("axis, value", AXIS_VALUES, ids=[f"{a}={v}" for a, v in AXIS_VALUES])
+@pytest.mark.parametrize("axis, value", PARTS, ids=PART_IDS)
 def test_a_training_step_reads_nothing_back(tmp_path, axis, value):
     model = {"d_model": 16, "n_heads": 4, "n_kv_heads": 2, "d_ff": 32, "n_decoder_layers": 2, "dropout": 0.1,
              axis: value}

@@ -9,7 +9,7 @@ one test, while learning (which needs optimizer steps) is checked once per part.
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TINY, padded_batch, tiny
+from conftest import PART_IDS, PARTS, TINY, padded_batch, tiny
 from invariants import (
     away_from_init,
     check_all_padding_rows,
@@ -21,7 +21,6 @@ from invariants import (
 
 import zoo
 
-AXIS_PARTS = [(axis, value) for axis in zoo.AXES for value in zoo.registry(axis).names()]
 
 def test_core_invariants(variant):
     """Builds as named; padding invariance, causality where causal (an encoder sees later tokens),
@@ -40,7 +39,7 @@ def test_core_invariants(variant):
     check_cached_decoding_equals_recompute(away_from_init(zoo.build(variant, **{**TINY, "vocab_size": 6})).eval())
 
 
-@pytest.mark.parametrize("axis, value", AXIS_PARTS, ids=[f"{a}={v}" for a, v in AXIS_PARTS])
+@pytest.mark.parametrize("axis, value", PARTS, ids=PART_IDS)
 def test_every_part_learns_with_dropout(axis, value):
     """A few optimizer steps fit one batch, with dropout on and finite gradients throughout."""
     torch.manual_seed(0)
