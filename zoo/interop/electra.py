@@ -12,8 +12,8 @@ from typing import Any
 from torch import Tensor, nn
 
 from zoo.errors import InteropError
-from zoo.interop.bert import LAYER, embeddings, layout_fields, position_buffers
-from zoo.interop.family import Family, register
+from zoo.interop.bert import BERT, LAYER, embeddings, layout_fields, position_buffers
+from zoo.interop.family import register
 from zoo.interop.tables import BERT_RENAMES, encoder
 from zoo.specs.model_spec import ModelSpec
 
@@ -51,5 +51,5 @@ NAMES = encoder(embeddings("electra.embeddings") | {
 """BERT's layout, with a projection from narrower embeddings where they are (neither holds one otherwise)."""
 
 
-ELECTRA = register(Family("electra", "ElectraForMaskedLM", spec_fields, config, NAMES, computed,
-                          free=("attention", "bos_id", "eos_id")))
+ELECTRA = register(BERT.derive("electra", "ElectraForMaskedLM", spec_fields=spec_fields, config=config, names=NAMES,
+                               computed=computed))
