@@ -93,6 +93,11 @@ def decoder(top: Mapping[str, str], layer: Mapping[str, str], at: str = "model.l
     return Weights(top, (Stack("decoder", at, layer),), parts)
 
 
+def encoder(top: Mapping[str, str], layer: Mapping[str, str], at: str) -> Weights:
+    """The table of an encoder-only reference."""
+    return Weights(top, (Stack("encoder", at, layer),))
+
+
 def split_views(tensors: Mapping[str, Tensor], packed: str, rows: Mapping[str, int]) -> dict[str, tuple[Tensor, str]]:
     """The blocks of rows of a packed projection, in order, as views named `{packed}:{block}` (a
     Family's `views`): Phi-3's q, k and v by their head counts, its gate before its up."""
@@ -100,11 +105,6 @@ def split_views(tensors: Mapping[str, Tensor], packed: str, rows: Mapping[str, i
         return {}
     blocks = tensors[packed].split(list(rows.values()))
     return {f"{packed}:{name}": (block, packed) for name, block in zip(rows, blocks, strict=True)}
-
-
-def encoder(top: Mapping[str, str], layer: Mapping[str, str], at: str) -> Weights:
-    """The table of an encoder-only reference."""
-    return Weights(top, (Stack("encoder", at, layer),))
 
 
 RESOLVED: dict[str, Callable[[ModelSpec], Any]] = {
