@@ -76,6 +76,16 @@ def variant(request) -> str:
     return request.param
 
 
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory):
+    """One tiny run of 40 steps, trained once per test process and shared by the tests that only
+    read a finished run (its checkpoint, its metrics, a model folder saved from it elsewhere): none
+    may change its files."""
+    from trainkit import tiny_experiment
+
+    return zoo.train(tiny_experiment(tmp_path_factory.mktemp("trained-run"), train={"steps": 40}))
+
+
 def tiny(name: str, **overrides) -> zoo.ModelSpec:
     return zoo.spec(name, **{**TINY, **overrides})
 

@@ -102,9 +102,8 @@ def test_zoo_show_takes_one_variant(capsys):
     assert "the variant is the name already; show the other one as zoo show t5" in err
 
 
-def test_zoo_eval_refuses_a_set_it_would_ignore(tmp_path, capsys):
-    result = zoo.train(tiny_experiment(tmp_path, train={"steps": 2}))
-    err = cli_error(["eval", str(result.checkpoint), "--set", "model.d_model=64", "train.steps=9"], capsys)
+def test_zoo_eval_refuses_a_set_it_would_ignore(capsys, trained_run):
+    err = cli_error(["eval", str(trained_run.checkpoint), "--set", "model.d_model=64", "train.steps=9"], capsys)
     assert "zoo eval --set model.d_model, train.steps: an evaluation takes the checkpoint's model" in err
     assert "only task.* and train.eval_size and train.batch_size may change" in err
 

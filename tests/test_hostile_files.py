@@ -21,11 +21,10 @@ STILL = {"steps": 1, "warmup_steps": 0, "eval_every": 1, "checkpoint_every": 1}
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory):
+def source(tmp_path_factory, trained_run):
     """A trained run's checkpoint and a zoo model folder of the same model."""
     folder = tmp_path_factory.mktemp("source")
-    result = zoo.train(tiny_experiment(folder, train={"steps": 4}))
-    return result.checkpoint, zoo.load(result.checkpoint)[0].save_pretrained(folder / "model")
+    return trained_run.checkpoint, zoo.load(trained_run.checkpoint)[0].save_pretrained(folder / "model")
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ STILL = {"steps": 1, "optimizer": {"lr": 1e-30}, "warmup_steps": 0, "eval_every"
 """One step at a learning rate no float32 weight can feel: the run ends on the weights it started from."""
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    return zoo.train(tiny_experiment(tmp_path_factory.mktemp("source"), train={"steps": 40}))
+@pytest.fixture
+def trained(trained_run):
+    return trained_run
 
 
 def weights(checkpoint):

@@ -96,9 +96,8 @@ def test_more_beams_than_memory_holds_are_refused_before_decoding(model):
         model.generate(src, max_new_tokens=7, num_beams=10**9)
 
 
-def test_zoo_eval_with_a_huge_beam_is_one_line(tmp_path, capsys):
-    result = zoo.train(tiny_experiment(tmp_path, train={"steps": 2}))
-    err = cli_error(["eval", str(result.checkpoint), "--beams", "100000000"], capsys)
+def test_zoo_eval_with_a_huge_beam_is_one_line(capsys, trained_run):
+    err = cli_error(["eval", str(trained_run.checkpoint), "--beams", "100000000"], capsys)
     assert "beam(s)" in err and "needs about" in err
 
 

@@ -150,15 +150,23 @@ def test_a_text_run_reports_chrf_and_ter_and_records_how_each_metric_was_scored(
     assert sum("eval/chrf" in row for row in logged) == 2
 
 
-def test_train_metrics_chooses_what_is_scored_and_a_run_scoring_no_decoded_metric_never_decodes(tmp_path, monkeypatch):
-    def no_decoding(*args, **kwargs):
-        raise AssertionError("decoded, though no scored metric reads the decoded text")
+def test_train_metrics_chooses_what_is_scored_and_an_evaluation_scoring_no_decoded_metric_decodes_nothing(
+        tmp_path, monkeypatch):
+    decoded = []
+    generate = ZooModel.generate
 
+    def counted(model, src, *args, **kwargs):
+        decoded.append(src.size(0))
+        return generate(model, src, *args, **kwargs)
+
+    monkeypatch.setattr(ZooModel, "generate", counted)
     unscored = {name: False for name in ("bleu", "chrf", "ter", "exact_match")}
     experiment = tiny_experiment(tmp_path, task={"name": "toy_translation"},
                                  train={"steps": 20, "eval_every": 10, "log_every": 10, "metrics": unscored})
-    monkeypatch.setattr(ZooModel, "generate", no_decoding)
     zoo.train(experiment)
+    assert decoded == [1], "the end's cross-attention picture decodes its one example; no evaluation decodes"
+    zoo.train({**experiment, "train": {**experiment["train"], "metrics": {}, "out_dir": str(tmp_path / "all")}})
+    assert len(decoded) > 2, "scoring exact match and the text metrics decodes each evaluation's batches"
     result = json.loads((run_dir_of(experiment) / "result.json").read_text())
     assert {MetricName.parse(name).metric for name in result["metrics"]} == {"loss", "token_acc"}
     assert set(result["scorers"]) == {"loss", "token_acc"}

@@ -6,9 +6,8 @@ import json
 
 import pytest
 import torch
-from conftest import padded_batch, tiny
+from conftest import PARTS, padded_batch, tiny
 from hf_references import REFERENCES
-from test_limits import AXIS_PARTS
 
 import zoo
 from zoo.specs.registries import kinds
@@ -21,7 +20,7 @@ def same_function(a, b, spec) -> bool:
     return torch.equal(a(src), b(src))
 
 
-@pytest.mark.parametrize("axis, name", AXIS_PARTS)
+@pytest.mark.parametrize("axis, name", PARTS)
 @pytest.mark.parametrize("kind", kinds())
 def test_every_part_and_kind_round_trips_to_the_same_function(tmp_path, axis, name, kind):
     spec = tiny("pre.sinusoidal.fused.relu", kind=kind, **{axis: name})

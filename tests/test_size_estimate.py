@@ -6,9 +6,8 @@ evaluation after training."""
 import pytest
 import torch
 import yaml
-from conftest import tiny
+from conftest import PARTS, tiny
 from test_bad_input import cli_error
-from test_limits import AXIS_PARTS
 
 import zoo
 from trainkit import tiny_experiment
@@ -19,7 +18,7 @@ SHAPES = {"plain": {}, "head_width": {"head_width": 48}, "embedding_dim": {"embe
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("axis, name", AXIS_PARTS)
+@pytest.mark.parametrize("axis, name", PARTS)
 def test_the_quick_estimate_is_within_a_factor_two_of_the_count(axis, name, shape):
     """The quick count decides whether a spec is refused without building it: it must see head
     width, factorized tables, key/value heads and every part's copies."""
@@ -55,13 +54,12 @@ def test_the_probes_sizes_are_refused_before_anything_is_built(tmp_path, capsys,
     assert not list(tmp_path.glob("*/checkpoint.pt"))
 
 
-def test_a_huge_eval_size_is_refused_by_train_and_eval_before_making_the_examples(tmp_path, capsys):
+def test_a_huge_eval_size_is_refused_by_train_and_eval_before_making_the_examples(tmp_path, capsys, trained_run):
     experiment = tiny_experiment(tmp_path, train={"eval_size": 10**12})
     (tmp_path / "e.yaml").write_text(yaml.safe_dump(experiment))
     said = "train.eval_size 1000000000000: the valid split's 1,000,000,000,000 held-out examples"
     assert said in cli_error(["train", str(tmp_path / "e.yaml")], capsys)
-    checkpoint = zoo.train(tiny_experiment(tmp_path / "ok", train={"steps": 2})).checkpoint
-    assert said in cli_error(["eval", str(checkpoint), "--set", "train.eval_size=1000000000000"], capsys)
+    assert said in cli_error(["eval", str(trained_run.checkpoint), "--set", "train.eval_size=1000000000000"], capsys)
 
 
 def test_a_megabyte_validation_line_is_found_before_the_first_training_step(tmp_path, capsys):

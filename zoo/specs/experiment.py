@@ -104,7 +104,7 @@ class TrainSpec(Strict):
     metrics: dict[str, dict[str, Any] | Literal[False]] = Field(
         {}, description="the task's metrics by name: their settings ({chrf: {word_order: 2}} scores chrF++; zoo show "
                         "metric NAME), or false for one the run does not score ({bleu: false, chrf: false, ter: false, "
-                        "exact_match: false} skips decoding); every other metric is scored")
+                        "exact_match: false}: its evaluations decode nothing); every other metric is scored")
     explosion: ExplosionSpec | None = Field(ExplosionSpec(), description="null: only a non-finite loss diverges")
     out_dir: str = "runs"
 
