@@ -23,7 +23,7 @@ from zoo.specs.dropouts import DropoutRates
 from zoo.specs.hooks import AutoWidth, SpecCheck, implements, wants_final_norm
 from zoo.specs.layer_rules import LayerRule, layer_fields, rule_without_settings, rules_problem
 from zoo.specs.naming import DEFAULT_KIND, CanonicalName
-from zoo.specs.registries import AXES, describe_unknown, kind_stacks, kinds, registry
+from zoo.specs.registries import AXES, KINDS, describe_unknown, kinds, registry
 from zoo.specs.strict import StrictSettings
 from zoo.specs.switches import FLAT, AttentionSwitches, EmbeddingSwitches, OutputSwitches, grouped, merge_groups
 from zoo.specs.synonyms import MODEL_SYNONYMS
@@ -112,8 +112,8 @@ class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, kind: str) -> str:
-        if kind not in kinds():
-            raise PydanticCustomError("kind", "{problem}", {"problem": describe_unknown("kind", kind, kinds())})
+        if kind not in KINDS and kind not in kinds():  # kinds() loads the built-in ones where none are yet
+            raise PydanticCustomError("kind", "{problem}", {"problem": describe_unknown("kind", kind, KINDS)})
         return kind
 
     @model_validator(mode="before")
@@ -178,7 +178,7 @@ class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
                 "special_id_distinct", "pad_id and eos_id must differ (bos_id may equal either), got {ids}",
                 {"ids": ", ".join(f"{k} {v}" for k, v in specials.items())},
             )
-        one_causal_stack = kind_stacks(self.kind) == ("decoder",)
+        one_causal_stack = tuple(KINDS[self.kind].reads) == ("decoder",)
         if self.documents != "joined" and (not one_causal_stack or self.bos_id in (self.pad_id, self.eos_id)):
             raise PydanticCustomError(
                 "documents", "documents {documents}: documents are told apart by their start token in the one row of a "
@@ -187,12 +187,12 @@ class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
                 {"documents": self.documents, "kind": self.kind, "ids": ", ".join(f"{k} {v}" for k, v in specials.items())},
             )
         sized = self.src_vocab_size is not None and self.tgt_vocab_size is not None
-        if sized and len(kind_stacks(self.kind)) == 1 and self.src_vocab_size != self.tgt_vocab_size:
+        if sized and len(tuple(KINDS[self.kind].reads)) == 1 and self.src_vocab_size != self.tgt_vocab_size:
             raise PydanticCustomError(
                 "one_vocab", "a model of kind {kind} has one vocabulary: src_vocab_size {src} and tgt_vocab_size {tgt} "
                 "differ; give vocab_size", {"kind": self.kind, "src": self.src_vocab_size, "tgt": self.tgt_vocab_size},
             )
-        if self.embeddings.share and len(kind_stacks(self.kind)) == 1:
+        if self.embeddings.share and len(tuple(KINDS[self.kind].reads)) == 1:
             raise PydanticCustomError(
                 "one_table", "share_embeddings shares the encoder's and the decoder's tables; a model of kind {kind} "
                 "has one table", {"kind": self.kind},
@@ -218,7 +218,7 @@ class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
     @property
     def depths(self) -> tuple[int, int]:
         """(encoder layers, decoder layers) of the model built, 0 for a stack its kind lacks."""
-        stacks = kind_stacks(self.kind)
+        stacks = tuple(KINDS[self.kind].reads)
         return (self.n_encoder_layers if "encoder" in stacks else 0, self.n_decoder_layers if "decoder" in stacks else 0)
 
     @property

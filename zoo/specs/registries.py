@@ -169,11 +169,6 @@ def kinds() -> dict[str, Any]:
     return KINDS
 
 
-def kind_stacks(kind: str) -> tuple[str, ...]:
-    """The stacks the models of `kind` have, in the order they read."""
-    return tuple(kinds()[kind].reads)
-
-
 def register_kind(model: T) -> T:
     """Add a kind of model (a class decorator): a ZooModel subclass with its own `kind` name, the
     stacks it `reads` and its framing; specs then accept `kind: NAME`, and the trainer, evaluation
