@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 KEPT = ("best_checkpoint", "averaged")
 """The models a run keeps besides its last (train.keep_best, train.average_last), each scored on
-every split at the end."""
+every split at the end: a sweep compares on their metrics as `best_checkpoint/test/bleu`."""
 CURVE = "eval_auc"
 """The group of curve metrics: how fast a run learned (zoo.metrics.curves)."""
 VALIDATION = ("eval", CURVE)

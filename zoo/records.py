@@ -18,8 +18,6 @@ FORMAT = 1
 
 Status = Literal["running", "finished", "diverged", "failed", "interrupted"]
 DONE = ("finished", "diverged")
-"""Models a run keeps beside its last one (train.keep_best, train.average_last): a sweep compares
-on their metrics as `best_checkpoint/test/bleu`, `averaged/test/bleu`."""
 """Statuses a sweep keeps on a rerun; running (killed), failed and interrupted cells run again."""
 
 

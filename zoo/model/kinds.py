@@ -5,6 +5,8 @@ parameter that two kinds share has one canonical name and one initial draw.
 - EncoderDecoder (zoo.model.encoder_decoder): src -> encoder -> memory; tgt + memory -> decoder -> logits.
 - DecoderOnly (kind `decoder`, zoo.model.decoder_only): ids -> causal stack -> next-token logits.
 - EncoderOnly (kind `encoder`, zoo.model.encoder_only): ids -> bidirectional stack -> per-token logits.
+
+Each registers with `register_kind` (zoo.specs.registries, a class decorator), as a plugin's kind does.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from zoo.specs.registries import kinds, register_kind
 
 __all__ = ["AttentionMaps", "DecoderOnly", "EncoderDecoder", "EncoderOnly", "ZooModel", "build", "init_gain",
            "model_class", "register_kind"]
-"""register_kind (zoo.specs.registries) adds a kind as the built-in ones are added: a class decorator."""
 
 
 def model_class(spec: ModelSpec) -> type[ZooModel]:

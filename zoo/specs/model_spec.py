@@ -178,7 +178,8 @@ class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
                 "special_id_distinct", "pad_id and eos_id must differ (bos_id may equal either), got {ids}",
                 {"ids": ", ".join(f"{k} {v}" for k, v in specials.items())},
             )
-        one_causal_stack = tuple(KINDS[self.kind].reads) == ("decoder",)
+        stacks = self.stacks
+        one_causal_stack = stacks == ("decoder",)
         if self.documents != "joined" and (not one_causal_stack or self.bos_id in (self.pad_id, self.eos_id)):
             raise PydanticCustomError(
                 "documents", "documents {documents}: documents are told apart by their start token in the one row of a "
@@ -187,12 +188,12 @@ class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
                 {"documents": self.documents, "kind": self.kind, "ids": ", ".join(f"{k} {v}" for k, v in specials.items())},
             )
         sized = self.src_vocab_size is not None and self.tgt_vocab_size is not None
-        if sized and len(tuple(KINDS[self.kind].reads)) == 1 and self.src_vocab_size != self.tgt_vocab_size:
+        if sized and len(stacks) == 1 and self.src_vocab_size != self.tgt_vocab_size:
             raise PydanticCustomError(
                 "one_vocab", "a model of kind {kind} has one vocabulary: src_vocab_size {src} and tgt_vocab_size {tgt} "
                 "differ; give vocab_size", {"kind": self.kind, "src": self.src_vocab_size, "tgt": self.tgt_vocab_size},
             )
-        if self.embeddings.share and len(tuple(KINDS[self.kind].reads)) == 1:
+        if self.embeddings.share and len(stacks) == 1:
             raise PydanticCustomError(
                 "one_table", "share_embeddings shares the encoder's and the decoder's tables; a model of kind {kind} "
                 "has one table", {"kind": self.kind},
@@ -216,9 +217,14 @@ class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
         return wants_final_norm(registry("norm").get(self.norm.name), self)
 
     @property
+    def stacks(self) -> tuple[str, ...]:
+        """The stacks the model of this kind has (its class's `reads`, zoo.specs.registries.KINDS)."""
+        return tuple(KINDS[self.kind].reads)
+
+    @property
     def depths(self) -> tuple[int, int]:
         """(encoder layers, decoder layers) of the model built, 0 for a stack its kind lacks."""
-        stacks = tuple(KINDS[self.kind].reads)
+        stacks = KINDS[self.kind].reads  # asked for every layer by the stacks and interop: read, not called
         return (self.n_encoder_layers if "encoder" in stacks else 0, self.n_decoder_layers if "decoder" in stacks else 0)
 
     @property
