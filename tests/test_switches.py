@@ -17,9 +17,13 @@ AWAY = {  # a value away from the default (and from what the default stands for)
     "output_bias": "fixed", "attn_softcap": 50.0, "logit_softcap": 30.0, "qk_norm": "rmsnorm", "window": 8,
     "share_layers": True, "embedding_dim": 16, "output_transform": True, "bias": False, "qk_norm_scope": "projection",
     "qkv_bias": False, "out_bias": False, "scale_width": 12.0, "logit_scale": 0.0625,
-    "embedding_dim_scope": "embedding", "documents": "separate",
+    "embedding_dim_scope": "embedding", "documents": "separate", "parametrization": "mup", "mup_base_width": 16,
+    "mup_base_head_width": 4,
 }
-NEEDS = {"qk_norm_scope": {"qk_norm": "rmsnorm"}, "embedding_dim_scope": {"embedding_dim": 16}}
+NEEDS = {"qk_norm_scope": {"qk_norm": "rmsnorm"}, "embedding_dim_scope": {"embedding_dim": 16},
+         "mup_base_head_width": {"parametrization": "mup", "mup_base_width": 16}}
+TOGETHER = ("parametrization", "mup_base_width")
+"""Switches that need each other (muP and its base width): each alone is refused, so they show together."""
 """What a switch's value needs beside it (a scope of a qk-norm that is there)."""
 PLAIN = {"documents": "decoder.post.sinusoidal.fused.relu"}
 """The plain model a switch is turned on in, where the encoder-decoder cannot take it."""
@@ -67,7 +71,18 @@ def test_a_switch_given_both_ways_must_agree_and_a_group_change_keeps_the_rest()
         zoo.spec("pre-ln", **SIZES, attn={"windw": 4})
 
 
-@pytest.mark.parametrize("switch", SWITCHES)
+def test_switches_that_need_each_other_show_together_and_come_back():
+    plain = zoo.spec("post.sinusoidal.fused.relu", **SIZES)
+    spec = plain.replace(**{switch: AWAY[switch] for switch in TOGETHER})
+    assert spec.switches() == {switch: AWAY[switch] for switch in TOGETHER}
+    assert spec.name == f"{plain.name}.parametrization=mup+mup_base_width=16"
+    assert spec.axes_name == plain.axes_name and zoo.spec(spec.name, **SIZES) == spec
+    for switch in TOGETHER:
+        with pytest.raises(zoo.ConfigError, match="mup"):
+            plain.replace(**{switch: AWAY[switch]})
+
+
+@pytest.mark.parametrize("switch", [switch for switch in SWITCHES if switch not in TOGETHER])
 def test_a_switch_away_from_its_default_shows_in_the_name_and_comes_back(switch):
     plain = zoo.spec(PLAIN.get(switch, "post.sinusoidal.fused.relu"), **SIZES, **NEEDS.get(switch, {}))
     spec = plain.replace(**{switch: AWAY[switch]})

@@ -26,6 +26,8 @@ class PackedHeads(Attention):
     torch.nn.MultiheadAttention's in_proj), and one batched kernel attends for all heads."""
 
     computes = "softmax attention"
+    mup = ("queries, keys, values and output are hidden matrices, trained at rate 1/m; scores scaled by "
+           "sqrt(base head width) / d_head (zoo.specs.parametrization.score_scale)")
 
     def packed(self) -> tuple[Tensor, Tensor | None]:
         raise NotImplementedError

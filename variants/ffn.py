@@ -26,6 +26,7 @@ class TwoLayerFeedForward(FeedForwardBase):
     """Linear(d_model, d_ff), activation, dropout, Linear(d_ff, d_model)."""
 
     weight_roles: ClassVar[dict[str, Role]] = {"linear1.weight": "ffn.input", "linear2.weight": "ffn.output"}
+    mup = "two hidden matrices (d_ff grows with d_model), trained at rate 1/m; an elementwise activation"
 
     activation: type[nn.Module]
 
@@ -104,6 +105,7 @@ class GatedFeedForward(FeedForwardBase):
 
     weight_roles: ClassVar[dict[str, Role]] = {"gate.weight": "ffn.gate", "linear1.weight": "ffn.input",
                                                "linear2.weight": "ffn.output"}
+    mup = "three hidden matrices (d_ff grows with d_model), trained at rate 1/m; an elementwise gate"
 
     activation: type[nn.Module]
     matrices = 3
@@ -194,6 +196,8 @@ class MixtureOfExperts(FeedForwardBase):
     weight_roles: ClassVar[dict[str, Role]] = {"router.weight": "ffn.router"}
     """Each expert, a feed-forward part, declares its own."""
     takes_real_tokens = True
+    mup = ("each expert as its feed-forward scales; the router reads d_model into a fixed count of experts, a "
+           "readout whose initial draw (std times m^-1/2) and rate (1/m) shrink with width, so its logits do not grow")
     copies = "experts"
     """Its size is linear in this setting (zoo.model.size_checks counts a million experts from two and three)."""
 

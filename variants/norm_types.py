@@ -25,6 +25,8 @@ class LayerNorm(nn.LayerNorm):
     """(x - mean) / std * g + b over d_model (Ba et al. 2016), as in Vaswani et al. 2017; without
     the shift b where `bias` is false (OLMo, Cohere, ModernBERT)."""
 
+    mup = "gains and shifts are vectors at the base rate; normalizing over d_model gives unit coordinates"
+
     class Settings(Epsilon):
         bias: bool = Field(True, description="a learned shift b; false: (x - mean) / std * g")
 
@@ -39,6 +41,8 @@ class RMSNorm(nn.RMSNorm):
     """x / sqrt(mean(x^2) + eps) * g: no centring and no bias (Zhang and Sennrich 2019). With
     `unit_offset` the gain is stored as w and applied as 1 + w, starting at w = 0 (Gemma): the
     same function, another parameter (which weight decay pulls towards a gain of 1, not 0)."""
+
+    mup = "gains are vectors at the base rate; normalizing over d_model gives unit coordinates"
 
     class Settings(PartSettings):
         eps: float = Field(1e-6, gt=0.0, description="added to the mean square (T5 and LLaMA use 1e-6)")
@@ -61,6 +65,9 @@ class RMSNorm(nn.RMSNorm):
 @register("scalenorm")
 class ScaleNorm(nn.Module):
     """g * x / ||x|| with one learned scalar g, initialized to sqrt(d_model) (Nguyen and Salazar 2019)."""
+
+    mup_refused = ("its one gain starts at sqrt(d_model), so Adam's fixed step is a share of it that shrinks as width "
+                   "grows and the norm stops learning; use layernorm or rmsnorm")
 
     Settings = Epsilon
 

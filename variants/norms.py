@@ -20,6 +20,8 @@ register = registry("norm").register
 class PostNorm(NormPlacement):
     """LN(x + F(x)), as in Vaswani et al. 2017."""
 
+    mup = "its norm alone: a norm over d_model brings x + F(x) back to unit coordinates at any width"
+
     def forward(self, x: Tensor, sublayer) -> Tensor:
         return self.norm(x + self.dropout(sublayer(x)))
 
@@ -32,6 +34,7 @@ class PreNorm(NormPlacement):
     {attention_norm: false}}}}`)."""
 
     wants_final_norm = True
+    mup = "its norm alone; the residual stream sums sublayer outputs whose size muP holds, so it does not grow"
 
     class Settings(PartSettings):
         attention_norm: bool = Field(True, description="normalize the self-attention's input; false: x as it is")
@@ -49,6 +52,8 @@ class PreNorm(NormPlacement):
 class ResidualPostNorm(NormPlacement):
     """x + LN(F(x)): the residual post-norm of Swin Transformer V2."""
 
+    mup = "its norm alone, on each sublayer's output: unit coordinates at any width"
+
     def forward(self, x: Tensor, sublayer) -> Tensor:
         return x + self.dropout(self.norm(sublayer(x)))
 
@@ -58,6 +63,7 @@ class SandwichNorm(NormPlacement):
     """x + LN(F(LN(x))): Pre-LN with a second norm on the sublayer's output (Ding et al. 2021, CogView)."""
 
     wants_final_norm = True
+    mup = "its two norms alone: unit coordinates in and out of each sublayer at any width"
 
     def __init__(self, spec: ModelSpec, site: Site, index: int = 0):
         super().__init__(spec, site, index)
@@ -90,6 +96,8 @@ class DeepNorm(NormPlacement):
     """LN(alpha x + F(x)) with the feed-forward, value and output projections initialized with gain
     beta (Wang et al. 2022, DeepNet); alpha and beta depend on the model's kind and depths."""
 
+    mup = "alpha and beta depend on depth, not width; its norm over d_model gives unit coordinates at any width"
+
     def __init__(self, spec: ModelSpec, site: Site, index: int = 0):
         super().__init__(spec, site, index)
         self.alpha = deepnorm_constants(site)[0]
@@ -107,6 +115,8 @@ class ReZero(NormPlacement):
     """x + a F(x), one learned scalar a per sublayer starting at 0, so every block starts as the
     identity (Bachlechner et al. 2020). With `norm`, x + a F(LN(x)) and a final norm: Narang et
     al. 2021's "ReZero + LayerNorm" (or "+ RMSNorm", by the spec's norm_type)."""
+
+    mup = "one scalar per sublayer, trained at the base rate: Adam moves a scalar by the same step at any width"
 
     class Settings(PartSettings):
         norm: bool = Field(False, description="normalize the sublayer's input (the spec's norm_type)")
@@ -129,6 +139,7 @@ class LayerScale(NormPlacement):
     al. 2021, CaiT, which starts at 0.1 up to 18 layers and lower for deeper models)."""
 
     wants_final_norm = True
+    mup = "a scale per channel, a vector trained at the base rate, beside a pre-norm's residual stream"
 
     class Settings(PartSettings):
         init: float = Field(0.1, gt=0.0, description="the initial value of every channel's scale")
@@ -153,6 +164,9 @@ class Fixup(NormPlacement):
     multiplier s (starting at 1), each branch's last weight starting at 0 and its other weights
     scaled by L^(-1/2), L the model's number of residual branches (Zhang et al. 2019, Fixup, with
     m = 2 layers per branch; for attention the value and output projections)."""
+
+    mup = ("scalar biases and a scalar multiplier at the base rate; its initial gains depend on depth, not width; "
+           "no norm, so only muP's own scaling holds the residual stream")
 
     def __init__(self, spec: ModelSpec, site: Site, index: int = 0):
         super().__init__(spec, site, index, normalizes=False)
@@ -183,6 +197,7 @@ class Parallel(NormPlacement):
     and this layer's self-attention reach each other only in the next layer."""
 
     wants_final_norm = True
+    mup = "its norms alone; the residual stream sums sublayer outputs whose size muP holds"
 
     class Settings(PartSettings):
         shared_norm: bool = Field(True, description="one norm for the block's sublayers (GPT-J, PaLM); false: one "

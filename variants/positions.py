@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from zoo.parts import PositionScheme, Site
 from zoo.specs.choices import PartSettings
 from zoo.specs.model_spec import ModelSpec
+from zoo.specs.parametrization import scaling_width
 from zoo.specs.registries import registry
 
 register = registry("position").register
@@ -45,6 +46,8 @@ class Sinusoidal(PositionScheme):
     `layout: halves` holds the same sinusoids with all sines first (Marian's tables); `spacing:
     tensor2tensor` spaces the frequencies as tensor2tensor and fairseq do; with `offset`, position p
     reads the sinusoids of p + offset (M2M100 and NLLB: 2, the row after their pad id)."""
+
+    mup = "fixed sinusoids with entries in [-1, 1], added at the same size at any width"
 
     class Settings(PartSettings):
         base: float = Field(10000.0, gt=1.0, description="the longest wavelength is 2 pi base")
@@ -86,6 +89,8 @@ class Learned(PositionScheme):
     Initialized with the RMS of the sinusoidal table (1/sqrt(2)), so both schemes start at one scale.
     """
 
+    mup = "a table (an input weight): its std and its rate are the base width's at every width"
+
     class Settings(PartSettings):
         offset: int = Field(0, ge=0, description="rows before position 0's (BART: 2)")
         token_types: int = Field(0, ge=0, description="rows of a token-type table whose first row every token adds "
@@ -110,6 +115,8 @@ class Learned(PositionScheme):
 class NoPosition(PositionScheme):
     """No position information: a bag-of-tokens baseline (the decoder still sees causal order)."""
 
+    mup = "nothing that depends on width"
+
 
 def rotary_angles(length: int, d_head: int, base: float) -> Tensor:
     """Angles (length, d_head / 2) of positions 0.. for the frequencies base^(-2i/d_head); float64."""
@@ -131,6 +138,8 @@ class Rotary(PositionScheme):
     as in the paper, which rotates self-attention only: source and target positions do not share
     one axis. Any length.
     """
+
+    mup = "a rotation of each query and key pair, which keeps their norms at any width"
 
     class Settings(PartSettings):
         base: float = Field(10000.0, gt=1.0, description="wavelengths run from 2 pi to 2 pi base")
@@ -206,6 +215,8 @@ class ALiBi(PositionScheme):
     Positions are a row's own, so its padding never shifts its distances.
     """
 
+    mup = "fixed slopes per head added to the scores, the same at any width"
+
     def __init__(self, spec: ModelSpec, site: Site):
         super().__init__(spec, site)
         self.register_buffer("slopes", alibi_slopes(spec.n_heads)[:, None, None], persistent=False)
@@ -240,6 +251,8 @@ class T5Bias(PositionScheme):
     Cross-attention gets no bias, as in T5. Any length: offsets past max_distance share the last bucket.
     """
 
+    mup = "a table of one scalar per head and bucket (an input weight): its std is the base width's, its rate the base's"
+
     class Settings(PartSettings):
         num_buckets: int = Field(32, ge=4, description="buckets: half each way where attention is "
                                  "bidirectional, all before the query where it is causal")
@@ -256,7 +269,7 @@ class T5Bias(PositionScheme):
         super().__init__(spec, site)
         self.num_buckets, self.max_distance = spec.position.num_buckets, spec.position.max_distance
         self.bias = nn.Embedding(self.num_buckets, spec.n_heads)
-        self.weight_roles, self.init_std = {"bias.weight": "attention.position_bias"}, spec.d_model**-0.5
+        self.weight_roles, self.init_std = {"bias.weight": "attention.position_bias"}, scaling_width(spec) ** -0.5
 
     def score_bias(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         relative = k_positions[:, None, :] - q_positions[:, :, None]

@@ -37,6 +37,7 @@ from zoo.errors import InputError
 from zoo.qk_norm import apply_qk_norm, qk_norm
 from zoo.roles import HoldsWeights, Role
 from zoo.specs.model_spec import ModelSpec
+from zoo.specs.parametrization import score_scale
 from zoo.specs.registries import build_part
 
 
@@ -244,7 +245,7 @@ class Attention(HoldsWeights, nn.Module):
         self.kv_heads, self.group = spec.kv_heads, spec.n_heads // spec.kv_heads
         self.kv_width = self.kv_heads * self.d_head
         self.q_width = spec.attention_width
-        self.scale = (spec.attn.scale_width or self.d_head) ** -0.5 if spec.attn.scale_scores else 1.0
+        self.scale = score_scale(spec)
         self.softcap, self.window = spec.attn.softcap, spec.attn.window
         self.in_kinds, self.out_kinds = (("weight", "bias") if on else ("weight",) for on in (spec.qkv_bias, spec.out_bias))
         self.dropout = spec.dropout_at("attention")

@@ -17,6 +17,7 @@ from zoo.model.blocks import Block
 from zoo.parts import PositionScheme, Site
 from zoo.roles import HoldsWeights, Role
 from zoo.specs.model_spec import ModelSpec
+from zoo.specs.parametrization import is_mup, scaling_width, width_multiplier
 from zoo.specs.registries import build_part, registry
 
 
@@ -52,9 +53,11 @@ class Embedder(HoldsWeights, nn.Module):
         if spec.embeddings.dim is not None:
             self.project = nn.Linear(spec.embeddings.dim, spec.d_model, bias=self.narrow and spec.bias)
             self.weight_roles = {**self.weight_roles, "project.weight": "embedding.projection"}
-        # Scaled embeddings start at std d^-1/2 so that, scaled, they have unit variance either way.
-        self.init_std = spec.d_model**-0.5 if spec.embeddings.scale else 1.0
-        self.scale = math.sqrt(spec.d_model) if spec.embeddings.scale else 1.0
+        # Scaled embeddings start at std d^-1/2 so that, scaled, they have unit variance either way
+        # (under muP, d of the base width: input coordinates and their updates stay the same size).
+        width = scaling_width(spec)
+        self.init_std = width**-0.5 if spec.embeddings.scale else 1.0
+        self.scale = math.sqrt(width) if spec.embeddings.scale else 1.0
         self.position = build_part("position", inner, site=site)
         self.norm = build_part("norm_type", inner) if spec.embeddings.norm else nn.Identity()
         self.dropout = Dropout(spec.dropout_at("embedding"))
@@ -106,7 +109,10 @@ class OutputProjection(HoldsWeights, nn.Linear):
             self.weight_roles = {**self.weight_roles, "project.weight": "output.projection"}
         if spec.logits_bias == "fixed":
             self.bias.requires_grad_(False)
-        self.scale = spec.d_model**-0.5 if spec.output.scale else 1.0
+        # muP's output multiplier 1/m, and T5's d^-1/2 at the base width (zoo.specs.parametrization)
+        self.scale = scaling_width(spec) ** -0.5 if spec.output.scale else 1.0
+        if is_mup(spec):
+            self.scale /= width_multiplier(spec)
         self.transform = OutputTransform(spec) if spec.output.transform else nn.Identity()
         self.softcap, self.logit_scale = spec.output.softcap, spec.output.logit_scale
 

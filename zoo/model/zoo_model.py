@@ -30,6 +30,7 @@ from zoo.parts import Site
 from zoo.roles import Role
 from zoo.specs.hooks import InitGain, implements
 from zoo.specs.model_spec import ModelSpec
+from zoo.specs.parametrization import is_mup, width_multiplier
 from zoo.specs.registries import registry
 
 
@@ -41,6 +42,8 @@ def init_gain(spec: ModelSpec, role: Role | None, site: Site | None) -> float:
     gain = placement.init_gain(spec, role, site) if implements(placement, InitGain) else 1.0
     if not spec.attn.scale_scores and role == "attention.query":
         gain *= spec.d_head**-0.5
+    if role == "ffn.router" and is_mup(spec):  # a readout to a fixed width: std ~ 1/fan-in (zoo.model.mup)
+        gain *= width_multiplier(spec) ** -0.5
     return gain
 
 

@@ -26,6 +26,9 @@ class Optimizer:
     Settings: ClassVar[type[PartSettings]] = PartSettings
     fused: ClassVar[bool] = False
     """Whether torch has a fused CUDA kernel for it (one launch for every parameter)."""
+    mup_rates: ClassVar[bool] = False
+    """Whether its update's size does not follow the gradient's (Adam and its kin), so that muP's
+    per-layer learning rates (zoo.model.mup) hold for it."""
 
     @classmethod
     def build(cls, model: nn.Module, lr: float, weight_decay: float, settings: PartSettings,
@@ -50,6 +53,7 @@ class Adam(Optimizer):
 
     Settings = AdamSettings
     fused = True
+    mup_rates = True
     torch_class: ClassVar[type] = torch.optim.Adam
 
     @classmethod
@@ -122,6 +126,7 @@ class NAdam(Optimizer):
     """NAdam (Dozat 2016): Adam with Nesterov's momentum."""
 
     Settings = AdamFamilySettings
+    mup_rates = True
 
     @classmethod
     def build(cls, model, lr, weight_decay, settings, fused):
@@ -135,6 +140,7 @@ class RAdam(Optimizer):
     poor, a warmup built into the optimizer."""
 
     Settings = AdamFamilySettings
+    mup_rates = True
 
     @classmethod
     def build(cls, model, lr, weight_decay, settings, fused):

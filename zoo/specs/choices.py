@@ -11,6 +11,7 @@ existing spec, name and checkpoint valid.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,7 +43,9 @@ class PartSettings(StrictSettings):
         return data
 
 
+@functools.cache
 def settings_model(part: Any) -> type[PartSettings]:
+    """A part's settings model, once per part: every validation of a choice asks it."""
     return part.Settings if implements(part, HasSettings) else PartSettings
 
 

@@ -250,6 +250,19 @@ class ExperimentSpec(Strict):
         return self
 
     @model_validator(mode="after")
+    def _mup_trains_with_adams_rates(self) -> ExperimentSpec:
+        """muP's per-layer rates are Adam's (zoo.model.mup); another optimizer's updates scale otherwise."""
+        optimizers = registry("optimizer")
+        if self.model.parametrization == "mup" and not getattr(optimizers.get(self.train.optimizer.name), "mup_rates",
+                                                               False):
+            able = ", ".join(name for name in optimizers.names() if getattr(optimizers.get(name), "mup_rates", False))
+            raise PydanticCustomError(
+                "mup_optimizer", "train.optimizer {name}: parametrization mup sets Adam's per-layer learning rates, "
+                "which hold for an update whose size does not follow the gradient's; choices: {able}",
+                {"name": self.train.optimizer.name, "able": able})
+        return self
+
+    @model_validator(mode="after")
     def _selection_names_reported_metrics(self) -> ExperimentSpec:
         problems = selection_problems(self.train, registry("task").get(self.task["name"]).metrics())
         if problems:

@@ -107,6 +107,16 @@ class CountsFlops(Protocol):
     def forward_flops(cls, spec: Any, tokens: int) -> int: ...
 
 
+@runtime_checkable
+class ScalesWithWidth(Protocol):
+    """How a part keeps its activations and their updates the same size as width grows under muP
+    (zoo.specs.parametrization): `mup`, one sentence naming what in it depends on width and how
+    that is scaled; a part that cannot be made muP-correct sets `mup_refused` to why instead.
+    Without either, the part is refused under parametrization mup."""
+
+    mup: ClassVar[str]
+
+
 def wants_final_norm(part: Any, spec: Any) -> bool:
     if not implements(part, FinalNorm):
         return False

@@ -23,6 +23,7 @@ from zoo.specs.dropouts import DropoutRates
 from zoo.specs.hooks import AutoWidth, SpecCheck, implements, wants_final_norm
 from zoo.specs.layer_rules import LayerRule, layer_fields, rule_without_settings, rules_problem
 from zoo.specs.naming import DEFAULT_KIND, CanonicalName
+from zoo.specs.parametrization import Parametrization, is_mup, part_problem, switches_problem
 from zoo.specs.registries import AXES, KINDS, describe_unknown, kinds, registry
 from zoo.specs.strict import StrictSettings
 from zoo.specs.switches import FLAT, AttentionSwitches, EmbeddingSwitches, OutputSwitches, grouped, merge_groups
@@ -99,6 +100,19 @@ class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
                               "boundary and positions restart there, so each document is computed as if alone; "
                               "masked, it stops but positions run on along the row (Llama 3's document mask). "
                               "Kind decoder"
+    )
+    parametrization: Parametrization = Field(
+        "standard", description="how the model's constants depend on its width: standard; mup, muP (Yang et al. "
+                                "2022), under which the best learning rate at mup_base_width transfers to wider models "
+                                "(zoo.specs.parametrization)"
+    )
+    mup_base_width: PositiveInt | None = Field(
+        None, description="muP: the d_model at which the model equals its standard self; every width grows with "
+                          "d_model / mup_base_width"
+    )
+    mup_base_head_width: PositiveInt | None = Field(
+        None, description="muP: the heads' width at the base width; null: d_head scaled with the width (the heads' "
+                          "count held); give the head width itself where the heads' count grows instead"
     )
 
     @field_validator("layers", mode="before")
@@ -208,10 +222,21 @@ class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
             problem = part.spec_problem(self) if implements(part, SpecCheck) else None
             if problem:
                 raise PydanticCustomError("part_needs", "{problem}", {"problem": problem})
+        if self.parametrization != "standard" or self.mup_base_width or self.mup_base_head_width:
+            problem = switches_problem(self) or (self._part_scaling_problem() if is_mup(self) else None)
+            if problem:
+                raise PydanticCustomError("parametrization", "{problem}", {"problem": problem})
         problem = rules_problem(self)
         if problem:
             raise PydanticCustomError("layer_rule", "{problem}", {"problem": problem})
         return self
+
+    def _part_scaling_problem(self) -> str | None:
+        for axis in AXES:
+            problem = part_problem(axis, getattr(self, axis).name, registry(axis).get(getattr(self, axis).name))
+            if problem:
+                return problem
+        return None
 
     def _auto_final_norm(self) -> bool:
         return wants_final_norm(registry("norm").get(self.norm.name), self)

@@ -145,7 +145,8 @@ FLAT: dict[str, tuple[str | None, str]] = {
     "output_transform": ("output", "transform"), "bias": (None, "bias"), "qk_norm_scope": ("attn", "qk_norm_scope"),
     "qkv_bias": ("attn", "qkv_bias"), "out_bias": ("attn", "out_bias"), "scale_width": ("attn", "scale_width"),
     "logit_scale": ("output", "logit_scale"), "embedding_dim_scope": ("embeddings", "dim_scope"),
-    "documents": (None, "documents"),
+    "documents": (None, "documents"), "parametrization": (None, "parametrization"),
+    "mup_base_width": (None, "mup_base_width"), "mup_base_head_width": (None, "mup_base_head_width"),
 }
 """Every switch's flat key -> (its group, or None for a switch of the whole model, and its field
 there), in the order a canonical name shows them (the spec's order before the groups)."""
