@@ -115,6 +115,26 @@ class PrintVersion(argparse.Action):
         parser.exit()
 
 
+def cmd_coord_check(args: argparse.Namespace) -> None:
+    from zoo.compare.tables import text_table
+    from zoo.coord_check import PARAMETRIZATIONS, coord_check, verdict_lines, write_coord_check
+    from zoo.specs.experiment import load_experiment
+
+    experiment = load_experiment(args.file, args.set)
+    base = experiment.model.d_model
+    check = coord_check(experiment, args.widths or [base * k for k in (1, 2, 4, 8)], args.steps,
+                        args.parametrization or PARAMETRIZATIONS)
+    command = " ".join(["zoo coord-check", *([args.file] if args.file else []), *(f"--set {s}" for s in args.set),
+                        "--widths", *map(str, check.widths), "--steps", str(args.steps)])
+    files = write_coord_check(check, args.out, command)
+    print(text_table(*check.table()))
+    for line in verdict_lines(check):
+        print(f"zoo coord-check: {line}")
+    print(f"zoo coord-check: wrote {', '.join(map(str, files))}")
+    if check.grows("mup"):
+        raise SystemExit(1)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zoo", description=__doc__, epilog=EXAMPLES,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -142,6 +162,19 @@ def build_parser() -> argparse.ArgumentParser:
                            help="ModelSpec fields for every combination (default: "
                            + " ".join(f"{k}={v}" for k, v in BUILD_ALL_SIZE.items()) + "), e.g. --set d_model=512")
     build_all.set_defaults(run=cmd_build_all)
+
+    checking = commands.add_parser("coord-check", help="train a few steps at 4 or more widths under the standard "
+                                   "parametrization and muP, and flag every layer whose activations grow with width")
+    checking.add_argument("file", nargs="?", help="an ExperimentSpec YAML file; its d_model is the base width")
+    checking.add_argument("--set", action="extend", nargs="+", default=[], metavar="DOTTED.KEY=VALUE",
+                          help="override experiment fields")
+    checking.add_argument("--widths", type=positive_int, nargs="+", metavar="D",
+                          help="d_model of each width (default: the base width times 1, 2, 4 and 8)")
+    checking.add_argument("--steps", type=positive_int, default=4, help="training steps at each width")
+    checking.add_argument("--parametrization", choices=["standard", "mup"], action="append",
+                          help="one of them only (default: both)")
+    checking.add_argument("--out", default="coord_check", help="the folder of coord_check.md and coord_check.png")
+    checking.set_defaults(run=cmd_coord_check)
 
     training = commands.add_parser("train", help="train one experiment (no file: experiments/reverse.yaml, "
                                       "the default variant on reverse)")
