@@ -7,12 +7,13 @@ from zoo.sweep import Ledger, SweepSpec, expand
 
 
 def write_sweep(out_dir, name, grid, seeds, value, metric="eval/exact_match", target=None, statuses=None,
-                history=None, rows=None, sizes=None) -> SweepSpec:
+                history=None, rows=None, sizes=None, fields=None, **settings) -> SweepSpec:
     """Every cell finished with `metric` = value(assignment, seed) (and eval/loss = 1 - that, where
     the metric is not a loss); `history(assignment, seed, final)` gives its logged rows, by default
-    an evaluation of 0 at step 50 and the final value at step 100."""
+    an evaluation of 0 at step 50 and the final value at step 100; `fields(assignment, seed)` gives
+    more fields of its record (flops, parameters); `settings`, more fields of the sweep."""
     sweep = SweepSpec(name=name, grid=grid, rows=rows or {}, sizes=sizes or {}, seeds=seeds, metric=metric, target=target,
-                      out_dir=str(out_dir))
+                      out_dir=str(out_dir), **settings)
     folder = sweep.directory()
     folder.mkdir(parents=True)
     base = {"wandb": {"mode": "offline", "project": "zoo"}}
@@ -29,5 +30,6 @@ def write_sweep(out_dir, name, grid, seeds, value, metric="eval/exact_match", ta
         record = {"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": a}
         ledger.append({**record, "status": "running"})
         ledger.append({**record, "status": status, "metrics": metrics if status == "finished" else {},
-                       "parameters": 1000 + (a.get("model.norm") == "pre"), "history": rows})
+                       "parameters": 1000 + (a.get("model.norm") == "pre"), "history": rows,
+                       **(fields(a, cell.seed) if fields else {})})
     return sweep

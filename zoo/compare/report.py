@@ -16,6 +16,8 @@ from zoo.compare.exact import unreachable
 from zoo.compare.factorial import factorial
 from zoo.compare.load import read_sweep
 from zoo.compare.plots import by_png, curves_png, effect_png
+from zoo.compare.scaling import Scaling, scaling
+from zoo.compare.scaling_report import scaling_lines, scaling_png, scaling_tables, scaling_text
 from zoo.compare.sizes import AcrossSizes, across_sizes, size_keys, size_lines, size_table, size_text
 from zoo.compare.stats import (
     AxisEffect,
@@ -75,6 +77,8 @@ class Report:
     """A tuned sweep's choice of each variant's values and its LR sensitivity (zoo.compare.tuned_report.Tuning)."""
     sizes: list[AcrossSizes] = field(default_factory=list)
     """Each difference at each model size and its interaction with size, where the grid has a size key."""
+    scaling: Scaling | None = None
+    """Each variant's law across the sizes and each difference carried past them (zoo.compare.scaling)."""
 
 
 def by_keys(sweep: SweepSpec, by: Sequence[str]) -> list[str]:
@@ -150,6 +154,7 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     notes = [*notes, *warnings]
     simple = simple_effects(sweep, records)
     sizes = across_sizes(sweep, records, simple)
+    laws = scaling(sweep, records)
     interaction = ["## Effect of each axis at each value of another", "",
                    "Where an effect depends on another choice, the marginal effect above averages it away; here "
                    "the differences are paired within one value of the other axis. Exploratory: Holm's family here "
@@ -164,6 +169,8 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
               for key in dict.fromkeys([*by_keys(sweep, by), *size_keys(sweep)])
               if any(e.given_key == key for e in simple)]  # a sweep of sizes alone has no other axis to show by size
     plots += tuning.plots if tuning else []
+    law_plot = scaling_png(laws, sweep, sweep_dir / f"scaling{suffix}.png") if laws else None
+    plots += [law_plot] if law_plot else []
     lines = [f"# Sweep {sweep.name}", "", *([f"**{endpoint[0].upper()}{endpoint[1:]}**: exploratory, not a verdict.", ""]
                                            if endpoint else [f"Primary endpoint: `{sweep.metric}`.", ""]),
              f"{read.progress}.", "",
@@ -176,7 +183,7 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
              *effect_lines(effects, sweep.margins.get(sweep.metric)), *factorial_lines(blocks),
              "## Power", "", "From each difference's observed spread over its pairs (a normal approximation at the "
              "Bonferroni level of the family, floored by the exact test's smallest p):", "", *(f"- {line}" for line in powers),
-             "", *interaction, *size_lines(sizes), "## Runs", "",
+             "", *interaction, *size_lines(sizes), *(scaling_lines(laws, sweep) if laws else []), "## Runs", "",
              *run_lines(sweep, records), "",
              *recipe_lines(read.sweep, base, records), "## Plots", "",
              *(f"![{p.stem}]({p.name})" for p in plots), ""]
@@ -189,7 +196,7 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
                   "noise": (["metric", "seed_std", "df"], [[sweep.metric, noise[0], noise[1]]]),
                   "factorial": factorial_table(blocks),
                   **({"interactions": simple_rows(simple)} if simple else {}), **(tuning.tables if tuning else {}),
-                  **({"across_sizes": size_table(sizes)} if sizes else {})}
+                  **({"across_sizes": size_table(sizes)} if sizes else {}), **(scaling_tables(laws) if laws else {})}
         run = log_tables(base.get("wandb") or {}, sweep.name, "compare", f"{sweep.name}-compare{suffix}", sweep_dir,
                          mode, {**read.sweep.model_dump(mode="json"), "endpoint": "secondary" if endpoint else "primary"},
                          tables, plots)
@@ -197,5 +204,6 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
     if tuning:
         table_text = f"Chosen on {read.sweep.choose_on}:\n{tuning.text}\n\nCompared on {sweep.metric}:\n{table_text}"
     effect_text = "\n".join([effects_text(effects, noise, sweep.margins.get(sweep.metric)), factorial_text(blocks),
-                             *powers]) + (f"\n\n{size_text(sizes)}" if sizes else "")
-    return Report(rows, effects, simple, table_text, markdown, plots, run, effect_text, noise, tuning, sizes)
+                             *powers]) + (f"\n\n{size_text(sizes)}" if sizes else "") + \
+        (f"\n\nAcross scale:\n{scaling_text(laws)}" if laws else "")
+    return Report(rows, effects, simple, table_text, markdown, plots, run, effect_text, noise, tuning, sizes, laws)

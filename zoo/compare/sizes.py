@@ -19,11 +19,7 @@ from zoo.compare.tables import interval, markdown_table, number, text_table
 from zoo.compare.wandb_run import Rows
 from zoo.records import RunRecord
 from zoo.sweep.names import value_text
-from zoo.sweep.spec import SIZE, SweepSpec
-
-SIZE_KEYS = (SIZE, "model.d_model", "model.n_layers", "model.n_encoder_layers", "model.n_decoder_layers",
-             "model.n_heads", "model.d_ff")
-"""Grid keys that are model sizes: named sizes, the width, the depth."""
+from zoo.sweep.spec import SIZE_KEYS, SweepSpec
 
 
 def size_keys(sweep: SweepSpec) -> list[str]:
@@ -73,6 +69,8 @@ def across_sizes(sweep: SweepSpec, records: Sequence[RunRecord], simple: list[Si
             if key == given:
                 continue
             at = [e for e in simple if e.key == key and e.given_key == given]
+            if not at:  # an axis whose values compute alike (zoo.compare.units): an identity, not an effect
+                continue
             for index, value in enumerate(values[1:]):
                 at_size = [(e.differences[index][1], e.tests[index][1]) for e in at]
                 contrasts = [interaction(finished, key, value, values[0], given, size, sizes[0]) for size in sizes[1:]]

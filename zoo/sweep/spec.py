@@ -47,11 +47,24 @@ from zoo.tasks import task_params
 ROW, SIZE = "row", "size"
 NAMED = {ROW: "rows", SIZE: "sizes"}
 """Grid keys whose values name sets of changes to the base, and the sweep field that defines them."""
+SIZE_KEYS = (SIZE, "model.d_model", "model.n_layers", "model.n_encoder_layers", "model.n_decoder_layers",
+             "model.n_heads", "model.d_ff")
+"""Grid keys that are model sizes: named sizes, the width, the depth."""
 MAX_CELLS = 10_000
 """Cells a sweep may have unless it says more: past this, a grid is more likely a mistake (a
 12-key grid of millions) than a plan, and expanding it would take minutes and gigabytes."""
 RESERVED_LABELS = ("seed", "variant")
 """Names every cell already carries (in its name and its W&B config): a grid key never shortens to one."""
+
+
+class FitSettings(Strict):
+    """How `zoo compare` fits each variant's metric across the sweep's sizes (zoo.compare.scaling)."""
+
+    against: Literal["compute", "parameters"] = Field(
+        "compute", description="the law's variable: training FLOPs (compute), or parameters (at a token ratio the "
+                               "sizes hold fixed)")
+    extrapolate: float = Field(10.0, gt=1.0, allow_inf_nan=False,
+                               description="the difference is carried to this multiple of the largest compute measured")
 
 
 class SweepSpec(Strict):
@@ -87,6 +100,9 @@ class SweepSpec(Strict):
                                           "difference, and zoo compare calls two values level only where two "
                                           "one-sided tests exclude the margin (TOST); without one, 'not separated' "
                                           "stays inconclusive")
+    fit: FitSettings | None = Field(None, description="fit each variant's metric against compute across the sizes: "
+                                                      "{against: compute | parameters, extrapolate: 10}; a sweep of "
+                                                      "3 or more sizes is fitted with these defaults without it")
     out_dir: str = Field("sweeps", description="the sweep's folder is OUT_DIR/NAME")
     max_cells: PositiveInt = Field(MAX_CELLS, description="the most cells (grid values times seeds) the sweep may "
                                                           "have; counted before the grid expands (--max-cells N)")
@@ -108,6 +124,26 @@ class SweepSpec(Strict):
     def resolved_metric(self) -> Resolved:
         """`metric` parsed and resolved once: what it names, its direction and its bounds."""
         return Resolved.of(self.metric)
+
+    @property
+    def fit_settings(self) -> FitSettings:
+        return self.fit or FitSettings()
+
+    @model_validator(mode="after")
+    def _a_fit_needs_sizes(self) -> SweepSpec:
+        """A fit asked of fewer than three sizes, or of a metric that does not fall, fails before anything runs."""
+        if self.fit is None:
+            return self
+        sizes = [key for key in self.grid if key in SIZE_KEYS]
+        count = math.prod(len(self.grid[key]) for key in sizes) if sizes else 1
+        if count < 3:
+            where = f"grid key(s) {', '.join(sizes)} give {count}" if sizes else "the grid has no size key"
+            raise ConfigError(f"fit: a power law with an irreducible term needs 3 or more sizes; {where} (sizes:, or a "
+                              f"grid over {', '.join(SIZE_KEYS[1:])})")
+        if self.resolved_metric.goal != "min":
+            raise ConfigError(f"fit: metric {self.metric!r} rises with compute (goal max); the law fits a metric that "
+                              "falls towards a floor, such as test/loss")
+        return self
 
     @property
     def resolved_choose_on(self) -> Resolved | None:

@@ -1,0 +1,156 @@
+"""Fits across scale (zoo.compare.power_law, zoo.compare.scaling): a known power law is recovered
+from a synthetic ledger within its intervals, each difference is carried past the largest size
+with the verdict the laws imply, and degenerate ladders are refused in plain words."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sweepkit
+import yaml
+
+from trainkit import offline_run
+from zoo.compare import compare
+from zoo.compare.power_law import bootstrap, fit_power_law
+from zoo.errors import ConfigError
+from zoo.sweep import SweepSpec
+from zoo.sweep.spec import load_sweep
+
+SIZES = {f"s{i}": {"model.d_model": 16 * 2**i} for i in range(5)}
+COMPUTE = {f"s{i}": 1e12 * 4**i for i in range(5)}
+LAWS = {"post": (2.0, 1.5, 0.30), "pre": (1.7, 1.5, 0.40)}
+"""(E, A, alpha) per norm, C in units of 1e12: pre lies below post and its lead grows with compute."""
+SEEDS = list(range(6))
+
+
+def law(norm: str, compute: float) -> float:
+    e, a, alpha = LAWS[norm]
+    return e + a * (compute / 1e12) ** -alpha
+
+
+def noise(a: dict, seed: int) -> float:
+    """A small deterministic wobble per run, zero-mean over the seeds."""
+    return 0.004 * math.sin(1.7 * seed + 2.3 * list(SIZES).index(a["size"]) + (a["model.norm"] == "pre"))
+
+
+def ladder(tmp_path, laws=LAWS, **settings) -> SweepSpec:
+    def value(a, seed):
+        e, coefficient, alpha = laws[a["model.norm"]]
+        return e + coefficient * (COMPUTE[a["size"]] / 1e12) ** -alpha + noise(a, seed)
+
+    return sweepkit.write_sweep(tmp_path, "ladder", {"model.norm": ["post", "pre"]}, SEEDS, value, metric="test/loss",
+                                sizes=SIZES, fields=lambda a, seed: {"flops": COMPUTE[a["size"]],
+                                                                     "tokens": 20 * 1000 * 4 ** int(a["size"][1])},
+                                **settings)
+
+
+def test_a_known_law_is_recovered_within_its_intervals(tmp_path):
+    report = compare(ladder(tmp_path).directory())
+    fits = {v.label: v for v in report.scaling.variants}
+    for norm, (e, _, alpha) in LAWS.items():
+        variant = fits[f"norm={norm}"]
+        assert len(variant.laws) == 6 and not variant.problems()
+        exponent, irreducible = variant.exponent(), variant.irreducible()
+        assert exponent.low - 0.02 <= alpha <= exponent.high + 0.02 and abs(exponent.mean - alpha) < 0.03
+        assert abs(irreducible.mean - e) < 0.03
+    (gap,) = report.scaling.differences
+    largest = COMPUTE["s4"]
+    assert gap.largest == largest and gap.target == 10 * largest
+    truth_now, truth_far = law("pre", largest) - law("post", largest), law("pre", 10 * largest) - law("post", 10 * largest)
+    assert gap.at_largest.mean == pytest.approx(truth_now, abs=0.01)
+    assert gap.at_target.mean == pytest.approx(truth_far, abs=0.02)
+    assert gap.label == "norm: pre − post" and gap.verdict.startswith("shrinks")  # the gap narrows towards E's
+    assert truth_far > truth_now  # -0.37 at the largest, -0.32 ten times past it: closer to zero
+
+
+def test_curves_that_cross_past_the_largest_size_reverse_and_say_where(tmp_path):
+    laws = {"post": (2.0, 1.0, 0.25), "pre": (1.0, 3.5, 0.25)}  # pre worse at small compute, better at large
+    report = compare(ladder(tmp_path, laws).directory(), wandb_mode="disabled")
+    (gap,) = report.scaling.differences
+    # 1 + 3.5 x = 2 + x at x = 0.4, x = c^-0.25: c = 0.4^-4 = 39.06 (in units of 1e12)
+    assert gap.crossing == pytest.approx(0.4**-4 * 1e12, rel=0.05)
+    assert gap.crossing < gap.largest and gap.at_largest.mean < 0  # they crossed inside the ladder
+    laws = {"post": (2.0, 1.0, 0.25), "pre": (1.5, 3.81, 0.25)}  # cross at x = 0.5 / 2.81: c = 998, past s4's 256
+    report = compare(ladder(tmp_path / "far", laws).directory(), wandb_mode="disabled")
+    (gap,) = report.scaling.differences
+    assert gap.at_largest.mean > 0 and gap.at_target.high < 0
+    assert gap.verdict.startswith("reverses; the curves cross at")
+    assert gap.crossing == pytest.approx((0.5 / 2.81) ** -4 * 1e12, rel=0.05)
+
+
+def test_report_plot_and_wandb_hold_the_ladder_the_laws_and_the_differences(tmp_path):
+    sweep = ladder(tmp_path)
+    report = compare(sweep.directory())
+    text = report.markdown.read_text()
+    assert "## Across scale: fitted laws" in text and "| size=s4 | norm=pre | 1,001 | 2.56e+14 | 5,120,000 |" in text
+    assert "| norm: pre − post |" in text and "![scaling](scaling.png)" in text
+    assert (sweep.directory() / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    info, _ = offline_run(sweep.directory())
+    assert info["summary"]["ladder"]["nrows"] == 10 and info["summary"]["scaling_laws"]["nrows"] == 12
+    differences = info["summary"]["scaling_differences"]
+    written = json.loads((Path(report.wandb_run) / "files" / differences["path"]).read_text())
+    (row,) = written["data"]
+    assert row[0] == "norm: pre − post" and row[-1] == report.scaling.differences[0].verdict
+    assert "Across scale:" in report.effects_text
+
+
+def test_two_sizes_a_flat_metric_and_uncounted_compute_are_said_plainly(tmp_path):
+    two = {name: SIZES[name] for name in ("s0", "s1")}
+    sweep = sweepkit.write_sweep(tmp_path, "two", {"model.norm": ["post", "pre"]}, [0, 1], lambda a, s: 1.0,
+                                 metric="test/loss", sizes=two, fields=lambda a, s: {"flops": COMPUTE[a["size"]]})
+    report = compare(sweep.directory(), wandb_mode="disabled")
+    assert report.scaling.notes == ["no fit: 2 sizes; a power law with an irreducible term needs 3 or more"]
+    assert report.scaling.differences == [] and "no fit: 2 sizes" in report.markdown.read_text()
+    flat = sweepkit.write_sweep(tmp_path, "flat", {"model.norm": ["post", "pre"]}, [0, 1],
+                                lambda a, s: 1.0 + 0.01 * list(SIZES).index(a["size"]), metric="test/loss",
+                                sizes=SIZES, fields=lambda a, s: {"flops": COMPUTE[a["size"]]})
+    report = compare(flat.directory(), wandb_mode="disabled")
+    assert all(v.problems() == [f"seed {s}: the metric does not fall with compute at these sizes (no falling term "
+                                "fits)" for s in (0, 1)] for v in report.scaling.variants)
+    assert report.scaling.differences == []
+    uncounted = sweepkit.write_sweep(tmp_path, "uncounted", {"model.norm": ["post", "pre"]}, [0], lambda a, s: 1.0,
+                                     metric="test/loss", sizes=SIZES)
+    notes = compare(uncounted.directory(), wandb_mode="disabled").scaling.notes
+    assert notes == ["10 finished runs left out: their compute was not counted (a part without forward_flops, or a "
+                     "resume from a checkpoint that did not count it)"]
+
+
+@pytest.mark.parametrize("fields, text", [
+    ({"sizes": {"a": {"model.d_model": 16}, "b": {"model.d_model": 32}}, "metric": "test/loss", "fit": {}},
+     "fit: a power law with an irreducible term needs 3 or more sizes; grid key(s) size give 2"),
+    ({"grid": {"model.norm": ["post", "pre"]}, "metric": "test/loss", "fit": {}}, "the grid has no size key"),
+    ({"sizes": SIZES, "metric": "test/exact_match", "fit": {}}, "rises with compute"),
+    ({"sizes": SIZES, "metric": "test/loss", "fit": {"extrapolate": 1}}, "extrapolate"),
+    ({"sizes": SIZES, "metric": "test/loss", "fit": {"against": "tokens"}}, "'compute' or 'parameters'"),
+])
+def test_a_fit_asked_of_too_few_sizes_or_a_rising_metric_fails_before_anything_runs(tmp_path, fields, text):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({"name": "bad", **fields}))
+    with pytest.raises(ConfigError, match=re.escape(text)) as caught:
+        load_sweep(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_fits_against_parameters_read_each_runs_parameter_count(tmp_path):
+    sweep = ladder(tmp_path, fit={"against": "parameters", "extrapolate": 4})
+    # every run has 1000 or 1001 parameters here: one distinct size per variant, so nothing is fitted
+    report = compare(sweep.directory(), wandb_mode="disabled")
+    assert report.scaling.against == "parameters" and report.scaling.multiple == 4
+    assert all("distinct sizes" in p for v in report.scaling.variants for p in v.problems())
+
+
+def test_the_fit_recovers_exact_laws_and_refuses_degenerate_points():
+    compute = np.array([1e9, 1e10, 1e11, 1e12])
+    exact = fit_power_law(compute, 0.5 + 2.0 * (compute / 1e12) ** -0.2, floor=0.0)
+    assert exact.law.exponent == pytest.approx(0.2, rel=1e-3) and exact.law.irreducible == pytest.approx(0.5, abs=1e-3)
+    assert exact.law(1e13) == pytest.approx(0.5 + 2.0 * 10**-0.2, rel=1e-4)
+    assert fit_power_law(compute, [1.0, math.nan, 0.5, 0.4]).problem.startswith("a point is not finite")
+    assert fit_power_law([1e9, 1e9, 1e10], [2, 2, 1]).problem.startswith("2 distinct sizes")
+    assert "does not fall" in fit_power_law(compute, [1.0, 1.1, 1.2, 1.3], 0.0).problem
+    interval = bootstrap([1.0, 2.0, 3.0])
+    assert interval.mean == 2.0 and 1.0 <= interval.low < 2.0 < interval.high <= 3.0 and interval.seeds == 3

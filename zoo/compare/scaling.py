@@ -1,0 +1,195 @@
+"""Effects across scale: each variant's primary metric fitted against training compute (or
+parameters) as L(C) = E + A C^-alpha, one fit per seed (zoo.compare.power_law), and each
+difference between variants carried past the largest size measured.
+
+A difference is paired by seed: each seed's two laws give d(C) = L_b(C) - L_a(C) at any compute,
+so the bootstrap over seeds gives an interval at the largest compute measured, at a stated
+multiple of it, and on the change between the two. The verdict: reverses where the extrapolated
+difference is separated on the other side of zero; grows or shrinks where the change is separated
+from zero; else holds. Fewer than three sizes, or fits that do not converge, are said plainly."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from zoo.compare.power_law import MIN_POINTS, Fit, Interval, bootstrap, crossing, fit_power_law
+from zoo.compare.sizes import size_keys
+from zoo.compare.stats import final_value
+from zoo.records import RunRecord
+from zoo.sweep.names import assignment_text, value_text
+from zoo.sweep.spec import SweepSpec
+
+
+@dataclass
+class VariantFit:
+    label: str
+    assignment: dict[str, Any]
+    points: list[tuple[int, float, float]] = field(default_factory=list)
+    """(seed, compute, value) of every finished run."""
+    fits: dict[int, Fit] = field(default_factory=dict)
+
+    @property
+    def laws(self) -> dict[int, Any]:
+        return {seed: fit.law for seed, fit in self.fits.items() if fit.law is not None}
+
+    def exponent(self) -> Interval:
+        return bootstrap([law.exponent for law in self.laws.values()])
+
+    def irreducible(self) -> Interval:
+        return bootstrap([law.irreducible for law in self.laws.values()])
+
+    def problems(self) -> list[str]:
+        return [f"seed {seed}: {fit.problem}" for seed, fit in self.fits.items() if fit.law is None]
+
+
+@dataclass
+class Extrapolated:
+    label: str
+    largest: float
+    target: float
+    at_largest: Interval
+    at_target: Interval
+    change: Interval
+    """The difference's growth away from zero, from the largest compute to the target: (d(target) -
+    d(largest)) times the sign of d(largest)."""
+    crossing: float | None
+    verdict: str
+
+
+@dataclass
+class Scaling:
+    against: str
+    """compute (training FLOPs) or parameters."""
+    multiple: float
+    variants: list[VariantFit]
+    differences: list[Extrapolated]
+    ladder: list[list[str]]
+    """Each size and variant: parameters, training FLOPs, tokens, tokens per parameter (means over seeds)."""
+    notes: list[str]
+
+
+def x_of(record: RunRecord, against: str) -> float | None:
+    value = record.flops if against == "compute" else record.parameters
+    return None if value is None else float(value)
+
+
+def verdict(at_target: Interval, change: Interval, sign: float, cross: float | None, target: float) -> str:
+    where = f"; the curves cross at {cross:.3g}" if cross is not None else ""
+    if at_target.excludes_zero() and np.sign(at_target.mean) == -sign:
+        return "reverses" + where
+    if change.low > 0:
+        return "grows" + where
+    if change.high < 0:
+        return ("shrinks" if at_target.excludes_zero() else "shrinks, to no separation") + where
+    return "holds: the change is not separated from zero" + where
+
+
+def difference(label: str, a: VariantFit, b: VariantFit, multiple: float) -> Extrapolated | None:
+    seeds = sorted(set(a.laws) & set(b.laws))
+    if not seeds:
+        return None
+    xs = [x for v in (a, b) for _, x, _ in v.points]
+    largest, smallest = max(xs), min(xs)
+    target = multiple * largest
+
+    def per_seed(c: float) -> list[float]:
+        return [float(b.laws[s](c) - a.laws[s](c)) for s in seeds]
+
+    at_largest, at_target = bootstrap(per_seed(largest)), bootstrap(per_seed(target))
+    sign = float(np.sign(at_largest.mean)) or 1.0
+    change = bootstrap([sign * (t - m) for t, m in zip(per_seed(target), per_seed(largest), strict=True)])
+    def mean_gap(c: np.ndarray) -> np.ndarray:
+        return np.mean([b.laws[s](c) - a.laws[s](c) for s in seeds], axis=0)
+
+    cross = crossing(mean_gap, smallest, 100 * target)
+    return Extrapolated(label, largest, target, at_largest, at_target, change, cross,
+                        verdict(at_target, change, sign, cross, target))
+
+
+def scaling(sweep: SweepSpec, records: Sequence[RunRecord]) -> Scaling | None:
+    """The fits of a sweep over sizes (None without a size key)."""
+    sizes = size_keys(sweep)
+    if not sizes:
+        return None
+    settings = sweep.fit_settings
+    against, multiple = settings.against, settings.extrapolate
+    notes: list[str] = []
+    count = math.prod(len(sweep.grid[key]) for key in sizes)
+    resolved = sweep.resolved_metric
+    if count < MIN_POINTS:
+        notes.append(f"no fit: {count} sizes; a power law with an irreducible term needs {MIN_POINTS} or more")
+    if resolved.goal != "min":
+        notes.append(f"no fit: {sweep.metric} rises with compute (goal max); the power law fits a metric that falls "
+                     "towards a floor, such as a loss")
+    others = [key for key in sweep.grid if key not in sizes]
+    labels = sweep.labels()
+    variants: dict[tuple, VariantFit] = {}
+    uncounted = 0
+    for record in records:
+        if record.status != "finished" or record.assignment is None:
+            continue
+        value, x = final_value(record, sweep.metric), x_of(record, against)
+        if value is None or not math.isfinite(value):
+            continue
+        if x is None:
+            uncounted += 1
+            continue
+        key = tuple(record.assignment[k] for k in others)
+        variant = variants.setdefault(key, VariantFit(
+            assignment_text(labels, ((k, v) for k, v in zip(others, key, strict=True))) or "every run",
+            dict(zip(others, key, strict=True))))
+        variant.points.append((record.seed, x, value))
+    if uncounted:
+        notes.append(f"{uncounted} finished runs left out: their {against} was not counted (a part without "
+                     "forward_flops, or a resume from a checkpoint that did not count it)")
+    ladder = ladder_rows(sweep, records, sizes, others)
+    if any(note.startswith("no fit") for note in notes):
+        return Scaling(against, multiple, list(variants.values()), [], ladder, notes)
+    floor = resolved.bounds[0]
+    for variant in variants.values():
+        for seed in sorted({s for s, _, _ in variant.points}):
+            points = [(x, y) for s, x, y in variant.points if s == seed]
+            variant.fits[seed] = fit_power_law([x for x, _ in points], [y for _, y in points], floor)
+    differences = []
+    for key in others:
+        values = sweep.grid[key]
+        rest = [k for k in others if k != key]
+        for fixed in itertools.product(*(sweep.grid[k] for k in rest)):
+            given = dict(zip(rest, fixed, strict=True))
+            at = " (" + assignment_text(labels, given.items()) + ")" if given else ""
+            reference = variants.get(tuple({**given, key: values[0]}[k] for k in others))
+            for value in values[1:]:
+                other = variants.get(tuple({**given, key: value}[k] for k in others))
+                if reference is None or other is None:
+                    continue
+                found = difference(f"{labels[key]}: {value_text(value)} − {value_text(values[0])}{at}", reference,
+                                   other, multiple)
+                if found is not None:
+                    differences.append(found)
+    return Scaling(against, multiple, list(variants.values()), differences, ladder, notes)
+
+
+def ladder_rows(sweep: SweepSpec, records: Sequence[RunRecord], sizes: list[str], others: list[str]) -> list[list[str]]:
+    """Each size and variant: parameters, training FLOPs, tokens and tokens per parameter, means over
+    the finished runs."""
+    labels, rows = sweep.labels(), []
+    groups: dict[tuple, list[RunRecord]] = {}
+    for record in records:
+        if record.status == "finished" and record.assignment is not None:
+            groups.setdefault(tuple(record.assignment[k] for k in [*sizes, *others]), []).append(record)
+    for key, runs in groups.items():
+        def mean(values: list[float | None]) -> float:
+            known = [v for v in values if v is not None]
+            return float(np.mean(known)) if known else math.nan
+        parameters, flops = mean([r.parameters for r in runs]), mean([r.flops for r in runs])
+        tokens = mean([r.tokens for r in runs])
+        rows.append([assignment_text(labels, zip(sizes, key[: len(sizes)], strict=True)),
+                     assignment_text(labels, zip(others, key[len(sizes):], strict=True)) or "every run",
+                     f"{parameters:,.0f}", f"{flops:.3g}", f"{tokens:,.0f}", f"{tokens / parameters:.1f}"])
+    return rows

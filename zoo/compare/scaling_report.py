@@ -1,0 +1,104 @@
+"""How `zoo compare` shows the fits across scale (zoo.compare.scaling): the ladder's sizes, each
+variant's law, each difference carried past the largest size, in Markdown, on the console, as
+W&B tables and as one plot of the data and the curves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from zoo.compare.plots import pyplot
+from zoo.compare.power_law import Interval
+from zoo.compare.scaling import Scaling
+from zoo.compare.tables import markdown_table, text_table
+from zoo.compare.wandb_run import Rows
+from zoo.files import save_figure
+from zoo.sweep.spec import SweepSpec
+
+LADDER_COLUMNS = ["size", "variant", "parameters", "training FLOPs", "tokens", "tokens per parameter"]
+
+
+def shown(i: Interval, digits: int = 4) -> str:
+    return f"{i.mean:.{digits}g} [{i.low:.{digits}g}, {i.high:.{digits}g}]" if i.seeds else "—"
+
+
+def law_rows(s: Scaling) -> tuple[list[str], list[list[str]]]:
+    columns = ["variant", "seeds fitted", "exponent alpha", "irreducible E", "fit RMS (mean)", "not fitted"]
+    rows = [[v.label, str(len(v.laws)), shown(v.exponent(), 3), shown(v.irreducible()),
+             f"{np.mean([law.residual for law in v.laws.values()]):.3g}" if v.laws else "—",
+             "; ".join(v.problems()) or "—"] for v in s.variants]
+    return columns, rows
+
+
+def difference_rows(s: Scaling) -> tuple[list[str], list[list[str]]]:
+    columns = ["difference (paired by seed)", "at largest compute", f"at {s.multiple:g}x", "change away from 0",
+               "verdict"]
+    rows = [[d.label, f"{shown(d.at_largest)} at {d.largest:.3g}", f"{shown(d.at_target)} at {d.target:.3g}",
+             shown(d.change), d.verdict] for d in s.differences]
+    return columns, rows
+
+
+def scaling_lines(s: Scaling, sweep: SweepSpec) -> list[str]:
+    variable = "training FLOPs" if s.against == "compute" else "parameters"
+    out = ["## Across scale: fitted laws", "",
+           f"Each variant's `{sweep.metric}` fitted per seed as L(C) = E + A C^-alpha, C its {variable}; intervals "
+           "are 95% percentile bootstraps over seeds (coarse with few seeds: 3 seeds give 10 distinct resamples). "
+           "Each difference is paired by seed and carried from the largest compute measured to "
+           f"{s.multiple:g} times it; the verdict: reverses where the extrapolated difference is separated on the "
+           "other side of zero, grows or shrinks where its change is separated from zero, else holds.", "",
+           *(f"- Note: {note}" for note in s.notes), *([""] if s.notes else []),
+           "### The ladder", "", *markdown_table(LADDER_COLUMNS, s.ladder), ""]
+    if s.variants and any(v.fits for v in s.variants):
+        out += ["### Laws", "", *markdown_table(*law_rows(s)), ""]
+    if s.differences:
+        out += ["### Differences carried past the largest size", "", *markdown_table(*difference_rows(s)), ""]
+    return out
+
+
+def scaling_text(s: Scaling) -> str:
+    parts = [*(f"Note: {note}" for note in s.notes), "Ladder:\n" + text_table(LADDER_COLUMNS, s.ladder)]
+    if any(v.fits for v in s.variants):
+        parts.append("Laws:\n" + text_table(*law_rows(s)))
+    if s.differences:
+        parts.append(f"Differences at {s.multiple:g}x the largest compute:\n" + text_table(*difference_rows(s)))
+    return "\n\n".join(parts)
+
+
+def scaling_tables(s: Scaling) -> dict[str, Rows]:
+    tables: dict[str, Rows] = {"ladder": (LADDER_COLUMNS, s.ladder)}
+    tables["scaling_laws"] = (["variant", "seed", "exponent", "irreducible", "coefficient", "unit", "rms", "problem"],
+                              [[v.label, seed, *((f.law.exponent, f.law.irreducible, f.law.coefficient, f.law.unit,
+                                                  f.law.residual) if f.law else (None,) * 5), f.problem]
+                               for v in s.variants for seed, f in v.fits.items()])
+    tables["scaling_differences"] = (
+        ["difference", "largest", "target", "at_largest", "at_largest_low", "at_largest_high", "at_target",
+         "at_target_low", "at_target_high", "change", "change_low", "change_high", "crossing", "verdict"],
+        [[d.label, d.largest, d.target, d.at_largest.mean, d.at_largest.low, d.at_largest.high, d.at_target.mean,
+          d.at_target.low, d.at_target.high, d.change.mean, d.change.low, d.change.high, d.crossing, d.verdict]
+         for d in s.differences])
+    return tables
+
+
+def scaling_png(s: Scaling, sweep: SweepSpec, path: str | Path) -> Path | None:
+    """Every run's point, and each variant's mean of its per-seed laws, out to the extrapolation."""
+    if not s.variants:
+        return None
+    plt = pyplot()
+    fig, axis = plt.subplots(figsize=(7, 4.5))
+    xs = [x for v in s.variants for _, x, _ in v.points]
+    largest = max(xs)
+    grid = np.geomspace(min(xs), s.multiple * largest, 200)
+    for index, variant in enumerate(s.variants):
+        colour = f"C{index % 10}"
+        axis.scatter([x for _, x, _ in variant.points], [y for _, _, y in variant.points], s=12, alpha=0.5,
+                     color=colour)
+        if variant.laws:
+            axis.plot(grid, np.mean([law(grid) for law in variant.laws.values()], axis=0), color=colour,
+                      label=f"{variant.label}: alpha {variant.exponent().mean:.3g}")
+    axis.axvline(largest, color="grey", linestyle=":", label="largest measured")
+    axis.set(xscale="log", xlabel="training FLOPs" if s.against == "compute" else "parameters", ylabel=sweep.metric,
+             title=f"{sweep.name}: fitted laws, extrapolated to {s.multiple:g}x")
+    axis.legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, path)
