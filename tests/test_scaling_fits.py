@@ -127,6 +127,9 @@ def test_two_sizes_a_flat_metric_and_uncounted_compute_are_said_plainly(tmp_path
     ({"sizes": SIZES, "metric": "test/exact_match", "fit": {}}, "rises with compute"),
     ({"sizes": SIZES, "metric": "test/loss", "fit": {"extrapolate": 1}}, "extrapolate"),
     ({"sizes": SIZES, "metric": "test/loss", "fit": {"against": "tokens"}}, "'compute' or 'parameters'"),
+    ({"sizes": SIZES, "metric": "test/loss", "fit": {"check": ["s9"]}}, "fit.check: 's9' is not a size of the sweep"),
+    ({"sizes": {k: SIZES[k] for k in ("s0", "s1", "s2")}, "metric": "test/loss", "fit": {"check": ["s2"]}},
+     "grid key(s) size give 2 beside fit.check"),
 ])
 def test_a_fit_asked_of_too_few_sizes_or_a_rising_metric_fails_before_anything_runs(tmp_path, fields, text):
     path = tmp_path / "sweep.yaml"
@@ -154,3 +157,32 @@ def test_the_fit_recovers_exact_laws_and_refuses_degenerate_points():
     assert "does not fall" in fit_power_law(compute, [1.0, 1.1, 1.2, 1.3], 0.0).problem
     interval = bootstrap([1.0, 2.0, 3.0])
     assert interval.mean == 2.0 and 1.0 <= interval.low < 2.0 < interval.high <= 3.0 and interval.seeds == 3
+
+
+def test_a_size_held_out_of_the_fits_checks_their_prediction(tmp_path):
+    report = compare(ladder(tmp_path, fit={"check": ["s4"]}).directory())
+    (gap,) = report.scaling.differences
+    assert gap.largest == COMPUTE["s3"], "the held-out size is not fitted"
+    checks = {c.label: c for c in report.scaling.checks}
+    assert list(checks) == ["norm=post", "norm=pre", "norm: pre − post"]
+    for norm in ("post", "pre"):
+        check = checks[f"norm={norm}"]
+        assert check.size == "s4" and check.measured.mean == pytest.approx(law(norm, COMPUTE["s4"]), abs=0.005)
+        assert check.predicted.mean == pytest.approx(law(norm, COMPUTE["s4"]), abs=0.02)
+        assert check.verdict.startswith("agrees")
+    truth = law("pre", COMPUTE["s4"]) - law("post", COMPUTE["s4"])
+    assert checks["norm: pre − post"].predicted.mean == pytest.approx(truth, abs=0.02)
+    assert "### The fits checked at sizes they left out" in report.markdown.read_text()
+    wrong = {"post": (2.0, 1.5, 0.30), "pre": (1.7, 1.5, 0.40)}
+
+    def bent(a, seed):  # the largest rung falls off the law: a fit of the others must say so
+        e, coefficient, alpha = wrong[a["model.norm"]]
+        c = COMPUTE[a["size"]] / 1e12
+        return e + coefficient * c**-alpha + noise(a, seed) - (0.2 if a["size"] == "s4" else 0.0)
+
+    sweep = sweepkit.write_sweep(tmp_path / "bent", "bent", {"model.norm": ["post", "pre"]}, SEEDS, bent,
+                                 metric="test/loss", sizes=SIZES, fields=lambda a, s: {"flops": COMPUTE[a["size"]]},
+                                 fit={"check": ["s4"]})
+    checks = {c.label: c for c in compare(sweep.directory(), wandb_mode="disabled").scaling.checks}
+    assert checks["norm=post"].verdict == "off: measured below the prediction"
+    assert checks["norm: pre − post"].verdict.startswith("agrees")  # both fell alike: the difference holds

@@ -31,7 +31,9 @@ class VariantFit:
     label: str
     assignment: dict[str, Any]
     points: list[tuple[int, float, float]] = field(default_factory=list)
-    """(seed, compute, value) of every finished run."""
+    """(seed, compute, value) of every finished run the laws are fitted to."""
+    held_out: dict[Any, list[tuple[int, float, float]]] = field(default_factory=dict)
+    """size -> (seed, compute, value) of the runs of a size left out of the fits (fit.check)."""
     fits: dict[int, Fit] = field(default_factory=dict)
 
     @property
@@ -63,6 +65,25 @@ class Extrapolated:
 
 
 @dataclass
+class Checked:
+    """A prediction at a size left out of the fits, against its measurement, paired by seed."""
+
+    label: str
+    size: Any
+    predicted: Interval
+    measured: Interval
+    error: Interval
+    """measured - predicted, per seed."""
+
+    @property
+    def verdict(self) -> str:
+        if not self.error.seeds:
+            return "not measured"
+        return "agrees: the error is not separated from zero" if not self.error.excludes_zero() else \
+            f"off: measured {'above' if self.error.mean > 0 else 'below'} the prediction"
+
+
+@dataclass
 class Scaling:
     against: str
     """compute (training FLOPs) or parameters."""
@@ -72,6 +93,7 @@ class Scaling:
     ladder: list[list[str]]
     """Each size and variant: parameters, training FLOPs, tokens, tokens per parameter (means over seeds)."""
     notes: list[str]
+    checks: list[Checked] = field(default_factory=list)
 
 
 def x_of(record: RunRecord, against: str) -> float | None:
@@ -120,10 +142,12 @@ def scaling(sweep: SweepSpec, records: Sequence[RunRecord]) -> Scaling | None:
     settings = sweep.fit_settings
     against, multiple = settings.against, settings.extrapolate
     notes: list[str] = []
-    count = math.prod(len(sweep.grid[key]) for key in sizes)
+    held = list(settings.check)
+    count = math.prod(len(sweep.grid[key]) for key in sizes) - len(held)
     resolved = sweep.resolved_metric
     if count < MIN_POINTS:
-        notes.append(f"no fit: {count} sizes; a power law with an irreducible term needs {MIN_POINTS} or more")
+        beside = f" beside the {len(held)} held out" if held else ""
+        notes.append(f"no fit: {count} sizes{beside}; a power law with an irreducible term needs {MIN_POINTS} or more")
     if resolved.goal != "min":
         notes.append(f"no fit: {sweep.metric} rises with compute (goal max); the power law fits a metric that falls "
                      "towards a floor, such as a loss")
@@ -144,7 +168,11 @@ def scaling(sweep: SweepSpec, records: Sequence[RunRecord]) -> Scaling | None:
         variant = variants.setdefault(key, VariantFit(
             assignment_text(labels, ((k, v) for k, v in zip(others, key, strict=True))) or "every run",
             dict(zip(others, key, strict=True))))
-        variant.points.append((record.seed, x, value))
+        size = next((record.assignment[k] for k in sizes if record.assignment[k] in held), None)
+        if size is None:
+            variant.points.append((record.seed, x, value))
+        else:
+            variant.held_out.setdefault(size, []).append((record.seed, x, value))
     if uncounted:
         notes.append(f"{uncounted} finished runs left out: their {against} was not counted (a part without "
                      "forward_flops, or a resume from a checkpoint that did not count it)")
@@ -156,7 +184,7 @@ def scaling(sweep: SweepSpec, records: Sequence[RunRecord]) -> Scaling | None:
         for seed in sorted({s for s, _, _ in variant.points}):
             points = [(x, y) for s, x, y in variant.points if s == seed]
             variant.fits[seed] = fit_power_law([x for x, _ in points], [y for _, y in points], floor)
-    differences = []
+    differences, checks = [], []
     for key in others:
         values = sweep.grid[key]
         rest = [k for k in others if k != key]
@@ -172,7 +200,31 @@ def scaling(sweep: SweepSpec, records: Sequence[RunRecord]) -> Scaling | None:
                                    other, multiple)
                 if found is not None:
                     differences.append(found)
-    return Scaling(against, multiple, list(variants.values()), differences, ladder, notes)
+                    checks += [c for size in held if (c := checked_difference(found.label, reference, other, size))]
+    checks = [*(c for v in variants.values() for size in held if (c := checked_variant(v, size))), *checks]
+    return Scaling(against, multiple, list(variants.values()), differences, ladder, notes, checks)
+
+
+def predictions(variant: VariantFit, size: Any) -> dict[int, tuple[float, float]]:
+    """seed -> (predicted, measured) at a held-out size, for the seeds with a law and a run there."""
+    return {seed: (float(variant.laws[seed](x)), y) for seed, x, y in variant.held_out.get(size, [])
+            if seed in variant.laws}
+
+
+def checked(label: str, size: Any, pairs: list[tuple[float, float]]) -> Checked | None:
+    if not pairs:
+        return None
+    return Checked(label, size, bootstrap([p for p, _ in pairs]), bootstrap([m for _, m in pairs]),
+                   bootstrap([m - p for p, m in pairs]))
+
+
+def checked_variant(variant: VariantFit, size: Any) -> Checked | None:
+    return checked(variant.label, size, list(predictions(variant, size).values()))
+
+
+def checked_difference(label: str, a: VariantFit, b: VariantFit, size: Any) -> Checked | None:
+    at_a, at_b = predictions(a, size), predictions(b, size)
+    return checked(label, size, [(at_b[s][0] - at_a[s][0], at_b[s][1] - at_a[s][1]) for s in sorted(set(at_a) & set(at_b))])
 
 
 def ladder_rows(sweep: SweepSpec, records: Sequence[RunRecord], sizes: list[str], others: list[str]) -> list[list[str]]:

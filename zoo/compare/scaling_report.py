@@ -14,6 +14,7 @@ from zoo.compare.scaling import Scaling
 from zoo.compare.tables import markdown_table, text_table
 from zoo.compare.wandb_run import Rows
 from zoo.files import save_figure
+from zoo.sweep.names import value_text
 from zoo.sweep.spec import SweepSpec
 
 LADDER_COLUMNS = ["size", "variant", "parameters", "training FLOPs", "tokens", "tokens per parameter"]
@@ -39,6 +40,13 @@ def difference_rows(s: Scaling) -> tuple[list[str], list[list[str]]]:
     return columns, rows
 
 
+def check_rows(s: Scaling) -> tuple[list[str], list[list[str]]]:
+    columns = ["held out of the fits", "size", "predicted", "measured", "measured − predicted (paired)", "verdict"]
+    rows = [[c.label, value_text(c.size), shown(c.predicted), shown(c.measured), shown(c.error), c.verdict]
+            for c in s.checks]
+    return columns, rows
+
+
 def scaling_lines(s: Scaling, sweep: SweepSpec) -> list[str]:
     variable = "training FLOPs" if s.against == "compute" else "parameters"
     out = ["## Across scale: fitted laws", "",
@@ -53,6 +61,11 @@ def scaling_lines(s: Scaling, sweep: SweepSpec) -> list[str]:
         out += ["### Laws", "", *markdown_table(*law_rows(s)), ""]
     if s.differences:
         out += ["### Differences carried past the largest size", "", *markdown_table(*difference_rows(s)), ""]
+    if s.checks:
+        out += ["### The fits checked at sizes they left out", "",
+                "Each variant's law (and each difference of laws) predicts the held-out size at its runs' compute; "
+                "the error is paired by seed, and agrees where its interval holds zero.", "",
+                *markdown_table(*check_rows(s)), ""]
     return out
 
 
@@ -62,6 +75,8 @@ def scaling_text(s: Scaling) -> str:
         parts.append("Laws:\n" + text_table(*law_rows(s)))
     if s.differences:
         parts.append(f"Differences at {s.multiple:g}x the largest compute:\n" + text_table(*difference_rows(s)))
+    if s.checks:
+        parts.append("Checked at sizes left out of the fits:\n" + text_table(*check_rows(s)))
     return "\n\n".join(parts)
 
 
@@ -77,6 +92,12 @@ def scaling_tables(s: Scaling) -> dict[str, Rows]:
         [[d.label, d.largest, d.target, d.at_largest.mean, d.at_largest.low, d.at_largest.high, d.at_target.mean,
           d.at_target.low, d.at_target.high, d.change.mean, d.change.low, d.change.high, d.crossing, d.verdict]
          for d in s.differences])
+    if s.checks:
+        tables["scaling_checks"] = (["checked", "size", "predicted", "predicted_low", "predicted_high", "measured",
+                                     "error", "error_low", "error_high", "verdict"],
+                                    [[c.label, value_text(c.size), c.predicted.mean, c.predicted.low, c.predicted.high,
+                                      c.measured.mean, c.error.mean, c.error.low, c.error.high, c.verdict]
+                                     for c in s.checks])
     return tables
 
 
@@ -86,13 +107,17 @@ def scaling_png(s: Scaling, sweep: SweepSpec, path: str | Path) -> Path | None:
         return None
     plt = pyplot()
     fig, axis = plt.subplots(figsize=(7, 4.5))
-    xs = [x for v in s.variants for _, x, _ in v.points]
+    xs = [x for v in s.variants for _, x, _ in [*v.points, *(p for ps in v.held_out.values() for p in ps)]]
     largest = max(xs)
     grid = np.geomspace(min(xs), s.multiple * largest, 200)
     for index, variant in enumerate(s.variants):
         colour = f"C{index % 10}"
         axis.scatter([x for _, x, _ in variant.points], [y for _, _, y in variant.points], s=12, alpha=0.5,
                      color=colour)
+        held = [point for points in variant.held_out.values() for point in points]
+        if held:
+            axis.scatter([x for _, x, _ in held], [y for _, _, y in held], s=24, facecolors="none", edgecolors=colour,
+                         label=f"{variant.label}: held out of the fit")
         if variant.laws:
             axis.plot(grid, np.mean([law(grid) for law in variant.laws.values()], axis=0), color=colour,
                       label=f"{variant.label}: alpha {variant.exponent().mean:.3g}")

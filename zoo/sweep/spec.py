@@ -65,6 +65,9 @@ class FitSettings(Strict):
                                "sizes hold fixed)")
     extrapolate: float = Field(10.0, gt=1.0, allow_inf_nan=False,
                                description="the difference is carried to this multiple of the largest compute measured")
+    check: list[Any] = Field(default_factory=list,
+                             description="sizes (values of a size key) trained but left out of the fits, whose "
+                                         "measurements are compared with what the fits predict there")
 
 
 class SweepSpec(Strict):
@@ -135,9 +138,15 @@ class SweepSpec(Strict):
         if self.fit is None:
             return self
         sizes = [key for key in self.grid if key in SIZE_KEYS]
-        count = math.prod(len(self.grid[key]) for key in sizes) if sizes else 1
+        values = [value for key in sizes for value in self.grid[key]]
+        unknown = [value for value in self.fit.check if value not in values]
+        if unknown:
+            raise ConfigError(f"fit.check: {unknown[0]!r} is not a size of the sweep; choices: "
+                              f"{', '.join(map(str, values)) or '(none: the grid has no size key)'}")
+        count = math.prod(len(self.grid[key]) for key in sizes) - len(self.fit.check) if sizes else 1
         if count < 3:
-            where = f"grid key(s) {', '.join(sizes)} give {count}" if sizes else "the grid has no size key"
+            where = (f"grid key(s) {', '.join(sizes)} give {count}" + (" beside fit.check" if self.fit.check else "")
+                     if sizes else "the grid has no size key")
             raise ConfigError(f"fit: a power law with an irreducible term needs 3 or more sizes; {where} (sizes:, or a "
                               f"grid over {', '.join(SIZE_KEYS[1:])})")
         if self.resolved_metric.goal != "min":
