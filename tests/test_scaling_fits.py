@@ -87,7 +87,7 @@ def test_report_plot_and_wandb_hold_the_ladder_the_laws_and_the_differences(tmp_
     sweep = ladder(tmp_path)
     report = compare(sweep.directory())
     text = report.markdown.read_text()
-    assert "## Across scale: fitted laws" in text and "| size=s4 | norm=pre | 1,001 | 2.56e+14 | 5,120,000 |" in text
+    assert "## Across scale: fitted laws" in text and "| size=s4 | norm=pre | — | 1,001 | 2.56e+14 | 5,120,000 |" in text
     assert "| norm: pre − post |" in text and "![scaling](scaling.png)" in text
     assert (sweep.directory() / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     info, _ = offline_run(sweep.directory())

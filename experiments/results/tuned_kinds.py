@@ -1,5 +1,6 @@
 """The results page's tables of tuned sweeps and sizes: each variant's chosen values, its LR
-sensitivity (Wortsman et al. 2023) and each difference across model sizes."""
+sensitivity (Wortsman et al. 2023), each difference across model sizes, and the laws fitted
+across them."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from pathlib import Path
 from formats import compared, figure, shown
 
 from zoo.compare.load import read_sweep
+from zoo.compare.scaling import scaling
+from zoo.compare.scaling_report import check_rows, difference_rows, law_rows
 from zoo.compare.sensitivity import learning_rate_keys, sensitivities, sensitivity_sweep
 from zoo.compare.sizes import across_sizes
 from zoo.compare.stats import axis_effects, simple_effects, variant_rows
+from zoo.compare.tables import markdown_table
 from zoo.compare.tuned import choose, compared_sweep
 from zoo.sweep.names import value_text
 
@@ -44,6 +48,17 @@ def sensitivity(folder: Path, metrics: list[str]) -> str:
         lines += [f"| {effect.label}: {value_text(v)} − {value_text(effect.values[0])} | {shown(e, h)}; Holm p {h:.2g} |"
                   for (v, e), (_, h) in zip(effect.differences, effect.tests, strict=True)]
     return "\n".join(lines) + "\n"
+
+
+def fits(folder: Path, metrics: list[str]) -> str:
+    """A sweep over sizes: each variant's law, each difference carried past the largest size, and
+    the fits' predictions at the sizes they left out against the measurements."""
+    sweep, records = compared(folder, metrics[0])
+    found = scaling(sweep, records)
+    parts = [markdown_table(*law_rows(found)), markdown_table(*difference_rows(found))]
+    if found.checks:
+        parts.append(markdown_table(*check_rows(found)))
+    return "\n\n".join("\n".join(part) for part in parts) + "\n"
 
 
 def sizes(folder: Path, metrics: list[str]) -> str:

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from zoo.compare.power_law import MIN_POINTS, Fit, Interval, bootstrap, crossing, fit_power_law
 from zoo.compare.sizes import size_keys
 from zoo.compare.stats import final_value
 from zoo.records import RunRecord
+from zoo.specs.model_spec import ModelRecipe
 from zoo.sweep.names import assignment_text, value_text
 from zoo.sweep.spec import SweepSpec
 
@@ -243,5 +245,15 @@ def ladder_rows(sweep: SweepSpec, records: Sequence[RunRecord], sizes: list[str]
         tokens = mean([r.tokens for r in runs])
         rows.append([assignment_text(labels, zip(sizes, key[: len(sizes)], strict=True)),
                      assignment_text(labels, zip(others, key[len(sizes):], strict=True)) or "every run",
-                     f"{parameters:,.0f}", f"{flops:.3g}", f"{tokens:,.0f}", f"{tokens / parameters:.1f}"])
+                     shape(runs[0]), f"{parameters:,.0f}", f"{flops:.3g}", f"{tokens:,.0f}", f"{tokens / parameters:.1f}"])
     return rows
+
+
+def shape(record: RunRecord) -> str:
+    """`d_model x heads x layers` of the model a run trained (its recorded experiment), or `—`."""
+    try:
+        model = ModelRecipe.model_validate((record.experiment or {})["model"])
+    except (KeyError, ValueError, ValidationError):
+        return "—"
+    layers = "+".join(str(depth) for depth in model.depths if depth)
+    return f"{model.d_model} x {model.n_heads} x {layers}"

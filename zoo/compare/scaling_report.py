@@ -17,7 +17,8 @@ from zoo.files import save_figure
 from zoo.sweep.names import value_text
 from zoo.sweep.spec import SweepSpec
 
-LADDER_COLUMNS = ["size", "variant", "parameters", "training FLOPs", "tokens", "tokens per parameter"]
+LADDER_COLUMNS = ["size", "variant", "d_model x heads x layers", "parameters", "training FLOPs", "tokens",
+                  "tokens per parameter"]
 
 
 def shown(i: Interval, digits: int = 4) -> str:
