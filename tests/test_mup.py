@@ -167,3 +167,11 @@ def test_a_plain_module_outside_the_roles_trains_at_one_over_m_when_it_is_a_matr
     matrices = [p for p in model.parameters() if p.dim() >= 2]
     tables = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)} | {id(model.generator.weight)}
     assert all(rates[id(p)] == (1.0 if id(p) in tables else pytest.approx(0.25)) for p in matrices)
+
+
+def test_no_family_expresses_mup_so_to_hf_refuses_it_by_name():
+    pytest.importorskip("transformers")
+    spec = zoo.spec("llama", vocab_size=64, d_model=32, n_heads=2, d_ff=64, n_decoder_layers=2, max_len=64,
+                    parametrization="mup", mup_base_width=16)
+    with pytest.raises(ConfigError, match=r"cannot express parametrization 'mup' \(llama: 'standard'\)"):
+        zoo.to_hf(zoo.build(spec, seed=0))
