@@ -16,7 +16,7 @@ import yaml
 
 from trainkit import offline_run
 from zoo.compare import compare
-from zoo.compare.power_law import bootstrap, fit_power_law
+from zoo.compare.power_law import bootstrap, fit_power_law, over_seeds
 from zoo.errors import ConfigError
 from zoo.sweep import SweepSpec
 from zoo.sweep.spec import load_sweep
@@ -186,3 +186,18 @@ def test_a_size_held_out_of_the_fits_checks_their_prediction(tmp_path):
     checks = {c.label: c for c in compare(sweep.directory(), wandb_mode="disabled").scaling.checks}
     assert checks["norm=post"].verdict == "off: measured below the prediction"
     assert checks["norm: pre − post"].verdict.startswith("agrees")  # both fell alike: the difference holds
+
+
+def test_few_seeds_get_students_interval_many_the_bootstrap_and_one_no_verdict(tmp_path):
+    three = over_seeds([1.0, 2.0, 3.0])
+    assert (three.low, three.high) == pytest.approx((2 - 4.303 / math.sqrt(3), 2 + 4.303 / math.sqrt(3)), abs=1e-3)
+    assert three.method == "t" and three.low < 1.0  # wider than the seeds' range, which the bootstrap would give
+    many = over_seeds(list(range(12)))
+    assert many.method == "bootstrap" and 0 < many.low < many.mean < many.high < 11
+    one = over_seeds([0.5])
+    assert one.seeds == 1 and math.isnan(one.low) and not one.excludes_zero()
+    sweep = sweepkit.write_sweep(tmp_path, "one", {"model.norm": ["post", "pre"]}, [0],
+                                 lambda a, s: law(a["model.norm"], COMPUTE[a["size"]]), metric="test/loss",
+                                 sizes=SIZES, fields=lambda a, s: {"flops": COMPUTE[a["size"]]})
+    (gap,) = compare(sweep.directory(), wandb_mode="disabled").scaling.differences
+    assert gap.verdict.startswith("no verdict: fewer than 2 seeds fitted")

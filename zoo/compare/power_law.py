@@ -1,6 +1,6 @@
 """A power law with an irreducible term, L(C) = E + A C^-alpha (Kaplan et al. 2020; Hoffmann et al.
 2022's form in one variable), fitted to one seed's points of one variant, and intervals over
-seeds by the bootstrap.
+seeds (Student's t with few seeds, the percentile bootstrap with many: over_seeds).
 
 The fit profiles alpha: for each alpha on a log grid (then refined by golden-section search
 between its neighbours), E and A are the least squares of a line in C^-alpha, with A >= 0 (the
@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import t as student_t
 
 ALPHAS = np.geomspace(1e-3, 3.0, 241)
 """The exponents the profile tries: from nearly flat to steeper than any published scaling law."""
@@ -107,15 +108,37 @@ def golden_section(f: Callable[[float], float], low: float, high: float, iterati
 
 @dataclass(frozen=True)
 class Interval:
-    """A mean over seeds and its percentile bootstrap interval (95%)."""
+    """A mean over seeds and its 95% interval (over_seeds: Student's t, or the percentile bootstrap)."""
 
     mean: float
     low: float
     high: float
     seeds: int
+    method: str = "t"
 
     def excludes_zero(self) -> bool:
-        return self.low > 0 or self.high < 0
+        """Separated from zero; never with fewer than 2 seeds, which give no interval."""
+        return self.seeds >= 2 and (self.low > 0 or self.high < 0)
+
+
+BOOTSTRAP_SEEDS = 10
+"""Seeds from which the percentile bootstrap's interval is used: below, it undercovers badly (with
+3 seeds every resample's mean lies within the seeds' range, and the 95% interval is that range,
+whose coverage is 1 - 2 (1/2)^3 = 75%), so Student's t on the per-seed values is used instead."""
+
+
+def over_seeds(per_seed: Sequence[float]) -> Interval:
+    """The mean of per-seed values and its 95% interval: Student's t below BOOTSTRAP_SEEDS seeds (exact
+    for normal per-seed errors), the percentile bootstrap from there; no interval under 2 seeds."""
+    values = np.asarray(per_seed, dtype=float)
+    if len(values) >= BOOTSTRAP_SEEDS:
+        return bootstrap(values)
+    if len(values) < 2:
+        mean = float(values.mean()) if len(values) else math.nan
+        return Interval(mean, math.nan, math.nan, len(values))
+    half = float(student_t.ppf(0.975, len(values) - 1)) * float(values.std(ddof=1)) / math.sqrt(len(values))
+    mean = float(values.mean())
+    return Interval(mean, mean - half, mean + half, len(values))
 
 
 def bootstrap(per_seed: Sequence[float], resamples: int = RESAMPLES, seed: int = 0) -> Interval:
@@ -128,7 +151,7 @@ def bootstrap(per_seed: Sequence[float], resamples: int = RESAMPLES, seed: int =
     rng = np.random.default_rng(seed)
     means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
-    return Interval(float(values.mean()), float(low), float(high), len(values))
+    return Interval(float(values.mean()), float(low), float(high), len(values), "bootstrap")
 
 
 def crossing(difference: Callable[[np.ndarray], np.ndarray], start: float, stop: float) -> float | None:

@@ -3,8 +3,8 @@ parameters) as L(C) = E + A C^-alpha, one fit per seed (zoo.compare.power_law), 
 difference between variants carried past the largest size measured.
 
 A difference is paired by seed: each seed's two laws give d(C) = L_b(C) - L_a(C) at any compute,
-so the bootstrap over seeds gives an interval at the largest compute measured, at a stated
-multiple of it, and on the change between the two. The verdict: reverses where the extrapolated
+so the spread over seeds (zoo.compare.power_law.over_seeds) gives an interval at the largest
+compute measured, at a stated multiple of it, and on the change between the two. The verdict: reverses where the extrapolated
 difference is separated on the other side of zero; grows or shrinks where the change is separated
 from zero; else holds. Fewer than three sizes, or fits that do not converge, are said plainly."""
 
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from zoo.compare.power_law import MIN_POINTS, Fit, Interval, bootstrap, crossing, fit_power_law
+from zoo.compare.power_law import MIN_POINTS, Fit, Interval, crossing, fit_power_law, over_seeds
 from zoo.compare.sizes import size_keys
 from zoo.compare.stats import final_value
 from zoo.records import RunRecord
@@ -43,10 +43,10 @@ class VariantFit:
         return {seed: fit.law for seed, fit in self.fits.items() if fit.law is not None}
 
     def exponent(self) -> Interval:
-        return bootstrap([law.exponent for law in self.laws.values()])
+        return over_seeds([law.exponent for law in self.laws.values()])
 
     def irreducible(self) -> Interval:
-        return bootstrap([law.irreducible for law in self.laws.values()])
+        return over_seeds([law.irreducible for law in self.laws.values()])
 
     def problems(self) -> list[str]:
         return [f"seed {seed}: {fit.problem}" for seed, fit in self.fits.items() if fit.law is None]
@@ -81,6 +81,8 @@ class Checked:
     def verdict(self) -> str:
         if not self.error.seeds:
             return "not measured"
+        if self.error.seeds < 2:
+            return "no verdict: one seed, so no interval"
         return "agrees: the error is not separated from zero" if not self.error.excludes_zero() else \
             f"off: measured {'above' if self.error.mean > 0 else 'below'} the prediction"
 
@@ -105,6 +107,8 @@ def x_of(record: RunRecord, against: str) -> float | None:
 
 def verdict(at_target: Interval, change: Interval, sign: float, cross: float | None, target: float) -> str:
     where = f"; the curves cross at {cross:.3g}" if cross is not None else ""
+    if change.seeds < 2:
+        return "no verdict: fewer than 2 seeds fitted, so no interval" + where
     if at_target.excludes_zero() and np.sign(at_target.mean) == -sign:
         return "reverses" + where
     if change.low > 0:
@@ -125,9 +129,9 @@ def difference(label: str, a: VariantFit, b: VariantFit, multiple: float) -> Ext
     def per_seed(c: float) -> list[float]:
         return [float(b.laws[s](c) - a.laws[s](c)) for s in seeds]
 
-    at_largest, at_target = bootstrap(per_seed(largest)), bootstrap(per_seed(target))
+    at_largest, at_target = over_seeds(per_seed(largest)), over_seeds(per_seed(target))
     sign = float(np.sign(at_largest.mean)) or 1.0
-    change = bootstrap([sign * (t - m) for t, m in zip(per_seed(target), per_seed(largest), strict=True)])
+    change = over_seeds([sign * (t - m) for t, m in zip(per_seed(target), per_seed(largest), strict=True)])
     def mean_gap(c: np.ndarray) -> np.ndarray:
         return np.mean([b.laws[s](c) - a.laws[s](c) for s in seeds], axis=0)
 
@@ -216,8 +220,8 @@ def predictions(variant: VariantFit, size: Any) -> dict[int, tuple[float, float]
 def checked(label: str, size: Any, pairs: list[tuple[float, float]]) -> Checked | None:
     if not pairs:
         return None
-    return Checked(label, size, bootstrap([p for p, _ in pairs]), bootstrap([m for _, m in pairs]),
-                   bootstrap([m - p for p, m in pairs]))
+    return Checked(label, size, over_seeds([p for p, _ in pairs]), over_seeds([m for _, m in pairs]),
+                   over_seeds([m - p for p, m in pairs]))
 
 
 def checked_variant(variant: VariantFit, size: Any) -> Checked | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from zoo.compare.plots import pyplot
-from zoo.compare.power_law import Interval
+from zoo.compare.power_law import BOOTSTRAP_SEEDS, Interval
 from zoo.compare.scaling import Scaling
 from zoo.compare.tables import markdown_table, text_table
 from zoo.compare.wandb_run import Rows
@@ -22,7 +22,10 @@ LADDER_COLUMNS = ["size", "variant", "d_model x heads x layers", "parameters", "
 
 
 def shown(i: Interval, digits: int = 4) -> str:
-    return f"{i.mean:.{digits}g} [{i.low:.{digits}g}, {i.high:.{digits}g}]" if i.seeds else "—"
+    if not i.seeds:
+        return "—"
+    return f"{i.mean:.{digits}g} [{i.low:.{digits}g}, {i.high:.{digits}g}]" if i.seeds >= 2 else \
+        f"{i.mean:.{digits}g} (one seed)"
 
 
 def law_rows(s: Scaling) -> tuple[list[str], list[list[str]]]:
@@ -52,7 +55,9 @@ def scaling_lines(s: Scaling, sweep: SweepSpec) -> list[str]:
     variable = "training FLOPs" if s.against == "compute" else "parameters"
     out = ["## Across scale: fitted laws", "",
            f"Each variant's `{sweep.metric}` fitted per seed as L(C) = E + A C^-alpha, C its {variable}; intervals "
-           "are 95% percentile bootstraps over seeds (coarse with few seeds: 3 seeds give 10 distinct resamples). "
+           f"are 95% over seeds: Student's t on the per-seed values below {BOOTSTRAP_SEEDS} seeds (the percentile "
+           "bootstrap undercovers there: with 3 seeds it is their range, 75% coverage), the percentile bootstrap "
+           "from there; under 2 seeds, none, and no verdict. "
            "Each difference is paired by seed and carried from the largest compute measured to "
            f"{s.multiple:g} times it; the verdict: reverses where the extrapolated difference is separated on the "
            "other side of zero, grows or shrinks where its change is separated from zero, else holds.", "",
