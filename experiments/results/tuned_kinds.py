@@ -12,7 +12,7 @@ from zoo.compare.load import read_sweep
 from zoo.compare.scaling import scaling
 from zoo.compare.scaling_report import check_rows, difference_rows, law_rows
 from zoo.compare.sensitivity import learning_rate_keys, sensitivities, sensitivity_sweep
-from zoo.compare.sizes import across_sizes
+from zoo.compare.sizes import across_sizes, size_keys
 from zoo.compare.stats import axis_effects, simple_effects, variant_rows
 from zoo.compare.tables import markdown_table
 from zoo.compare.tuned import choose, compared_sweep
@@ -47,6 +47,23 @@ def sensitivity(folder: Path, metrics: list[str]) -> str:
     for effect in axis_effects(scored, measured):
         lines += [f"| {effect.label}: {value_text(v)} − {value_text(effect.values[0])} | {shown(e, h)}; Holm p {h:.2g} |"
                   for (v, e), (_, h) in zip(effect.differences, effect.tests, strict=True)]
+    return "\n".join(lines) + "\n"
+
+
+def best_rates(folder: Path, metrics: list[str]) -> str:
+    """A tuned sweep over sizes: each variant's chosen values at every size side by side, so a row
+    shows whether the best value moves with the size (an edge of the range tried marked *)."""
+    read = read_sweep(folder, metrics[0])
+    sweep, labels = read.sweep, read.sweep.labels()
+    size = size_keys(sweep)[0]
+    rows: dict[str, dict] = {}
+    for c in choose(sweep, read.records):
+        rest = ", ".join(f"{labels[k]}={value_text(v)}" for k, v in c.assignment.items() if k != size)
+        chosen = ", ".join(value_text(v) for v in c.chosen.values()) + (" *" if c.edges else "")
+        rows.setdefault(rest, {})[c.assignment[size]] = chosen
+    lines = [f"| variant | {' | '.join(f'{labels[size]}={value_text(s)}' for s in sweep.grid[size])} |",
+             "|---" * (len(sweep.grid[size]) + 1) + "|"]
+    lines += [f"| {rest} | " + " | ".join(at.get(s, "—") for s in sweep.grid[size]) + " |" for rest, at in rows.items()]
     return "\n".join(lines) + "\n"
 
 
