@@ -196,3 +196,25 @@ def test_the_page_counts_the_holm_adjusted_p_values_it_shows(tables):
             "<!-- results a ranking m -->\n| rank | variant | `m` mean [95% CI] |\n|---|---|---|\n| 1 | v | 0.5 |\n"
             "<!-- end results -->\n<!-- results page count tests -->\n<!-- end results -->\n")
     assert tables.count_tests(page) == 3 + 2, "three cells give a Holm p; two rows of a Holm p column"
+
+
+def test_best_rates_and_fits_of_a_tuned_ladder(tables, tmp_path):
+    """pre's best rate grows with the size, post's holds; the fits read each variant at its chosen rate."""
+    sizes = {f"s{i}": {"model.d_model": 16 * 2**i} for i in range(4)}
+    best = {("pre", "s0"): 0.001, ("pre", "s1"): 0.001, ("pre", "s2"): 0.01, ("pre", "s3"): 0.01}
+
+    def loss(a, seed):
+        c = 4 ** int(a["size"][1])
+        off = a["train.optimizer.lr"] != best.get((a["model.norm"], a["size"]), 0.001)
+        return 2.0 + c**-0.3 + 0.5 * off + 0.001 * seed + 0.01 * (a["model.norm"] == "pre")
+
+    folder = write_sweep(tmp_path, "tuned-ladder", {"model.norm": ["post", "pre"]}, [0, 1, 2], loss, metric="test/loss",
+                         sizes=sizes, tune={"train.optimizer.lr": [0.001, 0.01]}, choose_on="eval/loss",
+                         fields=lambda a, s: {"flops": 1e12 * 4 ** int(a["size"][1]),
+                                              "metrics": {"test/loss": loss(a, s), "eval/loss": loss(a, s)}}).directory()
+    rates = tables.best_rates(folder, ["test/loss"])
+    assert "| variant | size=s0 | size=s1 | size=s2 | size=s3 |" in rates
+    assert "| norm=post | 0.001 * | 0.001 * | 0.001 * | 0.001 * |" in rates  # the smallest tried: an edge
+    assert "| norm=pre | 0.001 * | 0.001 * | 0.01 * | 0.01 * |" in rates
+    fitted = tables.fits(folder, ["test/loss"])
+    assert "| norm=post | 3 | 0.3 [0.3, 0.3] |" in fitted and "| norm: pre − post |" in fitted
