@@ -241,7 +241,11 @@ def ladder_rows(sweep: SweepSpec, records: Sequence[RunRecord], sizes: list[str]
     for record in records:
         if record.status == "finished" and record.assignment is not None:
             groups.setdefault(tuple(record.assignment[k] for k in [*sizes, *others]), []).append(record)
-    for key, runs in groups.items():
+    def place(key: tuple) -> tuple:  # the grid's order: each size, then each variant
+        return tuple(sweep.grid[k].index(v) if v in sweep.grid[k] else len(sweep.grid[k])
+                     for k, v in zip([*sizes, *others], key, strict=True))
+
+    for key, runs in sorted(groups.items(), key=lambda item: place(item[0])):
         def mean(values: list[float | None]) -> float:
             known = [v for v in values if v is not None]
             return float(np.mean(known)) if known else math.nan
