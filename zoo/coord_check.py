@@ -2,12 +2,14 @@
 al. 2022's coordinate check). The experiment's model, widened by one rule (zoo.specs.ladder),
 trains a few steps at each width under each parametrization, on the same batches, at the
 experiment's peak rate held constant (no warmup: the check is of the updates' size) and without
-dropout. Each recorded module's output is measured by its mean absolute coordinate at every
-step; its growth with width is the slope of log(size) against log(width) at the last step.
+dropout. After every step each recorded module's output on the first step's batch is measured by
+its mean absolute coordinate; its growth with width is the slope of log(size) against log(width)
+after the last step.
 
 Theory: under the standard parametrization Adam's updates grow a layer's output with its fan-in,
 so the logits (and most layers) grow with width after a step; under muP nothing does. A module
-whose slope passes `threshold` is flagged as growing, named with the part that computes it.
+whose slope passes `threshold` and whose size passes UNIT at the largest width is flagged as
+growing, named with the part that computes it.
 """
 
 from __future__ import annotations
