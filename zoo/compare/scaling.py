@@ -105,7 +105,7 @@ def x_of(record: RunRecord, against: str) -> float | None:
     return None if value is None else float(value)
 
 
-def verdict(at_target: Interval, change: Interval, sign: float, cross: float | None, target: float) -> str:
+def verdict(at_target: Interval, change: Interval, sign: float, cross: float | None) -> str:
     where = f"; the curves cross at {cross:.3g}" if cross is not None else ""
     if change.seeds < 2:
         return "no verdict: fewer than 2 seeds fitted, so no interval" + where
@@ -119,25 +119,25 @@ def verdict(at_target: Interval, change: Interval, sign: float, cross: float | N
 
 
 def difference(label: str, a: VariantFit, b: VariantFit, multiple: float) -> Extrapolated | None:
-    seeds = sorted(set(a.laws) & set(b.laws))
+    laws_a, laws_b = a.laws, b.laws
+    seeds = sorted(set(laws_a) & set(laws_b))
     if not seeds:
         return None
     xs = [x for v in (a, b) for _, x, _ in v.points]
     largest, smallest = max(xs), min(xs)
     target = multiple * largest
 
-    def per_seed(c: float) -> list[float]:
-        return [float(b.laws[s](c) - a.laws[s](c)) for s in seeds]
+    def gaps(c: float | np.ndarray) -> np.ndarray:
+        """Each seed's d(c) = L_b(c) - L_a(c), one row per seed."""
+        return np.array([laws_b[s](c) - laws_a[s](c) for s in seeds], dtype=float)
 
-    at_largest, at_target = over_seeds(per_seed(largest)), over_seeds(per_seed(target))
+    now, far = gaps(largest), gaps(target)
+    at_largest, at_target = over_seeds(now), over_seeds(far)
     sign = float(np.sign(at_largest.mean)) or 1.0
-    change = over_seeds([sign * (t - m) for t, m in zip(per_seed(target), per_seed(largest), strict=True)])
-    def mean_gap(c: np.ndarray) -> np.ndarray:
-        return np.mean([b.laws[s](c) - a.laws[s](c) for s in seeds], axis=0)
-
-    cross = crossing(mean_gap, smallest, 100 * target)
+    change = over_seeds(sign * (far - now))
+    cross = crossing(lambda c: gaps(c).mean(axis=0), smallest, 100 * target)
     return Extrapolated(label, largest, target, at_largest, at_target, change, cross,
-                        verdict(at_target, change, sign, cross, target))
+                        verdict(at_target, change, sign, cross))
 
 
 def scaling(sweep: SweepSpec, records: Sequence[RunRecord]) -> Scaling | None:
@@ -233,6 +233,12 @@ def checked_difference(label: str, a: VariantFit, b: VariantFit, size: Any) -> C
     return checked(label, size, [(at_b[s][0] - at_a[s][0], at_b[s][1] - at_a[s][1]) for s in sorted(set(at_a) & set(at_b))])
 
 
+def mean_known(values: list[float | None]) -> float:
+    """The mean of the values recorded (nan where none was)."""
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known else math.nan
+
+
 def ladder_rows(sweep: SweepSpec, records: Sequence[RunRecord], sizes: list[str], others: list[str]) -> list[list[str]]:
     """Each size and variant: parameters, training FLOPs, tokens and tokens per parameter, means over
     the finished runs."""
@@ -241,16 +247,14 @@ def ladder_rows(sweep: SweepSpec, records: Sequence[RunRecord], sizes: list[str]
     for record in records:
         if record.status == "finished" and record.assignment is not None:
             groups.setdefault(tuple(record.assignment[k] for k in [*sizes, *others]), []).append(record)
+
     def place(key: tuple) -> tuple:  # the grid's order: each size, then each variant
         return tuple(sweep.grid[k].index(v) if v in sweep.grid[k] else len(sweep.grid[k])
                      for k, v in zip([*sizes, *others], key, strict=True))
 
     for key, runs in sorted(groups.items(), key=lambda item: place(item[0])):
-        def mean(values: list[float | None]) -> float:
-            known = [v for v in values if v is not None]
-            return float(np.mean(known)) if known else math.nan
-        parameters, flops = mean([r.parameters for r in runs]), mean([r.flops for r in runs])
-        tokens = mean([r.tokens for r in runs])
+        parameters, flops = mean_known([r.parameters for r in runs]), mean_known([r.flops for r in runs])
+        tokens = mean_known([r.tokens for r in runs])
         rows.append([assignment_text(labels, zip(sizes, key[: len(sizes)], strict=True)),
                      assignment_text(labels, zip(others, key[len(sizes):], strict=True)) or "every run",
                      shape(runs[0]), f"{parameters:,.0f}", f"{flops:.3g}", f"{tokens:,.0f}", f"{tokens / parameters:.1f}"])
