@@ -18,6 +18,7 @@ from zoo.specs.catalog import (
     resolve,
 )
 from zoo.specs.model_spec import ModelSpec
+from zoo.specs.parametrization import PARAMETRIZATIONS
 from zoo.specs.registries import AXES, registry
 
 EXAMPLES = """examples:
@@ -117,7 +118,7 @@ class PrintVersion(argparse.Action):
 
 def cmd_coord_check(args: argparse.Namespace) -> None:
     from zoo.compare.tables import text_table
-    from zoo.coord_check import PARAMETRIZATIONS, coord_check, verdict_lines, write_coord_check
+    from zoo.coord_check import coord_check, verdict_lines, write_coord_check
     from zoo.specs.experiment import load_experiment
 
     experiment = load_experiment(args.file, args.set)
@@ -171,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     checking.add_argument("--widths", type=positive_int, nargs="+", metavar="D",
                           help="d_model of each width (default: the base width times 1, 2, 4 and 8)")
     checking.add_argument("--steps", type=positive_int, default=4, help="training steps at each width")
-    checking.add_argument("--parametrization", choices=["standard", "mup"], action="append",
+    checking.add_argument("--parametrization", choices=PARAMETRIZATIONS, action="append",
                           help="one of them only (default: both)")
     checking.add_argument("--out", default="coord_check", help="the folder of coord_check.md and coord_check.png")
     checking.set_defaults(run=cmd_coord_check)

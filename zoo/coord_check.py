@@ -34,6 +34,7 @@ from zoo.model.stacks import Embedder, OutputProjection
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.ladder import mup_at, widened
 from zoo.specs.model_spec import ModelSpec
+from zoo.specs.parametrization import PARAMETRIZATIONS
 from zoo.specs.registries import AXES, registry
 from zoo.tasks import build_task
 from zoo.trainer.distributed import Distributed
@@ -41,7 +42,6 @@ from zoo.trainer.feed import BatchFeed
 from zoo.trainer.objective import auxiliary_loss, auxiliary_losses, batch_loss_sum
 from zoo.trainer.optim import make_optimizer
 
-PARAMETRIZATIONS = ("standard", "mup")
 THRESHOLD = 0.3
 """The slope of log(size) against log(width) past which a module grows with width: under the
 standard parametrization the logits' slope nears 1 after a few steps; under muP slopes stay near 0."""

@@ -20,11 +20,12 @@ nothing, or that says why it cannot be made muP-correct, is refused under muP in
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from zoo.specs.hooks import ScalesWithWidth, implements
 
 Parametrization = Literal["standard", "mup"]
+PARAMETRIZATIONS: tuple[str, ...] = get_args(Parametrization)
 
 BASE_CLASSES = frozenset({"NormPlacement", "PositionScheme", "Attention", "FeedForwardBase"})
 """zoo.parts' base classes: a declaration a part inherits from one of them alone says nothing of it."""
