@@ -222,6 +222,7 @@ class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
             problem = part.spec_problem(self) if implements(part, SpecCheck) else None
             if problem:
                 raise PydanticCustomError("part_needs", "{problem}", {"problem": problem})
+        # read here, not called: every spec validation passes this line (zoo/specs' call budget)
         if self.parametrization != "standard" or self.mup_base_width or self.mup_base_head_width:
             problem = switches_problem(self) or (self._part_scaling_problem() if is_mup(self) else None)
             if problem:
