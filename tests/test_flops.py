@@ -17,11 +17,20 @@ from zoo.trainer.feed import Batch
 from zoo.trainer.objective import batch_loss_sum
 
 ATEN = torch.ops.aten
+
+
+def _as_many_heads_as(query, *shapes):
+    """Key and value shapes with the query's head count: grouped heads cost what repeated ones do,
+    and torch before 2.13 refuses fewer key/value heads in its formula."""
+    return [torch.Size((shape[0], query[1], *shape[2:])) for shape in shapes]
+
+
 CPU_SDPA = {
     ATEN._scaled_dot_product_flash_attention_for_cpu:
-        lambda q, k, v, *args, out_shape=None, **kwargs: flop_counter.sdpa_flop_count(q, k, v),
+        lambda q, k, v, *args, out_shape=None, **kwargs: flop_counter.sdpa_flop_count(q, *_as_many_heads_as(q, k, v)),
     ATEN._scaled_dot_product_flash_attention_for_cpu_backward:
-        lambda grad, q, k, v, *args, out_shape=None, **kwargs: flop_counter.sdpa_backward_flop_count(grad, q, k, v),
+        lambda grad, q, k, v, *args, out_shape=None, **kwargs: flop_counter.sdpa_backward_flop_count(
+            grad, q, *_as_many_heads_as(q, k, v)),
 }
 """torch's own formulas for its attention kernels, given to the CPU's, which its counter leaves at 0."""
 
