@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 
 from zoo.cli_registries import cmd_list, cmd_show, model_sets
-from zoo.cli_runs import cmd_average, cmd_eval, cmd_train
+from zoo.cli_runs import cmd_average, cmd_consolidate, cmd_eval, cmd_train
 from zoo.cli_sweeps import cmd_compare, cmd_reproduce, cmd_sweep
 from zoo.errors import ConfigError, exit_code_of
 from zoo.specs.catalog import (
@@ -183,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     training.add_argument("--set", action="extend", nargs="+", default=[], metavar="DOTTED.KEY=VALUE",
                           help="e.g. --set model.norm=pre train.steps=200 (or --set before each)")
     training.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
+    training.add_argument("--reshard", action="store_true",
+                          help="with --resume: read a sharded checkpoint (train.parallel fsdp) at another world size than "
+                               "the one that wrote it")
     training.add_argument("--print-config", action="store_true",
                           help="print the resolved experiment (every default filled in) and its run folder; train nothing")
     training.set_defaults(run=cmd_train)
@@ -203,6 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
     averaging.add_argument("--last", type=positive_int, help="only the last N of them")
     averaging.add_argument("-o", "--output", required=True, help="the averaged checkpoint to write")
     averaging.set_defaults(run=cmd_average)
+
+    joining = commands.add_parser("consolidate", help="make a sharded checkpoint (train.parallel fsdp's checkpoint.dcp "
+                                  "folder) one whole checkpoint file, for zoo eval, zoo.load, save_pretrained and to_hf")
+    joining.add_argument("checkpoint", help="a run's checkpoint.dcp folder")
+    joining.add_argument("-o", "--output", help="the checkpoint file to write (default: checkpoint.pt beside it)")
+    joining.set_defaults(run=cmd_consolidate)
 
     sweeping = commands.add_parser("sweep", help="train a grid of variants over seeds in worker processes")
     sweeping.add_argument("file", help="a SweepSpec YAML file")

@@ -13,6 +13,10 @@ def cmd_train(args: argparse.Namespace) -> None:
     from zoo.trainer.guards import die_with_parent
 
     die_with_parent()
+    if args.reshard and not args.resume:
+        from zoo.errors import ConfigError
+
+        raise ConfigError("--reshard reads a sharded checkpoint at another world size, so it goes with --resume")
     experiment = load_experiment(args.file, args.set)
     if args.print_config:
         from zoo.specs.yamlio import dump_yaml
@@ -24,7 +28,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         print(f"# run folder: {RunFolder(experiment).path}  (the model: {experiment.variant})")
         print(dump_yaml(experiment.model_dump(mode="json")), end="")
         return
-    train_and_report(experiment, args.resume)
+    train_and_report(experiment, args.resume, args.reshard)
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
@@ -37,6 +41,13 @@ def cmd_eval(args: argparse.Namespace) -> None:
     decoding = "greedy" if args.beams == 1 else f"beam {args.beams}, length_penalty {args.length_penalty}"
     print(json.dumps({"checkpoint": str(args.checkpoint), "split": args.split, "decoding": decoding,
                       "seconds": round(time.perf_counter() - start, 1), **metrics}, indent=1))
+
+
+def cmd_consolidate(args: argparse.Namespace) -> None:
+    from zoo.trainer.consolidate import consolidate
+
+    out = consolidate(args.checkpoint, args.output)
+    print(f"consolidated {args.checkpoint} into {out}; score it with: zoo eval {out}")
 
 
 def cmd_average(args: argparse.Namespace) -> None:

@@ -42,6 +42,8 @@ class RunRecord(BaseModel):
     parameters: int | None = None
     model_name: str | None = None
     threads: int | None = None
+    world_size: int | None = Field(None, description="the processes torchrun trained the run on (train.parallel says "
+                                   "how they shared the model); absent: one")
     data: dict[str, str] | None = Field(None, description="{file: content digest} of the task's data files")
     data_summary: dict[str, float | int] | None = Field(None, description="what the data is: examples per split, "
                                                         "vocabulary sizes, <unk> shares, lines left out, mean lengths")

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from functools import partial
 
+import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from zoo.kernels.attend import LayerCache
 from zoo.kernels.masks import real_queries
@@ -37,7 +39,17 @@ class Block(nn.Module):
         # found once, not per step; a placement without the hook combines the sublayers in turn
         self.compose = placement.compose if implements(placement, Composes) else NormPlacement.compose
 
-    def forward(
+    recompute = False
+    """Activation checkpointing (train.activation_checkpointing, set by zoo.trainer.recompute): while
+    gradients are taken, keep only the block's inputs and compute it again in the backward pass. The
+    random state is replayed (dropout draws the same masks), so gradients are the same."""
+
+    def forward(self, *args, **kwargs):
+        if self.recompute and torch.is_grad_enabled():
+            return checkpoint(self.compute, *args, use_reentrant=False, **kwargs)
+        return self.compute(*args, **kwargs)
+
+    def compute(
         self,
         x: Tensor,
         mask: Tensor | None,

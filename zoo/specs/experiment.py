@@ -88,6 +88,15 @@ class TrainSpec(Strict):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field("auto", description="auto: bf16 on CUDA, fp32 on CPU")
     compile: bool = False
+    parallel: Literal["ddp", "fsdp"] = Field(
+        "ddp", description="how the ranks torchrun starts share the model: ddp (each holds it whole, gradients "
+        "averaged) or fsdp (torch's FSDP2: weights, gradients and optimizer state sharded over the ranks, each block "
+        "gathered when it computes; checkpoints sharded by torch.distributed.checkpoint); a run of fsdp needs torchrun")
+    activation_checkpointing: Literal["none", "blocks", "every_k"] = Field(
+        "none", description="recompute blocks' activations in the backward pass instead of keeping them: none, every "
+        "block (blocks), or every activation_checkpointing_k-th block (every_k); the same gradients, less memory")
+    activation_checkpointing_k: PositiveInt = Field(2, description="with activation_checkpointing every_k: the first "
+                                                    "of every k blocks is recomputed")
     eval_every: PositiveInt = 100
     eval_size: PositiveInt = 500
     eval_beams: PositiveInt = Field(1, description="beams of held-out decoding (exact match, BLEU); 1: greedy")
@@ -118,6 +127,16 @@ class TrainSpec(Strict):
     @classmethod
     def _on_the_validation_split(cls, name: str | None) -> str | None:
         return None if name is None else validation_metric(name)
+
+    @model_validator(mode="after")
+    def _k_with_every_k(self) -> TrainSpec:
+        """A k that nothing reads would be a setting silently lost."""
+        if self.activation_checkpointing_k != 2 and self.activation_checkpointing != "every_k":
+            raise PydanticCustomError(
+                "activation_checkpointing_k", "train.activation_checkpointing_k {k} is read only with "
+                "activation_checkpointing: every_k (it is {choice}); set both, or leave k out",
+                {"k": self.activation_checkpointing_k, "choice": self.activation_checkpointing})
+        return self
 
     @model_validator(mode="after")
     def _enough_checkpoints_to_average(self) -> TrainSpec:

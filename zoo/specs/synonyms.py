@@ -28,5 +28,6 @@ TRAIN_SYNONYMS: dict[str, str] = {
     "log_interval": "'log_every'", "warmup_iters": "'warmup_steps'", "adam_beta1": "'optimizer.betas'",
     "adam_beta2": "'optimizer.betas'", "adam_betas": "'optimizer.betas'", "adam_epsilon": "'optimizer.eps'",
     "adam_eps": "'optimizer.eps'", "fp16": "'precision'", "bf16": "'precision'", "torch_compile": "'compile'",
-    "output_dir": "'out_dir'", "save_dir": "'out_dir'",
+    "output_dir": "'out_dir'", "save_dir": "'out_dir'", "fsdp": "'parallel' (fsdp)", "ddp": "'parallel' (ddp)",
+    "gradient_checkpointing": "'activation_checkpointing'", "activation_checkpoint": "'activation_checkpointing'",
 }

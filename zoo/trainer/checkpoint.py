@@ -21,6 +21,8 @@ from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.guards import finite_weights
+from zoo.trainer.sharded_checkpoint import REST, SHARDED_KEYS, gather_whole, is_sharded_checkpoint, save_sharded
+from zoo.trainer.sharding import is_sharded, whole_weights
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
@@ -41,18 +43,32 @@ class Checkpointer:
         self.path, self.data, self.experiment, self.spec, self.task, self.dist = path, data, experiment, spec, task, dist
 
     def save(self, model: ZooModel, training: dict[str, Any], progress: CheckpointProgress, wandb_id: str | None,
-             pieces: dict[str, Any] | None = None, path: Path | None = None) -> None:
-        """Only finite weights are written (checked on every rank, whose weights are the same), by
-        rank 0, whole or not at all; `training`: the step's state_dict (read on rank 0 alone); `path`:
-        another file than the run's checkpoint (the best)."""
-        if not finite_weights(model):
+             pieces: dict[str, Any] | None = None, path: Path | None = None,
+             optimizer: torch.optim.Optimizer | None = None) -> None:
+        """Only finite weights are written (checked on every rank), by rank 0, whole or not at all;
+        `training`: the step's state_dict (read on rank 0 alone, but on every rank of a sharded run);
+        `path`: another file than the run's checkpoint (the best). A sharded model writes the run's
+        checkpoint as shards (with `optimizer`, every rank together) and another file whole."""
+        if not self.finite(model):
             raise Diverged(f"step {progress.step}: the weights are no longer finite")
-        if not self.dist.is_main:
+        state = {**self.description(), **training, "progress": progress.model_dump(), "wandb_id": wandb_id,
+                 **({"pieces": pieces} if pieces else {})}
+        if is_sharded(model) and path is None:
+            rest = {**state, "data": self.data()} if self.dist.is_main else {}
+            save_sharded(self.path, model, optimizer, rest, self.dist.rank, self.dist.world, self.dist.barrier)
             return
-        save_checkpoint(path or self.path, {
-            **self.description(), **training, "progress": progress.model_dump(),
-            "wandb_id": wandb_id, "data": self.data(), **({"pieces": pieces} if pieces else {}),
-        })
+        if is_sharded(model):  # the best checkpoint of a sharded run: its weights whole (no optimizer state)
+            state["model"] = whole_weights(model)
+        if self.dist.is_main:
+            save_checkpoint(path or self.path, {**state, "data": self.data()})
+
+    def finite(self, model: ZooModel) -> bool:
+        """Whether the weights are finite: each rank's own (the same on every rank but a sharded
+        model's), agreed by every rank of a sharded run."""
+        finite = finite_weights(model)
+        if is_sharded(model):
+            finite = self.dist.sum(torch.tensor(float(not finite))).item() == 0
+        return finite
 
     def description(self) -> dict[str, Any]:
         """What a checkpoint says of its run: enough, with weights, for zoo.load and zoo eval."""
@@ -60,10 +76,12 @@ class Checkpointer:
                 "task": self.task.state()}
 
     def snapshot(self, model: ZooModel, path: Path) -> None:
-        """The weights alone, with the run's description (train.average_last's snapshots), by rank 0."""
+        """The weights alone, with the run's description (train.average_last's snapshots), by rank 0
+        (a sharded model's gathered whole by every rank first)."""
+        weights = whole_weights(model) if is_sharded(model) else None  # every rank gathers
         if self.dist.is_main:
             path.parent.mkdir(parents=True, exist_ok=True)
-            save_checkpoint(path, {**self.description(), "model": model.state_dict()})
+            save_checkpoint(path, {**self.description(), "model": model.state_dict() if weights is None else weights})
 
 
 MAPPINGS = ("experiment", "spec", "model", "optimizer", "schedule", "rng")
@@ -109,6 +127,9 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
     """A checkpoint's state. A missing, unreadable, corrupt, foreign or too new file raises a
     CheckpointError that names it; `need` lists the keys the caller uses."""
     path = Path(path)
+    if is_sharded_checkpoint(path):  # its shards stay where they are: zoo.load or the resumed run reads them
+        rest = read_checkpoint(path / REST, map_location, need=tuple(key for key in need if key not in SHARDED_KEYS))
+        return {**rest, "sharded": path}
     check_loadable(path)
     verify_archive(path)
     try:
@@ -156,7 +177,10 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> tuple[Zo
         raise CheckpointError(f"{path}: its model spec is not valid here: {describe_validation(err)}") from None
     model = build(spec, seed=0)
     try:
-        model.load_state_dict(state["model"])
+        if "sharded" in state:
+            gather_whole(state["sharded"], model)
+        else:
+            model.load_state_dict(state["model"])
     except (RuntimeError, TypeError, AttributeError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         detail = " ".join(line.strip() for line in str(err).splitlines()[1:3])

@@ -11,10 +11,10 @@ from zoo.trainer.run_folder import TrainResult
 from zoo.trainer.selection import kept_lines, metric_line
 
 
-def train_and_report(experiment: ExperimentSpec, resume: bool) -> None:
+def train_and_report(experiment: ExperimentSpec, resume: bool, reshard: bool = False) -> None:
     """Train (or resume) one experiment and print where its result went: `zoo train`, and each
     cell of a sweep in its worker (zoo.sweep.worker), which calls this without argument strings."""
-    result = train(experiment, resume=resume)
+    result = train(experiment, resume=resume, reshard=reshard)
     if result.already_finished:
         print(f"{result.run_dir} {finished_how(result, experiment)}; its recorded result:")
     if result.metrics:

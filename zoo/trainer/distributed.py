@@ -8,6 +8,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from zoo.errors import ConfigError
+from zoo.specs.experiment import TrainSpec
+
 
 @dataclass(frozen=True)
 class Distributed:
@@ -15,11 +18,15 @@ class Distributed:
     world: int = 1
 
     @classmethod
-    def from_env(cls, device: torch.device) -> Distributed:
+    def from_env(cls, device: torch.device, train: TrainSpec | None = None) -> Distributed:
         """Join the process group torchrun describes in the environment, if there is one: NCCL
-        between GPUs, gloo between CPU processes (train.device: cpu on a machine with GPUs too)."""
+        between GPUs, gloo between CPU processes (train.device: cpu on a machine with GPUs too).
+        train.parallel fsdp needs a group even of one process (its shards live on a device mesh)."""
+        fsdp = train is not None and train.parallel == "fsdp"
+        if fsdp:
+            check_fsdp_launch(train)
         world = int(os.environ.get("WORLD_SIZE", "1"))
-        if world <= 1:
+        if world <= 1 and not fsdp:
             return cls()
         if not dist.is_initialized():
             dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
@@ -46,3 +53,18 @@ class Distributed:
     def close(self) -> None:
         if self.world > 1 and dist.is_initialized():
             dist.destroy_process_group()
+
+
+def check_fsdp_launch(train: TrainSpec) -> None:
+    """train.parallel fsdp shards over the processes torchrun starts: refused, before any process
+    joins a group, where there is no torchrun, or where the global batch's rows do not split evenly
+    over the ranks (each rank's share of memory is then the same)."""
+    if "WORLD_SIZE" not in os.environ:
+        raise ConfigError("train.parallel fsdp: shards the model over the processes torchrun starts, and this is one "
+                          "process without it; start it as `torchrun --nproc_per_node N -m zoo.cli train ...` (N 1 "
+                          "too), or set train.parallel: ddp")
+    world = int(os.environ["WORLD_SIZE"])
+    if train.batch_tokens is None and train.batch_size % world:
+        raise ConfigError(f"train.parallel fsdp: train.batch_size {train.batch_size} does not divide over the "
+                          f"{world} ranks torchrun started; take a multiple of {world}, or start a number of "
+                          "processes that divides it")

@@ -23,6 +23,7 @@ from zoo.specs.registries import registry
 from zoo.tasks.base import Task
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.picture import try_cross_attention_png
+from zoo.trainer.sharding import gathered
 
 
 def until_eos(row: list[int], eos_id: int) -> list[int]:
@@ -84,8 +85,12 @@ class Evaluator:
     def __init__(self, task: Task, train: TrainSpec, device: torch.device, dist: Distributed,
                  progress: CheckpointProgress):
         self.task, self.train, self.device, self.dist, self.progress = task, train, device, dist, progress
-        self.batches = task.eval_batches(train.eval_size, train.batch_size) if dist.is_main else []
-        self.references = task.references(train.eval_size) if dist.is_main else None
+        self.everyone = train.parallel == "fsdp"
+        """A sharded model computes only with every rank (each gathers the weights in turn): every rank
+        evaluates the same batches, and rank 0 reports."""
+        evaluates = dist.is_main or self.everyone
+        self.batches = task.eval_batches(train.eval_size, train.batch_size) if evaluates else []
+        self.references = task.references(train.eval_size) if evaluates else None
         self.decoding = {"num_beams": train.eval_beams, "length_penalty": train.length_penalty,
                          "metrics": train.metrics}
         self.scorers = {name: registry("metric").get(name).scorer(metric_settings(name, train.metrics)) or "zoo"
@@ -96,8 +101,9 @@ class Evaluator:
         """Rank 0 evaluates; with `collective`, every rank learns whether the loss was finite, and
         all stop together (every rank must then call it)."""
         metrics = {}
-        if self.dist.is_main:
-            metrics = evaluate(model, self.task, self.batches, self.device, self.references, **self.decoding)
+        if self.dist.is_main or self.everyone:
+            with gathered(model):
+                metrics = evaluate(model, self.task, self.batches, self.device, self.references, **self.decoding)
         bad = torch.tensor(float(not math.isfinite(metrics.get("eval/loss", 0.0))), device=self.device)
         if (self.dist.sum(bad) if collective else bad).item() > 0:
             raise Diverged(f"step {step}: the evaluation loss is {metrics.get('eval/loss', 'not finite')}")
@@ -105,8 +111,9 @@ class Evaluator:
             if better(name, value, self.progress.best.get(name)):
                 self.progress.best[name] = value
         self.progress.last_eval = metrics
-        if self.train.probes and self.dist.is_main:  # logged, never a best nor a score
-            return {**metrics, **self.mechanism(model)}
+        if self.train.probes and (self.dist.is_main or self.everyone):  # logged, never a best nor a score
+            with gathered(model):
+                return {**metrics, **self.mechanism(model)}
         return metrics
 
     def mechanism(self, model: ZooModel) -> dict[str, float]:
@@ -124,15 +131,16 @@ class Evaluator:
             model.train(was_training)
 
     def final(self, model: ZooModel, step: int) -> dict[str, float]:
-        """On rank 0: the last evaluation (made now if the run had none), the means over the run's
-        curves, and every further split the task has (its test set)."""
+        """On rank 0 (every rank of a sharded run): the last evaluation (made now if the run had none),
+        the means over the run's curves, and every further split the task has (its test set)."""
         if not self.progress.last_eval:
-            self(model, step, collective=False)
+            self(model, step, collective=self.everyone)
         final = dict(self.progress.last_eval)
         final.update(curve_means(self.progress.history) or curve_means([final]))
-        for split in self.task.eval_splits[1:]:
-            final.update(evaluate_split(model, self.task, split, self.train.eval_size, self.train.batch_size,
-                                        self.device, **self.decoding))
+        with gathered(model):
+            for split in self.task.eval_splits[1:]:
+                final.update(evaluate_split(model, self.task, split, self.train.eval_size, self.train.batch_size,
+                                            self.device, **self.decoding))
         broken = {k: v for k, v in final.items() if not math.isfinite(v)}
         if broken:
             raise Diverged(f"step {step}: the final evaluation is not finite ({broken})")
@@ -147,9 +155,11 @@ class Evaluator:
         return metrics
 
     def picture(self, model: ZooModel, path: Path) -> str | None:
-        """The cross-attention of the first held-out source, drawn into `path`; its caption, or
-        None where the model has no cross-attention or the drawing failed (a warning)."""
-        return try_cross_attention_png(model, self.task, self.batches[0][0], path)
+        """The cross-attention of the first held-out source, drawn into `path` by rank 0; its caption,
+        or None where the model has no cross-attention or the drawing failed (a warning). The other
+        ranks of a sharded run compute it with rank 0, and draw nothing."""
+        with gathered(model):
+            return try_cross_attention_png(model, self.task, self.batches[0][0], path if self.dist.is_main else None)
 
 
 EVAL_SETS = ("train.eval_size", "train.batch_size")

@@ -30,6 +30,7 @@ from zoo.trainer.progress import ProgressBar
 from zoo.trainer.run_folder import RunFolder, TrainResult
 from zoo.trainer.run_model import run_model, run_spec
 from zoo.trainer.selection import EarlyStop, KeptWeights, kept_results
+from zoo.trainer.sharded_checkpoint import check_world_size
 from zoo.trainer.step import TrainStep
 from zoo.trainer.tracking import Tracker
 
@@ -41,17 +42,19 @@ class Trainer:
     and what a run's end writes."""
 
     def __init__(self, experiment: ExperimentSpec, resume: bool = False, folder: RunFolder | None = None,
-                 task: Task | None = None):
-        """`task`: the experiment's task already built (a replay of recorded batches, zoo.sweep.replay)."""
+                 task: Task | None = None, reshard: bool = False):
+        """`task`: the experiment's task already built (a replay of recorded batches, zoo.sweep.replay);
+        `reshard`: a sharded checkpoint of another world size may be resumed."""
         self.experiment, t = experiment, experiment.train
         self.device = pick_device(t.device)
-        self.dist = Distributed.from_env(self.device)
+        self.dist = Distributed.from_env(self.device, t)
         self.amp_dtype = autocast_dtype(t.precision, self.device)
         self.folder = folder or RunFolder(experiment)  # the one `train` checked for a finished result, if any
         self.folder.is_main = self.dist.is_main
         self.name, self.run_dir, self.checkpoint_path = self.folder.name, self.folder.path, self.folder.checkpoint
         saved = self.folder.claim(experiment, resume)
         try:
+            check_world_size(saved, self.dist.world, reshard)
             self._assemble(saved, task)
         except BaseException:
             self.folder.abandon()
@@ -76,7 +79,7 @@ class Trainer:
         self.tracker = Tracker(experiment, self.spec, self.name, self.dist.is_main, self.run_id)
         self.evaluator = Evaluator(self.task, t, self.device, self.dist, self.progress)
         self.data_summary = self.task.summary(t.eval_size) if self.dist.is_main else {}
-        self.tracker.config({"scorers": self.evaluator.scorers, "data": self.data_summary})
+        self.tracker.config({"scorers": self.evaluator.scorers, "data": self.data_summary, "world_size": self.dist.world})
         self.checkpointer = Checkpointer(self.checkpoint_path, lambda: self.folder.data, experiment, self.spec, self.task,
                                          self.dist)
         self.early_stop, self.kept = EarlyStop(t), KeptWeights(t, self.run_dir)
@@ -104,8 +107,9 @@ class Trainer:
         self.progress.wall_s = time.perf_counter() - self.start
         self.progress.first_loss, self.progress.high_logs = self.watch.first_loss, self.watch.high_logs
         pieces = {name: piece.state_dict() for name, piece in self.pieces().items()}
-        training = self.train_step.state_dict() if self.dist.is_main else {}
-        self.checkpointer.save(self.model, training, self.progress, self.tracker.run_id or self.run_id, pieces, path)
+        training = self.train_step.state_dict() if self.dist.is_main or self.train_step.sharded else {}
+        self.checkpointer.save(self.model, training, self.progress, self.tracker.run_id or self.run_id, pieces, path,
+                               self.train_step.optimizer)
         snapshot = None if path else self.kept.snapshot_path(self.step)
         if snapshot is not None:
             self.checkpointer.snapshot(self.model, snapshot)
@@ -201,15 +205,18 @@ class Trainer:
     def _picture(self) -> Path | None:
         png = self.run_dir / "cross_attention.png"
         caption = self.evaluator.picture(self.model, png)
-        if caption is None:
+        if caption is None or not self.dist.is_main:
             return None
         self.tracker.image("eval/cross_attention", png, caption, self.step)
         return png
 
     def _finish(self) -> tuple[dict[str, float], Path | None, dict[str, Any]]:
-        """On rank 0: the final metrics (zoo.trainer.evaluate.Evaluator), the picture, the summary, result.json."""
+        """On rank 0: the final metrics (zoo.trainer.evaluate.Evaluator), the picture, the summary,
+        result.json. Every rank of a sharded run computes the metrics and the picture with rank 0."""
         final = self.evaluator.final(self.model, self.step)
         png = self._picture()
+        if not self.dist.is_main:  # rank 0 alone reports (and holds the history the curve means read)
+            return {}, None, {}
         kept = kept_results(self.early_stop, self.kept, self.model, self.evaluator, self.step)
         self.tracker.summary({**final, **{f"best/{k}": v for k, v in self.best.items()},
                               "wall_time_s": time.perf_counter() - self.start, "steps": self.step,
@@ -230,7 +237,8 @@ class Trainer:
                            experiment=self.experiment.model_dump(mode="json"), first_loss=self.watch.first_loss,
                            scorers=self.evaluator.scorers, data_summary=self.data_summary or None,
                            flops=self.progress.flops, tokens=self.progress.tokens,
-                           budget_spent_at=self.step if self.compute.spent() else None, **extra)
+                           budget_spent_at=self.step if self.compute.spent() else None,
+                           world_size=self.dist.world if self.dist.world > 1 else None, **extra)
         if not self.folder.write_result(record):
             return f"; the finished result of the earlier run stays in {self.run_dir / 'result.json'}"
         return ""
@@ -267,7 +275,7 @@ class Trainer:
         try:
             with signals_to(stop.handle), stopped_by(stop, self):
                 self._loop(bar, stop)
-                if self.dist.is_main:
+                if self.dist.is_main or self.train_step.sharded:
                     final, png, kept_models = self._finish()
             failed = False
         except Diverged as err:
@@ -311,8 +319,9 @@ def stopped_by(stop: StopSignals, trainer: Trainer) -> Iterator[None]:
                           f"{type(err).__name__}: {first})", stop.received) from None
 
 
-def train(experiment: ExperimentSpec | dict, resume: bool = False) -> TrainResult:
-    """Train one experiment; returns the final metrics and where the checkpoint is."""
+def train(experiment: ExperimentSpec | dict, resume: bool = False, reshard: bool = False) -> TrainResult:
+    """Train one experiment; returns the final metrics and where the checkpoint is. `reshard`: with
+    `resume`, a sharded checkpoint of another world size is read at this one."""
     if not isinstance(experiment, ExperimentSpec):
         experiment = validate_experiment(experiment)
     folder = RunFolder(experiment)
@@ -320,4 +329,4 @@ def train(experiment: ExperimentSpec | dict, resume: bool = False) -> TrainResul
         done = folder.finished_result(experiment)
         if done is not None:
             return done
-    return Trainer(experiment, resume, folder).run()
+    return Trainer(experiment, resume, folder, reshard=reshard).run()

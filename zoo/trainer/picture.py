@@ -19,10 +19,26 @@ for memory)."""
 
 
 @torch.no_grad()
-def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, path: Path) -> str:
+def decoded_attention(model: EncoderDecoder, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One source (its padding cut), its greedy output, and the last decoder layer's cross-attention
+    while it was decoded (H, T, S), on the host."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device  # evaluation batches stay on the host; the model may not
+    src = src[:1, : int((src[0] != model.spec.pad_id).sum())].to(device)
+    out = model.generate(src, max_new_tokens=min(default_new_tokens(model, src), MAX_TOKENS))
+    weights = model.attention_maps(src, out[:, :-1]).decoder_cross[-1][0].float().cpu()
+    model.train(was_training)
+    return src, out, weights
+
+
+def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, path: Path | None) -> str:
     """Decode one source greedily, then draw where each output step looked: source tokens across,
     output steps down, one panel per head, cropped to MAX_TOKENS and MAX_HEADS. Returns a caption
-    (source -> output)."""
+    (source -> output). Without a path, it decodes and draws nothing (a sharded model's other ranks)."""
+    src, out, weights = decoded_attention(model, src)
+    if path is None:
+        return ""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -33,13 +49,6 @@ def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, pa
     wanted = ["DejaVu Sans", "Noto Sans CJK SC", "WenQuanYi Zen Hei"]  # CJK fonts for toy_translation, if present
     plt.rcParams["font.family"] = [name for name in wanted if name in installed] + ["sans-serif"]
 
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device  # evaluation batches stay on the host; the model may not
-    src = src[:1, : int((src[0] != model.spec.pad_id).sum())].to(device)
-    out = model.generate(src, max_new_tokens=min(default_new_tokens(model, src), MAX_TOKENS))
-    weights = model.attention_maps(src, out[:, :-1]).decoder_cross[-1][0].float().cpu()  # (H, T, S)
-    model.train(was_training)
     weights = weights[:MAX_HEADS, :MAX_TOKENS, :MAX_TOKENS]
     src_labels = [task.src_vocab.piece(i) for i in src[0, :MAX_TOKENS].tolist()]
     out_labels = [task.tgt_vocab.piece(i) for i in out[0, 1 : MAX_TOKENS + 1].tolist()]
@@ -61,7 +70,7 @@ def cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, pa
     return f"{task.src_vocab.decode(src[0, 1:].tolist())} -> {task.tgt_vocab.decode(out[0, 1:].tolist())}"
 
 
-def try_cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, path: Path) -> str | None:
+def try_cross_attention_png(model: EncoderDecoder, task: Task, src: torch.Tensor, path: Path | None) -> str | None:
     """cross_attention_png, where a failure costs the picture (a warning), never the run; its caption or None.
     A model without cross-attention (one stack) has no picture to draw."""
     if not model.cross_attention:

@@ -18,8 +18,14 @@ from zoo.specs.identity import RESUMABLE, run_name
 from zoo.tasks import data_digests
 from zoo.trainer.checkpoint import read_checkpoint
 from zoo.trainer.resume_checks import changed_fields, check_resumable, check_same_data
+from zoo.trainer.sharded_checkpoint import recover
 
-CHECKPOINT, RESULT = "checkpoint.pt", "result.json"
+CHECKPOINT, SHARDED, RESULT = "checkpoint.pt", "checkpoint.dcp", "result.json"
+"""The run's checkpoint (a folder of shards under train.parallel fsdp) and its result."""
+
+
+def checkpoint_name(experiment: ExperimentSpec) -> str:
+    return SHARDED if experiment.train.parallel == "fsdp" else CHECKPOINT
 
 
 @dataclass
@@ -47,7 +53,7 @@ def missing_folders(folder: Path) -> list[Path]:
     return missing
 
 
-def already_there(run_dir: Path, steps: int) -> str:
+def already_there(run_dir: Path, steps: int, checkpoint: str = CHECKPOINT) -> str:
     """What the folder holds, and the way on for a run of `steps`: the step count is not part of a
     run's identity (more steps continue the same run), so say which way fits this one."""
     done, held = None, "a checkpoint"
@@ -60,7 +66,7 @@ def already_there(run_dir: Path, steps: int) -> str:
     anew = "to train anew, name a new run with --set wandb.name=NAME or remove the folder"
     if done is not None and steps < done:
         way = (f"its {done} steps are more than the {steps} asked, so it cannot be continued to them: its result "
-               f"stands (zoo eval {run_dir / CHECKPOINT} scores its checkpoint again); {anew}")
+               f"stands (zoo eval {run_dir / checkpoint} scores its checkpoint again); {anew}")
     elif done is not None and steps == done:
         way = f"it trained the {steps} steps asked: its result stands (--resume prints it); {anew}"
     else:
@@ -75,7 +81,7 @@ class RunFolder:
         self.task = experiment.task
         self.name = run_name(experiment)
         self.path = Path(experiment.train.out_dir) / self.name
-        self.checkpoint = self.path / CHECKPOINT
+        self.checkpoint = self.path / checkpoint_name(experiment)
         self.result = self.path / RESULT
         self.is_main = is_main
         self._lock: FolderLock | None = None
@@ -98,6 +104,8 @@ class RunFolder:
             self._lock = FolderLock(self.path, what="this run").acquire()
             for partial in self.path.glob(".*.tmp"):  # a write killed midway; nobody else writes here now
                 partial.unlink(missing_ok=True)
+            if self.checkpoint.name == SHARDED:
+                recover(self.checkpoint)
         try:
             return self._check(experiment, resume)
         except BaseException:
@@ -136,7 +144,7 @@ class RunFolder:
         has_checkpoint = self.checkpoint.exists()
         if not resume:
             if has_checkpoint or self.result.exists():
-                raise RunConflict(already_there(self.path, experiment.train.steps))
+                raise RunConflict(already_there(self.path, experiment.train.steps, self.checkpoint.name))
             return None
         if not has_checkpoint:
             self._refuse_a_sibling(experiment)
@@ -154,7 +162,7 @@ class RunFolder:
         if experiment.wandb.name is not None:
             return  # a named run (a sweep's cell): no checkpoint simply means a first start
         prefix = self.name.rsplit("-", 1)[0] + "-"
-        siblings = sorted(p for p in self.path.parent.glob(f"{prefix}*/{CHECKPOINT}") if p.parent != self.path)
+        siblings = sorted(p for p in self.path.parent.glob(f"{prefix}*/{self.checkpoint.name}") if p.parent != self.path)
         if not siblings:
             return
         changes = {p: changed_fields(read_checkpoint(p, need=("experiment",))["experiment"], experiment, str(p))

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from zoo.metrics import better
-from zoo.model.kinds import ZooModel
+from zoo.model.kinds import ZooModel, build
 from zoo.specs.experiment import TrainSpec
 from zoo.trainer.averaging import SNAPSHOTS, write_average
 from zoo.trainer.checkpoint import read_checkpoint
 from zoo.trainer.evaluate import Evaluator
+from zoo.trainer.sharding import is_sharded
 
 BEST, AVERAGED = "checkpoint_best.pt", "checkpoint_averaged.pt"
 
@@ -134,7 +135,11 @@ def metric_line(metrics: dict[str, float]) -> str:
 
 
 def scored(model: ZooModel, checkpoint: Path, evaluator: Evaluator) -> dict[str, float]:
-    """The metrics on every split of the run's model with a checkpoint's weights."""
-    other = copy.deepcopy(model)
+    """The metrics on every split of the run's model with a checkpoint's weights (a sharded model's
+    spec built again whole: its checkpoints beside the last are whole)."""
+    if is_sharded(model):
+        other = build(model.spec, seed=0).to(next(model.parameters()).device)
+    else:
+        other = copy.deepcopy(model)
     other.load_state_dict(read_checkpoint(checkpoint, need=("model",))["model"])
     return evaluator.every_split(other)
