@@ -14,6 +14,7 @@ from torch import nn
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from zoo.errors import ConfigError
+from zoo.specs.registries import AXES, registry
 from zoo.trainer.recompute import stack_blocks
 
 warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view tensor")
@@ -44,11 +45,26 @@ def shared_across_units(model: nn.Module) -> str | None:
     return None
 
 
+def owner_part(model: nn.Module, parameter: str) -> str:
+    """The registered part a parameter belongs to, as its axis names it (norm rezero), else its module's class."""
+    module = model.get_submodule(parameter.rpartition(".")[0])
+    for axis in AXES:
+        names = [name for name in registry(axis).names() if type(module) is registry(axis).get(name)]
+        if names:
+            return f"{axis} {names[0]}"
+    return type(module).__name__
+
+
 def shard(model: nn.Module, amp_dtype: torch.dtype | None) -> nn.Module:
     """fully_shard each distinct block of every stack, then the model; under bf16 or fp16 the
     gathered weights compute in that type and gradients are reduced in float32. A stack that
     shares one block over its depth (share_layers) keeps it in the root unit: a unit called again
     before its backward would be gathered and freed once per use."""
+    scalar = next((name for name, parameter in model.named_parameters() if parameter.dim() == 0), None)
+    if scalar is not None:
+        raise ConfigError(f"train.parallel fsdp: the model holds a scalar parameter ({scalar}, of "
+                          f"{owner_part(model, scalar)}), and torch's fully_shard shards only tensors of one dimension "
+                          "or more; use train.parallel: ddp")
     shared = shared_across_units(model)
     if shared is not None:
         raise ConfigError(f"train.parallel fsdp: the parameter {shared} is used in more than one of the units FSDP "
