@@ -134,3 +134,13 @@ def test_spec_calls(script, capsys):
     result = script("spec_calls").main(["--smoke"])
     assert printed(capsys) == json.loads(json.dumps(result))
     assert result["layers"] == 4 and 0 < result["calls_into_zoo_specs"] < 20_000 and result["seconds"] > 0
+
+
+def test_fsdp(script, capsys):
+    result = script("fsdp").main(["--smoke", "--worlds", "2", "--checkpointing", "none", "blocks"])
+    assert printed(capsys) == json.loads(json.dumps(result))
+    assert [(row["parallel"], row["world"], row["checkpointing"]) for row in result["rows"]] == [
+        ("fsdp", 2, "none"), ("ddp", 2, "none"), ("ddp", 1, "none"), ("ddp", 1, "blocks")]
+    assert all(row["peak_rss_mib"] >= 0 and row["estimate_mib"] >= 0 and row["step_s"] > 0 for row in result["rows"])
+    assert set(result["step_ratio_fsdp_to_ddp"]) == {2} and set(result["checkpointing_memory_ratio_to_none"]) == {
+        "none", "blocks"}

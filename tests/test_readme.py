@@ -211,3 +211,13 @@ def test_every_relative_link_of_a_page_resolves(page):
             assert fragment in anchors_of(path.read_text(encoding="utf-8")), f"{page}: {link}"
         checked += 1
     assert checked or page.startswith("docs/"), "the page links to files (a page of docs/ may link to none)"
+
+
+@pytest.mark.parametrize("words", commands(PAGES, "torchrun"), ids=lambda w: " ".join(w)[:80])
+def test_every_torchrun_command_starts_a_zoo_command_that_parses(words):
+    """torchrun's own flags, then `-m zoo.cli` and a `zoo` command whose experiment loads."""
+    at = words.index("-m")
+    assert words[at + 1] == "zoo.cli" and all(word.startswith("--nproc_per_node") for word in words[1:at])
+    args = build_parser().parse_args(words[at + 2 :])
+    assert args.command == "train"
+    assert load_experiment(args.file, args.set).train.parallel == "fsdp"

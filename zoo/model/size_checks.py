@@ -158,26 +158,36 @@ def available_bytes(device: torch.device | str = "cpu") -> int:
     return min(limits) if limits else 1 << 62
 
 
-def activation_floats(spec: ModelSpec, batch: int, src_len: int, tgt_len: int) -> int:
-    """Floats kept for the backward pass of one batch: each layer's hidden states, feed-forward
-    and attention weights, and the logits with their softmax and gradient."""
+def layer_activation_floats(spec: ModelSpec, batch: int, src_len: int, tgt_len: int) -> tuple[int, int, int]:
+    """Floats kept for the backward pass of one batch by one encoder layer, by one decoder layer
+    (hidden states, feed-forward and attention weights), and by the head (the logits with their
+    softmax and gradient)."""
     d, f, h, (enc, dec) = spec.d_model, spec.ffn_width, spec.n_heads, spec.depths
     a = spec.attention_width + 2 * spec.kv_heads * spec.d_head  # queries, keys and values
     copies = most_copies(spec)
     routed = 2 * f if copies == 1 else 3 * (d + 2 * f)  # top-k slots at a capacity above 1, and the router's
     buffers = 2 * copies * (d + f)  # each expert's buffer and hidden states, however few tokens it gets
     memory = src_len if enc and dec else 0
-    encoder = enc * (batch * src_len * (10 * d + a + routed + 3 * h * src_len) + buffers)
-    decoder = dec * (batch * tgt_len * (14 * d + 2 * a + routed + 3 * h * (tgt_len + memory)) + buffers)
+    encoder = batch * src_len * (10 * d + a + routed + 3 * h * src_len) + buffers
+    decoder = batch * tgt_len * (14 * d + 2 * a + routed + 3 * h * (tgt_len + memory)) + buffers
     head = 3 * batch * tgt_len * (spec.tgt_vocab_size + spec.embedding_width)
-    return encoder + decoder + head
+    return encoder, decoder, head
+
+
+def activation_floats(spec: ModelSpec, batch: int, src_len: int, tgt_len: int) -> int:
+    """Floats kept for the backward pass of one batch, every layer's and the head's."""
+    encoder, decoder, head = layer_activation_floats(spec, batch, src_len, tgt_len)
+    enc, dec = spec.depths
+    return enc * encoder + dec * decoder + head
 
 
 def check_fits(spec: ModelSpec, device: torch.device | str = "cpu", *, training: bool = False,
-               batch: tuple[int, int, int] | None = None) -> int | None:
+               batch: tuple[int, int, int] | None = None, sharding: dict | None = None) -> int | None:
     """Raise a ConfigError when the model (for training: with gradients, Adam's two moments and
     the activations of a (rows, src_len, tgt_len) batch) would not fit in the device's memory.
-    Returns the exact parameter count where it counted them (always when given a batch)."""
+    Returns the exact parameter count where it counted them (always when given a batch).
+    `sharding`: one rank's share under train.parallel and activation checkpointing (the keywords
+    of zoo.model.memory.training_memory: world, parallel, checkpointing, k)."""
     check_countable(spec)
     free = available_bytes(device)
     copies = 4 if training else 1
@@ -194,6 +204,11 @@ def check_fits(spec: ModelSpec, device: torch.device | str = "cpu", *, training:
     if training and batch is not None:
         need += activation_floats(spec, *batch) * FLOAT_BYTES
         what += f" and the activations of a batch of {batch[0]} rows of up to {max(batch[1:])} tokens"
+        if sharding:
+            from zoo.model.memory import training_memory
+
+            need = training_memory(spec, params, *batch, **sharding).total
+            what += f" on each of {sharding['world']} ranks ({sharding['parallel']})"
     if need > free:
         raise ConfigError(too_large(spec, device, f"{params:,}", what, f"about {human_bytes(need)}", free))
     return params

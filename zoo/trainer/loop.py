@@ -68,7 +68,8 @@ class Trainer:
         self.spec = run_spec(experiment, self.task, saved, self.folder)
         self.feed = BatchFeed(self.task, t.batch_size, self.spec, self.dist, self.device, t.batch_tokens, t.compile,
                               t.accumulate)
-        self.model = run_model(self.spec, experiment, self.task, self.feed, self.folder, self.device, self.dist, saved)
+        self.model, self.memory_line = run_model(self.spec, experiment, self.task, self.feed, self.folder, self.device,
+                                                 self.dist, saved)
         self.progress = CheckpointProgress(step=0, flops=0.0, tokens=0) if saved is None else saved["progress"]
         self.run_id = None if saved is None else saved.get("wandb_id")
         self.train_step = TrainStep(self.model, t, self.device, self.dist, self.amp_dtype, saved)
@@ -264,6 +265,8 @@ class Trainer:
         bar = ProgressBar(self.experiment.train.steps, self.step, enabled=self.dist.is_main)
         if self.dist.is_main:
             bar.write(summary_line(self.data_summary))
+            if self.memory_line:
+                bar.write(self.memory_line)
             warn_unknown(self.data_summary)
             t = self.experiment.train
             for problem in schedule_problems(t.schedule, t.warmup_steps, t.steps):

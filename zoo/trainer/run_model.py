@@ -12,6 +12,7 @@ from zoo.errors import CheckpointError, ConfigError
 from zoo.files import human_bytes
 from zoo.metrics import chosen, decodes
 from zoo.model.kinds import ZooModel, build, model_class
+from zoo.model.memory import training_memory
 from zoo.model.size_checks import available_bytes, check_fits
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.model_spec import ModelSpec
@@ -49,17 +50,28 @@ def check_step_rows_fit(train, width: int) -> None:
                           "accumulate or batch_size")
 
 
+def sharding(train, dist: Distributed) -> dict[str, Any] | None:
+    """What divides or trims one rank's memory (zoo.model.memory), where anything does beyond data
+    parallelism's rows: train.parallel fsdp, or activation checkpointing."""
+    if train.parallel != "fsdp" and train.activation_checkpointing == "none":
+        return None
+    return {"world": dist.world, "parallel": train.parallel, "checkpointing": train.activation_checkpointing,
+            "k": train.activation_checkpointing_k}
+
+
 def run_model(spec: ModelSpec, experiment: ExperimentSpec, task: Task, feed: BatchFeed, folder: RunFolder,
-              device: torch.device, dist: Distributed, saved: dict[str, Any] | None) -> ZooModel:
+              device: torch.device, dist: Distributed, saved: dict[str, Any] | None) -> tuple[ZooModel, str | None]:
     """The model on its device, after its training memory (at the first batch's shape) and its
     checkpoint's disk space were found to fit; a resume's own weights are restored later, with the
-    rest of its training state (zoo.trainer.step)."""
+    rest of its training state (zoo.trainer.step). With sharding or activation checkpointing, also
+    the estimate of one rank's memory, for the run to print."""
     t = experiment.train
     sample_src, sample_tgt = feed.global_batch(0) if t.batch_tokens else task.train_batch(0, min(t.batch_size, 8))
     rows = max(1, (sample_src.size(0) if t.batch_tokens else t.batch_size) // dist.world)
     lengths = model_class(spec).sequence_lengths(spec, sample_src.size(1), sample_tgt.size(1))
     check_step_rows_fit(t, sample_src.size(1) + sample_tgt.size(1))
-    params = check_fits(spec, device, training=True, batch=(rows, *lengths))
+    shares = sharding(t, dist)
+    params = check_fits(spec, device, training=True, batch=(rows, *lengths), sharding=shares)
     folder.check_space(3 * 4 * params + (1 << 20))  # weights and Adam's two moments, in float32
     torch.manual_seed(t.seed)
     model = build(spec, seed=t.seed)
@@ -68,4 +80,8 @@ def run_model(spec: ModelSpec, experiment: ExperimentSpec, task: Task, feed: Bat
     model = model.to(device)
     beams = t.eval_beams if decodes(chosen(task.metrics(), t.metrics)) else 0  # no scored metric decodes: none
     check_lengths(model, task, t.eval_size, t.batch_size, device, beams)
-    return model
+    if shares is None:
+        return model, None
+    estimate = training_memory(spec, params, rows, *lengths, **shares)
+    return model, (f"memory per rank: {estimate.text()} at the first batch, {rows} rows on each of {dist.world} "
+                   f"ranks (train.parallel {t.parallel}, activation_checkpointing {t.activation_checkpointing})")
