@@ -65,7 +65,8 @@ def test_set_files_and_grid_keys_say_it_too(tmp_path, capsys):
     file = tmp_path / "e.yaml"
     file.write_text(yaml.safe_dump(tiny_experiment(tmp_path)))
     err = cli_error(["train", str(file), "--set", "train.stepz=10"], capsys)
-    assert "train: unknown field 'stepz' (did you mean 'steps'?); fields: accumulate, average_last, batch_size," in err
+    assert ("train: unknown field 'stepz' (did you mean 'steps'?); fields: accumulate, activation_checkpointing, "
+            "activation_checkpointing_k, average_last, batch_size,") in err
     sweep = tmp_path / "s.yaml"
     sweep.write_text(yaml.safe_dump({"name": "s", "base": tiny_experiment(tmp_path), "grid": {"model.fnn": ["relu"]}}))
     assert "model: unknown field 'fnn' (did you mean 'ffn'?)" in cli_error(["sweep", str(sweep), "--dry-run"], capsys)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -182,12 +183,12 @@ def activation_floats(spec: ModelSpec, batch: int, src_len: int, tgt_len: int) -
 
 
 def check_fits(spec: ModelSpec, device: torch.device | str = "cpu", *, training: bool = False,
-               batch: tuple[int, int, int] | None = None, sharding: dict | None = None) -> int | None:
+               batch: tuple[int, int, int] | None = None, per_rank: Callable[[int], int] | None = None) -> int | None:
     """Raise a ConfigError when the model (for training: with gradients, Adam's two moments and
     the activations of a (rows, src_len, tgt_len) batch) would not fit in the device's memory.
     Returns the exact parameter count where it counted them (always when given a batch).
-    `sharding`: one rank's share under train.parallel and activation checkpointing (the keywords
-    of zoo.model.memory.training_memory: world, parallel, checkpointing, k)."""
+    `per_rank`: one rank's training bytes from the exact parameter count, where train.parallel or
+    activation checkpointing change them (zoo.model.memory.training_memory)."""
     check_countable(spec)
     free = available_bytes(device)
     copies = 4 if training else 1
@@ -204,11 +205,9 @@ def check_fits(spec: ModelSpec, device: torch.device | str = "cpu", *, training:
     if training and batch is not None:
         need += activation_floats(spec, *batch) * FLOAT_BYTES
         what += f" and the activations of a batch of {batch[0]} rows of up to {max(batch[1:])} tokens"
-        if sharding:
-            from zoo.model.memory import training_memory
-
-            need = training_memory(spec, params, *batch, **sharding).total
-            what += f" on each of {sharding['world']} ranks ({sharding['parallel']})"
+        if per_rank is not None:
+            need = per_rank(params)
+            what += " on each rank"
     if need > free:
         raise ConfigError(too_large(spec, device, f"{params:,}", what, f"about {human_bytes(need)}", free))
     return params

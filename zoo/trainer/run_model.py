@@ -71,7 +71,8 @@ def run_model(spec: ModelSpec, experiment: ExperimentSpec, task: Task, feed: Bat
     lengths = model_class(spec).sequence_lengths(spec, sample_src.size(1), sample_tgt.size(1))
     check_step_rows_fit(t, sample_src.size(1) + sample_tgt.size(1))
     shares = sharding(t, dist)
-    params = check_fits(spec, device, training=True, batch=(rows, *lengths), sharding=shares)
+    per_rank = None if shares is None else (lambda count: training_memory(spec, count, rows, *lengths, **shares).total)
+    params = check_fits(spec, device, training=True, batch=(rows, *lengths), per_rank=per_rank)
     folder.check_space(3 * 4 * params + (1 << 20))  # weights and Adam's two moments, in float32
     torch.manual_seed(t.seed)
     model = build(spec, seed=t.seed)

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 
 import torch
 from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from zoo.errors import ConfigError
@@ -55,7 +56,7 @@ def owner_part(model: nn.Module, parameter: str) -> str:
     return type(module).__name__
 
 
-def shard(model: nn.Module, amp_dtype: torch.dtype | None) -> nn.Module:
+def shard(model: nn.Module, amp_dtype: torch.dtype | None, device: torch.device | None = None) -> nn.Module:
     """fully_shard each distinct block of every stack, then the model; under bf16 or fp16 the
     gathered weights compute in that type and gradients are reduced in float32. A stack that
     shares one block over its depth (share_layers) keeps it in the root unit: a unit called again
@@ -70,9 +71,12 @@ def shard(model: nn.Module, amp_dtype: torch.dtype | None) -> nn.Module:
         raise ConfigError(f"train.parallel fsdp: the parameter {shared} is used in more than one of the units FSDP "
                           "shards a block at a time, so no one rank could gather it whole; use train.parallel: ddp")
     policy = MixedPrecisionPolicy(param_dtype=amp_dtype, reduce_dtype=torch.float32) if amp_dtype else MixedPrecisionPolicy()
+    # the mesh on the run's device: left to itself, fully_shard takes CUDA wherever there is one,
+    # and would move a run of train.device cpu onto the GPU
+    mesh = init_device_mesh((device or torch.device("cpu")).type, (torch.distributed.get_world_size(),))
     for block in units(model):
-        fully_shard(block, mp_policy=policy)
-    fully_shard(model, mp_policy=policy)
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
     return model
 
 

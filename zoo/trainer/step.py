@@ -37,7 +37,7 @@ class TrainStep:
         recompute_blocks(model, train.activation_checkpointing, train.activation_checkpointing_k)
         self.sharded = train.parallel == "fsdp"
         if self.sharded:  # before the optimizer, which then holds the shards
-            shard(model, amp_dtype)
+            shard(model, amp_dtype, device)
         self.optimizer = make_optimizer(model, train)
         self.schedule = make_schedule(self.optimizer, train)
         self.scaler = None
