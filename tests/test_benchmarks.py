@@ -137,9 +137,9 @@ def test_spec_calls(script, capsys):
 
 
 def test_fsdp(script, capsys):
-    result = script("fsdp").main(["--smoke", "--worlds", "2", "--checkpointing", "blocks"])
+    result = script("fsdp").main(["--smoke", "--worlds", "2", "--checkpointing"])
     assert printed(capsys) == json.loads(json.dumps(result))
     assert [(row["parallel"], row["world"], row["checkpointing"]) for row in result["rows"]] == [
-        ("fsdp", 2, "none"), ("ddp", 2, "none"), ("ddp", 1, "blocks")]
+        ("fsdp", 2, "none"), ("ddp", 2, "none")]
     assert all(row["peak_rss_mib"] >= 0 and row["estimate_mib"] >= 0 and row["step_s"] > 0 for row in result["rows"])
     assert set(result["step_ratio_fsdp_to_ddp"]) == {2} and result["checkpointing_memory_ratio_to_none"] == {}
