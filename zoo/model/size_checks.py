@@ -203,11 +203,9 @@ def check_fits(spec: ModelSpec, device: torch.device | str = "cpu", *, training:
     params = exact_parameters(spec)
     need = params * FLOAT_BYTES * copies
     if training and batch is not None:
-        need += activation_floats(spec, *batch) * FLOAT_BYTES
+        need = per_rank(params) if per_rank is not None else need + activation_floats(spec, *batch) * FLOAT_BYTES
         what += f" and the activations of a batch of {batch[0]} rows of up to {max(batch[1:])} tokens"
-        if per_rank is not None:
-            need = per_rank(params)
-            what += " on each rank"
+        what += " on each rank" if per_rank is not None else ""
     if need > free:
         raise ConfigError(too_large(spec, device, f"{params:,}", what, f"about {human_bytes(need)}", free))
     return params

@@ -51,7 +51,8 @@ class Distributed:
             dist.barrier()
 
     def close(self) -> None:
-        if self.world > 1 and dist.is_initialized():
+        """Leave the group from_env joined: any under torchrun (fsdp joins one of a single process too)."""
+        if "WORLD_SIZE" in os.environ and dist.is_initialized():
             dist.destroy_process_group()
 
 
