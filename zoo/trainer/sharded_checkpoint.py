@@ -2,7 +2,8 @@
 writes its shards of the weights and of the optimizer's state into one folder, `checkpoint.dcp`,
 and rank 0 adds `zoo.pt`, the rest of a checkpoint (its description, schedule, generators, progress,
 pieces) with the world size that wrote it. DCP reads shards into any world size, one process
-included, so a sharded checkpoint resumes at another world size and is gathered whole on demand."""
+included, so a sharded checkpoint resumes at another world size and is gathered whole on demand.
+DCP is imported where it is used: at import it would cost every run's start half a second."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed.checkpoint as dcp
 from torch import nn
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from zoo.errors import ConfigError
 from zoo.files import atomic_write
@@ -41,6 +40,9 @@ def save_sharded(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
                  rank: int, world: int, barrier) -> None:
     """Every rank writes its shards into a staging folder; rank 0 writes the rest and swaps the
     folder in for the last checkpoint, so a crash at any point leaves a whole checkpoint."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
     model_state, optimizer_state = get_state_dict(model, optimizer)
     new = staging(path)
     if rank == 0:
@@ -76,6 +78,9 @@ def recover(path: Path) -> None:
 
 def load_sharded(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """Read the shards this rank's model and optimizer hold, whatever world size wrote them."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
     model_state, optimizer_state = get_state_dict(model, optimizer)
     state = {"model": model_state, "optimizer": optimizer_state}
     dcp.load(state, checkpoint_id=path)
@@ -85,6 +90,9 @@ def load_sharded(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer)
 def gather_whole(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> None:
     """Load every shard into a model (and an optimizer) that is not sharded, in one process: a
     sharded checkpoint consolidated (zoo.load, zoo consolidate)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
     model_state, optimizer_state = get_state_dict(model, optimizer or [])
     state = {"model": model_state, **({"optimizer": optimizer_state} if optimizer is not None else {})}
     with warnings.catch_warnings():  # that one process reads every shard is the point here

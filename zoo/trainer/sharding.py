@@ -5,14 +5,13 @@ root unit. Weights, gradients and the optimizer's state live as shards, a 1/worl
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
 from torch import nn
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from zoo.errors import ConfigError
 from zoo.specs.registries import AXES, registry
@@ -24,7 +23,10 @@ warning is about; it would otherwise be printed by every rank at the first step.
 
 
 def is_sharded(model: nn.Module) -> bool:
-    return isinstance(model, FSDPModule)
+    """Whether fully_shard made the model an FSDP module: never where FSDP was not imported, as it
+    is only by `shard` (a plain run then saves the half second torch.distributed.fsdp takes)."""
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    return fsdp is not None and isinstance(model, fsdp.FSDPModule)
 
 
 def units(model: nn.Module) -> list[nn.Module]:
@@ -70,6 +72,9 @@ def shard(model: nn.Module, amp_dtype: torch.dtype | None, device: torch.device 
     if shared is not None:
         raise ConfigError(f"train.parallel fsdp: the parameter {shared} is used in more than one of the units FSDP "
                           "shards a block at a time, so no one rank could gather it whole; use train.parallel: ddp")
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
     policy = MixedPrecisionPolicy(param_dtype=amp_dtype, reduce_dtype=torch.float32) if amp_dtype else MixedPrecisionPolicy()
     # the mesh on the run's device: left to itself, fully_shard takes CUDA wherever there is one,
     # and would move a run of train.device cpu onto the GPU

@@ -9,8 +9,6 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-from torch.distributed.tensor import DTensor
 
 from zoo.model.kinds import ZooModel
 from zoo.specs.experiment import TrainSpec
@@ -23,6 +21,20 @@ from zoo.trainer.optim import make_optimizer, make_schedule
 from zoo.trainer.recompute import recompute_blocks
 from zoo.trainer.sharded_checkpoint import load_sharded
 from zoo.trainer.sharding import shard
+
+
+def sharded_scaler() -> torch.amp.GradScaler:
+    """fp16 under fsdp: the scaler that reads every rank's shards (imported here: a plain run does
+    not pay for torch.distributed.fsdp)."""
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    return ShardedGradScaler("cuda")
+
+
+def dtensor() -> type:
+    from torch.distributed.tensor import DTensor
+
+    return DTensor
 
 
 class TrainStep:
@@ -42,7 +54,7 @@ class TrainStep:
         self.schedule = make_schedule(self.optimizer, train)
         self.scaler = None
         if amp_dtype == torch.float16:
-            self.scaler = ShardedGradScaler("cuda") if self.sharded else torch.amp.GradScaler("cuda")
+            self.scaler = sharded_scaler() if self.sharded else torch.amp.GradScaler("cuda")
         if saved is not None:
             self.load_state_dict(saved)
         self.forward = self.ddp = model
@@ -94,7 +106,7 @@ class TrainStep:
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.grad_clip or math.inf)
-        if isinstance(grad_norm, DTensor):  # the norm over every rank's shards (a collective)
+        if self.sharded and isinstance(grad_norm, dtensor()):  # the norm over every rank's shards (a collective)
             grad_norm = grad_norm.full_tensor()
         if self.scaler:  # skips a step whose gradient is not finite (and reads that back: fp16 only)
             self.scaler.step(self.optimizer)
