@@ -48,6 +48,30 @@ def test_every_recorded_cell_reproduces_bit_for_bit(finished_sweep, capsys):
                                                     "1 of 1 cells reproduce bit for bit"]
 
 
+@pytest.fixture(scope="module")
+def retrained() -> dict[str, object]:
+    return {}
+
+
+@pytest.fixture
+def once(monkeypatch, retrained):
+    """Each distinct retraining (experiment, threads, window, rounding) runs once in the module:
+    training here is deterministic (test_every_recorded_cell_reproduces_bit_for_bit), so the tests
+    of verdicts on edited records read the one real run of each."""
+    from zoo.sweep import reproduce as module
+
+    real = module.retrain
+
+    def remembered(experiment, threads, scratch, until=None, environment=None, entry=None, replay=None):
+        key = json.dumps([experiment, threads, until, environment, entry, str(replay)], sort_keys=True)
+        if key not in retrained:
+            retrained[key] = real(experiment, threads, scratch, until=until, environment=environment, entry=entry,
+                                  replay=replay)
+        return retrained[key].model_copy(deep=True)
+
+    monkeypatch.setattr(module, "retrain", remembered)
+
+
 def copied_ledger(finished_sweep, tmp_path) -> Ledger:
     shutil.copytree(finished_sweep.parent, tmp_path / "tiny", ignore=shutil.ignore_patterns("runs"))
     return Ledger(tmp_path / "tiny" / "ledger.jsonl")
@@ -62,7 +86,7 @@ def reproduce_exit(argv, capsys) -> tuple[int, str]:
     return code, capsys.readouterr().out
 
 
-def test_a_changed_record_is_caught_and_exits_1(finished_sweep, tmp_path, capsys):
+def test_a_changed_record_is_caught_and_exits_1(finished_sweep, once, tmp_path, capsys):
     ledger = copied_ledger(finished_sweep, tmp_path)
     record = ledger.latest()["norm=pre,seed=0"]
     true_loss = record["metrics"]["eval/loss"]
@@ -95,7 +119,7 @@ def elsewhere(ledger: Ledger, cell: str, final_shift: float, curve_shift: float 
     ledger.append(record)
 
 
-def test_another_environment_is_named_and_judged_by_the_start_of_the_learning_curve(finished_sweep, tmp_path, capsys):
+def test_another_environment_is_named_and_judged_by_the_start_of_the_learning_curve(finished_sweep, once, tmp_path, capsys):
     ledger = copied_ledger(finished_sweep, tmp_path)
     elsewhere(ledger, "norm=pre,seed=0", final_shift=2e-4)  # within what another environment owes the final loss
     code, out = reproduce_exit([str(ledger.path), "norm=pre,seed=0"], capsys)
@@ -119,7 +143,7 @@ def test_another_environment_is_named_and_judged_by_the_start_of_the_learning_cu
     assert " here moves them by " in out, "the verdict says how far another rounding here moves the same losses"
 
 
-def test_an_edited_first_loss_or_history_is_caught_in_the_recorded_environment(finished_sweep, tmp_path, capsys):
+def test_an_edited_first_loss_or_history_is_caught_in_the_recorded_environment(finished_sweep, once, tmp_path, capsys):
     """LR sensitivity reads the first loss, plots and eval_auc read the history: each is a result,
     compared like the final metrics."""
     ledger = copied_ledger(finished_sweep, tmp_path)
@@ -136,7 +160,7 @@ def test_an_edited_first_loss_or_history_is_caught_in_the_recorded_environment(f
     assert code == 1 and f"eval/token_acc at step {int(last['train/step'])}: {late['eval/token_acc']!r} recorded" in out
 
 
-def test_an_edited_first_loss_is_caught_in_another_environment(finished_sweep, tmp_path, capsys):
+def test_an_edited_first_loss_is_caught_in_another_environment(finished_sweep, once, tmp_path, capsys):
     ledger = copied_ledger(finished_sweep, tmp_path)
     record = ledger.latest()["norm=pre,seed=0"]
     record["environment"] = {**record["environment"], "torch_version": "0.0.0+elsewhere"}
@@ -145,7 +169,7 @@ def test_an_edited_first_loss_is_caught_in_another_environment(finished_sweep, t
     assert code == 1 and "are up to 0.001 of the record (tolerance 0.0001)" in out, out
 
 
-def test_a_sweep_file_changed_since_the_record_is_refused_field_by_field(finished_sweep, tmp_path, capsys):
+def test_a_sweep_file_changed_since_the_record_is_refused_field_by_field(finished_sweep, once, tmp_path, capsys):
     """The experiment a cell ran is in its record: a sweep.yaml edited since is named field by
     field before anything trains (the issue's schedule edited to change only after warmup, on a
     record made elsewhere, had passed as "agrees")."""
@@ -169,7 +193,7 @@ def test_records_carry_what_reproduction_needs(finished_sweep):
     assert " family " in record["environment"]["cpu"] and " model " in record["environment"]["cpu"]
 
 
-def test_reproduce_says_what_it_cannot_do(finished_sweep, tmp_path, capsys):
+def test_reproduce_says_what_it_cannot_do(finished_sweep, once, tmp_path, capsys):
     assert "no finished cell 'norm=sandwich,seed=0'" in cli_error(["reproduce", str(finished_sweep), "norm=sandwich,seed=0"],
                                                                   capsys)
     assert "only task.* (where the data is) may change" in cli_error(
