@@ -122,5 +122,9 @@ def test_a_cell_whose_worker_was_killed_after_it_logged_keeps_its_log_and_the_si
     assert log_tail(log, -signal.SIGKILL) == ("step 10/20 loss=2.0\nstep 20/20 loss=1.5\nits worker was killed by "
                                               "SIGKILL: stopped from outside, often by the kernel's out-of-memory killer")
     assert log_tail(log, 2) == "step 10/20 loss=2.0\nstep 20/20 loss=1.5"
+    torchrun = ["[rank1]: zoo: train.parallel fsdp: the model holds a scalar parameter", "zoo: the model holds a scalar",
+                *["E1128 torchrun's report of the failure"] * 20]
+    log.write_text("\n".join(["step 10/20 loss=2.0", *torchrun]))
+    assert log_tail(log, 1) == "zoo: the model holds a scalar", "the zoo's reason, not torchrun's report"
     assert log_tail(Path(tmp_path / "none.txt"), -signal.SIGSEGV) == (
         "its worker ended (killed by SIGSEGV: a crash in native code) before the cell wrote anything")

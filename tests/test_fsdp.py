@@ -193,3 +193,25 @@ def test_every_variant_trains_sharded_or_is_refused_in_one_line(tmp_path):
     trained = set().union(*(parts_of(name) for name, result in results.items() if "error" not in result))
     refused = {("norm", "rezero"), ("norm", "fixup"), ("norm_type", "scalenorm")}
     assert every - refused <= trained, "a part that holds no scalar trained in no variant"
+
+
+def test_a_submitit_task_trains_its_sweep_cells_sharded_under_torchrun(tmp_path, capsys):
+    """Each cell of the task is a torchrun of two ranks (the task's GPUs, here CPU processes); the
+    ledger records the world size, and `zoo compare` reads the cells as any."""
+    from test_launch import sweep_file
+
+    from zoo.cli import main
+    from zoo.sweep import Ledger
+
+    sweep_file(tmp_path, {"model.norm": ["post", "pre"]}, parallel="fsdp", device="cpu")
+    file = tmp_path / "sweep.yaml"
+    main(["sweep", str(file), "--launcher", "submitit", "--cluster", "local", "--tasks", "1", "--procs-per-cell", "2"])
+    out = capsys.readouterr().out
+    assert "sweep tiny: 2 finished" in out
+    latest = Ledger(tmp_path / "tiny" / "ledger.jsonl").latest()
+    assert {name: (r["status"], r["world_size"]) for name, r in latest.items()} == {
+        "norm=post,seed=0": ("finished", 2), "norm=pre,seed=0": ("finished", 2)}
+    for name in latest:
+        assert len(list((tmp_path / "tiny" / "runs" / name / "checkpoint.dcp").glob("*.distcp"))) == 2, name
+    main(["compare", str(tmp_path / "tiny"), "--wandb-mode", "disabled"])
+    assert "norm=pre" in capsys.readouterr().out

@@ -57,6 +57,7 @@ def test_a_requeued_task_runs_its_shard_again_and_skips_what_is_done(tmp_path):
     (["--shard", "1/2"], "--shard goes with the local launcher"),
     (["--tasks", "9"], "--tasks 9: give 1 to 2"),
     (["--gpus-per-cell", "-1"], "--gpus-per-cell -1: give 0 or more"),
+    (["--gpus-per-cell", "1", "--procs-per-cell", "2"], "--procs-per-cell 2: more processes than the 1 GPUs of each task"),
 ])
 def test_launcher_options_that_cannot_apply_are_one_line(tmp_path, capsys, extra, text):
     _, _, file = sweep_file(tmp_path, {"model.norm": ["post", "pre"]})

@@ -124,3 +124,16 @@ def test_a_weight_two_units_would_hold_is_refused():
 def test_one_process_without_fsdp_joins_no_group(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     assert Distributed.from_env(torch.device("cpu"), TrainSpec()) == Distributed()
+
+
+def test_a_sweep_whose_sharded_cells_cannot_split_their_rows_is_refused_before_any_trains(tmp_path):
+    from test_sweep import tiny_sweep
+
+    from zoo.sweep import run_sweep
+
+    sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post", "pre"]})
+    base["train"].update(parallel="fsdp", batch_size=32)
+    with pytest.raises(zoo.ConfigError) as refused:
+        run_sweep(sweep, base, processes_per_cell=3, echo=lambda _: None)
+    assert str(refused.value).startswith("train.parallel fsdp: train.batch_size 32 does not divide over the 3 ranks")
+    assert not (tmp_path / "tiny").exists(), "nothing ran, nothing was written"

@@ -220,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "CPU threads are divided between them")
     sweeping.add_argument("--cells-per-process", type=positive_int, metavar="N",
                           help="start a worker's process afresh after N cells (default: never; 1: a process per cell)")
+    sweeping.add_argument("--procs-per-cell", type=positive_int, metavar="N",
+                          help="train each cell by N processes under torchrun on this machine (GPUs, or CPU "
+                          "processes with gloo); train.parallel fsdp cells always go through torchrun (default 1; "
+                          "with --launcher submitit, one per GPU of a task)")
     sweeping.add_argument("--max-cells", type=positive_int, metavar="N",
                           help="allow a grid of up to N cells (default 10,000; counted before the grid expands)")
     sweeping.add_argument("--shard", default="0/1", metavar="I/N", help="run only shard I of N (0-based)")

@@ -31,14 +31,14 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     if args.cell:
         if args.shard != "0/1" or args.launcher == "submitit":
             raise ConfigError("--cell trains one named cell here; it goes without --shard and --launcher submitit")
-        statuses = run_sweep(sweep, base, 1, only=find_cell(sweep, args.cell))
+        statuses = run_sweep(sweep, base, 1, only=find_cell(sweep, args.cell), processes_per_cell=args.procs_per_cell or 1)
     elif args.launcher == "submitit":
         statuses = submit(args, sweep, base)
         if statuses is None:
             return
     else:
         statuses = run_sweep(sweep, base, args.workers, (int(index), int(count)),
-                             cells_per_process=args.cells_per_process)
+                             cells_per_process=args.cells_per_process, processes_per_cell=args.procs_per_cell or 1)
         statuses.update(confirm(args, sweep, base, statuses))
     counts = {s: list(statuses.values()).count(s) for s in sorted(set(statuses.values()))}
     print(f"sweep {sweep.name}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
@@ -65,7 +65,8 @@ def confirm(args: argparse.Namespace, sweep, base, statuses: dict[str, str]) -> 
         return {}
     cells = cells_to_confirm(sweep.directory())
     print(f"sweep {sweep.name}: confirming each variant's chosen value on seeds {sweep.confirm_seeds} ({len(cells)} cells)")
-    return run_sweep(sweep, base, args.workers, cells=cells, cells_per_process=args.cells_per_process)
+    return run_sweep(sweep, base, args.workers, cells=cells, cells_per_process=args.cells_per_process,
+                     processes_per_cell=args.procs_per_cell or 1)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
@@ -86,7 +87,8 @@ def submit(args: argparse.Namespace, sweep, base) -> dict[str, str] | None:
     if args.shard != "0/1":
         raise ConfigError("--shard goes with the local launcher; with --launcher submitit, --tasks N splits the sweep")
     resources = Resources(args.partition, args.gpus_per_cell, args.cpus_per_cell, args.time_limit, args.array_parallelism)
-    jobs = launch(sweep, base, resources, None if args.cluster == "auto" else args.cluster, args.tasks, args.workers)
+    jobs = launch(sweep, base, resources, None if args.cluster == "auto" else args.cluster, args.tasks, args.workers,
+                  processes_per_cell=args.procs_per_cell)
     if jobs[0].__class__.__name__ not in ("LocalJob", "DebugJob"):
         print(f"watch: squeue -j {jobs[0].job_id.split('_')[0]}; when done: zoo compare {sweep.directory()}")
         return None

@@ -11,6 +11,7 @@ import threading
 from contextlib import suppress
 from pathlib import Path
 
+from zoo.sweep.torchrun_cell import torchrun_command
 from zoo.sweep.worker import KEEP_GOING
 
 
@@ -34,20 +35,26 @@ class Workers:
     signal). Each runs in a session of its own, so a Ctrl-C reaches it once, through `forward`, and
     it dies with the sweep if the sweep is killed (see guards.die_with_parent). `cells_per_process`
     retires a worker after that many cells (as multiprocessing's maxtasksperchild does: a bound on
-    what a long sweep's process can accumulate; 1 is a process per cell)."""
+    what a long sweep's process can accumulate; 1 is a process per cell). A cell trained by several
+    processes is a torchrun of its own instead (zoo.sweep.torchrun_cell), the worker's threads
+    shared between its ranks."""
 
-    def __init__(self, threads: int, cells_per_process: int | None = None):
-        self.cells_per_process = cells_per_process
+    def __init__(self, threads: int, cells_per_process: int | None = None, processes_per_cell: int = 1):
+        self.cells_per_process, self.threads, self.processes_per_cell = cells_per_process, threads, processes_per_cell
         self.env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
                     "ZOO_PARENT_PID": str(os.getpid())}
         self.live: set[subprocess.Popen] = set()
+        self.launched: set[subprocess.Popen] = set()
         self.stopping: int | None = None
         self._lock = threading.Lock()
         self._mine = threading.local()
 
-    def train(self, experiment_file: Path, log_file: Path) -> int | None:
+    def train(self, experiment_file: Path, log_file: Path, processes: int | None = None) -> int | None:
         """`zoo train FILE --resume`'s exit code for the cell (negative: the signal that killed its
-        worker), or None when the sweep is stopping and the cell was not started."""
+        worker), or None when the sweep is stopping and the cell was not started; `processes`: the
+        cell trains under torchrun with that many, not in a worker."""
+        if processes is not None:
+            return self._torchrun(experiment_file, log_file, processes)
         request = json.dumps({"experiment": str(experiment_file), "log": str(log_file)}) + "\n"
         while True:
             with self._lock:
@@ -66,6 +73,22 @@ class Workers:
         if code not in KEEP_GOING or worker.cells == self.cells_per_process:  # the worker ends with this cell
             died_of = self._retire(worker)
             code = died_of if code is None else code
+        return code
+
+    def _torchrun(self, experiment_file: Path, log_file: Path, processes: int) -> int | None:
+        """The cell as a torchrun of `processes` ranks writing to its log: torchrun's exit code."""
+        threads = str(max(1, self.threads // processes))
+        with self._lock:
+            if self.stopping is not None:
+                return None
+            with open(log_file, "a", encoding="utf-8") as log:
+                launcher = subprocess.Popen(torchrun_command(experiment_file, processes), stdin=subprocess.DEVNULL,
+                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                            env={**self.env, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
+            self.launched.add(launcher)
+        code = launcher.wait()
+        with self._lock:
+            self.launched.discard(launcher)
         return code
 
     def _start(self) -> subprocess.Popen:
@@ -95,5 +118,5 @@ class Workers:
     def forward(self, signum: int, frame=None) -> None:
         with self._lock:
             self.stopping = signum
-            for worker in self.live:
-                worker.send_signal(signum)
+            for child in self.live | self.launched:
+                child.send_signal(signum)

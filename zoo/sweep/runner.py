@@ -28,7 +28,9 @@ from zoo.sweep.ledger import Ledger
 from zoo.sweep.names import safe_text
 from zoo.sweep.pool import Workers, threads_per_worker
 from zoo.sweep.spec import NAMED, Cell, SweepSpec, cell_experiment, check_distinct, expand, read_saved_sweep, shard
+from zoo.sweep.torchrun_cell import cell_processes
 from zoo.tasks import data_digests
+from zoo.trainer.distributed import check_fsdp_world
 from zoo.trainer.guards import signals_to
 from zoo.trainer.progress import duration
 from zoo.trainer.resume_checks import changed_fields, data_changes
@@ -74,7 +76,7 @@ def train_cell(experiment: ExperimentSpec, run_dir: Path, cell: Cell, ledger: Le
         result_file.unlink()
     atomic_write(file, experiment.to_yaml())
     ledger.append(RunRecord(status="running", **identity))
-    code = workers.train(file, run_dir / "log.txt")
+    code = workers.train(file, run_dir / "log.txt", cell_processes(experiment, workers.processes_per_cell))
     if code is None:
         return None
     if result_file.exists():
@@ -87,14 +89,23 @@ def train_cell(experiment: ExperimentSpec, run_dir: Path, cell: Cell, ledger: Le
 
 def log_tail(log: Path, code: int) -> str:
     """The last lines of a failed cell's log, then the signal that killed its worker, if one did;
-    a worker that ended before the cell wrote anything is said so."""
+    a worker that ended before the cell wrote anything is said so. Where the zoo explained the
+    failure (its `zoo: ` line, near the end), that line alone: under torchrun the log ends in
+    torchrun's own report of a rank's failure, which says nothing of why."""
     try:
-        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
+        lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     except FileNotFoundError:
-        tail = []
-    if not tail:
+        lines = []
+    if not lines:
         return f"its worker ended ({ended(code)}) before the cell wrote anything"
+    explained = [line for line in lines[-EXPLAINED_WITHIN:] if line.startswith("zoo: ")]
+    tail = explained[-1:] or lines[-5:]
     return "\n".join([*tail, *([f"its worker was {ended(code)}"] if code < 0 else [])])
+
+
+EXPLAINED_WITHIN = 40
+"""How far from the end of a failed cell's log its `zoo: ` line is looked for: past torchrun's
+report of the failure (about 20 lines), not as far back as an earlier attempt's line."""
 
 
 def foreign_run(file: Path, experiment: ExperimentSpec) -> str | None:
@@ -170,6 +181,10 @@ def check_data_unchanged(sweep: SweepSpec, experiments: dict[str, ExperimentSpec
                               "files, or give this sweep another name or out_dir")
 
 
+def by_processes(per_cell: int) -> str:
+    return f", each cell by {per_cell} processes under torchrun" if per_cell > 1 else ""
+
+
 class SweepClock:
     """The time a sweep has taken and, from the pace of the cells done so far, about how long the
     cells left will take."""
@@ -191,14 +206,20 @@ class SweepClock:
 
 def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of: tuple[int, int] = (0, 1),
               echo: Callable[[str], None] = print, cells_per_process: int | None = None,
-              only: Cell | None = None, cells: list[Cell] | None = None) -> dict[str, str]:
+              only: Cell | None = None, cells: list[Cell] | None = None, processes_per_cell: int = 1) -> dict[str, str]:
     """Run the shard's cells (or the one cell `only`, as W&B's agent asks, or the `cells` given: a
-    confirmation's) that the ledger does not list as done, `workers` at once; returns each cell's
-    status ("skipped" where another process holds the cell, "stopped" where a signal came first)."""
+    confirmation's) that the ledger does not list as done, `workers` at once, each by
+    `processes_per_cell` processes under torchrun where that is over 1 (or the cell is sharded);
+    returns each cell's status ("skipped" where another process holds the cell, "stopped" where a
+    signal came first)."""
     if workers < 1:
         raise ConfigError(f"--workers {workers}: give at least 1")
+    if processes_per_cell < 1:
+        raise ConfigError(f"--procs-per-cell {processes_per_cell}: give at least 1")
     cells = [only] if only is not None else cells if cells is not None else shard(expand(sweep), *shard_of)
     experiments = {cell.name: cell_experiment(sweep, base, cell) for cell in cells}  # all valid before any trains
+    for experiment in experiments.values():
+        check_fsdp_world(experiment.train, processes_per_cell)
     check_distinct(sweep, [(cell, experiments[cell.name]) for cell in cells])
     folder = sweep.directory()
     check_folder(folder, sweep, base)
@@ -218,9 +239,10 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
         statuses = {c.name: record.status for c, record in done}
         todo = [cell for cell in cells if cell.name not in statuses]
         echo(f"sweep {sweep.name}: {len(cells)} cells in this shard, {len(statuses)} already done, "
-             f"{len(todo)} to run with {workers} worker(s); each cell logs to {folder / 'runs'}/CELL/log.txt")
+             f"{len(todo)} to run with {workers} worker(s){by_processes(processes_per_cell)}; each cell logs to "
+             f"{folder / 'runs'}/CELL/log.txt")
         clock = SweepClock(len(todo))
-        processes = Workers(threads_per_worker(workers), cells_per_process)
+        processes = Workers(threads_per_worker(workers), cells_per_process, processes_per_cell)
 
         def one(cell: Cell) -> None:
             record = run_cell(experiments[cell.name], cell, ledger, processes)

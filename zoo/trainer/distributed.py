@@ -64,8 +64,13 @@ def check_fsdp_launch(train: TrainSpec) -> None:
         raise ConfigError("train.parallel fsdp: shards the model over the processes torchrun starts, and this is one "
                           "process without it; start it as `torchrun --nproc_per_node N -m zoo.cli train ...` (N 1 "
                           "too), or set train.parallel: ddp")
-    world = int(os.environ["WORLD_SIZE"])
-    if train.batch_tokens is None and train.batch_size % world:
+    check_fsdp_world(train, int(os.environ["WORLD_SIZE"]))
+
+
+def check_fsdp_world(train: TrainSpec, world: int) -> None:
+    """The global batch's rows split evenly over `world` ranks under fsdp (a sweep asks before its
+    cells start)."""
+    if train.parallel == "fsdp" and train.batch_tokens is None and train.batch_size % world:
         raise ConfigError(f"train.parallel fsdp: train.batch_size {train.batch_size} does not divide over the "
                           f"{world} ranks torchrun started; take a multiple of {world}, or start a number of "
                           "processes that divides it")
