@@ -1,5 +1,5 @@
-"""Run by torchrun (2 CPU processes, gloo) from tests/test_fsdp.py: variants of the grid that cover
-every registered part of every axis and every kind, at the tiny size, train one step sharded
+"""Run by torchrun (2 CPU processes, gloo) from tests/test_fsdp.py: every variant of the test grid
+(every pair of parts of every axis, and kinds, at the tiny size) trains one step sharded
 (train.parallel fsdp's units, activation checkpointing on every block) and one step whole on the
 same global batch; rank 0 writes each variant's largest gradient and weight differences, or its
 error, as JSON to the path it is given."""
@@ -12,6 +12,7 @@ from contextlib import nullcontext
 import torch
 import torch.distributed as dist
 from conftest import GRID, padded_batch, tiny
+from torch.distributed.tensor import DTensor, distribute_tensor
 
 import zoo
 from zoo.model.kinds import model_class
@@ -19,7 +20,7 @@ from zoo.specs.experiment import TrainSpec
 from zoo.trainer.feed import Batch
 from zoo.trainer.objective import batch_loss_sum
 from zoo.trainer.recompute import recompute_blocks
-from zoo.trainer.sharding import shard, whole_weights
+from zoo.trainer.sharding import shard
 
 
 def batch_of(spec: zoo.ModelSpec, rows: slice | None = None) -> Batch:
@@ -43,7 +44,9 @@ def step(model, batch: Batch, spec: zoo.ModelSpec, scale: float) -> None:
 def compare(name: str, rank: int, world: int) -> dict[str, float]:
     """The sharded step against data parallelism done by hand: each rank's rows' gradients, averaged
     (a mixture of experts routes each rank's tokens within that rank's capacity, so a whole batch
-    at once would be another computation). Differences are relative to the largest gradient."""
+    at once would be another computation). Each rank compares its own shards with the same slices
+    of the whole model's tensors; differences (gradients relative to the largest) are the largest
+    over the ranks."""
     spec = tiny(name)
     whole, sharded = zoo.build(spec, seed=0), zoo.build(spec, seed=0)
     recompute_blocks(sharded, "blocks", 2)
@@ -51,15 +54,25 @@ def compare(name: str, rank: int, world: int) -> dict[str, float]:
     for share in range(world):
         step(whole, batch_of(spec, slice(share, None, world)), spec, 1.0)
     step(sharded, batch_of(spec, slice(rank, None, world)), spec, float(world))  # FSDP averages over ranks
-    gradients = {n: p.grad.full_tensor() for n, p in sharded.named_parameters() if p.grad is not None}
-    expected = {n: p.grad for n, p in whole.named_parameters() if p.grad is not None}
+    mine, theirs = dict(sharded.named_parameters()), dict(whole.named_parameters())
+    expected = {n: p.grad for n, p in theirs.items() if p.grad is not None}
     scale = max(g.abs().max().item() for g in expected.values())
-    gap = max((gradients[n] - g).abs().max().item() for n, g in expected.items() if n in gradients) / scale
+    gap = max(shard_gap(mine[n].grad, g) for n, g in expected.items() if mine[n].grad is not None) / scale
     for model in (whole, sharded):
         torch.optim.SGD(model.parameters(), lr=0.1).step()
-    after = whole_weights(sharded)
-    weights = max((after[n] - p.detach()).abs().max().item() for n, p in whole.named_parameters()) if rank == 0 else 0.0
-    return {"gradient": gap, "weights": weights, "missing": sorted(set(expected) - set(gradients))}
+    weights = max(shard_gap(mine[n].detach(), p.detach()) for n, p in theirs.items())
+    gaps = torch.tensor([gap, weights])
+    dist.all_reduce(gaps, op=dist.ReduceOp.MAX)
+    missing = sorted(n for n in expected if mine[n].grad is None)
+    return {"gradient": gaps[0].item(), "weights": gaps[1].item(), "missing": missing}
+
+
+def shard_gap(local: DTensor, whole: torch.Tensor) -> float:
+    """The largest difference between this rank's shard and the same slice of the whole tensor
+    (laid out as the shard is, without communication)."""
+    expected = distribute_tensor(whole, local.device_mesh, local.placements, src_data_rank=None).to_local()
+    mine = local.to_local()
+    return (mine - expected).abs().max().item() if mine.numel() else 0.0
 
 
 def parts_of(name: str) -> set[tuple[str, str]]:
@@ -67,29 +80,11 @@ def parts_of(name: str) -> set[tuple[str, str]]:
     return {(axis, choice.name) for axis, choice in spec.axes().items()} | {("kind", spec.kind)}
 
 
-def holds_a_scalar(name: str) -> bool:
-    return any(p.dim() == 0 for p in zoo.build(tiny(name), seed=0).parameters())
-
-
-def covering() -> list[str]:
-    """Variants of the grid, each kept where it brings a part (or kind) no variant kept before it
-    has: first those FSDP can shard, then those that hold a scalar (refused) for what is left.
-    Every registered part meets FSDP at least once, in a fraction of the whole grid's time."""
-    kept, seen = [], set()
-    shardable = {name: not holds_a_scalar(name) for name in GRID}
-    for name in [*(n for n in GRID if shardable[n]), *(n for n in GRID if not shardable[n])]:
-        new = parts_of(name) - seen
-        if new:
-            kept.append(name)
-            seen |= new
-    return kept
-
-
 def main(out: str) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     results = {}
-    for name in covering():
+    for name in GRID:
         try:
             results[name] = compare(name, rank, world)
         except Exception:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import tiny
-from fsdp_grid import covering, parts_of
+from conftest import GRID, tiny
+from fsdp_grid import parts_of
 
 import zoo
 from trainkit import offline_run, run_dir_of, tiny_experiment
@@ -171,16 +171,16 @@ def test_a_sharded_checkpoint_resumes_bitwise_and_at_world_size_one_on_purpose(t
 
 
 def test_every_variant_trains_sharded_or_is_refused_in_one_line(tmp_path):
-    """Variants of the grid covering every part and kind, one sharded step each with every block
-    recomputed (tests/fsdp_grid.py), against data parallelism by hand; a variant is refused exactly
-    where its model holds a scalar parameter."""
+    """Every variant of the pairwise grid, one sharded step each with every block recomputed
+    (tests/fsdp_grid.py), against data parallelism by hand; a variant is refused exactly where its
+    model holds a scalar parameter."""
     out = tmp_path / "grid.json"
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            str(HERE / "fsdp_grid.py"), str(out)], env=ENV, capture_output=True, text=True, timeout=600,
                           cwd=HERE)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(out.read_text())
-    assert list(results) == covering()
+    assert list(results) == GRID
     every = {(axis, name) for axis in zoo.AXES for name in zoo.registry(axis).names()}
     assert every <= set().union(*map(parts_of, results)), "a registered part no variant brought"
     for name, result in results.items():
