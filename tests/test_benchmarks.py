@@ -3,6 +3,7 @@ size, one round; they measure nothing here, timings belong to the scripts, not t
 
 import importlib
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,17 @@ def test_fsdp(script, capsys):
         ("fsdp", 2, "none"), ("ddp", 2, "none")]
     assert all(row["peak_rss_mib"] >= 0 and row["estimate_mib"] >= 0 and row["step_s"] > 0 for row in result["rows"])
     assert set(result["step_ratio_fsdp_to_ddp"]) == {2} and result["checkpointing_memory_ratio_to_none"] == {}
+    if script("heap").in_use_reader() is not None:  # glibc
+        assert all(row["ratio_in_use_to_estimate"] > 0 for row in result["rows"])
+        assert set(result["estimate_within_25pct_of_in_use"]) == {"fsdp x2", "ddp x2"}
+
+
+def test_the_heap_peak_sees_a_tensor_freed_before_it_ends(script):
+    heap = script("heap")
+    if heap.in_use_reader() is None:
+        pytest.skip("no glibc mallinfo2 here: the benchmarks print no bytes in use")
+    with heap.HeapPeak() as peak:
+        held = torch.ones(16 * 2**20)  # 64 MiB
+        time.sleep(0.05)  # the sampler's turn while it lives
+        del held
+    assert 64 * 2**20 <= peak.above_start < 80 * 2**20

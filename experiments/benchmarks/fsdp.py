@@ -7,12 +7,14 @@ Each contender is a torchrun of this script: every rank builds the same model (d
 d_model 512, 6 layers, a 16,000-token vocabulary: 35M parameters), trains `steps` steps of the
 trainer's own step (zoo.trainer.step.TrainStep, AdamW) on its share of a 16-row global batch of
 64 tokens, and reports its peak resident memory above what it held after its imports (the OS's
-ru_maxrss), the median step time, and the zoo's estimate of the rank's training memory
-(zoo.model.memory, as a run prints it at its start). Peak RSS also counts the whole model each
-rank builds before fully_shard keeps its share (4 bytes a parameter), which the training estimate
-leaves out: both are printed. Activation checkpointing runs in one process (train.parallel ddp,
-which one process trains plainly), each choice of --checkpointing on the same batch. Targets:
-memory per rank falls as the world grows; the estimate within 25% of the measurement.
+ru_maxrss), the peak of the bytes its live allocations held (heap.py: what the OS's figure
+holds beside them is what malloc kept of freed tensors), the median step time, and the zoo's
+estimate of the rank's training memory (zoo.model.memory, as a run prints it at its start). Both
+peaks also count the whole model each rank builds before fully_shard keeps its share (4 bytes a
+parameter), which the training estimate leaves out: it is printed too. Activation checkpointing
+runs in one process (train.parallel ddp, which one process trains plainly), each choice of
+--checkpointing on the same batch. Targets: memory per rank falls as the world grows; the
+estimate within 25% of the peak bytes in use.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import time
 from pathlib import Path
 
 import torch
+from heap import ONE_ARENA, HeapPeak
 
 SIZES = {"full": {"d_model": 512, "n_heads": 8, "d_ff": 2048, "n_decoder_layers": 6, "vocab_size": 16000},
          "smoke": {"d_model": 32, "n_heads": 2, "d_ff": 64, "n_decoder_layers": 2, "vocab_size": 50}}
@@ -70,20 +73,22 @@ def rank_main(size: str, parallel: str, checkpointing: str, steps: int, out: str
     inputs, labels = tuple(dist.shard(t) for t in inputs), dist.shard(labels)
     batch = Batch(inputs, kind.input_masks(spec, inputs), labels, tokens)
     start_rss = current_rss()
-    model = zoo.build(spec, seed=0)
-    step = TrainStep(model, train, device, dist, None)
-    times = []
-    for index in range(1, steps + 2):  # the first step allocates the optimizer's state: not timed
-        began = time.perf_counter()
-        step(index, [batch])
-        step.window.settle()
-        times.append(time.perf_counter() - began)
+    with HeapPeak() as heap:
+        model = zoo.build(spec, seed=0)
+        step = TrainStep(model, train, device, dist, None)
+        times = []
+        for index in range(1, steps + 2):  # the first step allocates the optimizer's state: not timed
+            began = time.perf_counter()
+            step(index, [batch])
+            step.window.settle()
+            times.append(time.perf_counter() - began)
     peak = rss_bytes() - start_rss
     params = exact_parameters(spec)
     estimate = training_memory(spec, params, labels.size(0), 0, labels.size(1), dist.world, parallel, checkpointing)
     report = {"rank": dist.rank, "world": dist.world, "parallel": parallel, "checkpointing": checkpointing,
               "parameters": params,
-              "peak_rss_above_start": peak, "imports_and_group": baseline, "step_s": statistics.median(times[1:]),
+              "peak_rss_above_start": peak, "peak_in_use_above_start": heap.above_start,
+              "imports_and_group": baseline, "step_s": statistics.median(times[1:]),
               "estimate": estimate.total, "estimate_text": estimate.text(), "build": params * 4}
     Path(out).with_suffix(f".{dist.rank}.json").write_text(json.dumps(report))
     dist.close()
@@ -94,7 +99,7 @@ def launch(size: str, parallel: str, world: int, checkpointing: str, steps: int,
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}",
                __file__, "--rank", "--size", size, "--parallel", parallel, "--checkpointing", checkpointing,
                "--steps", str(steps), "--out", str(out)]
-    env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // world))}
+    env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // world)), **ONE_ARENA}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
     if done.returncode:
         raise SystemExit(f"{parallel} at world size {world} failed:\n{done.stderr[-3000:]}")
@@ -126,8 +131,12 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"{parallel} x{world}, checkpointing {checkpointing} ...", file=sys.stderr, flush=True)
             ranks = launch(size, parallel, world, checkpointing, steps, Path(folder))
             worst = max(ranks, key=lambda r: r["peak_rss_above_start"])
+            heaviest = max(ranks, key=lambda r: r["peak_in_use_above_start"] or 0)
+            in_use = heaviest["peak_in_use_above_start"]
             rows.append({"parallel": parallel, "world": world, "checkpointing": checkpointing,
                          "peak_rss_mib": round(worst["peak_rss_above_start"] / 2**20),
+                         "peak_in_use_mib": None if in_use is None else round(in_use / 2**20),
+                         "ratio_in_use_to_estimate": None if in_use is None else round(in_use / heaviest["estimate"], 2),
                          "estimate_mib": round(worst["estimate"] / 2**20), "build_mib": round(worst["build"] / 2**20),
                          "ratio_measured_to_estimate": round(worst["peak_rss_above_start"] / worst["estimate"], 2),
                          "step_s": round(max(r["step_s"] for r in ranks), 3), "estimate": worst["estimate_text"]})
@@ -138,9 +147,15 @@ def main(argv: list[str] | None = None) -> dict:
               "rows": rows,
               "memory_falls_with_world": all(fsdp[a]["peak_rss_mib"] > fsdp[b]["peak_rss_mib"]
                                              for a, b in zip(sorted(fsdp), sorted(fsdp)[1:])),
+              "estimate_within_25pct_of_in_use": {f"{row['parallel']} x{row['world']}":
+                                                  abs(row["ratio_in_use_to_estimate"] - 1) <= 0.25 for row in rows
+                                                  if row["ratio_in_use_to_estimate"] is not None
+                                                  and row["checkpointing"] == "none"},
               "step_ratio_fsdp_to_ddp": {w: round(fsdp[w]["step_s"] / ddp[w]["step_s"], 2) for w in ddp if w in fsdp},
               "checkpointing_memory_ratio_to_none": {c: round(alone[c]["peak_rss_mib"] / alone["none"]["peak_rss_mib"], 2)
                                                      for c in alone if "none" in alone},
+              "checkpointing_in_use_ratio_to_none": {c: round(alone[c]["peak_in_use_mib"] / alone["none"]["peak_in_use_mib"], 2)
+                                                     for c in alone if "none" in alone and alone[c]["peak_in_use_mib"]},
               "checkpointing_step_ratio_to_none": {c: round(alone[c]["step_s"] / alone["none"]["step_s"], 2)
                                                    for c in alone if "none" in alone}}
     print(json.dumps(result, indent=1))
