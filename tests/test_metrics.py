@@ -17,7 +17,7 @@ from zoo.metric_names import MetricName
 from zoo.metrics import Tally, better, goal_of, range_of, reported
 from zoo.model.zoo_model import ZooModel
 from zoo.specs.identity import fingerprint
-from zoo.sweep.record_differences import added_since, metric_differences, scorer_differences
+from zoo.sweep.record_differences import added_since, history_differences, metric_differences, scorer_differences
 from zoo.sweep.reproduce import Reproduction, describe
 from zoo.sweep.spec import SweepSpec, check_metric
 
@@ -208,6 +208,20 @@ def test_reproduce_shows_a_metric_added_since_the_record_and_compares_the_rest()
     text = describe(Reproduction("norm=pre,seed=0", added=added))
     assert text == ("norm=pre,seed=0: every final metric matches bit for bit (not in the record, so not compared: "
                     "chrf, ter, metrics the zoo gained since)")
+
+
+def test_a_history_key_the_record_never_logged_is_not_compared_but_one_it_logged_is_everywhere():
+    recorded = [{"train/step": 10, "train/loss": 2.0, "train/wall_s": 1.0}, {"train/step": 20, "train/loss": 1.5}]
+    now = [{"train/step": 10, "train/loss": 2.0, "train/flops": 1e9, "train/wall_s": 3.0},
+           {"train/step": 20, "train/loss": 1.5, "train/flops": 2e9}]
+    assert history_differences(recorded, now) == [], "train/flops began to be logged after the record"
+    assert history_differences(recorded, [now[0], {"train/step": 20, "train/flops": 2e9}]) == [
+        "train/loss at step 20: 1.5 recorded, not reported now"]
+    logged = [{**recorded[0], "train/flops": 1e9}, {**recorded[1], "train/flops": 3e9}]
+    assert history_differences(logged, now) == ["train/flops at step 20: 3000000000.0 recorded, 2000000000.0 now"]
+    assert history_differences([recorded[0], {**recorded[1], "train/flops": 2e9}], now) == [
+        "train/flops at step 10: not in the record, 1000000000.0 now"], \
+        "a key the record logged is compared at every step"
 
 
 def test_zoo_list_and_show_explain_the_metrics(capsys):

@@ -82,12 +82,16 @@ def first_loss_difference(recorded: float | None, now: float | None) -> list[str
 
 def history_differences(recorded: list[dict[str, float]], now: list[dict[str, float]]) -> list[str]:
     """Every logged value of the whole history (each key at each step, timings aside) that is not the
-    same float, or that only one side logged: a learning curve is a result too (plots, eval_auc)."""
-    def named(history: list[dict[str, float]]) -> dict[str, float]:
+    same float, or that only one side logged: a learning curve is a result too (plots, eval_auc).
+    A key the record logged at no step at all is one the zoo began to log after it was made
+    (train/flops, train/tokens): not compared, as a final metric gained since is not."""
+    def named(history: list[dict[str, float]], keys: set[str] | None = None) -> dict[str, float]:
         return {f"{key} at step {int(row['train/step'])}": value for row in history if "train/step" in row
-                for key, value in row.items() if key != "train/step" and not timing(key) and isinstance(value, int | float)}
+                for key, value in row.items() if key != "train/step" and not timing(key)
+                and isinstance(value, int | float) and (keys is None or key in keys)}
 
-    return metric_differences(named(recorded), named(now))
+    logged = {key for row in recorded for key in row}
+    return metric_differences(named(recorded), named(now, logged))
 
 
 def added_since(recorded: dict[str, float], scorers: dict[str, str] | None, now: dict[str, float]) -> list[str]:
