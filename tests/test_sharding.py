@@ -137,3 +137,15 @@ def test_a_sweep_whose_sharded_cells_cannot_split_their_rows_is_refused_before_a
         run_sweep(sweep, base, processes_per_cell=3, echo=lambda _: None)
     assert str(refused.value).startswith("train.parallel fsdp: train.batch_size 32 does not divide over the 3 ranks")
     assert not (tmp_path / "tiny").exists(), "nothing ran, nothing was written"
+
+
+def test_a_run_that_does_not_shard_never_imports_fsdp_dtensor_or_dcp():
+    """They cost every process's start 0.7 s (the trainer's and each sweep cell's) when imported at
+    the top of the trainer's modules; a sharded run imports them when it shards or saves."""
+    import subprocess
+    import sys
+
+    heavy = ("torch.distributed.fsdp", "torch.distributed.tensor", "torch.distributed.checkpoint")
+    program = f"import sys, zoo.cli, zoo.trainer.console; print([m for m in {heavy!r} if m in sys.modules])"
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300, check=True)
+    assert done.stdout.strip() == "[]"
