@@ -4,8 +4,10 @@ model's kind and the per-layer pattern among them, a part's tried settings among
 meets in some variant,
 and the four seed axes are crossed in full."""
 
+import compileall
 import itertools
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -25,6 +27,16 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # each worker its share of the 
 LAYER_PATTERNS = {"same": {}, "alternate": {"local": {"every": 2, "at": 0, "set": {"window": 3, "d_ff": 24}}}}
 """The grid's per-layer patterns: every layer alike, or the even layers (the first of each stack)
 windowed and narrower than the odd ones."""
+
+
+def pytest_configure(config):
+    """Byte-compile the zoo's sources once, before any test (in the controller, not in each
+    worker): the hundreds of processes the tests start (runs, sweep workers, torchrun ranks) then
+    load bytecode. Where PYTHONDONTWRITEBYTECODE is set (as on the machine CI runs on)
+    no import writes it, and each process compiled the zoo again (0.3 s a start)."""
+    if not hasattr(config, "workerinput"):
+        for folder in ("zoo", "variants", "tests"):
+            compileall.compile_dir(Path(__file__).resolve().parents[1] / folder, quiet=1)
 
 
 def name_of(fields: dict) -> str:
