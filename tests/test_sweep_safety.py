@@ -244,3 +244,37 @@ def test_a_grid_that_sets_one_setting_twice_is_refused_before_anything_runs(tmp_
     said = cli_error(["sweep", str(tmp_path / "sweep.yaml"), "--dry-run"], capsys)
     assert "set one setting" in said or "is the grid key 'model.window''s setting" in said, said
     assert not (tmp_path / "twice").exists()
+
+
+@pytest.mark.parametrize("planted", ["ledger.jsonl", "sweep.yaml", "report.md"])
+def test_a_sweep_file_planted_as_a_link_is_refused_by_name_and_its_target_untouched(tmp_path, planted):
+    """A link in the sweep folder would have the sweep append to (or read) whatever it points at:
+    here a shell script outside the folder, which a grid string holding `$(...)` would then fill."""
+    sweep = write_ledger(tmp_path, {"model.norm": ["post", "pre"]})
+    folder = sweep.directory()
+    script = tmp_path / "outside.sh"
+    script.write_text("#!/bin/sh\necho hello\n")
+    target = folder / planted
+    if target.exists():
+        script.write_bytes(target.read_bytes())  # the link must be refused, not its content
+    before = script.read_bytes()
+    target.unlink(missing_ok=True)
+    target.symlink_to(script)
+    with pytest.raises(zoo.ConfigError, match=rf"{planted}: a symbolic link \(to {script}\).*replace the link"):
+        compare(folder, wandb_mode="disabled", echo=lambda _: None)
+    if planted == "ledger.jsonl":
+        with pytest.raises(zoo.ConfigError, match=r"ledger\.jsonl: a symbolic link"):
+            Ledger(target).append({"cell": "x", "status": "running"})
+    assert script.read_bytes() == before and target.is_symlink()
+
+
+def test_a_sweep_run_refuses_a_planted_ledger_before_any_cell_trains(tmp_path):
+    sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post"]})
+    folder = sweep.directory()
+    folder.mkdir(parents=True)
+    script = tmp_path / "outside.sh"
+    script.write_text("#!/bin/sh\n")
+    (folder / "ledger.jsonl").symlink_to(script)
+    with pytest.raises(zoo.ConfigError, match=r"ledger\.jsonl: a symbolic link"):
+        run_sweep(sweep, base, workers=1, echo=lambda _: None)
+    assert script.read_text() == "#!/bin/sh\n" and not (folder / "runs").exists()

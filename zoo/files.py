@@ -205,6 +205,20 @@ METADATA_BYTES = 64 << 20
 may hold: far past any real one, far below what would fill memory."""
 
 
+def inside_its_folder(path: str | Path, what: str, error: type[ZooError] = ConfigError) -> Path:
+    """`path` itself, where it is no symbolic link and lies in its own folder: a sweep's ledger,
+    sweep.yaml or report planted as a link would have the sweep append to (or read) whatever it
+    points at, a shell script outside the sweep included. The folder may be a link; the file may not."""
+    path = Path(path)
+    if path.is_symlink():
+        raise error(f"{path}: a symbolic link (to {os.readlink(path)}), so not used as {what}: a sweep writes and "
+                    "reads its own files only, never through a link that could point anywhere; replace the link by "
+                    "the file itself")
+    if path.exists() and path.resolve().parent != path.parent.resolve():
+        raise error(f"{path}: resolves to {path.resolve()}, outside its folder, so not used as {what}")
+    return path
+
+
 def regular_file(path: str | Path, what: str, error: type[ZooError] = ConfigError) -> os.stat_result:
     """The file's status, where it is a regular file (a link is followed): a device such as
     /dev/zero never ends and a FIFO blocks the reader, so neither is read. A missing file or a

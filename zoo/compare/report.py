@@ -52,7 +52,7 @@ from zoo.compare.tables import (
 )
 from zoo.compare.wandb_run import log_tables
 from zoo.errors import ConfigError
-from zoo.files import atomic_write
+from zoo.files import atomic_write, inside_its_folder
 from zoo.records import RunRecord
 from zoo.specs.experiment import ExperimentSpec, resolved_mode
 from zoo.specs.yamlio import dump_yaml
@@ -187,7 +187,7 @@ def compare(sweep_dir: str | Path, wandb_mode: str | None = None, metric: str | 
              *run_lines(sweep, records), "",
              *recipe_lines(read.sweep, base, records), "## Plots", "",
              *(f"![{p.stem}]({p.name})" for p in plots), ""]
-    markdown = sweep_dir / f"report{suffix}.md"
+    markdown = inside_its_folder(sweep_dir / f"report{suffix}.md", "a sweep's report")
     atomic_write(markdown, "\n".join(lines))
     mode = resolved_mode(wandb_mode or (base.get("wandb") or {}).get("mode", "offline"))
     run = None

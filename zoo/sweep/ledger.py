@@ -5,6 +5,7 @@ sweep killed at any moment, or two shards appending at once, leave a ledger that
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import threading
@@ -17,9 +18,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from zoo.errors import describe_validation
-from zoo.files import WriteError, fcntl, read_bounded
+from zoo.files import WriteError, fcntl, inside_its_folder, read_bounded
 from zoo.records import RunRecord
 from zoo.sweep.spec import Cell
+
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+"""Open the ledger itself, never what a link in its place points at."""
 
 LEDGER_BYTES = 1 << 30
 """The most a ledger may hold: a line a cell event, each a few kB with its learning curve, so a
@@ -98,8 +102,11 @@ class Ledger:
         with self._lock:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+                inside_its_folder(self.path, "a sweep's ledger")
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | NOFOLLOW, 0o666)
             except OSError as err:
+                if err.errno == errno.ELOOP:  # a link planted between the check and the open
+                    inside_its_folder(self.path, "a sweep's ledger")
                 raise WriteError(f"{self.path}: cannot append a record: {err.strerror or err}") from None
             try:
                 if fcntl is not None:
@@ -121,6 +128,7 @@ class Ledger:
 
     def read(self) -> LedgerRead:
         out = LedgerRead()
+        inside_its_folder(self.path, "a sweep's ledger")
         if not self.path.exists():
             return out
         text = read_bounded(self.path, "a sweep's ledger", LEDGER_BYTES).decode("utf-8", errors="replace")

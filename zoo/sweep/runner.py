@@ -19,7 +19,7 @@ from typing import Any
 
 from zoo.children import ended
 from zoo.errors import ConfigError, Interrupted, RunConflict, ZooError
-from zoo.files import FolderLock, atomic_write, lock_holder
+from zoo.files import FolderLock, atomic_write, inside_its_folder, lock_holder
 from zoo.records import DONE, RunRecord, read_result
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.identity import changes_between, flatten
@@ -227,7 +227,8 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
     if only is not None:
         lock, holder = f".cell-{safe_text(only.name)}.lock", f"cell {only.name} of this sweep"
     with FolderLock(folder, lock, holder):
-        atomic_write(folder / "sweep.yaml", dump_yaml({**sweep.model_dump(mode="json"), "base": base}))
+        saved = inside_its_folder(folder / "sweep.yaml", "a sweep's saved sweep.yaml")
+        atomic_write(saved, dump_yaml({**sweep.model_dump(mode="json"), "base": base}))
         ledger = Ledger(folder / "ledger.jsonl")
         read = ledger.read()
         for warning in read.warnings(ledger.path):

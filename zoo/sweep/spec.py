@@ -25,6 +25,7 @@ from pydantic import Field, PositiveInt, ValidationError, field_validator, model
 from pydantic_core import PydanticCustomError
 
 from zoo.errors import ConfigError, describe_validation
+from zoo.files import inside_its_folder
 from zoo.metric_names import MetricName
 from zoo.metrics import Resolved
 from zoo.specs.experiment import ExperimentSpec, assign, parse_sets, validate_experiment, written_defaults
@@ -387,7 +388,7 @@ def read_saved_sweep(folder: Path) -> tuple[SweepSpec, dict[str, Any]]:
     """The sweep a folder's sweep.yaml records and its base experiment, which `zoo sweep` writes
     into it: a base that is only a file name (an edited or hand-written sweep.yaml) says nothing
     about the experiment the cells ran, so it is refused, naming the file."""
-    saved = folder / "sweep.yaml"
+    saved = inside_its_folder(folder / "sweep.yaml", "a sweep's saved sweep.yaml")
     data = read_mapping(saved, "saved sweep")
     base = data.get("base") or {}
     if not isinstance(base, dict):

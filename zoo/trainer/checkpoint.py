@@ -21,7 +21,8 @@ from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task
 from zoo.trainer.distributed import Distributed
 from zoo.trainer.guards import finite_weights
-from zoo.trainer.sharded_checkpoint import REST, SHARDED_KEYS, gather_whole, is_sharded_checkpoint, save_sharded
+from zoo.trainer.shard_guard import DIGESTS, verify_shards
+from zoo.trainer.sharded_checkpoint import REST, SHARDED_KEYS, gather_whole, is_sharded_checkpoint, save_sharded, set_aside
 from zoo.trainer.sharding import is_sharded, whole_weights
 
 
@@ -127,8 +128,10 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
     """A checkpoint's state. A missing, unreadable, corrupt, foreign or too new file raises a
     CheckpointError that names it; `need` lists the keys the caller uses."""
     path = Path(path)
+    path = set_aside(path) or path  # a crash mid-save left the last one aside: read it where it is
     if is_sharded_checkpoint(path):  # its shards stay where they are: zoo.load or the resumed run reads them
         rest = read_checkpoint(path / REST, map_location, need=tuple(key for key in need if key not in SHARDED_KEYS))
+        verify_shards(path, rest.pop(DIGESTS, None), rest.get("world_size"))
         return {**rest, "sharded": path}
     check_loadable(path)
     verify_archive(path)

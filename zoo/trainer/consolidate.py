@@ -29,7 +29,7 @@ def consolidate(path: str | Path, out: str | Path | None = None) -> Path:
     train = validate_experiment(state["experiment"], f"{path}'s experiment").train
     optimizer = make_optimizer(model, train)
     make_schedule(optimizer, train)  # its groups as the run's: each with the initial rate its schedule added
-    gather_whole(path, model, optimizer)
+    gather_whole(state["sharded"], model, optimizer)  # where it lies (set aside by a crash mid-save)
     rest = {key: value for key, value in state.items() if key not in ("sharded", "world_size", "format")}
     rest["progress"] = state["progress"].model_dump()
     save_checkpoint(out, {**rest, "model": model.state_dict(), "optimizer": optimizer.state_dict()})

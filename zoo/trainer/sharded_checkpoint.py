@@ -19,6 +19,7 @@ from torch import nn
 from zoo.errors import ConfigError
 from zoo.files import atomic_write
 from zoo.records import FORMAT
+from zoo.trainer.shard_guard import DIGESTS, METADATA, loading, safe_reader, shard_digests
 
 REST = "zoo.pt"
 """The file of a sharded checkpoint that holds everything but the shards."""
@@ -28,7 +29,9 @@ SHARDED_KEYS = ("model", "optimizer")
 
 
 def is_sharded_checkpoint(path: Path) -> bool:
-    return path.is_dir() and (path / ".metadata").is_file()
+    """A folder of shards: DCP's index, or the rest of a zoo checkpoint (so that a missing index
+    is said as such, not as "a folder")."""
+    return path.is_dir() and ((path / METADATA).is_file() or (path / REST).is_file())
 
 
 def staging(path: Path) -> Path:
@@ -50,8 +53,9 @@ def save_sharded(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
         new.mkdir(parents=True)
     barrier()
     dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=new)
-    if rank == 0:
-        atomic_write(new / REST, lambda handle: torch.save({"format": FORMAT, **rest, "world_size": world}, handle))
+    if rank == 0:  # every rank's shards are whole once dcp.save returns: its index is written last
+        rest = {"format": FORMAT, **rest, "world_size": world, DIGESTS: shard_digests(new, leave_out=(REST,))}
+        atomic_write(new / REST, lambda handle: torch.save(rest, handle))
         swap_in(new, path)
     barrier()
 
@@ -70,10 +74,17 @@ def swap_in(new: Path, path: Path) -> None:
 def recover(path: Path) -> None:
     """A crash between swap_in's renames left the last checkpoint aside: put it back. A staging
     folder left by a crash is half written and goes."""
-    old = path.with_name(f".{path.name}.old")
-    if not path.exists() and is_sharded_checkpoint(old):
+    old = set_aside(path)
+    if old is not None:
         os.replace(old, path)
     shutil.rmtree(staging(path), ignore_errors=True)
+
+
+def set_aside(path: Path) -> Path | None:
+    """The last checkpoint, where a crash between swap_in's renames left it aside and `path` is
+    gone: what a reader (zoo.load, zoo consolidate) reads in its place, and --resume recovers."""
+    old = path.with_name(f".{path.name}.old")
+    return old if not path.exists() and is_sharded_checkpoint(old) else None
 
 
 def load_sharded(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
@@ -83,7 +94,8 @@ def load_sharded(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer)
 
     model_state, optimizer_state = get_state_dict(model, optimizer)
     state = {"model": model_state, "optimizer": optimizer_state}
-    dcp.load(state, checkpoint_id=path)
+    with loading(path):
+        dcp.load(state, storage_reader=safe_reader(path), checkpoint_id=path)
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
 
 
@@ -97,7 +109,8 @@ def gather_whole(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer 
     state = {"model": model_state, **({"optimizer": optimizer_state} if optimizer is not None else {})}
     with warnings.catch_warnings():  # that one process reads every shard is the point here
         warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
-        dcp.load(state, checkpoint_id=path, no_dist=True)
+        with loading(path):
+            dcp.load(state, storage_reader=safe_reader(path), checkpoint_id=path, no_dist=True)
     set_state_dict(model, optimizer or [], model_state_dict=state["model"],
                    optim_state_dict=state.get("optimizer", {}))
 
