@@ -67,6 +67,31 @@ def test_before_the_confirmation_ran_the_comparison_says_it_is_unconfirmed(tmp_p
     assert {row.metric.n for row in report.rows} == {3}, "the tuning seeds' runs, said to be optimistic"
 
 
+def test_a_variant_whose_choice_changed_after_its_confirmation_is_named_unconfirmed_not_dropped(tmp_path):
+    """Tuning cells of pre rerun after its confirmation at 1e-2 (their last records now choose 3e-3):
+    pre has no confirmation run at its choice, and is said to be unconfirmed, with what ran and how
+    to confirm it, instead of vanishing while the console says the comparison is confirmed."""
+    sweep = with_confirmation(write_tuned(tmp_path))
+    from zoo.sweep import expand
+    ledger = Ledger(sweep.directory() / "ledger.jsonl")
+    for cell in expand(sweep):
+        a = dict(cell.assignment)
+        if a["model.norm"] == "pre" and a["train.optimizer.lr"] == 0.003:
+            ledger.append({"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": a,
+                           "status": "finished", "history": [{"train/step": 100, "eval/token_acc": 0.99}],
+                           "metrics": {"eval/token_acc": 0.99, "eval/loss": 0.04, "test/token_acc": 0.9}})
+    said = []
+    report = compare(sweep.directory(), wandb_mode="disabled", echo=said.append)
+    assert {c.variant: c.chosen["train.optimizer.lr"] for c in report.tuning.choices}["norm=pre"] == 0.003
+    assert [row.variant for row in report.rows] == ["norm=post"]
+    stale = [line for line in said if "norm=pre: not confirmed" in line]
+    assert stale and "its choice is now lr=0.003, and its confirmation seeds [7, 8] ran lr=0.01" in stale[0] \
+        and "`zoo sweep` is run again" in stale[0], said
+    assert any("1 variant(s) whose choice changed after their confirmation ran are not confirmed and left out "
+               "(norm=pre)" in line for line in said), said
+    assert "norm=pre: not confirmed" in report.markdown.read_text()
+
+
 @pytest.mark.parametrize("changes, said", [
     ({"confirm_seeds": [1, 5]}, "confirm_seeds [1] are tuning seeds too (seeds [0, 1])"),
     ({"confirm_seeds": [5, 5]}, "confirm_seeds must be distinct, got [5, 5]"),

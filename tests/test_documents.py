@@ -244,3 +244,43 @@ def test_a_packed_tasks_summary_counts_the_documents_left_out_not_its_rows(tmp_p
     summary = task.summary(2)
     assert summary["train_too_long"] == 1, "the one document of 62 tokens"
     assert summary["train_examples"] == len(task.train_lines) == 20 * 7 // 16
+
+
+@pytest.mark.parametrize("special", ["<pad>", "<bos>", "<eos>", "<unk>"])
+def test_a_special_token_written_in_a_document_stays_text_under_bpe(tmp_path, special):
+    """Matched as its id, `<eos>` in a sentence would end the row's labels, and `<bos>` would split
+    a document mid-sentence under documents: separate."""
+    texts = [f"the cat {special} sat on the mat number {i}\nand more" for i in range(20)]
+    for split in ("train", "valid", "test"):
+        write_documents(tmp_path, split, texts)
+    task = build_task(folder_task(tmp_path, tokenizer="bpe", vocab_size=120), seed=0)
+    codec = task.src_vocab
+    ids = codec.encode(texts[0])
+    assert ids[0] == 1 and ids[-1] == 2 and not {0, 1, 2} & set(ids[1:-1]), ids
+    assert codec.decode(ids[1:]).replace(" ", "") == texts[0].replace(" ", ""), \
+        "the special token's characters come back"
+    restored = type(codec)(__import__("tokenizers").Tokenizer.from_str(codec.state()["tokenizer"]))
+    assert restored.encode(texts[0]) == ids, "a codec read back from a checkpoint encodes as the trained one"
+
+
+def test_a_documents_folder_names_what_it_leaves_out(tmp_path):
+    import os
+    write_documents(tmp_path, "train", ["x = 1\n", "y = 2\n"])
+    train = tmp_path / "train"
+    (train / "broken.txt").symlink_to(tmp_path / "nowhere.txt")
+    (train / "zero.txt").symlink_to("/dev/null")
+    os.mkfifo(train / "pipe.txt")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "z.txt").write_text("z = 3\n")
+    (train / "linked").symlink_to(tmp_path / "elsewhere")
+    with pytest.warns(UserWarning, match=r"4 entries left out of split 'train': broken.txt \(a broken link\), "
+                                         r"linked \(a link to a folder.*\), pipe.txt \(a FIFO\), zero.txt \(a device\)"):
+        task = build_task({**folder_task(tmp_path), "valid_split": "train", "test_split": None}, seed=0)
+    assert task._split("train") == ("x = 1", "y = 2")
+
+
+def test_a_separator_file_with_carriage_return_line_ends_is_refused_by_name(tmp_path):
+    (tmp_path / "train.txt").write_text("a b\r<|endoftext|>\rc d\r", encoding="utf-8", newline="")
+    with pytest.raises(zoo.DataError, match=r"train.txt: its lines end in a carriage return alone"):
+        build_task({"name": "lm", "data_dir": str(tmp_path), "separator": "<|endoftext|>", "valid_split": "train",
+                    "test_split": None, "tokenizer": "char", "min_frequency": 1}, seed=0)

@@ -161,14 +161,35 @@ def compared_runs(sweep: SweepSpec, records: list[RunRecord], choices: list[Choi
     the tuning seeds' runs, said to be unconfirmed."""
     confirming = [r for r in records if r.seed in sweep.confirm_seeds]
     if confirming:
+        stale = unconfirmed(sweep, confirming, choices)
+        left_out = (f"; {len(stale)} variant(s) whose choice changed after their confirmation ran are not confirmed "
+                    f"and left out ({', '.join(stale)})") if stale else ""
         note = (f"compared on the confirmation seeds {sweep.confirm_seeds} alone: each variant trained again at its "
-                f"chosen value; the tuning seeds {sweep.seeds} only chose")
+                f"chosen value; the tuning seeds {sweep.seeds} only chose{left_out}")
         return (compared_sweep(sweep).model_copy(update={"seeds": sweep.confirm_seeds}),
                 chosen_records(sweep, confirming, choices), [note])
     notes = [f"the choice is not confirmed yet: confirm_seeds {sweep.confirm_seeds} have no runs, so the variants are "
              "compared on the seeds that chose them (optimistic); `zoo sweep` runs the confirmation once every "
              "tuning cell is done"] if sweep.confirm_seeds else []
     return compared_sweep(sweep), chosen_records(sweep, tuning_runs(sweep, records), choices), notes
+
+
+def unconfirmed(sweep: SweepSpec, confirming: list[RunRecord], choices: list[Choice]) -> dict[str, str]:
+    """The variants whose confirmation runs are all of another value than the one chosen now (the
+    tuning grid grew, or a tuning cell was rerun, after the confirmation ran): {variant: what to say}.
+    Compared on the confirmation seeds, such a variant has no run; it must be named, never dropped."""
+    chosen = chosen_keys(choices)
+    said = {}
+    for choice in choices:
+        runs = [r for r in confirming if grid_variant(sweep, r.assignment) == choice.variant]
+        if runs and not any(at_choice(sweep, chosen, r.assignment) for r in runs):
+            ran = sorted({assignment_text(sweep.labels(), tuned_values(sweep, r).items()) for r in runs})
+            now = assignment_text(sweep.labels(), choice.chosen.items())
+            said[choice.variant] = (f"{choice.variant}: not confirmed: its choice is now {now}, and its confirmation "
+                                    f"seeds {sweep.confirm_seeds} ran {' and '.join(ran)}; it is left out of the "
+                                    f"comparison until `zoo sweep` is run again on this sweep's file, which trains "
+                                    f"{now} on the confirmation seeds")
+    return said
 
 
 def check_compared_metric(sweep: SweepSpec) -> None:

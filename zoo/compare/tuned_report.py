@@ -19,6 +19,7 @@ from zoo.compare.tuned import (
     compared_runs,
     tried_text,
     tuning_runs,
+    unconfirmed,
 )
 from zoo.compare.wandb_run import Rows
 from zoo.files import atomic_write
@@ -77,6 +78,7 @@ def tuned(sweep: SweepSpec, records: list[RunRecord], folder: Path, suffix: str)
                            [[*(value_text(t.values[k]) for k in keys), c.variant, t.values == c.chosen, t.score.mean,
                              t.score.n, t.bad] for c in choices for t in c.tried])
     out.warnings = [f"{c.variant}: {'; '.join(c.edges)}: tune further" for c in choices if c.edges]
+    out.warnings += list(unconfirmed(sweep, [r for r in every_run if r.seed in sweep.confirm_seeds], choices).values())
     out.notes = [*said, *(f"{c.variant}: some tuned value has fewer finished seeds than the sweep's "
                           f"{len(sweep.seeds)}; its choice rests on the cells there are" for c in choices if c.incomplete)]
     add_seed_choices(out, sweep, records, choices)

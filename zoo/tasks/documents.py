@@ -6,6 +6,8 @@ space at its ends, and is left out when nothing else remains."""
 
 from __future__ import annotations
 
+import stat
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -34,11 +36,29 @@ def document_files(data_dir: str, stem: str, suffix: str | None) -> list[Path]:
     if not folder.is_dir():
         raise MissingData(f"task.data_dir {data_dir!r}: no folder {stem}/ for split {stem!r}{near_split(data_dir, stem)} "
                           "(task.folders reads a folder of documents a split)")
-    files = sorted(path for path in folder.rglob("*") if path.is_file() and (suffix is None or path.name.endswith(suffix))
-                   and not any(part.startswith(".") for part in path.relative_to(folder).parts))
+    entries = [path for path in folder.rglob("*") if not any(part.startswith(".") for part in path.relative_to(folder).parts)]
+    files = sorted(path for path in entries if path.is_file() and (suffix is None or path.name.endswith(suffix)))
+    left_out = [f"{path.relative_to(folder)} ({why})" for path in sorted(entries) if (why := not_read(path))]
+    if left_out:
+        warnings.warn(f"{folder}: {len(left_out)} entr{'y' if len(left_out) == 1 else 'ies'} left out of split {stem!r}: "
+                      f"{', '.join(left_out[:5])}{', ...' if len(left_out) > 5 else ''}", stacklevel=2)
     if not files:
         raise DataError(f"{folder}: no file{'' if suffix is None else f' ending in {suffix!r}'} in split {stem!r}")
     return files
+
+
+def not_read(path: Path) -> str | None:
+    """Why an entry of a documents folder is not read as a document, where it is not a regular file
+    or an ordinary folder: said, not skipped in silence."""
+    if path.is_symlink() and path.is_dir():
+        return "a link to a folder: its files are not read; copy them in, or name the folder itself"
+    if path.is_symlink() and not path.exists():
+        return "a broken link"
+    if path.is_dir() or path.is_file():
+        return None
+    kind = stat.S_IFMT(path.stat().st_mode)
+    return {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device",
+            stat.S_IFSOCK: "a socket"}.get(kind, "not a regular file")
 
 
 def split_files(params, stem: str) -> list[Path]:
@@ -48,8 +68,14 @@ def split_files(params, stem: str) -> list[Path]:
     return [line_file(params.data_dir, stem, params.lang)]
 
 
-def separated(text: str, separator: str) -> list[str]:
-    """The documents of a text whose lines equal to `separator` end them."""
+def separated(text: str, separator: str, path: Path | None = None) -> list[str]:
+    """The documents of a text whose lines equal to `separator` end them. A line ends at `\\n`, as
+    in every corpus format: a file whose lines end in a carriage return alone would be one document,
+    so it is refused, naming the file."""
+    if "\n" not in text and separator in text.split("\r"):
+        raise DataError(f"{path or 'the text'}: its lines end in a carriage return alone (\\r, old Mac line ends), "
+                        "and a line is what ends in \\n (as in every corpus format), so its separator lines would "
+                        "never end a document; convert the line ends: tr '\\r' '\\n' < FILE")
     documents, current = [], []
     for line in text.split("\n"):
         if line == separator:
@@ -70,7 +96,7 @@ def cached_documents(data_dir: str, stem: str, lang: str | None, separator: str 
         documents = [text_of(path).strip() for path in files]
     else:
         files = [line_file(data_dir, stem, lang)]
-        documents = read_lines(files[0]) if separator is None else separated(text_of(files[0]), separator)
+        documents = read_lines(files[0]) if separator is None else separated(text_of(files[0]), separator, files[0])
         documents = [document.strip() for document in documents]
     kept = tuple(document for document in documents if document)
     if not kept:

@@ -101,7 +101,9 @@ class PretrainedCodec:
     the decoder's start token, so the trainer's shift gives the decoder what the model was trained on."""
 
     def __init__(self, tokenizer, ids: dict[str, int], target: bool):
-        self.tokenizer, self.ids, self.target = tokenizer, dict(ids), target
+        from zoo.tasks.text import text_stays_text
+
+        self.tokenizer, self.ids, self.target = text_stays_text(tokenizer), dict(ids), target
 
     @classmethod
     def from_folder(cls, folder: str, target: bool) -> PretrainedCodec:

@@ -65,7 +65,7 @@ class BpeCodec:
     restores the spaces, and punctuation is split off before merging."""
 
     def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
+        self.tokenizer = text_stays_text(tokenizer)
         ids = [tokenizer.token_to_id(token) for token in (PAD, BOS, EOS, UNK)]
         if ids != [0, 1, 2, 3]:
             raise DataError(f"a BPE tokenizer must hold <pad>, <bos>, <eos>, <unk> as ids 0-3, got {ids}")
@@ -101,6 +101,15 @@ class BpeCodec:
 
     def state(self) -> dict[str, Any]:
         return {"kind": "bpe", "tokenizer": self.tokenizer.to_str()}
+
+
+def text_stays_text(tokenizer):
+    """A tokenizer that reads `<pad>`, `<eos>` or any special token written in a document as the
+    characters it is: matched as the special id, it would end a row's labels, or split a document
+    mid-sentence under `documents: separate`. The codec adds the special ids itself; the setting is
+    not part of the tokenizer's saved text, so it is set on every tokenizer the codecs hold."""
+    tokenizer.encode_special_tokens = True
+    return tokenizer
 
 
 def train_codec(kind: TokenizerName, texts: Sequence[str], vocab_size: int, min_frequency: int, lowercase: bool):
