@@ -278,3 +278,52 @@ def test_a_sweep_run_refuses_a_planted_ledger_before_any_cell_trains(tmp_path):
     with pytest.raises(zoo.ConfigError, match=r"ledger\.jsonl: a symbolic link"):
         run_sweep(sweep, base, workers=1, echo=lambda _: None)
     assert script.read_text() == "#!/bin/sh\n" and not (folder / "runs").exists()
+
+
+def test_values_a_metric_cannot_take_are_named_and_left_out_not_ranked(tmp_path):
+    """A loss of -3 would rank first, 1e39 and 1e200 overflow float32, 1e308 made the margin search
+    loop forever: each is named and left out, as a non-finite value is."""
+    sweep = SweepSpec(name="k", grid={"model.norm": ["post", "pre", "sandwich", "peri"]}, seeds=[0, 1, 2],
+                      metric="eval/loss", out_dir=str(tmp_path))
+    folder = sweep.directory()
+    folder.mkdir(parents=True)
+    (folder / "sweep.yaml").write_text(yaml.safe_dump({**sweep.model_dump(mode="json"), "base": {}}, sort_keys=False))
+    ledger = Ledger(folder / "ledger.jsonl")
+    odd = {("post", 0): -3.0, ("pre", 1): 1e39, ("sandwich", 2): 1e200, ("peri", 0): 1e308}
+    for cell in expand(sweep):
+        norm = dict(cell.assignment)["model.norm"]
+        loss = odd.get((norm, cell.seed), 2.0 + 0.1 * cell.seed + 0.01 * len(norm))
+        ledger.append({"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": dict(cell.assignment),
+                       "status": "finished", "metrics": {"eval/loss": loss, "eval/exact_match": 0.5}})
+    notes = []
+    report = compare(folder, wandb_mode="disabled", echo=notes.append)
+    text = "\n".join(notes)
+    assert "cell norm=post,seed=0: eval/loss -3: outside loss's range [0, inf); left out" in text, text
+    assert "cell norm=pre,seed=1: eval/loss 1e+39: cannot be held in float32" in text
+    assert "cell norm=sandwich,seed=2: eval/loss 1e+200: cannot be held in float32" in text
+    assert "cell norm=peri,seed=0: eval/loss 1e+308: cannot be held in float32" in text
+    rows = {row.variant: row for row in report.rows}
+    assert all(row.nonfinite == 1 for row in rows.values()), "each left out as a non-finite value is"
+    assert all(row.metric.mean is None or not row.metric.mean < 0 for row in rows.values())
+
+
+def test_the_margin_search_ends_on_values_near_floats_end():
+    from zoo.compare.exact import smallest_margin
+    assert smallest_margin([1e308, 1e308, -1e308, 1e308, 1e308, 1e308]) is None
+    assert smallest_margin([0.01, 0.02, -0.01, 0.015, 0.0, 0.01]) > 0
+
+
+def test_a_result_a_metric_cannot_hold_is_not_adopted_into_the_ledger(tmp_path):
+    from zoo.records import RunRecord, write_result
+    from zoo.sweep.runner import train_cell
+    from zoo.sweep.spec import cell_experiment
+
+    sweep, base = tiny_sweep(tmp_path, {"model.norm": ["post"]})
+    cell, = expand(sweep)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    write_result(run_dir / "result.json", RunRecord(status="finished", metrics={"eval/loss": 1e308}))
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    record = train_cell(cell_experiment(sweep, base, cell), run_dir, cell, ledger, workers=None)
+    assert record.status == "failed" and "eval/loss 1e+308: cannot be held in float32; not adopted" in record.error
+    assert ledger.read().records[-1].metrics == {} and (run_dir / "result.json").exists(), "nothing lost"

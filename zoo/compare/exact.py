@@ -87,8 +87,14 @@ def smallest_margin(values: Sequence[float], level: float = 0.05) -> float | Non
     if x.size < 2 or not np.isfinite(x).all() or not smallest_p(x.size, sided=1) < level:
         return None
     low, high = abs(float(x.mean())), abs(float(x.mean())) + 2 * float(np.abs(x).max()) + 1e-12
-    while not equivalence_p(x, high) < level:  # cannot happen for exact tables; guards drawn ones
+    for _ in range(64):  # doubling cannot be needed for exact tables; guards drawn ones
+        if not math.isfinite(high):  # values near float's end: no margin to search (never a loop to infinity)
+            return None
+        if equivalence_p(x, high) < level:
+            break
         high *= 2
+    else:
+        return None
     for _ in range(60):  # bisection: p falls as the margin widens
         middle = (low + high) / 2
         low, high = (low, middle) if equivalence_p(x, middle) < level else (middle, high)

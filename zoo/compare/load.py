@@ -64,6 +64,9 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
         notes.append(f"{len(foreign)} cell(s) have ledger records whose grid values differ from the cell's, left out "
                      f"(e.g. {foreign[0]})")
     records = [r for r in current.values() if r.status not in ("running", "interrupted")]
+    notes += [f"cell {r.cell}: {said}; left out, as a non-finite value is" for r in records
+              for said in r.impossible_values()]
+    records = [r.without_impossible_values() for r in records]
     check_ran_as_defined(sweep_dir, sweep, base, {cell.name: cell for cell in cells}, records)
     progress = grid_progress(len(tuning), [current[c.name].status for c in tuning if c.name in current])
     confirmed = [r for r in records if r.seed in sweep.confirm_seeds]

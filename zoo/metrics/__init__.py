@@ -139,6 +139,31 @@ def range_of(metric: str | MetricName) -> tuple[float, float]:
     return Resolved.of(metric).bounds
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest float32: a metric beyond it is no value a model computed in float32 could report."""
+
+
+def impossible(metric: str, value: float) -> str | None:
+    """Why a finite value cannot be a result of `metric` (a loss of -3: "outside loss's range
+    [0, inf)"; 1e39: "cannot be held in float32"), or None. Such a value is an edit or a bug, never
+    a measurement: ranked as a number it would come first (or overflow the statistics), so it is
+    left out as a non-finite value is, and named. A name that is no registered metric keeps the
+    float32 check alone."""
+    if not math.isfinite(value):
+        return None
+    try:
+        parsed = MetricName.parse(metric)
+        low, high = range_of(parsed)
+    except (ConfigError, ValueError, KeyError):
+        parsed, low, high = None, -math.inf, math.inf
+    if not low <= value <= high:
+        shown = f"{'(' if low == -math.inf else '['}{low:g}, {high:g}{')' if high == math.inf else ']'}"
+        return f"outside {parsed.metric}'s range {shown}"
+    if abs(value) > FLOAT32_MAX:
+        return "cannot be held in float32"
+    return None
+
+
 def better(metric: str | MetricName, new: float, old: float | None, min_delta: float = 0.0) -> bool:
     return Resolved.of(metric).better(new, old, min_delta)
 

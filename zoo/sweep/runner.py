@@ -69,6 +69,13 @@ def train_cell(experiment: ExperimentSpec, run_dir: Path, cell: Cell, ledger: Le
         return record
     if result_file.exists():
         previous = read_result(result_file)
+        impossible = previous.impossible_values()
+        if previous.status in DONE and impossible:  # an edit or a bug, never a measurement: not adopted
+            record = RunRecord(status="failed", error=f"{result_file}: {'; '.join(impossible)}; not adopted into the "
+                               "ledger (no model computes such a value): remove the file to train the cell again",
+                               **identity)
+            ledger.append(record)
+            return record
         if previous.status in DONE:  # trained before the ledger heard of it: record, don't retrain
             record = previous.model_copy(update=identity)
             ledger.append(record)
