@@ -286,3 +286,21 @@ def test_a_path_that_is_not_there_gets_the_name_it_was_close_to(tmp_path, capsys
 def test_print_config_refuses_what_training_would_refuse_before_the_data(capsys):
     assert "model.kind decoder: task mlm trains model.kind encoder" in cli_error(
         ["train", "--print-config", "--set", "model.kind=decoder", "task={name: mlm, data_dir: .}"], capsys)
+
+
+def test_a_seed_past_torchs_32_bit_mix_trains_and_one_past_64_bits_is_refused(tmp_path, capsys):
+    """Seeds above about 2.3e9 overflowed the batch generator's 64-bit seed ("Overflow when unpacking
+    long long"); the mix now wraps as torch wraps a negative seed, so every smaller seed draws what it drew."""
+    from zoo.tasks.base import step_generator
+
+    assert torch.equal(torch.randint(0, 1000, (8,), generator=step_generator(7, 3)),
+                       torch.randint(0, 1000, (8,), generator=torch.Generator().manual_seed((7 * 1_000_003 + 3) * 7919)))
+    result = zoo.train(tiny_experiment(tmp_path, train={"steps": 2, "seed": 3_000_000_000, "eval_every": 2}))
+    assert result.metrics["eval/loss"] > 0
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(yaml.safe_dump({"name": "s", "grid": {"model.norm": ["pre"]}, "seeds": [0, 2**63]}))
+    assert "seeds.1" in cli_error(["sweep", str(sweep), "--dry-run"], capsys)
+    sweep.write_text(yaml.safe_dump({"name": "s", "tune": {"train.optimizer.lr": [1e-3, 2e-3]},
+                                     "metric": "test/loss", "confirm_seeds": [-4]}))
+    assert "confirm_seeds.0" in cli_error(["sweep", str(sweep), "--dry-run"], capsys)
+    assert "train.seed" in cli_error(["train", "--set", "train.seed=-1", "--print-config"], capsys)

@@ -96,3 +96,40 @@ def test_the_best_rate_falls_with_width_under_standard_and_holds_under_mup():
     mup = best_log_rate(experiment, mup_at(base, 128, base), task_, rates) - at_base
     assert standard < -0.35, (standard, mup)
     assert abs(mup) < 0.25, (standard, mup)
+
+
+@pytest.mark.parametrize("optimizer", [name for name in zoo.registry("optimizer").names()
+                                       if not getattr(zoo.registry("optimizer").get(name), "mup_rates", False)])
+def test_the_check_refuses_under_mup_the_optimizers_training_refuses(optimizer, capsys, tmp_path):
+    """sgd was judged under muP, which training refuses; muon raised "too many values to unpack"."""
+    from test_bad_input import cli_error
+
+    sets = [*SMALL, f"train.optimizer.name={optimizer}"]
+    with pytest.raises(ConfigError, match=rf"train.optimizer {optimizer}: parametrization mup sets Adam's"):
+        coord_check(load_experiment(None, sets), [32, 64, 128], steps=1)
+    err = cli_error(["coord-check", "--set", *sets, "--out", str(tmp_path / "out")], capsys)
+    assert "--parametrization standard" in err
+    assert [row.parametrization for row in coord_check(load_experiment(None, sets), [32, 64, 128], steps=1,
+                                                       parametrizations=["standard"]).rows][:1] == ["standard"]
+
+
+def test_a_module_that_diverges_is_said_to_diverge_not_to_grow_with_width():
+    from zoo.coord_check import CoordCheck, Coordinates, verdict_lines
+
+    nan_at_wide = Coordinates("mup", "decoder.layers.0.ffn", "ffn relu", {32: [0.5], 64: [0.6], 128: [math.nan]})
+    steady = Coordinates("mup", "generator", "output logits", {32: [0.5], 64: [0.5], 128: [0.5]})
+    check = CoordCheck([32, 64, 128], 1, 0.2, [nan_at_wide, steady])
+    assert check.grows("mup") == [] and check.diverged("mup") == [nan_at_wide]
+    assert check.table()[1][0][-1] == "diverged at d=128"
+    (line,) = verdict_lines(check)
+    assert "grows" not in line and "diverged (no verdict on width" in line and "decoder.layers.0.ffn" in line
+
+
+def test_an_out_folder_that_cannot_be_written_is_refused_before_training(tmp_path, capsys, monkeypatch):
+    from test_bad_input import cli_error
+
+    import zoo.coord_check
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setattr(zoo.coord_check, "coord_check", lambda *a, **k: pytest.fail("trained before checking --out"))
+    assert "--out" in cli_error(["coord-check", "--set", *SMALL, "--out", str(blocked)], capsys)

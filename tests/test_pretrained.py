@@ -62,18 +62,49 @@ def test_a_transformers_folder_saved_locally_is_read_through_from_hf(tmp_path, n
 
 
 @pytest.mark.parametrize("said", ["float16", "bfloat16"])
-def test_a_folder_is_read_in_the_dtype_its_weights_are_stored_in_not_the_configs(tmp_path, said):
-    """config.json saying float16 over float32 weights: transformers would load them rounded."""
+def test_a_folder_is_read_in_the_dtype_transformers_reads_and_says_which(tmp_path, said):
+    """config.json saying float16 over float32 weights: transformers reads them rounded, and so does
+    the zoo, saying so (model.float() does not bring the rounded bits back)."""
     reference = REFERENCES["gpt2"]().eval()
     reference.save_pretrained(tmp_path / "m")
     config = json.loads((tmp_path / "m" / "config.json").read_text())
     (tmp_path / "m" / "config.json").write_text(json.dumps({**config, "dtype": said, "torch_dtype": said}))
-    loaded = zoo.from_pretrained(tmp_path / "m")
-    assert next(loaded.parameters()).dtype == torch.float32
-    assert torch.equal(loaded.decoder.embed.tokens.weight, reference.transformer.wte.weight)
-    half = reference.to(torch.float16)
-    half.save_pretrained(tmp_path / "h")
-    assert next(zoo.from_pretrained(tmp_path / "h").parameters()).dtype == torch.float16, "stored half, read half"
+    with pytest.warns(UserWarning, match=rf"read in {said}, as its config.json's dtype '{said}' says \(its weights "
+                                         r"are stored in float32, so each was rounded\)"):
+        loaded = zoo.from_pretrained(tmp_path / "m")
+    theirs = type(reference).from_pretrained(tmp_path / "m", local_files_only=True)
+    assert next(loaded.parameters()).dtype == theirs.dtype == getattr(torch, said)
+    assert torch.equal(loaded.decoder.embed.tokens.weight, theirs.transformer.wte.weight)
+
+
+@pytest.mark.parametrize("stored", ["float16", "bfloat16"])
+def test_half_precision_weights_under_a_float32_config_compute_as_transformers_reads_them(tmp_path, stored):
+    """A Llama (rotary positions) stored in half precision, its config saying float32: transformers
+    reads float32, and the zoo's logits are its logits (they differed by 2.6e-3 to 2.1e-2 when the
+    zoo read the stored dtype, and by 5e-3 after .float(), its rotary tables left at half precision)."""
+    reference = REFERENCES["llama"]().eval()
+    reference.to(getattr(torch, stored)).save_pretrained(tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    (tmp_path / "m" / "config.json").write_text(json.dumps({**config, "dtype": "float32"}))
+    with pytest.warns(UserWarning, match=rf"read in float32, as its config.json's dtype 'float32' says \(its weights "
+                                         rf"are stored in {stored}\)"):
+        loaded = zoo.from_pretrained(tmp_path / "m")
+    theirs = type(reference).from_pretrained(tmp_path / "m", local_files_only=True).eval()
+    ids = torch.randint(4, reference.config.vocab_size, (2, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.allclose(loaded(ids), theirs(ids).logits, rtol=0, atol=1e-5)
+        half = zoo.from_hf(theirs.to(getattr(torch, stored))).float()  # read half, then widened: tables in float32
+        assert torch.allclose(half(ids), theirs.float()(ids).logits, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", zoo.registry("position").names())
+def test_position_tables_survive_half_precision_and_back_bit_for_bit(name):
+    model = zoo.build(tiny("decoder.pre.sinusoidal.fused.relu", position=name), seed=0)
+    before = {key: buffer.clone() for key, buffer in model.named_buffers()}
+    for dtype in (torch.float16, torch.bfloat16):
+        model.to(dtype).float()
+        for key, buffer in model.named_buffers():
+            assert buffer.dtype == before[key].dtype and torch.equal(buffer, before[key]), (dtype, key)
 
 
 def test_a_damaged_or_foreign_folder_is_a_named_error(tmp_path):

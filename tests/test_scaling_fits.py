@@ -201,3 +201,20 @@ def test_few_seeds_get_students_interval_many_the_bootstrap_and_one_no_verdict(t
                                  sizes=SIZES, fields=lambda a, s: {"flops": COMPUTE[a["size"]]})
     (gap,) = compare(sweep.directory(), wandb_mode="disabled").scaling.differences
     assert gap.verdict.startswith("no verdict: fewer than 2 seeds fitted")
+
+
+@pytest.mark.parametrize("flops", [0.0, -1e12, 1e308])
+def test_a_count_no_run_can_record_is_refused_naming_the_ledger_and_cell(tmp_path, flops, capsys):
+    """0 and 1e308 FLOPs crashed the fit in numpy (geomspace, LinAlgError); a negative count only warned."""
+    from zoo.cli import main
+
+    sweep = sweepkit.write_sweep(tmp_path, "ladder", {"model.norm": ["post", "pre"]}, SEEDS,
+                                 lambda a, seed: law(a["model.norm"], COMPUTE[a["size"]]), metric="test/loss", sizes=SIZES,
+                                 fields=lambda a, seed: {"flops": flops if (a["size"], seed) == ("s2", 1) else
+                                                         COMPUTE[a["size"]]})
+    with pytest.raises(SystemExit) as stop:
+        main(["compare", str(sweep.directory())])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2
+    assert err.count("\n") == 1 and re.search(r"ledger\.jsonl: cell .*size=s2.*seed=1: flops .* is not a count a "
+                                              r"run can record", err), err

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -186,3 +187,29 @@ def test_a_cells_thread_count_does_not_reach_the_next_cell_of_its_worker(tmp_pat
     (tmp_path / "cell.yaml").write_text("train: {steps: 1}\n")
     assert train_cell(str(tmp_path / "cell.yaml")) == 0
     assert torch.get_num_threads() == before
+
+
+def test_a_cell_whose_log_cannot_be_opened_fails_in_one_line_without_a_traceback(tmp_path, capsys):
+    """A folder where the cell's log.txt goes (or a full disk): the worker says so in one line and
+    takes the next cell; the sweep records the cell failed with that reason, before it reaches a worker."""
+    (tmp_path / "cell.yaml").write_text("train: {steps: 1}\n")
+    (tmp_path / "blocked").mkdir()
+    requests = io.StringIO(json.dumps({"experiment": str(tmp_path / "cell.yaml"), "log": str(tmp_path / "blocked")})
+                           + "\n" + json.dumps({"experiment": str(tmp_path / "missing.yaml"),
+                                                "log": str(tmp_path / "next.log")}) + "\n")
+    replies = io.StringIO()
+    serve(requests, replies)
+    assert [json.loads(line)["code"] for line in replies.getvalue().splitlines()] == [2, 2], "the worker goes on"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "blocked: cannot open the cell's log" in err, err
+
+    from test_sweep import tiny_sweep
+
+    from zoo.sweep.spec import cell_experiment, expand
+    sweep, base = tiny_sweep(tmp_path / "sweep", {"model.norm": ["post", "pre"]})
+    first = expand(sweep)[0]
+    (Path(cell_experiment(sweep, base, first).train.out_dir) / first.name / "log.txt").mkdir(parents=True)
+    statuses = run_sweep(sweep, base, workers=1, echo=lambda _: None)
+    assert statuses[first.name] == "failed" and list(statuses.values()).count("finished") == 1
+    record = Ledger(sweep.directory() / "ledger.jsonl").latest()[first.name]
+    assert "log.txt: cannot open the cell's log (Is a directory); the cell did not run" in record["error"]

@@ -119,9 +119,11 @@ class PrintVersion(argparse.Action):
 def cmd_coord_check(args: argparse.Namespace) -> None:
     from zoo.compare.tables import text_table
     from zoo.coord_check import coord_check, verdict_lines, write_coord_check
+    from zoo.files import check_writable_folder
     from zoo.specs.experiment import load_experiment
 
     experiment = load_experiment(args.file, args.set)
+    check_writable_folder(args.out, "--out")  # before minutes of training, not after
     base = experiment.model.d_model
     check = coord_check(experiment, args.widths or [base * k for k in (1, 2, 4, 8)], args.steps,
                         args.parametrization or PARAMETRIZATIONS)
@@ -132,7 +134,7 @@ def cmd_coord_check(args: argparse.Namespace) -> None:
     for line in verdict_lines(check):
         print(f"zoo coord-check: {line}")
     print(f"zoo coord-check: wrote {', '.join(map(str, files))}")
-    if check.grows("mup"):
+    if check.grows("mup") or check.diverged("mup"):
         raise SystemExit(1)
 
 

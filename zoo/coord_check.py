@@ -31,7 +31,7 @@ from zoo.files import atomic_write, save_figure
 from zoo.model.blocks import Block
 from zoo.model.kinds import build
 from zoo.model.stacks import Embedder, OutputProjection
-from zoo.specs.experiment import ExperimentSpec
+from zoo.specs.experiment import ExperimentSpec, mup_optimizer_problem
 from zoo.specs.ladder import mup_at, widened
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.parametrization import PARAMETRIZATIONS
@@ -79,16 +79,32 @@ class CoordCheck:
         """The modules whose size grows with width under `parametrization`."""
         return [row for row in self.rows if row.parametrization == parametrization and self.growing(row)]
 
+    def diverged(self, parametrization: str) -> list[Coordinates]:
+        """The modules whose output stopped being finite at some width: no slope, no verdict on width."""
+        return [row for row in self.rows if row.parametrization == parametrization and self.not_finite(row)]
+
+    def not_finite(self, row: Coordinates) -> list[int]:
+        """The widths at which the module's last output was not finite (training diverged there)."""
+        return [w for w in self.widths if not math.isfinite(row.sizes[w][-1])]
+
     def growing(self, row: Coordinates) -> bool:
         """A slope past the threshold, to a size past unit coordinates at the largest width: a module
         that stays below the unit scale that embeddings and norms hold is not blowing up, whatever
-        its slope (Fixup's branches start at zero and grow as they learn, faster where wider)."""
-        return not row.slope() <= self.threshold and not row.sizes[self.widths[-1]][-1] <= UNIT
+        its slope (Fixup's branches start at zero and grow as they learn, faster where wider). A
+        module that diverged is said so, never called growing with width."""
+        return (not self.not_finite(row) and not row.slope() <= self.threshold
+                and not row.sizes[self.widths[-1]][-1] <= UNIT)
+
+    def verdict(self, row: Coordinates) -> str:
+        widths = self.not_finite(row)
+        if widths:
+            return f"diverged at d={', '.join(map(str, widths))}"
+        return "grows" if self.growing(row) else "holds"
 
     def table(self) -> tuple[list[str], list[list[str]]]:
         columns = ["parametrization", "module", "part", *(f"d={w}" for w in self.widths), "slope", "verdict"]
         rows = [[row.parametrization, row.module, row.part, *(f"{row.sizes[w][-1]:.4g}" for w in self.widths),
-                 f"{row.slope():.3f}", "grows" if self.growing(row) else "holds"] for row in self.rows]
+                 f"{row.slope():.3f}", self.verdict(row)] for row in self.rows]
         return columns, rows
 
 
@@ -180,6 +196,9 @@ def coord_check(experiment: ExperimentSpec, widths: Sequence[int], steps: int = 
     unknown = [p for p in parametrizations if p not in PARAMETRIZATIONS]
     if unknown:
         raise ConfigError(f"parametrization {unknown[0]!r}; choices: {', '.join(PARAMETRIZATIONS)}")
+    problem = mup_optimizer_problem(experiment.train.optimizer.name) if "mup" in parametrizations else None
+    if problem:
+        raise ConfigError(f"{problem} (or check the standard parametrization alone: --parametrization standard)")
     base = experiment.model.replace(dropout=0.0, parametrization="standard", mup_base_width=None,
                                     mup_base_head_width=None)
     task = build_task(experiment.task, experiment.train.seed)
@@ -215,10 +234,14 @@ def coord_figure(check: CoordCheck):
 def verdict_lines(check: CoordCheck) -> list[str]:
     out = []
     for kind in dict.fromkeys(row.parametrization for row in check.rows):
-        grows = check.grows(kind)
-        out.append(f"{kind}: " + ("every module holds its size" if not grows else
-                                  "grows with width: " + "; ".join(f"{r.module} ({r.part}, slope {r.slope():.2f})"
-                                                                   for r in grows)))
+        grows, diverged = check.grows(kind), check.diverged(kind)
+        said = [] if grows or diverged else ["every module holds its size"]
+        if grows:
+            said.append("grows with width: " + "; ".join(f"{r.module} ({r.part}, slope {r.slope():.2f})" for r in grows))
+        if diverged:
+            said.append(f"diverged (no verdict on width; lower the rate or take fewer steps): {len(diverged)} "
+                        f"module(s), first {diverged[0].module} ({check.verdict(diverged[0])})")
+        out.append(f"{kind}: " + "; ".join(said))
     return out
 
 

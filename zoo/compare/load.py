@@ -64,6 +64,7 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
         notes.append(f"{len(foreign)} cell(s) have ledger records whose grid values differ from the cell's, left out "
                      f"(e.g. {foreign[0]})")
     records = [r for r in current.values() if r.status not in ("running", "interrupted")]
+    check_counts(sweep_dir / "ledger.jsonl", records)
     notes += [f"cell {r.cell}: {said}; left out, as a non-finite value is" for r in records
               for said in r.impossible_values()]
     records = [r.without_impossible_values() for r in records]
@@ -87,6 +88,22 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
         suffix = "-" + safe_text(metric)
     notes += missing_metric(records, sweep.metric)
     return SweepRecords(sweep, base, records, notes, progress, suffix, primary)
+
+
+COUNT_LIMITS = {"flops": 1e40, "parameters": 1e16, "tokens": 1e20}
+"""Beyond these no run trained (the largest trainings spend about 1e27 FLOPs): a count past one is
+an edit or a bug, and a fit against it would overflow."""
+
+
+def check_counts(ledger: Path, records: list[RunRecord]) -> None:
+    """Each run's counts (FLOPs, parameters, tokens), where recorded, are positive numbers a run
+    could reach: 0 or 1e308 FLOPs broke the scaling fit deep in numpy, and a negative count is no count."""
+    for record in records:
+        for field, limit in COUNT_LIMITS.items():
+            value = getattr(record, field)
+            if value is not None and not (0 < value <= limit):
+                raise ConfigError(f"{ledger}: cell {record.cell}: {field} {value:g} is not a count a run can record "
+                                  f"(a positive number up to {limit:g}); correct or remove the line")
 
 
 def check_ran_as_defined(sweep_dir: Path, sweep: SweepSpec, base: dict[str, Any], cells: dict[str, Any],

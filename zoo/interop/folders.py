@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -54,12 +55,12 @@ def from_transformers_folder(directory: Path, config: dict):
                           "pip install 'zoo[hf]'") from None
     cls = model_class(transformers, directory, config)
     check_weight_files(directory)
+    stored = stored_dtype(directory)
     try:
         # mismatched shapes come back in the loading info, which names each (transformers' own error
         # points at a report it logs, which a quiet logger never shows); the model is then refused below
         model, loading = cls.from_pretrained(directory, local_files_only=True, use_safetensors=True,
-                                             output_loading_info=True, dtype=stored_dtype(directory),
-                                             ignore_mismatched_sizes=True)
+                                             output_loading_info=True, dtype="auto", ignore_mismatched_sizes=True)
     except (OSError, ValueError, RuntimeError, TypeError, KeyError, AttributeError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise ConfigError(f"{directory}: transformers cannot read it as {cls.__name__}: {first}") from None
@@ -73,7 +74,26 @@ def from_transformers_folder(directory: Path, config: dict):
         raise ConfigError(f"{directory}: its weights are not a whole {cls.__name__} ({'; '.join(unread[:4])}"
                           f"{'; ...' if len(unread) > 4 else ''}); every tensor must be there with its shape, and none "
                           "left over")
+    say_dtype(directory, config, stored, next(model.parameters()).dtype)
     return from_hf(model.eval())
+
+
+def say_dtype(directory: Path, config: dict, stored, taken) -> None:
+    """The dtype a folder was read in, where it is not float32 or not the one its weights are stored
+    in: transformers reads config.json's dtype (float32 weights stored as float16 under a config
+    saying float32 are read in float32; float16 said over float32 weights rounds them), and the zoo
+    reads the folder as transformers does, so that the two agree."""
+    import torch
+
+    if taken == stored == torch.float32:
+        return
+    said = config.get("dtype") or config.get("torch_dtype")
+    how = f"as its config.json's dtype {said!r} says" if said else "as transformers reads it"
+    change = ("" if taken == stored else
+              f" (its weights are stored in {str(stored).removeprefix('torch.')}"
+              f"{', so each was rounded' if taken.itemsize < stored.itemsize else ''})")
+    warnings.warn(f"{directory}: read in {str(taken).removeprefix('torch.')}, {how}{change}; "
+                  "model.float() computes in float32", stacklevel=3)
 
 
 def model_class(transformers, directory: Path, config: dict):
@@ -95,8 +115,8 @@ STORED = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat1
 
 
 def stored_dtype(directory: Path):
-    """The widest floating dtype of the weights as stored: what they are loaded in, whatever
-    config.json's dtype says (a float16 there over float32 weights would round every weight)."""
+    """The widest floating dtype of the weights as stored (what say_dtype compares the dtype read
+    with); an unreadable header is refused by name before transformers reads the folder."""
     import torch
     from safetensors import safe_open
 

@@ -35,6 +35,22 @@ from zoo.specs.switches import FLAT, grouped_key
 from zoo.specs.synonyms import TRAIN_SYNONYMS
 from zoo.specs.yamlio import dump_yaml, load_yaml, read_mapping
 
+Seed = Annotated[int, Field(ge=0, le=2**63 - 1, description="a whole number from 0 to 2^63 - 1: what a 64-bit "
+                                                                 "seed holds, in a run's record and in W&B alike")]
+"""A run's seed: its batches, initialization and dropout all draw from it."""
+
+
+def mup_optimizer_problem(name: str) -> str | None:
+    """Why optimizer `name` cannot train under muP, or None: muP's per-layer rates are Adam's
+    (zoo.model.mup), and another optimizer's updates scale otherwise. Training and the coordinate
+    check refuse alike."""
+    optimizers = registry("optimizer")
+    if getattr(optimizers.get(name), "mup_rates", False):
+        return None
+    able = ", ".join(other for other in optimizers.names() if getattr(optimizers.get(other), "mup_rates", False))
+    return (f"train.optimizer {name}: parametrization mup sets Adam's per-layer learning rates, which hold for an "
+            f"update whose size does not follow the gradient's; choices: {able}")
+
 
 class ExplosionSpec(Strict):
     """A finite loss can still blow up: the run is diverged when its logged training loss stays
@@ -81,7 +97,7 @@ class TrainSpec(Strict):
     loss_chunk: PositiveInt | None = Field(None, description="positions whose logits the training loss computes at "
                                            "a time, recomputed in the backward pass: the full logits never exist; "
                                            "null: all at once")
-    seed: int = 0
+    seed: Seed = 0
     init_from: str | None = Field(None, description="start from these weights instead of an initialization: a "
                                   "run's checkpoint.pt, or a folder that save_pretrained wrote (the zoo's or "
                                   "transformers'); its model must be the experiment's, vocabulary included")
@@ -271,14 +287,9 @@ class ExperimentSpec(Strict):
     @model_validator(mode="after")
     def _mup_trains_with_adams_rates(self) -> ExperimentSpec:
         """muP's per-layer rates are Adam's (zoo.model.mup); another optimizer's updates scale otherwise."""
-        optimizers = registry("optimizer")
-        if self.model.parametrization == "mup" and not getattr(optimizers.get(self.train.optimizer.name), "mup_rates",
-                                                               False):
-            able = ", ".join(name for name in optimizers.names() if getattr(optimizers.get(name), "mup_rates", False))
-            raise PydanticCustomError(
-                "mup_optimizer", "train.optimizer {name}: parametrization mup sets Adam's per-layer learning rates, "
-                "which hold for an update whose size does not follow the gradient's; choices: {able}",
-                {"name": self.train.optimizer.name, "able": able})
+        problem = mup_optimizer_problem(self.train.optimizer.name) if self.model.parametrization == "mup" else None
+        if problem:
+            raise PydanticCustomError("mup_optimizer", "{problem}", {"problem": problem})
         return self
 
     @model_validator(mode="after")

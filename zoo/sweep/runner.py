@@ -82,6 +82,11 @@ def train_cell(experiment: ExperimentSpec, run_dir: Path, cell: Cell, ledger: Le
             return record
         result_file.unlink()
     atomic_write(file, experiment.to_yaml())
+    unwritable = log_problem(run_dir / "log.txt")
+    if unwritable:
+        record = RunRecord(status="failed", error=unwritable, **identity)
+        ledger.append(record)
+        return record
     ledger.append(RunRecord(status="running", **identity))
     code = workers.train(file, run_dir / "log.txt", cell_processes(experiment, workers.processes_per_cell))
     if code is None:
@@ -94,6 +99,16 @@ def train_cell(experiment: ExperimentSpec, run_dir: Path, cell: Cell, ledger: Le
     return record
 
 
+def log_problem(log: Path) -> str | None:
+    """Why the cell's log cannot be written (a folder in its place, a full disk, no permission), said
+    before the cell is handed to a worker, or None."""
+    try:
+        with open(log, "a", encoding="utf-8"):
+            return None
+    except OSError as err:
+        return f"{log}: cannot open the cell's log ({err.strerror or err}); the cell did not run"
+
+
 def log_tail(log: Path, code: int) -> str:
     """The last lines of a failed cell's log, then the signal that killed its worker, if one did;
     a worker that ended before the cell wrote anything is said so. Where the zoo explained the
@@ -103,6 +118,8 @@ def log_tail(log: Path, code: int) -> str:
         lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     except FileNotFoundError:
         lines = []
+    except OSError as err:
+        return f"{log}: the cell's log cannot be read ({err.strerror or err}); its worker ended ({ended(code)})"
     if not lines:
         return f"its worker ended ({ended(code)}) before the cell wrote anything"
     explained = [line for line in lines[-EXPLAINED_WITHIN:] if line.startswith("zoo: ")]

@@ -28,7 +28,7 @@ from zoo.errors import ConfigError, describe_validation
 from zoo.files import inside_its_folder
 from zoo.metric_names import MetricName
 from zoo.metrics import Resolved
-from zoo.specs.experiment import ExperimentSpec, assign, parse_sets, validate_experiment, written_defaults
+from zoo.specs.experiment import ExperimentSpec, Seed, assign, parse_sets, validate_experiment, written_defaults
 from zoo.specs.identity import RESUMABLE, flatten, identity
 from zoo.specs.strict import Strict
 from zoo.specs.switches import one_setting
@@ -76,7 +76,7 @@ class SweepSpec(Strict):
     base: str | dict[str, Any] = Field(default_factory=dict,
                                        description="an ExperimentSpec file (relative to the sweep file) or one inline")
     grid: dict[str, list[Any]] = Field(default_factory=dict, description="dotted experiment field -> the values to try")
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    seeds: list[Seed] = Field(default_factory=lambda: [0], min_length=1)
     rows: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="name -> {dotted experiment field: value}: changes to the base, swept as "
                                           "the grid key `row`; the first row (often {}) is the baseline")
@@ -90,7 +90,7 @@ class SweepSpec(Strict):
                                           "are compared on `metric` (a held-out split) at their chosen values")
     choose_on: str | None = Field(None, description="the validation metric that chooses a tuned value; "
                                                     "default: eval/NAME for a metric test/NAME")
-    confirm_seeds: list[int] = Field(
+    confirm_seeds: list[Seed] = Field(
         default_factory=list, description="fresh seeds on which each variant trains again at the value its tuning "
                                           "chose, once every tuning cell is done; zoo compare then compares the "
                                           "variants on these runs alone, so the seeds that chose never judge")

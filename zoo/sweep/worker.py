@@ -74,8 +74,15 @@ def serve(requests: IO[str], replies: IO[str]) -> None:
     """Train each requested cell until stdin closes or a cell ends the worker."""
     for line in requests:
         request = json.loads(line)
-        with output_to(request["log"]):
-            code = train_cell(request["experiment"])
+        try:
+            with output_to(request["log"]):
+                code = train_cell(request["experiment"])
+        except OSError as err:  # the log cannot be opened (a folder in its place, a full disk): nothing ran
+            if err.filename != request["log"]:
+                raise
+            print(f"zoo: {request['log']}: cannot open the cell's log ({err.strerror or err}); the cell did not run",
+                  file=sys.stderr, flush=True)
+            code = 2
         forget_compiled()
         replies.write(json.dumps({"code": code}) + "\n")
         replies.flush()

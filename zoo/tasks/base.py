@@ -95,8 +95,10 @@ def in_batches(src: Tensor, tgt: Tensor, batch_size: int) -> list[tuple[Tensor, 
 
 
 def step_generator(seed: int, step: int, stream: int = 0) -> torch.Generator:
-    """A generator for one (seed, step, stream), independent of any other."""
-    return torch.Generator().manual_seed((seed * 1_000_003 + step) * 7919 + stream)
+    """A generator for one (seed, step, stream), independent of any other. The mix is taken modulo
+    2^64, as torch itself wraps a negative seed: every seed that fitted before draws what it drew,
+    and a large one (above 2.3e9) no longer overflows torch's 64-bit seed."""
+    return torch.Generator().manual_seed(((seed * 1_000_003 + step) * 7919 + stream) % 2**64)
 
 
 class EpochOrder:
