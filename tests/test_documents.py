@@ -284,3 +284,11 @@ def test_a_separator_file_with_carriage_return_line_ends_is_refused_by_name(tmp_
     with pytest.raises(zoo.DataError, match=r"train.txt: its lines end in a carriage return alone"):
         build_task({"name": "lm", "data_dir": str(tmp_path), "separator": "<|endoftext|>", "valid_split": "train",
                     "test_split": None, "tokenizer": "char", "min_frequency": 1}, seed=0)
+
+
+def test_a_row_of_one_token_is_refused_before_training(tmp_path):
+    """pack 1 trained on nothing (no token after a row's first is scored: loss 0), then failed at
+    evaluation with a shape error."""
+    with pytest.raises(zoo.ConfigError, match=r"task: lm: pack: Input should be greater than or equal to 2"):
+        validated({"model": {"kind": "decoder"}, "task": folder_task(tmp_path, pack=1)}, ExperimentSpec)
+    validated({"model": {"kind": "decoder"}, "task": folder_task(tmp_path, pack=2)}, ExperimentSpec)

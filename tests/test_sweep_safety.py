@@ -327,3 +327,20 @@ def test_a_result_a_metric_cannot_hold_is_not_adopted_into_the_ledger(tmp_path):
     record = train_cell(cell_experiment(sweep, base, cell), run_dir, cell, ledger, workers=None)
     assert record.status == "failed" and "eval/loss 1e+308: cannot be held in float32; not adopted" in record.error
     assert ledger.read().records[-1].metrics == {} and (run_dir / "result.json").exists(), "nothing lost"
+
+
+def test_a_margin_of_a_metric_the_sweep_never_reports_is_refused_with_a_did_you_mean(tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump({"train": {"steps": 1}}))
+    file = tmp_path / "s.yaml"
+    file.write_text(yaml.safe_dump({"name": "s", "base": "base.yaml", "grid": {"model.norm": ["post", "pre"]},
+                                    "margins": {"eval/exact_macth": 0.01}}))
+    with pytest.raises(zoo.ConfigError, match=r"margins: metric 'eval/exact_macth'; did you mean 'eval/exact_match'\? "
+                                              r"choices: .*eval/loss"):
+        load_sweep(file)
+    sweep = write_ledger(tmp_path / "saved", {"model.norm": ["post", "pre"]})  # a saved sweep edited by hand
+    saved = yaml.safe_load((sweep.directory() / "sweep.yaml").read_text())
+    (sweep.directory() / "sweep.yaml").write_text(yaml.safe_dump({**saved, "margins": {"eval/bleu": 1.0}}))
+    notes = []
+    compare(sweep.directory(), wandb_mode="disabled", echo=notes.append)
+    assert any("margins: metric 'eval/bleu'" in note and "never applied" in note for note in notes), notes

@@ -77,6 +77,8 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
         raise ConfigError(f"{sweep_dir}: the ledger holds no finished, diverged or failed cell of this grid yet "
                           f"({progress})")
     suffix, known, primary = "", logged_metrics(records), sweep.metric
+    notes += [f"margins: {describe_unknown('metric', name, known).replace('unknown metric', 'metric')} (what the runs "
+              "logged): its margin is never applied" for name in sweep.margins if known and name not in known]
     if known and (metric or sweep.metric) not in known:
         raise ConfigError(f"{sweep_dir}: {'--metric' if metric else 'the sweep metric'}: "
                           f"{describe_unknown('metric', metric or sweep.metric, known)} (what this sweep's runs logged)")

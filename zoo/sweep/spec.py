@@ -30,6 +30,7 @@ from zoo.metric_names import MetricName
 from zoo.metrics import Resolved
 from zoo.specs.experiment import ExperimentSpec, Seed, assign, parse_sets, validate_experiment, written_defaults
 from zoo.specs.identity import RESUMABLE, flatten, identity
+from zoo.specs.registries import describe_unknown
 from zoo.specs.strict import Strict
 from zoo.specs.switches import one_setting
 from zoo.specs.yamlio import read_mapping
@@ -416,6 +417,11 @@ def check_metric(sweep: SweepSpec, base: dict[str, Any],
             if name is not None and name not in logged:
                 raise ConfigError(f"sweep {sweep.name!r}: {field} {name!r} is not reported by task "
                                   f"{task['name']!r} in cell {cell.variant}; choices: {', '.join(logged)}")
+        for name in sweep.margins:  # a margin of a metric no run reports would never be applied, in silence
+            if name not in logged:
+                raise ConfigError(f"sweep {sweep.name!r}: margins: "
+                                  f"{describe_unknown('metric', name, logged).replace('unknown metric', 'metric')} "
+                                  f"(what task {task['name']!r} reports in cell {cell.variant})")
 
 
 def check_distinct(sweep: SweepSpec, variants: Sequence[tuple[Cell, ExperimentSpec]]) -> None:

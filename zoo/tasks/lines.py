@@ -145,8 +145,9 @@ class TextLines(Task):
 
 
 class LmParams(LinesParams):
-    pack: PositiveInt | None = Field(
-        None, description="rows of this many tokens cut from the documents joined end to end (each bos ... eos): "
+    pack: int | None = Field(
+        None, ge=2, description="rows of this many tokens (2 or more: a row's first token is read, never scored) "
+                          "cut from the documents joined end to end (each bos ... eos): "
                           "attention spans them (GPT-2, nanoGPT), or with model.documents separate or masked stops "
                           "at each one's bos; the held-out documents likewise, the last row shorter; null: a row a "
                           "document"
