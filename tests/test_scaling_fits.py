@@ -130,6 +130,12 @@ def test_two_sizes_a_flat_metric_and_uncounted_compute_are_said_plainly(tmp_path
     ({"sizes": SIZES, "metric": "test/loss", "fit": {"check": ["s9"]}}, "fit.check: 's9' is not a size of the sweep"),
     ({"sizes": {k: SIZES[k] for k in ("s0", "s1", "s2")}, "metric": "test/loss", "fit": {"check": ["s2"]}},
      "grid key(s) size give 2 beside fit.check"),
+    ({"sizes": SIZES, "metric": "test/loss", "fit": {"check": ["s2", "s2"]}}, "fit.check lists 's2' twice"),
+    ({"grid": {"model.d_model": [16, 32, 64], "model.n_decoder_layers": [1, 2]}, "metric": "test/loss",
+      "fit": {"check": [2, 32]}}, "give 2 beside fit.check"),  # 2 widths x 1 depth was counted 3 x 2 - 2 = 4
+    ({"sizes": {"h1": {"model.n_heads": 1}, "h2": {"model.n_heads": 2}, "h4": {"model.n_heads": 4}},
+      "metric": "eval/loss", "fit": {}}, "the sizes give 1 distinct point(s), and a power law with an irreducible "
+                                         "term needs 3 or more; size=h1 and size=h2 and size=h4 have one compute"),
 ])
 def test_a_fit_asked_of_too_few_sizes_or_a_rising_metric_fails_before_anything_runs(tmp_path, fields, text):
     path = tmp_path / "sweep.yaml"

@@ -145,7 +145,11 @@ class SweepSpec(Strict):
         if unknown:
             raise ConfigError(f"fit.check: {unknown[0]!r} is not a size of the sweep; choices: "
                               f"{', '.join(map(str, values)) or '(none: the grid has no size key)'}")
-        count = math.prod(len(self.grid[key]) for key in sizes) - len(self.fit.check) if sizes else 1
+        twice = next((value for i, value in enumerate(self.fit.check) if value in self.fit.check[:i]), None)
+        if twice is not None:
+            raise ConfigError(f"fit.check lists {twice!r} twice; a size is held out of the fits once")
+        # the sizes the fits see: each size key's values but those held out, multiplied over the keys
+        count = math.prod(len([v for v in self.grid[key] if v not in self.fit.check]) for key in sizes) if sizes else 1
         if count < 3:
             where = (f"grid key(s) {', '.join(sizes)} give {count}" + (" beside fit.check" if self.fit.check else "")
                      if sizes else "the grid has no size key")
@@ -382,6 +386,7 @@ def load_sweep(path: str | Path, sets: Sequence[str] = ()) -> tuple[SweepSpec, d
     variants = variant_experiments(sweep, base)
     check_metric(sweep, base, variants)
     check_distinct(sweep, variants)
+    check_fit_points(sweep, variants)
     return sweep, base
 
 
@@ -422,6 +427,37 @@ def check_metric(sweep: SweepSpec, base: dict[str, Any],
                 raise ConfigError(f"sweep {sweep.name!r}: margins: "
                                   f"{describe_unknown('metric', name, logged).replace('unknown metric', 'metric')} "
                                   f"(what task {task['name']!r} reports in cell {cell.variant})")
+
+
+def check_fit_points(sweep: SweepSpec, variants: Sequence[tuple[Cell, ExperimentSpec]]) -> None:
+    """A fit asked for (fit:) needs 3 or more distinct points on its axis for each variant: sizes that
+    differ in heads alone have one parameter count and one compute, so no law could be fitted and
+    compare would say so only after every cell trained. Counted on the meta device, with a stand-in
+    vocabulary (the same for every size, so it moves no two sizes together or apart)."""
+    if sweep.fit is None:
+        return
+    from zoo.model.size_checks import exact_parameters
+
+    sizes = [key for key in sweep.grid if key in SIZE_KEYS]
+    groups: dict[str, dict[tuple, list[str]]] = {}
+    for cell, experiment in variants:
+        assignment = dict(cell.assignment)
+        if any(assignment[key] in sweep.fit.check for key in sizes):
+            continue
+        t = experiment.train
+        point = (exact_parameters(experiment.model.sized(1000, 1000), buffers=False),
+                 *((t.steps, t.batch_size, t.batch_tokens, t.accumulate) if sweep.fit.against == "compute" else ()))
+        rest = assignment_text(sweep.labels(), ((k, v) for k, v in cell.assignment if k not in sizes))
+        size = assignment_text(sweep.labels(), ((k, v) for k, v in cell.assignment if k in sizes))
+        groups.setdefault(rest, {}).setdefault(point, []).append(size)
+    for rest, points in groups.items():
+        if len(points) < 3:
+            alike = next((names for names in points.values() if len(names) > 1), None)
+            said = f"; {' and '.join(alike)} have one {sweep.fit.against} (they differ in heads, or nothing the law " \
+                   "reads, alone)" if alike else ""
+            raise ConfigError(f"sweep {sweep.name!r}: fit against {sweep.fit.against}: the sizes give {len(points)} "
+                              f"distinct point(s){f' for {rest}' if rest else ''}, and a power law with an irreducible "
+                              f"term needs 3 or more{said}")
 
 
 def check_distinct(sweep: SweepSpec, variants: Sequence[tuple[Cell, ExperimentSpec]]) -> None:
