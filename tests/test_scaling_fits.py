@@ -224,3 +224,18 @@ def test_a_count_no_run_can_record_is_refused_naming_the_ledger_and_cell(tmp_pat
     assert stop.value.code == 2
     assert err.count("\n") == 1 and re.search(r"ledger\.jsonl: cell .*size=s2.*seed=1: flops .* is not a count a "
                                               r"run can record", err), err
+
+
+def test_another_metric_that_rises_is_compared_on_a_sweep_with_a_fit_and_said_unfitted(tmp_path):
+    """`zoo compare --metric test/token_acc` was refused on any sweep with fit: (its loss fitted)."""
+    sweep = ladder(tmp_path, fit={"extrapolate": 10})
+    ledger = sweep.directory() / "ledger.jsonl"
+    lines = [json.loads(line) for line in ledger.read_text().splitlines()]
+    for line in lines:
+        if line["status"] == "finished":
+            line["metrics"]["test/token_acc"] = 0.5 + 0.01 * list(SIZES).index(line["assignment"]["size"])
+    ledger.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    report = compare(sweep.directory(), metric="test/token_acc", wandb_mode="disabled")
+    assert report.markdown.name == "report-test_token_acc.md"
+    assert report.scaling is None or not report.scaling.differences
+    assert {row.metric.mean for row in report.rows} and all(0.5 <= row.metric.mean <= 0.55 for row in report.rows)

@@ -84,7 +84,9 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
                           f"{describe_unknown('metric', metric or sweep.metric, known)} (what this sweep's runs logged)")
     if metric is not None and metric != sweep.metric:
         try:
-            sweep = sweep.model_copy(update={"metric": metric, "goal": goal_of(metric), "target": None})
+            goal = goal_of(metric)  # a fit: asked of the sweep's loss says nothing of a metric that rises
+            sweep = sweep.model_copy(update={"metric": metric, "goal": goal, "target": None,
+                                             **({"fit": None} if goal != "min" else {})})
         except ConfigError as err:  # a tuned sweep compares on a held-out split only, say
             raise ConfigError(f"{sweep_dir}: --metric {metric}: {str(err).removeprefix('SweepSpec.replace: ')}") from None
         suffix = "-" + safe_text(metric)
