@@ -88,3 +88,25 @@ def test_a_budget_that_is_not_a_positive_number_is_refused_in_one_line(tmp_path,
     said = cli_error(["train", str(tmp_path / "e.yaml")], capsys)
     assert field in said, said
     assert not list(tmp_path.glob("*/checkpoint.pt"))
+
+
+def test_a_budget_that_never_applies_says_so(tmp_path, capsys, monkeypatch):
+    """Never reached (train.steps came first), resumed after it was spent, or asked of a model whose
+    FLOPs are not counted: each is said, where the run had said nothing."""
+    flops, _ = per_step(tmp_path)
+    with pytest.warns(RuntimeWarning, match=r"train.budget: the budget of .* training FLOPs was never reached: "
+                                            r"train.steps 12 ended the run at .* \(50%\); raise train.steps"):
+        zoo.train(tiny_experiment(tmp_path / "short", task=FIXED, train={**STEPS, "budget": {"flops": 24 * flops}}))
+    spent = tiny_experiment(tmp_path / "spent", task=FIXED, train={**STEPS, "steps": 100, "budget": {"tokens": 4 * 32 * 6}})
+    zoo.train(spent)
+    capsys.readouterr()
+    zoo.train({**spent, "train": {**spent["train"], "steps": 200}}, resume=True)
+    assert "train.budget: the budget of 768 tokens is spent (768) at step 4: nothing left to train" in \
+        capsys.readouterr().out
+    from zoo.specs import hooks
+    monkeypatch.setattr(hooks, "implements", lambda part, protocol: protocol is not hooks.CountsFlops)
+    monkeypatch.setattr("zoo.model.flops.implements", hooks.implements)  # a plugin part that declares none
+    with pytest.raises(zoo.ConfigError, match=r"train.budget.flops: ffn relu declares no FLOPs .* budget the run in "
+                                              r"tokens instead"):
+        zoo.train(tiny_experiment(tmp_path / "plugin", task=FIXED, train={**STEPS, "budget": {"flops": 1e9}}))
+    assert not list((tmp_path / "plugin").glob("*/checkpoint.pt"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from zoo.errors import ConfigError
 from zoo.model.flops import stack_shapes, training_flops, uncounted
 from zoo.records import CheckpointProgress
 from zoo.specs.experiment import BudgetSpec
@@ -20,6 +21,10 @@ class ComputeCounter:
         self.spec, self.reads, self.progress, self.budget, self.dist = spec, reads, progress, budget, dist
         self.device = device
         self.countable = not uncounted(spec)
+        if budget.flops is not None and not self.countable:
+            raise ConfigError(f"train.budget.flops: ffn {', '.join(uncounted(spec))} declares no FLOPs "
+                              "(zoo.specs.hooks.CountsFlops), so the run's FLOPs are not counted and the budget could "
+                              "never end it; budget the run in tokens instead (train.budget.tokens)")
         if not self.countable:
             progress.flops = None
         self.pending_flops, self.pending_tokens = 0, 0
@@ -55,6 +60,22 @@ class ComputeCounter:
             return f"the budget of {self.budget.flops:.3g} training FLOPs is spent ({flops:.3g})"
         if self.budget.tokens is not None and tokens is not None and tokens >= self.budget.tokens:
             return f"the budget of {self.budget.tokens:,} tokens is spent ({tokens:,})"
+        return None
+
+    def unspent(self, steps: int) -> str | None:
+        """Why a budget set for the run did not end it (said when it ended at train.steps), or None:
+        runs meant to compare at equal compute would then compare at equal steps, in silence."""
+        flops, tokens = self.progress.flops, self.progress.tokens
+        if self.budget.flops is not None and flops is None:
+            return (f"the budget of {self.budget.flops:.3g} training FLOPs was never applied: the run resumed from a "
+                    "checkpoint that did not count its FLOPs")
+        if self.budget.flops is not None and flops < self.budget.flops:
+            return (f"the budget of {self.budget.flops:.3g} training FLOPs was never reached: train.steps {steps} ended "
+                    f"the run at {flops:.3g} ({flops / self.budget.flops:.0%}); raise train.steps so that the budget "
+                    "ends it")
+        if self.budget.tokens is not None and tokens is not None and tokens < self.budget.tokens:
+            return (f"the budget of {self.budget.tokens:,} tokens was never reached: train.steps {steps} ended the run "
+                    f"at {tokens:,} ({tokens / self.budget.tokens:.0%}); raise train.steps so that the budget ends it")
         return None
 
     def metrics(self) -> dict[str, float]:

@@ -144,6 +144,9 @@ class Trainer:
         early stopping ends the run or its budget (train.budget) is spent."""
         t = self.experiment.train
         if self.early_stop.stopped_at is not None or self.compute.spent():
+            if self.compute.spent() and self.dist.is_main:  # said, not a silent resume that trains nothing
+                bar.write(f"train.budget: {self.compute.spent()} at step {self.step}: nothing left to train; raise "
+                          "train.budget to train on")
             return  # a resume of a run that had stopped early or spent its budget: only its end is left to do
         for step in range(self.step + 1, (last or t.steps) + 1):
             self.working_on = step
@@ -188,6 +191,9 @@ class Trainer:
                 if self.dist.is_main:
                     bar.write(f"train.budget: {spent} after step {step} of {t.steps}")
                 return
+        unspent = self.compute.unspent(t.steps) if last is None else None
+        if unspent and self.dist.is_main:
+            warnings.warn(f"train.budget: {unspent}", RuntimeWarning, stacklevel=2)
 
     def _evaluate(self, bar: ProgressBar, step: int) -> bool:
         """Evaluate, log, keep the best checkpoint; whether early stopping ends the run here (every
