@@ -106,3 +106,17 @@ def test_more_processes_than_gpus_are_refused_before_any_joins(tmp_path, monkeyp
         "process needs one of its own; start at most 1 (--nproc_per_node 1), or set train.device: cpu to train "
         "every process on the CPU with gloo")
     assert not list(tmp_path.iterdir()), "a refused start leaves no folder"
+
+
+def test_a_refusal_under_torchrun_is_said_once_and_exits_2(tmp_path):
+    """Every rank meets the same refusal: rank 0 alone says it. `zoo train --procs N` ends as one
+    process would (exit 2, one line); under a bare torchrun the line is there once, before torchrun's report."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    sets = ["--set", "model.norm=bogus", f"train.out_dir={tmp_path}"]
+    ours = subprocess.run([sys.executable, "-m", "zoo.cli", "train", "--procs", "2", *sets], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert ours.returncode == 2 and ours.stderr.count("\n") == 1, ours.stderr
+    assert ours.stderr.startswith("zoo: experiment: model: norm: unknown norm 'bogus'")
+    bare = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           "-m", "zoo.cli", "train", *sets], capture_output=True, text=True, env=env, timeout=300)
+    assert bare.returncode != 0 and bare.stderr.count("zoo: experiment: model: norm") == 1, bare.stderr

@@ -188,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     training.add_argument("--reshard", action="store_true",
                           help="with --resume: read a sharded checkpoint (train.parallel fsdp) at another world size than "
                                "the one that wrote it")
+    training.add_argument("--procs", type=positive_int, default=None, metavar="N",
+                          help="train in N processes under torchrun on this machine (one per GPU, or CPU processes "
+                               "joined by gloo): a refusal is said once and exits 2, as one process's")
     training.add_argument("--print-config", action="store_true",
                           help="print the resolved experiment (every default filled in) and its run folder; train nothing")
     training.set_defaults(run=cmd_train)

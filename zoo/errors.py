@@ -5,6 +5,7 @@ code. Anything else is a bug and keeps its traceback (Python's exit 1)."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -119,26 +120,33 @@ def quoted_number(error: Mapping[str, Any]) -> str:
     return f", got the string {given!r}: a quoted number; write it without quotes"
 
 
+def say(message: str) -> None:
+    """The zoo's one line on stderr, once: under torchrun every rank meets the same refusal, and
+    rank 0 alone says it (the others end with the same code, in silence)."""
+    if os.environ.get("RANK", "0") == "0":
+        print(f"zoo: {message}", file=sys.stderr)
+
+
 def exit_code_of(command: Callable[[], None]) -> int:
     """Run `command`; the exit code its ending means, with the zoo's one-line message on stderr."""
     try:
         command()
     except Interrupted as err:
-        print(f"zoo: {err}", file=sys.stderr)
+        say(str(err))
         return err.exit_code
     except ZooError as err:  # the zoo's own errors: a user's mistake or a refusal, never a bug
-        print(f"zoo: {err}", file=sys.stderr)
+        say(str(err))
         return 2
     except ValidationError as err:
-        print(f"zoo: {describe_validation(err)}", file=sys.stderr)
+        say(describe_validation(err))
         return 2
     except KeyboardInterrupt:  # Ctrl-C outside training (which says what it kept): nothing half-written stays
-        print("zoo: interrupted (SIGINT); every file the zoo writes is written whole or not at all", file=sys.stderr)
+        say("interrupted (SIGINT); every file the zoo writes is written whole or not at all")
         return 130
     except BrokenPipeError:  # `zoo list | head`: the reader has all it wanted
         sys.stderr.close()
         return 0
     except OSError as err:  # files and folders the user named: missing, unreadable, no space
-        print(f"zoo: {err}", file=sys.stderr)
+        say(str(err))
         return 2
     return 0

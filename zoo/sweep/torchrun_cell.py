@@ -9,6 +9,7 @@ torchrun, which on SIGTERM or SIGINT passes the signal to its ranks; they checkp
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -35,10 +36,39 @@ def torchrun_command(experiment_file: Path, processes: int) -> list[str]:
 
 
 def main() -> None:
-    from torch.distributed.run import main as torchrun
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
 
     from zoo.trainer.guards import die_with_parent
 
     die_with_parent()  # the sweep's death reaches torchrun ...
     os.environ["ZOO_PARENT_PID"] = str(os.getpid())  # ... and torchrun's reaches each rank it starts
-    torchrun(sys.argv[1:])
+    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)  # its report of a rank's end: below
+    try:
+        run(parse_args(sys.argv[1:]))
+    except ChildFailedError as failed:  # a refusal: rank 0 said why (zoo.errors.say); anything else, one line here
+        code = rank_exit_code(failed)
+        if code != 2:
+            rank = 0 if 0 in failed.failures else min(failed.failures)
+            print(f"torchrun: rank {rank} ended with exit code {failed.failures[rank].exitcode} (its output is above)",
+                  file=sys.stderr)
+        raise SystemExit(code) from None
+
+
+def rank_exit_code(failed) -> int:
+    """The exit code the ranks' failure means: rank 0's where it failed (2 for a refusal the zoo
+    explained), else the first failed rank's; a rank killed by a signal gives 128 + the signal."""
+    failures = failed.failures
+    rank = 0 if 0 in failures else min(failures)
+    code = failures[rank].exitcode
+    return 128 - code if code < 0 else code or 1
+
+
+def launch(command: list[str], processes: int) -> int:
+    """Run `python -m zoo.cli COMMAND` in `processes` ranks under this launcher (torchrun on this
+    machine, --standalone): its exit code, 2 for a refusal said once by rank 0."""
+    import subprocess
+
+    launcher = [sys.executable, "-c", LAUNCHER, "--standalone", f"--nproc_per_node={processes}", "-m", "zoo.cli",
+                *command]
+    return subprocess.call(launcher)
