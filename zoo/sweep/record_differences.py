@@ -121,6 +121,28 @@ def metric_differences(recorded: dict[str, float], now: dict[str, float], added:
     return changed + lost + new
 
 
+def vouched(record) -> dict[str, float]:
+    """The final metrics the record's own learning curve holds too, with the value it holds: an
+    evaluation logged at the run's last step (eval/loss), or a curve metric its logged evaluations
+    give (eval_auc/loss, zoo.metrics.curve_means). A run writes both from one number; across the
+    published ledgers every one agrees to the bit."""
+    from zoo.metrics import curve_means
+
+    last: dict[str, float] = {}
+    for row in record.history:
+        if row.get("train/step") == record.steps:
+            last.update(row)
+    curves = curve_means(record.history)
+    return {key: last[key] if key in last else curves[key] for key in record.metrics if key in last or key in curves}
+
+
+def contradictions(record) -> list[str]:
+    """Each final metric that its own learning curve gives otherwise: an edit (no run writes that),
+    found in any environment, however another machine rounds."""
+    return [f"{key}: {record.metrics[key]!r} as a final metric, {value!r} in its own learning curve"
+            for key, value in vouched(record).items() if not same(record.metrics[key], value)]
+
+
 def environment_changes(recorded: dict[str, str], now: dict[str, str]) -> list[str]:
     """Each field that decides the rounding and differs; a record made before a field was recorded
     says so (bit for bit is owed only where every field is known to be equal)."""

@@ -65,6 +65,17 @@ def cpu_capabilities() -> tuple[tuple[str, ...], dict[str, str]]:
     return X86_LEVELS[:top], {level: why for level in X86_LEVELS[top:]}
 
 
+def other_roundings(threads: int) -> list[tuple[dict[str, str], str]]:
+    """Every other rounding this machine can run, with how to say each: each other CPU capability
+    of torch's kernels it runs (never one above its own), and one thread more. A final metric's
+    spread is sampled over them all: one draw does not bound what another machine moves it."""
+    current = torch.backends.cpu.get_cpu_capability().lower()
+    levels = [level for level in cpu_capabilities()[0] if level != current]
+    more = str(threads + 1)
+    return [*(({CAPABILITY: level}, f"CPU capability {level.upper()} instead of {current.upper()}") for level in levels),
+            ({"OMP_NUM_THREADS": more, "MKL_NUM_THREADS": more}, f"{more} threads instead of {threads}")]
+
+
 def other_rounding(threads: int) -> tuple[dict[str, str], str]:
     """Environment variables that make this machine round otherwise, and how to say it: another
     CPU capability of torch's kernels where there is one, else another thread count."""
