@@ -94,3 +94,23 @@ def test_near_twins_are_flagged_and_kept_apart(tmp_path):
     norm, z_loss = report.effects
     assert z_loss.identity is None and len(z_loss.differences) == 1
     assert norm.differences[0][1].n == 12, "near twins stay separate cells"
+
+
+def test_a_failed_identity_or_near_twins_never_say_a_gap_that_contradicts_them():
+    """A NaN cell "differed ... largest relative difference 0"; equal metrics "differ by at most 0 ...
+    not bit for bit": each now says what does differ."""
+    import math
+
+    from zoo.compare.units import IdentityCheck, NearTwins, relative
+
+    assert relative(math.nan, math.nan) == 0 and relative(math.nan, 1.0) == math.inf == relative(1.0, math.inf)
+    assert relative(2.0, 1.0) == 0.5 and relative(0.0, 0.0) == 0
+    assert max([relative(math.nan, 1.0), relative(1.0, 1.0)]) == math.inf, "NaN never hides a difference from max()"
+    nan_cell = IdentityCheck("model.attention", "attention", ("per_head", "fused"), "softmax attention", 3, 4, math.inf)
+    assert "relative difference" not in nan_cell.text() and "a run's metric is not finite" in nan_cell.text()
+    other_values = IdentityCheck("model.attention", "attention", ("per_head", "fused"), "softmax attention", 3, 4, 0.0)
+    assert "the metric itself is the same in every cell; they differ in other logged values" in other_values.text()
+    same_metric = NearTwins("z_loss", 1e-4, 0.0, 6, 0.0).text()
+    assert "differ by at most 0" not in same_metric and "give the same metric in all 6 pairs but other logged values" \
+        in same_metric
+    assert "differ by at most 1e-05 (relative)" in NearTwins("z_loss", 1e-4, 0.0, 6, 1e-5).text()

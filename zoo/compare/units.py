@@ -12,6 +12,7 @@ and are flagged, since their pairs are not independent replicates either.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,9 +85,8 @@ class IdentityCheck:
             return (f"identity check {self.label}: {names}: identical in {self.identical} of {self.compared} cells "
                     f"({why}); each cell counts once in every other axis's test")
         return (f"IDENTITY CHECK FAILED {self.label}: {names} are {why}, but differ in "
-                f"{self.compared - self.identical} of {self.compared} cells (largest relative difference of the "
-                f"metric {self.largest:.2g}; attention dropout or a kernel that rounds otherwise would do it); each "
-                "cell still counts once, as the mean of its values")
+                f"{self.compared - self.identical} of {self.compared} cells ({gap_text(self.largest)}; attention dropout "
+                "or a kernel that rounds otherwise would do it); each cell still counts once, as the mean of its values")
 
 
 @dataclass(frozen=True)
@@ -100,9 +100,21 @@ class NearTwins:
     largest: float
 
     def text(self) -> str:
-        return (f"near twins {self.label}: {value_text(self.value)} and {value_text(self.reference)} differ by at "
-                f"most {self.largest:.2g} (relative) in the metric over {self.pairs} pairs, not bit for bit: kept as "
-                "separate cells, but their pairs are not independent replicates of the other axes' effects")
+        how = (f"give the same metric in all {self.pairs} pairs but other logged values" if self.largest == 0 else
+               f"differ by at most {self.largest:.2g} (relative) in the metric over {self.pairs} pairs")
+        return (f"near twins {self.label}: {value_text(self.value)} and {value_text(self.reference)} {how}, not bit "
+                "for bit: kept as separate cells, but their pairs are not independent replicates of the other axes' "
+                "effects")
+
+
+def gap_text(largest: float) -> str:
+    """How far a failed identity's runs are apart in the metric, without contradicting the failure:
+    apart in other logged values alone, or apart where a run's metric is not finite."""
+    if math.isinf(largest):
+        return "a run's metric is not finite where its twin's is, or the two are not finite alike"
+    if largest == 0:
+        return "the metric itself is the same in every cell; they differ in other logged values"
+    return f"largest relative difference of the metric {largest:.2g}"
 
 
 @dataclass
@@ -129,8 +141,14 @@ def cells_across(finished: list[tuple[RunRecord, float]], key: str) -> dict[tupl
 
 
 def relative(a: float, b: float) -> float:
+    """|a - b| relative to the larger; 0 for the same value (NaN and NaN included), inf where only
+    one is finite or they are infinities apart (never NaN, which max() would pass over)."""
+    if a == b or (math.isnan(a) and math.isnan(b)):
+        return 0.0
     scale = max(abs(a), abs(b))
-    return 0.0 if a == b else abs(a - b) / scale if scale else float("inf")
+    if not (math.isfinite(a) and math.isfinite(b)) or not scale:
+        return math.inf
+    return abs(a - b) / scale
 
 
 def check_identity(finished, key: str, label: str, values: Sequence[Any]) -> IdentityCheck | None:
