@@ -51,7 +51,7 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
                           f"{sweep_dir}: no sweep.yaml; is this a folder that `zoo sweep` wrote?")
     sweep, base = read_saved_sweep(sweep_dir)
     read = Ledger(sweep_dir / "ledger.jsonl").read()
-    notes = read.warnings(sweep_dir / "ledger.jsonl")
+    notes = [*read.warnings(sweep_dir / "ledger.jsonl"), *read.repeated_results(sweep_dir / "ledger.jsonl")]
     tuning = expand(sweep)
     cells = [*tuning, *confirmation_cells(sweep)]  # the confirmation's candidates: its chosen cells are among them
     names = {cell.name for cell in cells}

@@ -63,6 +63,8 @@ class LedgerRead:
 
     records: list[RunRecord] = field(default_factory=list)
     damaged: list[tuple[int, str]] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    """The line number of each record."""
 
     def latest(self) -> dict[str, RunRecord]:
         """The last record of each cell, by cell name."""
@@ -84,6 +86,18 @@ class LedgerRead:
 
     def warnings(self, path: Path) -> list[str]:
         return [f"{path}:{number}: a damaged line was left out ({problem})" for number, problem in self.damaged]
+
+    def repeated_results(self, path: Path) -> list[str]:
+        """Each cell with more than one result line (finished or diverged): the last stands for it
+        (a record appended after a rerun, or by hand), and the ones it replaces are said, not dropped
+        in silence."""
+        done: dict[str, list[int]] = {}
+        for record, number in zip(self.records, self.lines, strict=True):
+            if record.cell is not None and record.status in ("finished", "diverged"):
+                done.setdefault(record.cell, []).append(number)
+        return [f"{path}: cell {cell} has {len(numbers)} result lines ({', '.join(map(str, numbers))}); the last, line "
+                f"{numbers[-1]}, stands for it and the earlier are left out" for cell, numbers in done.items()
+                if len(numbers) > 1]
 
 
 class Ledger:
@@ -137,6 +151,7 @@ class Ledger:
                 continue
             try:
                 out.records.append(RunRecord.model_validate_json(line))
+                out.lines.append(number)
             except ValidationError as err:
                 problem = describe_validation(err)
                 out.damaged.append((number, problem if len(problem) < 160 else problem[:157] + "..."))

@@ -226,6 +226,9 @@ def reproduce(ledger_path: str | Path, names: Sequence[str] = (), sets: Sequence
     if replay is not None and not (early and len(names) == 1):
         raise ConfigError("zoo reproduce --replay: a replay holds one cell's early window; give --early and that cell")
     sweep, base, finished = recorded_cells(Path(ledger_path), sets)
+    for line in Ledger(ledger_path).read().repeated_results(Path(ledger_path)):
+        if any(f"cell {name} has" in line for name in names or finished):
+            echo(line)
     unknown = [name for name in names if name not in finished]
     if unknown:
         shown = ", ".join(sorted(finished)[:6]) + (", ..." if len(finished) > 6 else "")

@@ -255,7 +255,7 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
         atomic_write(saved, dump_yaml({**sweep.model_dump(mode="json"), "base": base}))
         ledger = Ledger(folder / "ledger.jsonl")
         read = ledger.read()
-        for warning in read.warnings(ledger.path):
+        for warning in [*read.warnings(ledger.path), *read.repeated_results(ledger.path)]:
             echo(warning)
         latest, _ = read.of_cells(cells)
         done = [(c, latest[c.name]) for c in cells if c.name in latest and latest[c.name].status in DONE]
