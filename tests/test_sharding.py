@@ -149,3 +149,14 @@ def test_a_run_that_does_not_shard_never_imports_fsdp_dtensor_or_dcp():
     program = f"import sys, zoo.cli, zoo.trainer.console; print([m for m in {heavy!r} if m in sys.modules])"
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_k_written_without_a_mode_is_refused_even_at_its_default():
+    """k 2 alone (the default's value) was accepted and read by nothing; an experiment written back
+    in full holds the mode beside it and reads as it was."""
+    with pytest.raises(zoo.ConfigError, match=r"train\.activation_checkpointing_k 2 is read only with "
+                                              r"activation_checkpointing: every_k \(it is none, the default\)"):
+        validate_experiment({"train": {"activation_checkpointing_k": 2}})
+    dumped = validate_experiment({}).model_dump(mode="json")
+    assert validate_experiment(dumped).train.activation_checkpointing_k == 2
+    assert validate_experiment({"train": {"activation_checkpointing": "every_k", "activation_checkpointing_k": 2}})

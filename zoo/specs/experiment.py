@@ -144,6 +144,18 @@ class TrainSpec(Strict):
     def _on_the_validation_split(cls, name: str | None) -> str | None:
         return None if name is None else validation_metric(name)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _k_alone(cls, data: Any) -> Any:
+        """A k written without a mode sets nothing: the mode is none by default. (An experiment
+        written back in full holds both, k at its default: that one is read as it was.)"""
+        if isinstance(data, Mapping) and "activation_checkpointing_k" in data and "activation_checkpointing" not in data:
+            raise PydanticCustomError(
+                "activation_checkpointing_k", "train.activation_checkpointing_k {k} is read only with "
+                "activation_checkpointing: every_k (it is none, the default); set both, or leave k out",
+                {"k": data["activation_checkpointing_k"]})
+        return data
+
     @model_validator(mode="after")
     def _k_with_every_k(self) -> TrainSpec:
         """A k that nothing reads would be a setting silently lost."""
