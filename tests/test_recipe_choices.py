@@ -11,7 +11,6 @@ from test_bad_input import cli_error
 
 import zoo
 from trainkit import tiny_experiment
-from zoo.optim.schedules import schedule_problems
 from zoo.specs.choices import settings_model
 from zoo.specs.experiment import ExperimentSpec, OptimizerSpec, TrainSpec, validate_experiment
 from zoo.specs.identity import run_name
@@ -146,12 +145,17 @@ def test_every_package_of_the_zoo_is_installed():
 
 
 @pytest.mark.parametrize("name", ["cosine", "linear", "wsd"])
-def test_a_run_whose_every_step_trains_at_rate_0_is_warned(name):
-    schedule = validate_experiment({"train": {"schedule": name}}).train.schedule
-    assert schedule_problems(schedule, 0, 1) == [f"train.schedule {name}: every one of the 1 step(s) trains at rate 0 "
-                                                 "(the schedule ends at 0 on its last step); train more steps, or use "
-                                                 "constant"]
-    assert schedule_problems(schedule, 0, 2) == [], "a second step trains at the peak"
+def test_a_run_whose_every_step_would_train_at_rate_0_is_refused(name, capsys):
+    """A 1-step run of a schedule that ends at 0 trained its only step at rate 0 (round 5, then a
+    warning only): refused before anything runs, while 2 steps, a min_ratio or constant train."""
+    with pytest.raises(zoo.ConfigError, match=rf"train.schedule {name}: every one of the 1 step\(s\) would train at "
+                                              r"rate 0 .* train more steps, set its min_ratio above 0, or use constant"):
+        validate_experiment({"train": {"schedule": name, "steps": 1, "warmup_steps": 0}})
+    assert "would train at rate 0" in cli_error(["train", "--set", f"train.schedule={name}", "train.steps=1",
+                                                 "train.warmup_steps=0", "--print-config"], capsys)
+    validate_experiment({"train": {"schedule": name, "steps": 2, "warmup_steps": 0}})
+    validate_experiment({"train": {"schedule": {"name": name, "min_ratio": 0.1}, "steps": 1, "warmup_steps": 0}})
+    validate_experiment({"train": {"schedule": "constant", "steps": 1, "warmup_steps": 0}})
 
 
 def test_a_warmup_past_the_last_step_is_warned_when_the_run_starts(tmp_path):

@@ -43,16 +43,23 @@ SCANNED = 10_000
 
 def schedule_problems(schedule, warmup: int, steps: int) -> list[str]:
     """What a run's rates do that its settings hardly mean: a warmup past the last step (the rate
-    never reaches its peak), or a run whose every step trains at rate 0 (a 1-step run of a schedule
-    that ends at 0). The run still trains as asked; these are warnings."""
-    found = []
+    never reaches its peak). The run still trains as asked; this is a warning."""
     if warmup > steps:
-        found.append(f"train.warmup_steps {warmup} is past train.steps {steps}: the rate never reaches its peak, at "
-                     f"most {steps / warmup:.2g} of optimizer.lr; lower warmup_steps")
-    if steps <= SCANNED and all(multiplier(schedule, step, warmup, steps) == 0 for step in range(1, steps + 1)):
-        found.append(f"train.schedule {schedule.name}: every one of the {steps} step(s) trains at rate 0 (the schedule "
-                     "ends at 0 on its last step); train more steps, or use constant")
-    return found
+        return [f"train.warmup_steps {warmup} is past train.steps {steps}: the rate never reaches its peak, at most "
+                f"{steps / warmup:.2g} of optimizer.lr; lower warmup_steps"]
+    return []
+
+
+def untrained(schedule, warmup: int, steps: int) -> str | None:
+    """Why a run would train at rate 0 at every step, or None: each step takes the rate the schedule
+    gives it at its end, so a 1-step run of a schedule that ends at 0 has its only step at 0 (it
+    trained on nothing). Refused before the run starts. (Scanned from the first step, which has a
+    rate above 0 in every other run: the scan stops there.)"""
+    if steps > SCANNED or not all(multiplier(schedule, step, warmup, steps) == 0 for step in range(1, steps + 1)):
+        return None
+    return (f"train.schedule {schedule.name}: every one of the {steps} step(s) would train at rate 0 (each step "
+            "takes the schedule's rate at its end, and this schedule ends at 0); train more steps, set its min_ratio "
+            "above 0, or use constant")
 
 
 @register("constant")

@@ -167,6 +167,15 @@ class TrainSpec(Strict):
         return self
 
     @model_validator(mode="after")
+    def _trains_at_a_rate(self) -> TrainSpec:
+        from zoo.optim.schedules import untrained
+
+        problem = untrained(self.schedule, self.warmup_steps, self.steps)
+        if problem:
+            raise PydanticCustomError("schedule", "{problem}", {"problem": problem})
+        return self
+
+    @model_validator(mode="after")
     def _enough_checkpoints_to_average(self) -> TrainSpec:
         """A run checkpoints every checkpoint_every steps and at its end: fewer checkpoints than
         average_last would leave nothing to average, and a sweep comparing averaged/... nothing."""
