@@ -353,7 +353,7 @@ def test_a_second_result_line_for_a_cell_is_said_not_silently_taken(tmp_path):
     ledger.append({**record, "metrics": {**record["metrics"], "eval/exact_match": 0.99}})
     notes = []
     report = compare(sweep.directory(), wandb_mode="disabled", echo=notes.append)
-    assert any("cell norm=pre,seed=0 has 2 result lines (2, 3); the last, line 3, stands for it and the earlier are "
-               "left out" in note for note in notes), notes
+    assert any("cell norm=pre,seed=0 has 2 result lines (2, 3); the last, line 3, stands for it (the earlier stay in "
+               "the ledger, not compared)" in note for note in notes), notes
     assert {row.variant: row.metric.mean for row in report.rows}["norm=pre"] == 0.99
     assert not any("norm=post,seed=0 has" in note for note in notes)

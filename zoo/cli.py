@@ -7,6 +7,7 @@ import argparse
 import fnmatch
 import itertools
 import math
+import os
 import time
 from collections.abc import Sequence
 
@@ -138,6 +139,21 @@ def cmd_coord_check(args: argparse.Namespace) -> None:
         raise SystemExit(1)
 
 
+def cmd_train_in_ranks(args: argparse.Namespace) -> None:
+    """`zoo train`, or with --procs N, this command again in N ranks under torchrun (zoo.sweep.torchrun_cell):
+    this process trains nothing and ends with the ranks' code, a refusal said once (exit 2)."""
+    if args.procs is None or "RANK" in os.environ:
+        return cmd_train(args)
+    from zoo.sweep.torchrun_cell import launch
+
+    ranks = ["train", *([args.file] if args.file else []), *(["--set", *args.set] if args.set else []),
+             *(["--resume"] if args.resume else []), *(["--reshard"] if args.reshard else []),
+             *(["--print-config"] if args.print_config else [])]
+    code = launch(["-m", "zoo.cli", *ranks], args.procs)
+    if code:
+        raise SystemExit(code)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zoo", description=__doc__, epilog=EXAMPLES,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -193,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
                                "joined by gloo): a refusal is said once and exits 2, as one process's")
     training.add_argument("--print-config", action="store_true",
                           help="print the resolved experiment (every default filled in) and its run folder; train nothing")
-    training.set_defaults(run=cmd_train)
+    training.set_defaults(run=cmd_train_in_ranks)
 
     scoring = commands.add_parser("eval", help="score a checkpoint on a held-out split, greedy or with beam search")
     scoring.add_argument("checkpoint", help="a run's checkpoint.pt")

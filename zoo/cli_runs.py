@@ -4,7 +4,6 @@ zoo.cli's."""
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 
@@ -14,13 +13,6 @@ def cmd_train(args: argparse.Namespace) -> None:
     from zoo.trainer.guards import die_with_parent
 
     die_with_parent()
-    if args.procs is not None and "RANK" not in os.environ:  # this process launches the ranks and trains nothing
-        from zoo.sweep.torchrun_cell import launch
-
-        code = launch(ranks_command(args), args.procs)
-        if code:
-            raise SystemExit(code)
-        return
     if args.reshard and not args.resume:
         from zoo.errors import ConfigError
 
@@ -37,13 +29,6 @@ def cmd_train(args: argparse.Namespace) -> None:
         print(dump_yaml(experiment.model_dump(mode="json")), end="")
         return
     train_and_report(experiment, args.resume, args.reshard)
-
-
-def ranks_command(args: argparse.Namespace) -> list[str]:
-    """`zoo train`'s own arguments, as each rank gets them."""
-    return ["train", *([args.file] if args.file else []), *(["--set", *args.set] if args.set else []),
-            *(["--resume"] if args.resume else []), *(["--reshard"] if args.reshard else []),
-            *(["--print-config"] if args.print_config else [])]
 
 
 def cmd_eval(args: argparse.Namespace) -> None:

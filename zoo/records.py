@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -95,35 +94,6 @@ class RunRecord(BaseModel):
         if name.model:
             return (getattr(self, name.model) or {}).get("metrics", {}).get(name.of_model)
         return self.metrics.get(metric)
-
-    def impossible_values(self) -> list[str]:
-        """Each final metric holding a value its metric cannot take (zoo.metrics.impossible), said
-        as `test/loss -3: outside loss's range [0, inf)`."""
-        from zoo.metrics import impossible
-
-        said = []
-        for metric in self.final_metrics():
-            value = self.value(metric)
-            why = impossible(metric, value) if isinstance(value, int | float) else None
-            if why:
-                said.append(f"{metric} {value:g}: {why}")
-        return said
-
-    def without_impossible_values(self) -> RunRecord:
-        """The record with every impossible final value replaced by NaN: left out of every ranking
-        and statistic as a non-finite value is."""
-        from zoo.metrics import impossible
-
-        def screened(metrics: dict[str, float], prefix: str = "") -> dict[str, float]:
-            return {name: math.nan if isinstance(value, int | float) and impossible(prefix + name, value) else value
-                    for name, value in metrics.items()}
-
-        update: dict[str, Any] = {"metrics": screened(self.metrics)}
-        for group in KEPT:
-            kept = getattr(self, group)
-            if kept and "metrics" in kept:
-                update[group] = {**kept, "metrics": screened(kept["metrics"], f"{group}/")}
-        return self.model_copy(update=update)
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(exclude_none=True))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.errors import ConfigError
-from zoo.metrics import goal_of
+from zoo.metrics import goal_of, impossible_values, without_impossible_values
 from zoo.near_paths import near_path
 from zoo.records import RunRecord
 from zoo.specs.registries import describe_unknown
@@ -66,8 +66,8 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
     records = [r for r in current.values() if r.status not in ("running", "interrupted")]
     check_counts(sweep_dir / "ledger.jsonl", records)
     notes += [f"cell {r.cell}: {said}; left out, as a non-finite value is" for r in records
-              for said in r.impossible_values()]
-    records = [r.without_impossible_values() for r in records]
+              for said in impossible_values(r)]
+    records = [without_impossible_values(r) for r in records]
     check_ran_as_defined(sweep_dir, sweep, base, {cell.name: cell for cell in cells}, records)
     progress = grid_progress(len(tuning), [current[c.name].status for c in tuning if c.name in current])
     confirmed = [r for r in records if r.seed in sweep.confirm_seeds]

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from zoo.errors import ConfigError
-from zoo.metric_names import CURVE, MetricName
+from zoo.metric_names import CURVE, KEPT, MetricName
+from zoo.records import RunRecord
 from zoo.specs.choices import PartSettings
 from zoo.specs.registries import UnknownChoiceError, import_modules, registry
 
@@ -162,6 +163,33 @@ def impossible(metric: str, value: float) -> str | None:
     if abs(value) > FLOAT32_MAX:
         return "cannot be held in float32"
     return None
+
+
+def impossible_values(record: RunRecord) -> list[str]:
+    """Each final metric of a run holding a value its metric cannot take (impossible), said as
+    `test/loss -3: outside loss's range [0, inf)`."""
+    said = []
+    for metric in record.final_metrics():
+        value = record.value(metric)
+        why = impossible(metric, value) if isinstance(value, int | float) else None
+        if why:
+            said.append(f"{metric} {value:g}: {why}")
+    return said
+
+
+def without_impossible_values(record: RunRecord) -> RunRecord:
+    """The record with every impossible final value replaced by NaN: left out of every ranking and
+    statistic as a non-finite value is."""
+    def screened(metrics: dict[str, float], prefix: str = "") -> dict[str, float]:
+        return {name: math.nan if isinstance(value, int | float) and impossible(prefix + name, value) else value
+                for name, value in metrics.items()}
+
+    update: dict[str, Any] = {"metrics": screened(record.metrics)}
+    for group in KEPT:
+        kept = getattr(record, group)
+        if kept and "metrics" in kept:
+            update[group] = {**kept, "metrics": screened(kept["metrics"], f"{group}/")}
+    return record.model_copy(update=update)
 
 
 def better(metric: str | MetricName, new: float, old: float | None, min_delta: float = 0.0) -> bool:

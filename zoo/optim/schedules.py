@@ -15,6 +15,10 @@ from zoo.specs.registries import registry
 register = registry("schedule").register
 
 
+SCANNED = 10_000
+"""Runs of at most this many steps have every step's rate looked at by Schedule.untrained."""
+
+
 class Schedule:
     """A registered schedule: `Settings`, and the multiplier at a step after the warmup."""
 
@@ -24,6 +28,24 @@ class Schedule:
     def after_warmup(cls, settings: PartSettings, step: int, warmup: int, steps: int) -> float:
         raise NotImplementedError
 
+    @classmethod
+    def rate(cls, settings: PartSettings, step: int, warmup: int, steps: int) -> float:
+        """The multiplier of the peak rate at a 1-based step: the warmup's ramp, then the schedule's."""
+        return step / warmup if step <= warmup else cls.after_warmup(settings, step, warmup, steps)
+
+    @classmethod
+    def untrained(cls, name: str, settings: PartSettings, warmup: int, steps: int) -> str | None:
+        """Why a run would train at rate 0 at every step, or None: each step takes the rate the
+        schedule gives it at its end, so a 1-step run of a schedule that ends at 0 has its only step
+        at 0 (it trained on nothing). Refused when the experiment is validated (the spec asks the
+        registered class, as it asks an optimizer whether muP suits it). Scanned from the first
+        step, which has a rate above 0 in every other run: the scan stops there."""
+        if steps > SCANNED or not all(cls.rate(settings, step, warmup, steps) == 0 for step in range(1, steps + 1)):
+            return None
+        return (f"train.schedule {name}: every one of the {steps} step(s) would train at rate 0 (each step takes the "
+                "schedule's rate at its end, and this schedule ends at 0); train more steps, set its min_ratio above 0, "
+                "or use constant")
+
 
 def progress(step: int, warmup: int, steps: int) -> float:
     """How far past the warmup a step is, from 0 to 1 at the last step."""
@@ -31,14 +53,8 @@ def progress(step: int, warmup: int, steps: int) -> float:
 
 
 def multiplier(schedule, step: int, warmup: int, steps: int) -> float:
-    """The multiplier of the peak rate at a 1-based step: the warmup's ramp, then the schedule's."""
-    if step <= warmup:
-        return step / warmup
-    return registry("schedule").get(schedule.name).after_warmup(schedule.settings, step, warmup, steps)
-
-
-SCANNED = 10_000
-"""Runs of at most this many steps have every step's rate looked at for schedule_problems."""
+    """The multiplier of the peak rate at a 1-based step (Schedule.rate of the schedule chosen)."""
+    return registry("schedule").get(schedule.name).rate(schedule.settings, step, warmup, steps)
 
 
 def schedule_problems(schedule, warmup: int, steps: int) -> list[str]:
@@ -48,18 +64,6 @@ def schedule_problems(schedule, warmup: int, steps: int) -> list[str]:
         return [f"train.warmup_steps {warmup} is past train.steps {steps}: the rate never reaches its peak, at most "
                 f"{steps / warmup:.2g} of optimizer.lr; lower warmup_steps"]
     return []
-
-
-def untrained(schedule, warmup: int, steps: int) -> str | None:
-    """Why a run would train at rate 0 at every step, or None: each step takes the rate the schedule
-    gives it at its end, so a 1-step run of a schedule that ends at 0 has its only step at 0 (it
-    trained on nothing). Refused before the run starts. (Scanned from the first step, which has a
-    rate above 0 in every other run: the scan stops there.)"""
-    if steps > SCANNED or not all(multiplier(schedule, step, warmup, steps) == 0 for step in range(1, steps + 1)):
-        return None
-    return (f"train.schedule {schedule.name}: every one of the {steps} step(s) would train at rate 0 (each step "
-            "takes the schedule's rate at its end, and this schedule ends at 0); train more steps, set its min_ratio "
-            "above 0, or use constant")
 
 
 @register("constant")

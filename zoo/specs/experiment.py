@@ -168,9 +168,8 @@ class TrainSpec(Strict):
 
     @model_validator(mode="after")
     def _trains_at_a_rate(self) -> TrainSpec:
-        from zoo.optim.schedules import untrained
-
-        problem = untrained(self.schedule, self.warmup_steps, self.steps)
+        schedule = registry("schedule").get(self.schedule.name)
+        problem = schedule.untrained(self.schedule.name, self.schedule.settings, self.warmup_steps, self.steps)
         if problem:
             raise PydanticCustomError("schedule", "{problem}", {"problem": problem})
         return self

@@ -96,7 +96,7 @@ class LedgerRead:
             if record.cell is not None and record.status in ("finished", "diverged"):
                 done.setdefault(record.cell, []).append(number)
         return [f"{path}: cell {cell} has {len(numbers)} result lines ({', '.join(map(str, numbers))}); the last, line "
-                f"{numbers[-1]}, stands for it and the earlier are left out" for cell, numbers in done.items()
+                f"{numbers[-1]}, stands for it (the earlier stay in the ledger, not compared)" for cell, numbers in done.items()
                 if len(numbers) > 1]
 
 

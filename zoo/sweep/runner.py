@@ -20,6 +20,7 @@ from typing import Any
 from zoo.children import ended
 from zoo.errors import ConfigError, Interrupted, RunConflict, ZooError
 from zoo.files import FolderLock, atomic_write, inside_its_folder, lock_holder
+from zoo.metrics import impossible_values
 from zoo.records import DONE, RunRecord, read_result
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.identity import changes_between, flatten
@@ -69,7 +70,7 @@ def train_cell(experiment: ExperimentSpec, run_dir: Path, cell: Cell, ledger: Le
         return record
     if result_file.exists():
         previous = read_result(result_file)
-        impossible = previous.impossible_values()
+        impossible = impossible_values(previous)
         if previous.status in DONE and impossible:  # an edit or a bug, never a measurement: not adopted
             record = RunRecord(status="failed", error=f"{result_file}: {'; '.join(impossible)}; not adopted into the "
                                "ledger (no model computes such a value): remove the file to train the cell again",

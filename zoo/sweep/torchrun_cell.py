@@ -65,10 +65,8 @@ def rank_exit_code(failed) -> int:
 
 
 def launch(command: list[str], processes: int) -> int:
-    """Run `python -m zoo.cli COMMAND` in `processes` ranks under this launcher (torchrun on this
-    machine, --standalone): its exit code, 2 for a refusal said once by rank 0."""
+    """Run `python COMMAND` (`-m MODULE ARGS`) in `processes` ranks under this launcher (torchrun on
+    this machine, --standalone): its exit code, 2 for a refusal said once by rank 0."""
     import subprocess
 
-    launcher = [sys.executable, "-c", LAUNCHER, "--standalone", f"--nproc_per_node={processes}", "-m", "zoo.cli",
-                *command]
-    return subprocess.call(launcher)
+    return subprocess.call([sys.executable, "-c", LAUNCHER, "--standalone", f"--nproc_per_node={processes}", *command])

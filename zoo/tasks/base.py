@@ -245,3 +245,12 @@ class Task:
     def state(self) -> dict[str, Any]:
         """What a checkpoint needs to turn ids back into text."""
         return {"src_vocab": self.src_vocab.state(), "tgt_vocab": self.tgt_vocab.state()}
+
+
+def text_stays_text(tokenizer):
+    """A tokenizer that reads `<pad>`, `<eos>` or any special token written in a document as the
+    characters it is: matched as the special id, it would end a row's labels, or split a document
+    mid-sentence under `documents: separate`. The codec adds the special ids itself; the setting is
+    not part of the tokenizer's saved text, so it is set on every tokenizer the codecs hold."""
+    tokenizer.encode_special_tokens = True
+    return tokenizer

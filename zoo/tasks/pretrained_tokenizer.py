@@ -15,6 +15,7 @@ from typing import Any
 
 from zoo.errors import ConfigError
 from zoo.files import read_bounded, read_json
+from zoo.tasks.base import text_stays_text
 
 TOKENIZER_BYTES = 512 << 20
 """The most a tokenizer.json may hold (the largest of the field's are tens of MB)."""
@@ -101,8 +102,6 @@ class PretrainedCodec:
     the decoder's start token, so the trainer's shift gives the decoder what the model was trained on."""
 
     def __init__(self, tokenizer, ids: dict[str, int], target: bool):
-        from zoo.tasks.text import text_stays_text
-
         self.tokenizer, self.ids, self.target = text_stays_text(tokenizer), dict(ids), target
 
     @classmethod

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from zoo.errors import CheckpointError, DataError
-from zoo.tasks.base import BOS, EOS, PAD, UNK, Vocabulary
+from zoo.tasks.base import BOS, EOS, PAD, UNK, Vocabulary, text_stays_text
 
 TokenizerName = Literal["char", "word", "bpe"]
 WORD = re.compile(r"\w+|[^\w\s]")
@@ -101,15 +101,6 @@ class BpeCodec:
 
     def state(self) -> dict[str, Any]:
         return {"kind": "bpe", "tokenizer": self.tokenizer.to_str()}
-
-
-def text_stays_text(tokenizer):
-    """A tokenizer that reads `<pad>`, `<eos>` or any special token written in a document as the
-    characters it is: matched as the special id, it would end a row's labels, or split a document
-    mid-sentence under `documents: separate`. The codec adds the special ids itself; the setting is
-    not part of the tokenizer's saved text, so it is set on every tokenizer the codecs hold."""
-    tokenizer.encode_special_tokens = True
-    return tokenizer
 
 
 def train_codec(kind: TokenizerName, texts: Sequence[str], vocab_size: int, min_frequency: int, lowercase: bool):
