@@ -272,7 +272,7 @@ def test_a_cell_of_the_committed_main_job_reproduces_on_any_machine():
     bit for bit where this is the recorded environment, the start of its curve within rounding
     elsewhere."""
     (result,) = reproduce(MAIN_JOB, [MAIN_CELL], echo=lambda _: None)
-    assert result.agrees, describe(result)
+    assert result.agrees or (result.inconclusive and result.early_agrees), describe(result)
     assert result.matches or result.environment, describe(result)
 
 

@@ -149,13 +149,13 @@ def loading(folder: Path):
         inner = next((cause for cause in causes if isinstance(cause, CheckpointError)), None)
         if inner is not None:
             raise inner from None
-        raise unreadable(folder, causes[0] if causes else err) from None
+        raise CheckpointError(unreadable(folder, causes[0] if causes else err)) from None
     except (RuntimeError, AssertionError, OSError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as err:
         if isinstance(err, CheckpointError):
             raise
-        raise unreadable(folder, err) from None
+        raise CheckpointError(unreadable(folder, err)) from None
 
 
-def unreadable(folder: Path, cause: BaseException) -> CheckpointError:
+def unreadable(folder: Path, cause: BaseException) -> str:
     detail = (str(cause).splitlines() or [""])[0]
-    return CheckpointError(f"{folder}: its shards could not be read ({type(cause).__name__}: {detail})")
+    return f"{folder}: its shards could not be read ({type(cause).__name__}: {detail})"
