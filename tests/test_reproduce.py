@@ -267,13 +267,21 @@ def test_reproduce_says_what_it_cannot_do(finished_sweep, once, tmp_path, capsys
         reproduce(tmp_path / "lonely" / "ledger.jsonl")
 
 
-def test_a_cell_of_the_committed_main_job_reproduces_on_any_machine():
+def test_a_cell_of_the_committed_main_job_reproduces_on_any_machine(monkeypatch):
     """The README's main-job tables come from this ledger; one of its cells, trained again here:
-    bit for bit where this is the recorded environment, the start of its curve within rounding
-    elsewhere."""
+    bit for bit where this is the recorded environment; elsewhere the start of its curve within
+    rounding and every final metric equal to what its own learning curve holds, so never DIFFERS.
+    Every final metric of this cell is one its curve vouches for, so the other roundings' retrainings
+    could only decide between agrees and INCONCLUSIVE (both held here): they are left out, and
+    exercised on the tiny cells above (each is a whole training of this cell: 100 s and more)."""
+    from zoo.sweep import reproduce as module
+
+    monkeypatch.setattr(module, "other_roundings", lambda threads: [])
     (result,) = reproduce(MAIN_JOB, [MAIN_CELL], echo=lambda _: None)
-    assert result.agrees or (result.inconclusive and result.early_agrees), describe(result)
-    assert result.matches or result.environment, describe(result)
+    assert result.matches or (result.environment and result.early_agrees and not result.contradicted
+                              and not result.edited), describe(result)
+    if not result.matches:
+        assert set(result.vouched) == set(result.relative), "no final metric left to the probes alone"
 
 
 def test_the_main_job_cell_agrees_under_every_cpu_capability_and_a_change_of_the_code_does_not(monkeypatch, capsys):

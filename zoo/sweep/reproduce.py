@@ -306,21 +306,18 @@ def rerun(experiment: dict[str, Any], record: RunRecord, scratch: Path, early: b
 
 
 def measure_rounding(outcome: Reproduction, experiment: dict[str, Any], threads: int, scratch: Path, now: RunRecord,
-                     window: int, replay: Path | None, whole: bool = False) -> RunRecord | None:
-    """Train the early window (or `whole` run) once more with another rounding here: how far
-    rounding alone moves this cell's early losses, and the first step where that passes the
-    tolerance. Returns that run (None where it failed)."""
+                     window: int, replay: Path | None) -> None:
+    """Train the early window once more with another rounding here: how far rounding alone moves
+    this cell's early losses, and the first step where that passes the tolerance."""
     variables, outcome.rounding = other_rounding(threads)
     try:
-        probe = retrain(experiment, threads, scratch, until=None if whole else window, environment=variables,
-                        replay=replay)
+        probe = retrain(experiment, threads, scratch, until=window, environment=variables, replay=replay)
     except ZooError as err:
         outcome.rounding += f" (it failed: {err})"
-        return None
+        return
     gaps = step_gaps(now.history, probe.history, window) or {}
     outcome.rounding_gap = max(gaps.values(), default=None)
     outcome.amplified_at = next((step for step in sorted(gaps) if gaps[step] > EARLY_TOLERANCE), None)
-    return probe
 
 
 def measure_final_rounding(outcome: Reproduction, record: RunRecord, experiment: dict[str, Any], threads: int,
