@@ -78,6 +78,9 @@ class Sinusoidal(PositionScheme):
     def forward(self, x: Tensor, positions: Tensor) -> Tensor:
         return x + self.table[positions + self.offset if self.offset else positions].to(x.dtype)
 
+    def _apply(self, fn, recurse=True):
+        return keep_float32(self, ("table",), lambda: super(Sinusoidal, self)._apply(fn, recurse))
+
 
 @register("learned")
 class Learned(PositionScheme):
@@ -116,6 +119,18 @@ class NoPosition(PositionScheme):
     """No position information: a bag-of-tokens baseline (the decoder still sees causal order)."""
 
     mup = "nothing that depends on width"
+
+
+def keep_float32(module: nn.Module, tables: tuple[str, ...], apply):
+    """Run a module's `_apply` (`.to()`, `.half()`, `.cuda()`) and keep its position tables in
+    float32 on the new device: a table computed once is never rounded to half precision and back
+    (`.half().float()` would leave it at half precision for good). Each use casts it to the
+    activations' dtype, as transformers computes its rotary tables in float32 and casts them."""
+    kept = {name: getattr(module, name) for name in tables}
+    apply()
+    for name, table in kept.items():
+        setattr(module, name, table.to(device=getattr(module, name).device))
+    return module
 
 
 def rotary_angles(length: int, d_head: int, base: float) -> Tensor:
@@ -176,6 +191,9 @@ class Rotary(PositionScheme):
     def prepare(self, length: int) -> None:
         if length > self.cos.size(0):
             self._table(max(length, 2 * self.cos.size(0)), self.cos.device)
+
+    def _apply(self, fn, recurse=True):
+        return keep_float32(self, ("cos", "sin"), lambda: super(Rotary, self)._apply(fn, recurse))
 
     def rotate(self, x: Tensor, positions: Tensor) -> Tensor:
         cos, sin = self.cos[positions][:, None].to(x.dtype), self.sin[positions][:, None].to(x.dtype)
