@@ -17,9 +17,10 @@ from zoo.metric_names import MetricName
 from zoo.metrics import Tally, better, goal_of, range_of, reported
 from zoo.model.zoo_model import ZooModel
 from zoo.specs.identity import fingerprint
+from zoo.sweep.loading import check_metric
 from zoo.sweep.record_differences import added_since, history_differences, metric_differences, scorer_differences
 from zoo.sweep.reproduce import Reproduction, describe
-from zoo.sweep.spec import SweepSpec, check_metric
+from zoo.sweep.spec import SweepSpec
 
 METRICS = zoo.registry("metric").names()
 HYPOTHESES = ["the cat sat on the mat", "a dog ran", "birds sang in a park", "the the the"]

@@ -19,7 +19,7 @@ from zoo.compare import compare
 from zoo.compare.power_law import bootstrap, fit_power_law, over_seeds
 from zoo.errors import ConfigError
 from zoo.sweep import SweepSpec
-from zoo.sweep.spec import load_sweep
+from zoo.sweep.loading import load_sweep
 
 SIZES = {f"s{i}": {"model.d_model": 16 * 2**i} for i in range(5)}
 COMPUTE = {f"s{i}": 1e12 * 4**i for i in range(5)}

@@ -14,7 +14,7 @@ from zoo.cli import main
 from zoo.compare import compare
 from zoo.specs.experiment import validate_experiment
 from zoo.sweep import SweepSpec
-from zoo.sweep.spec import check_metric
+from zoo.sweep.loading import check_metric
 from zoo.trainer.averaging import averaged_weights
 from zoo.trainer.checkpoint import read_checkpoint
 from zoo.trainer.console import train_and_report

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from zoo.errors import describe_validation
 from zoo.files import WriteError, fcntl, inside_its_folder, read_bounded
-from zoo.records import RunRecord
+from zoo.records import DONE, RunRecord
 from zoo.sweep.spec import Cell
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -93,7 +93,7 @@ class LedgerRead:
         in silence."""
         done: dict[str, list[int]] = {}
         for record, number in zip(self.records, self.lines, strict=True):
-            if record.cell is not None and record.status in ("finished", "diverged"):
+            if record.cell is not None and record.status in DONE:
                 done.setdefault(record.cell, []).append(number)
         return [f"{path}: cell {cell} has {len(numbers)} result lines ({', '.join(map(str, numbers))}); the last, line "
                 f"{numbers[-1]}, stands for it (the earlier stay in the ledger, not compared)" for cell, numbers in done.items()

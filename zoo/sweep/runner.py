@@ -26,9 +26,10 @@ from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.identity import changes_between, flatten
 from zoo.specs.yamlio import dump_yaml, read_mapping
 from zoo.sweep.ledger import Ledger
+from zoo.sweep.loading import check_distinct
 from zoo.sweep.names import safe_text
 from zoo.sweep.pool import Workers, threads_per_worker
-from zoo.sweep.spec import NAMED, Cell, SweepSpec, cell_experiment, check_distinct, expand, read_saved_sweep, shard
+from zoo.sweep.spec import NAMED, Cell, SweepSpec, cell_experiment, expand, read_saved_sweep, shard
 from zoo.sweep.torchrun_cell import cell_processes
 from zoo.tasks import data_digests
 from zoo.trainer.distributed import check_fsdp_world

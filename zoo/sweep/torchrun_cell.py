@@ -47,21 +47,21 @@ def main() -> None:
     try:
         run(parse_args(sys.argv[1:]))
     except ChildFailedError as failed:  # a refusal: rank 0 said why (zoo.errors.say); anything else, one line here
-        code = rank_exit_code(failed)
+        rank, code = rank_exit_code(failed)
         if code != 2:
-            rank = 0 if 0 in failed.failures else min(failed.failures)
             print(f"torchrun: rank {rank} ended with exit code {failed.failures[rank].exitcode} (its output is above)",
                   file=sys.stderr)
         raise SystemExit(code) from None
 
 
-def rank_exit_code(failed) -> int:
-    """The exit code the ranks' failure means: rank 0's where it failed (2 for a refusal the zoo
-    explained), else the first failed rank's; a rank killed by a signal gives 128 + the signal."""
+def rank_exit_code(failed) -> tuple[int, int]:
+    """The rank whose failure counts and the exit code it means: rank 0's where it failed (2 for a
+    refusal the zoo explained), else the first failed rank's; a rank killed by a signal gives 128 +
+    the signal."""
     failures = failed.failures
     rank = 0 if 0 in failures else min(failures)
     code = failures[rank].exitcode
-    return 128 - code if code < 0 else code or 1
+    return rank, 128 - code if code < 0 else code or 1
 
 
 def launch(command: list[str], processes: int) -> int:
