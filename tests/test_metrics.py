@@ -25,7 +25,8 @@ from zoo.sweep.spec import SweepSpec
 METRICS = zoo.registry("metric").names()
 HYPOTHESES = ["the cat sat on the mat", "a dog ran", "birds sang in a park", "the the the"]
 REFERENCES = ["the cat sat on a mat", "a dog ran in the park", "birds sang in a park", "the mat"]
-TALLY = Tally(loss_sum=23.0, correct=31, tokens=40, exact=1, rows=4, hypotheses=HYPOTHESES, references=REFERENCES)
+TALLY = Tally(loss_sum=23.0, correct=31, tokens=40, exact=1, rows=4, text_bytes=150, hypotheses=HYPOTHESES,
+              references=REFERENCES)
 
 
 @pytest.mark.parametrize("name", METRICS)
@@ -128,6 +129,7 @@ def test_each_task_reports_the_metrics_its_traits_call_for(task):
     names = found.metrics()
     assert names[:2] == ["loss", "token_acc"] and names == reported(found.traits())
     assert ("exact_match" in names) == found.generates
+    assert ("bits_per_byte" in names) == found.scores_text
     assert {"bleu", "chrf", "ter"} <= set(names) if found.text_metric else not {"bleu", "chrf", "ter"} & set(names)
     assert "lr_sensitivity" not in names
 

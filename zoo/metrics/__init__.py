@@ -34,6 +34,8 @@ class Tally:
     tokens: int = 0
     exact: int = 0
     rows: int = 0
+    text_bytes: int = 0
+    """The UTF-8 bytes of the held-out text the loss scored (a task that scores_text), else 0."""
     hypotheses: list[str] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
 

@@ -42,6 +42,22 @@ class Perplexity(Metric):
         return math.exp(min(tally.loss, 700.0))  # past e^700 a float overflows
 
 
+@register("bits_per_byte")
+class BitsPerByte(Metric):
+    """The loss in bits per UTF-8 byte of the held-out text: loss_sum / (ln 2 x bytes), so that
+    models with different tokenizers compare on one scale (a tokenizer of longer pieces has a
+    higher loss per token, not per byte). The sum is of every label the loss scores: the end of
+    each document or target included; with `pack`, each row's first token is context only."""
+
+    goal, bounds, order, needs = "min", (0.0, math.inf), 4, frozenset({"text_bytes"})
+
+    @classmethod
+    def score(cls, tally: Tally, settings: PartSettings) -> float:
+        if tally.text_bytes <= 0:
+            return math.nan
+        return tally.loss_sum / (math.log(2) * tally.text_bytes)
+
+
 @register("exact_match")
 class ExactMatch(Metric):
     """The share of held-out targets decoded exactly, up to their end of sequence."""

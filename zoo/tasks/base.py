@@ -155,6 +155,10 @@ class Task:
     """Whether the decoded targets are text, scored by the text metrics (BLEU, chrF, TER)."""
     next_token: ClassVar[bool] = False
     """Whether the task is language modeling, whose loss has a perplexity."""
+    scores_text: ClassVar[bool] = False
+    """Whether the teacher-forced loss scores the held-out text itself (a language model's
+    documents, a translation's targets), so that it has a value per UTF-8 byte of that text
+    (bits_per_byte): the one scale on which two tokenizers compare."""
     generates: ClassVar[bool] = True
     """Whether held-out targets are decoded (exact match, BLEU): not for language modeling."""
     shape: ClassVar[str] = "sequences"
@@ -190,6 +194,11 @@ class Task:
         generates them; a task that reads files has at most the split's lines."""
         return size
 
+    def held_out_bytes(self, size: int, split: str = "valid") -> int:
+        """The UTF-8 bytes of the held-out text that eval_batches(size, ...) scores, as the corpus
+        holds it (before a tokenizer's normalization): a task that scores_text says."""
+        raise NotImplementedError(f"{type(self).__name__} does not score its held-out text (scores_text)")
+
     @classmethod
     def splits(cls, params: TaskParams) -> tuple[str, ...]:
         """Held-out splits: "valid" is evaluated during training, any other one once at the end."""
@@ -205,7 +214,8 @@ class Task:
     @classmethod
     def traits(cls) -> frozenset[str]:
         """What the task does, which decides the registered metrics it reports (zoo.metrics)."""
-        flags = {"generates": cls.generates, "text": cls.text_metric, "next_token": cls.next_token}
+        flags = {"generates": cls.generates, "text": cls.text_metric, "next_token": cls.next_token,
+                 "text_bytes": cls.scores_text}
         return frozenset(name for name, on in flags.items() if on)
 
     @classmethod

@@ -122,6 +122,10 @@ class TextLines(Task):
         stem, count = held_out_part(self.params, size, split)
         return len(self._split(stem)[:count])
 
+    def held_out_bytes(self, size: int, split: str = "valid") -> int:
+        stem, count = held_out_part(self.params, size, split)
+        return sum(len(document.encode()) for document in self._split(stem)[:count])
+
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
         """The first lines of the split, shortest first; masked (mlm) by a draw that depends on the
         split alone, so every run and seed is scored on the same masks."""
@@ -169,6 +173,7 @@ class LanguageModeling(TextLines):
 
     Params = LmParams
     next_token = True
+    scores_text = True
     kinds: ClassVar[tuple[str, ...]] = ("decoder",)
 
     def __init__(self, params: LmParams, seed: int, state: dict[str, Any] | None = None):

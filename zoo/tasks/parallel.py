@@ -59,6 +59,7 @@ class Parallel(Task):
 
     Params = ParallelParams
     text_metric = True
+    scores_text = True
     token_batches = True
 
     def __init__(self, params: ParallelParams, seed: int, state: dict[str, Any] | None = None):
@@ -165,6 +166,11 @@ class Parallel(Task):
         pairs = self._held_out(size, split)
         src, tgt = self._padded([(ids, self.tgt_vocab.encode(t)) for ids, t in pairs])
         return in_batches(src, tgt, batch_size)
+
+    def held_out_bytes(self, size: int, split: str = "valid") -> int:
+        """The targets' bytes: the text a translation's loss scores."""
+        stem, count = held_out_part(self.params, size, split)
+        return sum(len(target.encode()) for _, target in self._split(stem)[:count])
 
     def references(self, size: int, split: str = "valid") -> list[str]:
         return [normalize(t, self.params.lowercase) for _, t in self._held_out(size, split)]

@@ -33,10 +33,12 @@ def until_eos(row: list[int], eos_id: int) -> list[int]:
 @torch.no_grad()
 def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], device,
              references: list[str] | None = None, prefix: str = "eval", num_beams: int = 1,
-             length_penalty: float = 1.0, metrics: dict[str, dict] | None = None) -> dict[str, float]:
+             length_penalty: float = 1.0, metrics: dict[str, dict] | None = None, text_bytes: int = 0
+             ) -> dict[str, float]:
     """The task's registered metrics (zoo.metrics) that `metrics` (train.metrics) leaves scored, on
     one held-out split, each with its settings there or its defaults; text metrics score against
-    `references` (raw text) when given, else against the decoded target ids. Decoding (greedy, or
+    `references` (raw text) when given, else against the decoded target ids; bits per byte divides
+    by `text_bytes`, the UTF-8 bytes of the text the batches hold (Task.held_out_bytes). Decoding (greedy, or
     beam search with `num_beams`) never looks at the target, not even for its length, and is skipped
     where no scored metric reads it."""
     names = chosen(task.metrics(), metrics or {})
@@ -44,7 +46,7 @@ def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], 
     was_training = model.training
     model.eval()
     spec, kind = model.spec, type(model)
-    tally = Tally()
+    tally = Tally(text_bytes=text_bytes)
     for src, tgt in batches:
         src, tgt = src.to(device), tgt.to(device)
         inputs, labels = kind.frame(spec, src, tgt)
@@ -78,7 +80,12 @@ def evaluate_split(model: ZooModel, task: Task, split: str, size: int, rows: int
     from zoo.tasks.base import metric_prefix
 
     return evaluate(model, task, task.eval_batches(size, rows, split), device, task.references(size, split),
-                    metric_prefix(split), num_beams, length_penalty, metrics)
+                    metric_prefix(split), num_beams, length_penalty, metrics, text_bytes_of(task, size, split))
+
+
+def text_bytes_of(task: Task, size: int, split: str = "valid") -> int:
+    """The bytes of held-out text bits per byte divides by; 0 for a task that does not score text."""
+    return task.held_out_bytes(size, split) if task.scores_text else 0
 
 
 class Evaluator:
@@ -93,6 +100,7 @@ class Evaluator:
         self.references = task.references(train.eval_size) if evaluates else None
         self.decoding = {"num_beams": train.eval_beams, "length_penalty": train.length_penalty,
                          "metrics": train.metrics}
+        self.text_bytes = text_bytes_of(task, train.eval_size) if evaluates else 0
         self.scorers = {name: registry("metric").get(name).scorer(metric_settings(name, train.metrics)) or "zoo"
                         for name in chosen(task.metrics(), train.metrics)}
         """Each metric the run reports and how it is scored (result.json and the W&B config hold it)."""
@@ -103,7 +111,8 @@ class Evaluator:
         metrics = {}
         if self.dist.is_main or self.everyone:
             with gathered(model):
-                metrics = evaluate(model, self.task, self.batches, self.device, self.references, **self.decoding)
+                metrics = evaluate(model, self.task, self.batches, self.device, self.references, **self.decoding,
+                                   text_bytes=self.text_bytes)
         bad = torch.tensor(float(not math.isfinite(metrics.get("eval/loss", 0.0))), device=self.device)
         if (self.dist.sum(bad) if collective else bad).item() > 0:
             raise Diverged(f"step {step}: the evaluation loss is {metrics.get('eval/loss', 'not finite')}")
