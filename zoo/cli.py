@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Sequence
 
+from zoo.cli_data import add_data_commands
 from zoo.cli_registries import cmd_list, cmd_show, model_sets
 from zoo.cli_runs import cmd_average, cmd_consolidate, cmd_eval, cmd_train
 from zoo.cli_sweeps import cmd_compare, cmd_reproduce, cmd_sweep
@@ -301,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "replay recorded (python -m zoo.sweep.record_replay), where its corpus is not")
     reproducing.set_defaults(run=cmd_reproduce)
 
+    add_data_commands(commands)
     return parser
 
 

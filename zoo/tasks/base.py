@@ -185,6 +185,17 @@ class Task:
         of sentences of similar length, its rows a multiple of `multiple` (one share per rank)."""
         raise NotImplementedError
 
+    def rank_share(self, step: int, batch_size: int, rank: int, world: int) -> tuple[Tensor, Tensor, int] | None:
+        """This rank's rows (rank, rank + world, ...) of the global batch of `step`, read without the
+        others' rows, with the count of labels the whole global batch scores; None where the task
+        builds the global batch and each rank keeps its rows of it."""
+        return None
+
+    def passes(self, steps: int, batch_size: int) -> float | None:
+        """How many times `steps` batches of `batch_size` rows read each training example, where the
+        task can say before training (a run that repeats data is warned of)."""
+        return None
+
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
         """The fixed held-out set: the same for every seed and every run."""
         raise NotImplementedError

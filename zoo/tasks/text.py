@@ -84,6 +84,20 @@ class BpeCodec:
         tokenizer.train_from_iterator(texts, trainer)
         return cls(tokenizer)
 
+    @classmethod
+    def train_bytes(cls, texts: Iterable[str], vocab_size: int) -> BpeCodec:
+        """Byte-level BPE (GPT-2's): merges learned over the UTF-8 bytes of the text, which it keeps
+        exactly (no normalization), so every text is covered and <unk> is never produced."""
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[PAD, BOS, EOS, UNK], show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        tokenizer.train_from_iterator(texts, trainer)
+        return cls(tokenizer)
+
     def __len__(self) -> int:
         return self.tokenizer.get_vocab_size()
 

@@ -54,12 +54,17 @@ class BatchFeed:
     def prepare(self, step: int) -> None:
         """Build the micro-batches of `step` and start their copy to the device."""
         spec = self.spec
-        src, tgt = self.global_batch(step)
+        share = None if self.batch_tokens is not None else \
+            self.task.rank_share(step, self.batch_size * self.accumulate, self.dist.rank, self.dist.world)
+        src, tgt = self.global_batch(step) if share is None else share[:2]
         check_ids("src", src, spec.src_vocab_size)
         check_ids("tgt", tgt, spec.tgt_vocab_size)
         inputs, labels = self.kind.frame(spec, src, tgt)
-        tokens = max(1, int((labels != spec.pad_id).sum()))  # a batch may hold none (masked LM, rarely)
-        inputs, labels = tuple(self.dist.shard(t) for t in inputs), self.dist.shard(labels)
+        if share is None:
+            tokens = max(1, int((labels != spec.pad_id).sum()))  # a batch may hold none (masked LM, rarely)
+            inputs, labels = tuple(self.dist.shard(t) for t in inputs), self.dist.shard(labels)
+        else:  # this rank's rows alone, read so (a token store): the task counts the global batch's labels
+            tokens = share[2]
         shares = [(inputs, labels)] if self.accumulate == 1 else [
             trimmed(tuple(t[m :: self.accumulate] for t in inputs), labels[m :: self.accumulate], spec.pad_id)
             for m in range(self.accumulate)]

@@ -80,6 +80,7 @@ class Trainer:
         self.tracker = Tracker(experiment, self.spec, self.name, self.dist.is_main, self.run_id)
         self.evaluator = Evaluator(self.task, t, self.device, self.dist, self.progress)
         self.data_summary = self.task.summary(t.eval_size) if self.dist.is_main else {}
+        self._say_passes(saved is not None)
         self.tracker.config({"scorers": self.evaluator.scorers, "data": self.data_summary, "world_size": self.dist.world})
         self.checkpointer = Checkpointer(self.checkpoint_path, lambda: self.folder.data, experiment, self.spec, self.task,
                                          self.dist)
@@ -87,6 +88,19 @@ class Trainer:
         for name, piece in self.pieces().items():
             if saved is not None and name in saved.get("pieces", {}):
                 piece.load_state_dict(saved["pieces"][name])
+
+    def _say_passes(self, resumed: bool) -> None:
+        """How many passes the run makes over a training set that says (a token store's rows),
+        in the data summary; a warning before the first step when they are more than one."""
+        t = self.experiment.train
+        passes = self.task.passes(t.steps, t.batch_size * t.accumulate)
+        if passes is None or not self.dist.is_main:
+            return
+        self.data_summary["passes"] = passes
+        if passes > 1 and not resumed:
+            warnings.warn(f"train.steps {t.steps} at {t.batch_size * t.accumulate} rows a step reads the training set "
+                          f"{passes:.2f} times: its data repeats (each pass in a new order); a larger corpus, or fewer "
+                          "steps, sees each row once", stacklevel=2)
 
     def pieces(self) -> dict[str, EarlyStop | KeptWeights]:
         """The trainer's pieces that keep a state of their own, which the checkpoint holds by name."""
