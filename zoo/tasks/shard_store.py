@@ -123,6 +123,15 @@ class Stream:
             left -= len(docs)
         return count, tokens, total
 
+    def longest_document(self) -> int:
+        """The most ids of one document (bos and eos counted), from the .docs files alone."""
+        longest = 0
+        for _, docs in self._maps:
+            if len(docs):
+                ends = docs[:, 0].astype(np.int64)
+                longest = max(longest, int(ends[0]), int(np.diff(ends).max(initial=0)))
+        return longest
+
     def document(self, number: int) -> np.ndarray:
         start, end, _ = self.document_span(number)
         return self.read(start, end - start)

@@ -29,43 +29,39 @@ from zoo.tasks.shard_store import INDEX, ShardStore
 from zoo.tasks.text import codec_from_state
 
 
-class ShardParams(TaskParams):
+class StoreParams(TaskParams):
     path: str = Field(description="a token store written by zoo data prepare (the folder of its index.json)")
-    pack: int = Field(ge=2, description="rows of this many ids cut from the training documents joined end to end "
-                                        "(a row's first id is read, never scored); the held-out documents likewise, "
-                                        "the last row shorter")
     test_split: bool = Field(True, description="score the store's test split once at the end")
 
 
-@registry("task").register("lm_shards")
-class ShardLanguageModeling(Task):
-    """Next-token prediction over rows of a token store, as `lm` with `pack` over text."""
+class ShardParams(StoreParams):
+    pack: int = Field(ge=2, description="rows of this many ids cut from the training documents joined end to end "
+                                        "(a row's first id is read, never scored); the held-out documents likewise, "
+                                        "the last row shorter")
 
-    Params = ShardParams
-    next_token = True
-    scores_text = True
-    generates = False
-    kinds: ClassVar[tuple[str, ...]] = ("decoder",)
 
-    def __init__(self, params: ShardParams, seed: int, state: dict[str, Any] | None = None):
+class StoreTask(Task):
+    """A task that reads a token store: its tokenizer, special ids and splits are the store's."""
+
+    Params = StoreParams
+    corpus: ClassVar[str]
+    """The store's corpus the task trains on (zoo.tasks.shard_store.STREAMS)."""
+
+    def __init__(self, params: StoreParams, seed: int, state: dict[str, Any] | None = None):
         super().__init__(params, seed)
         self.store = ShardStore.open(params.path)
-        if self.store.corpus != "documents":
-            raise ConfigError(f"task.path {params.path!r}: a store of sentence pairs; lm_shards trains on a store of "
-                              "documents (zoo data prepare without --pair)")
+        if self.store.corpus != self.corpus:
+            names = {"documents": "documents (zoo data prepare without --pair)", "pairs": "sentence pairs (--pair)"}
+            raise ConfigError(f"task.path {params.path!r}: a store of {names[self.store.corpus]}; this task trains "
+                              f"on a store of {names[self.corpus]}")
         self.codec = codec_from_state(json.loads(self.store.tokenizer_text()) if state is None else state["vocab"])
         if len(self.codec) != self.store.vocab_size:
             raise ConfigError(f"task.path {params.path!r}: the checkpoint's tokenizer holds {len(self.codec)} tokens, "
                               f"the store's {self.store.vocab_size}: the store was prepared with another tokenizer")
         self.src_vocab = self.tgt_vocab = self.codec
-        self.train = self.store.stream("train")
-        self.rows = self.train.tokens // params.pack
-        if self.rows == 0:
-            raise ConfigError(f"task.pack {params.pack}: the training split holds {self.train.tokens} ids, fewer than "
-                              "one row")
 
     @classmethod
-    def special_ids_for(cls, params: ShardParams) -> dict[str, int]:
+    def special_ids_for(cls, params: StoreParams) -> dict[str, int]:
         return dict(ShardStore.open(params.path, verify=False).index["special_ids"])
 
     @cached_property
@@ -76,13 +72,33 @@ class ShardLanguageModeling(Task):
         return {"vocab": self.codec.state()}
 
     @classmethod
-    def splits(cls, params: ShardParams) -> tuple[str, ...]:
+    def splits(cls, params: StoreParams) -> tuple[str, ...]:
         return ("valid", "test") if params.test_split else ("valid",)
 
     @classmethod
-    def data_files(cls, params: ShardParams) -> list[Path]:
+    def data_files(cls, params: StoreParams) -> list[Path]:
         """The index: it holds the SHA-256 of every shard and of the tokenizer, checked at every open."""
         return [Path(params.path) / INDEX]
+
+
+@registry("task").register("lm_shards")
+class ShardLanguageModeling(StoreTask):
+    """Next-token prediction over rows of a token store, as `lm` with `pack` over text."""
+
+    Params = ShardParams
+    corpus = "documents"
+    next_token = True
+    scores_text = True
+    generates = False
+    kinds: ClassVar[tuple[str, ...]] = ("decoder",)
+
+    def __init__(self, params: ShardParams, seed: int, state: dict[str, Any] | None = None):
+        super().__init__(params, seed, state)
+        self.train = self.store.stream("train")
+        self.rows = self.train.tokens // params.pack
+        if self.rows == 0:
+            raise ConfigError(f"task.pack {params.pack}: the training split holds {self.train.tokens} ids, fewer than "
+                              "one row")
 
     def _rows(self, numbers: np.ndarray) -> Tensor:
         pack = self.params.pack
@@ -133,3 +149,69 @@ class ShardLanguageModeling(Task):
     def summary(self, eval_size: int) -> dict[str, float | int]:
         return {**super().summary(eval_size), "train_documents": self.train.documents, "train_tokens": self.train.tokens,
                 "train_rows": self.rows, "max_tokens": self.params.pack}
+
+
+class PairParams(StoreParams):
+    max_tokens: int = Field(256, ge=3, description="a longer side of a training pair (bos and eos counted) is cut to "
+                                                   "this many ids, its last one eos: a store's pairs are never left out "
+                                                   "of an epoch; held-out pairs are scored whole")
+
+
+@registry("task").register("parallel_shards")
+class ShardTranslation(StoreTask):
+    """Sentence pairs of a token store (`zoo data prepare --pair`) for an encoder-decoder: each
+    epoch visits every pair once, in an order that is a pure function of (seed, epoch); held-out
+    pairs keep the store's order, and their references are the targets' ids decoded."""
+
+    Params = PairParams
+    corpus = "pairs"
+    text_metric = True
+    scores_text = True
+
+    def __init__(self, params: PairParams, seed: int, state: dict[str, Any] | None = None):
+        super().__init__(params, seed, state)
+        self.sides = tuple(self.store.stream("train", side) for side in ("src", "tgt"))
+        self.pairs = self.sides[0].documents
+
+    def _pair_ids(self, split: str, numbers) -> tuple[list[list[int]], list[list[int]]]:
+        """Training pairs cut to max_tokens; held-out pairs whole, as `parallel` scores them."""
+        if split != "train":
+            sides = tuple(self.store.stream(split, side) for side in ("src", "tgt"))
+            return tuple([side.document(int(n)).tolist() for n in numbers] for side in sides)
+        return tuple([self._cut(side.document(int(n))) for n in numbers] for side in self.sides)
+
+    def _cut(self, ids: np.ndarray) -> list[int]:
+        limit = self.params.max_tokens
+        return ids.tolist() if len(ids) <= limit else [*ids[: limit - 1].tolist(), int(ids[-1])]
+
+    def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
+        src, tgt = self._pair_ids("train", epoch_rows(self.seed, self.pairs, step * batch_size, batch_size))
+        return pad_rows(src, self.pad_id), pad_rows(tgt, self.pad_id)
+
+    def passes(self, steps: int, batch_size: int) -> float:
+        return steps * batch_size / self.pairs
+
+    def _held_out(self, size: int | None, split: str) -> tuple[list[list[int]], list[list[int]]]:
+        self.check_split(split)
+        count = self.store.stream(split, "src").first_documents(size)[0]
+        return self._pair_ids(split, range(count))
+
+    def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
+        src, tgt = self._held_out(size, split)
+        return [(pad_rows(src[i : i + batch_size], self.pad_id), pad_rows(tgt[i : i + batch_size], self.pad_id))
+                for i in range(0, len(src), batch_size)]
+
+    def references(self, size: int, split: str = "valid") -> list[str]:
+        return [self.codec.decode(ids[1:]) for ids in self._held_out(size, split)[1]]
+
+    def held_out_rows(self, size: int, split: str = "valid") -> int:
+        return self.store.stream(split, "src").first_documents(size)[0]
+
+    def held_out_bytes(self, size: int, split: str = "valid") -> int:
+        return self.store.stream(split, "tgt").first_documents(size)[2]
+
+    def longest_training(self) -> tuple[int, int]:
+        return tuple(min(side.longest_document(), self.params.max_tokens) for side in self.sides)
+
+    def summary(self, eval_size: int) -> dict[str, float | int]:
+        return {**super().summary(eval_size), "train_examples": self.pairs, "max_tokens": self.params.max_tokens}
