@@ -36,7 +36,7 @@ def test_every_metric_declares_its_direction_and_range_and_scores_inside_it(name
     assert metric.goal in ("min", "max") and low < high and metric.__doc__
     assert goal_of(f"test/{name}") == goal_of(f"best/eval/{name}") == metric.goal
     assert range_of(f"eval_auc/{name}") == metric.bounds
-    if "comparison" in metric.needs:  # zoo compare computes it over runs
+    if metric.needs & {"comparison", "downstream"}:  # zoo compare computes it over runs, or the harness reports it
         return
     value = metric.score(TALLY, metric.Settings())
     assert low <= value <= high and math.isfinite(value)
@@ -231,7 +231,10 @@ def test_zoo_list_and_show_explain_the_metrics(capsys):
     from zoo.cli import main
 
     main(["list"])
-    assert "  ter             lower is better, 0 to ∞; reported by parallel, toy_translation" in capsys.readouterr().out
+    listed = capsys.readouterr().out
+    assert "  ter             lower is better, 0 to ∞; reported by parallel, parallel_shards, toy_translation" in listed
+    assert "  acc             higher is better, 0 to 1; scored by lm-evaluation-harness for a task of " \
+           "train.downstream (downstream/TASK/NAME)" in listed
     main(["show", "metric", "chrf"])
     shown = capsys.readouterr().out
     assert "higher is better, 0 to 100" in shown and "# scored by sacrebleu: nrefs:1|case:mixed|eff:yes|nc:6" in shown

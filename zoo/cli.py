@@ -219,6 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     scoring.add_argument("--length-penalty", type=finite_float, default=1.0, help="beam scores are divided by length ** this")
     scoring.add_argument("--set", action="extend", nargs="+", default=[], metavar="DOTTED.KEY=VALUE",
                          help="change the saved experiment, e.g. task.data_dir=/path/to/multi30k")
+    scoring.add_argument("--tasks", help="score tasks of lm-evaluation-harness instead (hellaswag,arc_easy), "
+                         "comma-separated")
+    scoring.add_argument("--include-path", help="with --tasks: a folder of the harness's task YAML files of your own")
+    scoring.add_argument("--limit", type=positive_int, help="with --tasks: only the first N examples of each task")
+    scoring.add_argument("--fewshot", type=int, help="with --tasks: examples shown before each question")
     scoring.set_defaults(run=cmd_eval)
 
     averaging = commands.add_parser("average", help="average the weights of checkpoints of one model (fairseq's "

@@ -96,7 +96,12 @@ def metric_text(name: str) -> str:
     low, high = metric.bounds
     span = f"{low:g} to {high:g}".replace("inf", "∞")
     tasks = [task for task in registry(TASKS).names() if name in registry(TASKS).get(task).metrics()]
-    by = f"reported by {', '.join(tasks)}" if tasks else "computed by zoo compare over a tuned sweep's runs"
+    if tasks:
+        by = f"reported by {', '.join(tasks)}"
+    elif "downstream" in metric.needs:
+        by = "scored by lm-evaluation-harness for a task of train.downstream (downstream/TASK/NAME)"
+    else:
+        by = "computed by zoo compare over a tuned sweep's runs"
     return f"{'lower' if metric.goal == 'min' else 'higher'} is better, {span}; {by}"
 
 

@@ -37,10 +37,25 @@ def cmd_eval(args: argparse.Namespace) -> None:
     from zoo.trainer.evaluate import evaluate_checkpoint
 
     start = time.perf_counter()
+    if args.tasks:
+        return cmd_eval_downstream(args, start)
     metrics = evaluate_checkpoint(args.checkpoint, args.split, args.beams, args.length_penalty, tuple(args.set))
     decoding = "greedy" if args.beams == 1 else f"beam {args.beams}, length_penalty {args.length_penalty}"
     print(json.dumps({"checkpoint": str(args.checkpoint), "split": args.split, "decoding": decoding,
                       "seconds": round(time.perf_counter() - start, 1), **metrics}, indent=1))
+
+
+def cmd_eval_downstream(args: argparse.Namespace, start: float) -> None:
+    """`zoo eval --tasks`: the checkpoint scored by lm-evaluation-harness; its scores as JSON."""
+    import json
+
+    from zoo.trainer.harness import downstream_metrics, harness_version, run_harness, scorer_of_checkpoint
+
+    scorer = scorer_of_checkpoint(args.checkpoint, sets=tuple(args.set))
+    tasks = [name.strip() for name in args.tasks.split(",") if name.strip()]
+    results = run_harness(scorer, tasks, args.include_path, args.limit, args.fewshot)
+    print(json.dumps({"checkpoint": str(args.checkpoint), "harness": f"lm-eval {harness_version()}",
+                      "seconds": round(time.perf_counter() - start, 1), **downstream_metrics(results)}, indent=1))
 
 
 def cmd_consolidate(args: argparse.Namespace) -> None:

@@ -66,6 +66,8 @@ class RunRecord(BaseModel):
                                                    "metric and value, and its checkpoint's metrics on every split")
     averaged: dict[str, Any] | None = Field(None, description="train.average_last: the steps averaged and the "
                                             "average's metrics on every split")
+    downstream: dict[str, Any] | None = Field(None, description="train.downstream: lm-evaluation-harness's results by "
+                                              "task (standard errors included), and its version")
     diverged_at: int | None = None
     error: str | None = Field(None, description="why a run diverged, failed or was interrupted")
     exit_code: int | None = None

@@ -75,3 +75,40 @@ class LRSensitivity(Metric):
     zoo compare over runs at several rates (zoo.compare.sensitivity), not by a run."""
 
     goal, bounds, needs = "min", (0.0, math.inf), frozenset({"comparison"})
+
+
+class Downstream(Metric):
+    """A score lm-evaluation-harness reports for a task of train.downstream (zoo.trainer.harness),
+    logged as downstream/TASK/NAME: never computed by a zoo task."""
+
+    needs = frozenset({"downstream"})
+    order = 50
+
+
+@register("acc")
+class Accuracy(Downstream):
+    """The harness's accuracy: the share of questions whose most likely choice (summed
+    log-likelihood) is the answer."""
+
+    goal, bounds = "max", (0.0, 1.0)
+
+
+@register("acc_norm")
+class NormalizedAccuracy(Downstream):
+    """The harness's accuracy with each choice's log-likelihood divided by its length in bytes."""
+
+    goal, bounds = "max", (0.0, 1.0)
+
+
+@register("word_perplexity")
+class WordPerplexity(Downstream):
+    """The harness's perplexity per word of a rolling log-likelihood task (wikitext)."""
+
+    goal, bounds = "min", (1.0, math.inf)
+
+
+@register("byte_perplexity")
+class BytePerplexity(Downstream):
+    """The harness's perplexity per UTF-8 byte of a rolling log-likelihood task."""
+
+    goal, bounds = "min", (1.0, math.inf)

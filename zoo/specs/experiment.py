@@ -26,6 +26,7 @@ from pydantic_core import PydanticCustomError
 from zoo.errors import ConfigError, describe_validation
 from zoo.specs.catalog import recipe
 from zoo.specs.choices import AxisChoice, Choice
+from zoo.specs.downstream import DownstreamSpec
 from zoo.specs.model_spec import ModelRecipe, ModelSpec
 from zoo.specs.optimizer_spec import OptimizerSpec
 from zoo.specs.registries import AXES, UnknownChoiceError, registry
@@ -131,6 +132,9 @@ class TrainSpec(Strict):
                         "metric NAME), or false for one the run does not score ({bleu: false, chrf: false, ter: false, "
                         "exact_match: false}: its evaluations decode nothing); every other metric is scored")
     explosion: ExplosionSpec | None = Field(ExplosionSpec(), description="null: only a non-finite loss diverges")
+    downstream: DownstreamSpec | None = Field(None, description="tasks of lm-evaluation-harness scored on the last "
+                                              "model at the end ({tasks: [hellaswag, arc_easy]}): metrics "
+                                              "downstream/TASK/METRIC of the run")
     out_dir: str = "runs"
 
     @field_validator("init_from", mode="before")
@@ -302,6 +306,15 @@ class ExperimentSpec(Strict):
                 able = ", ".join(name for name in tasks.names() if tasks.get(name).token_batches)
                 raise PydanticCustomError("batch_tokens", "train.batch_tokens: task '{task}' has no token batches; "
                                           "tasks that do: {able}", {"task": self.task["name"], "able": able})
+        return self
+
+    @model_validator(mode="after")
+    def _downstream_needs_a_model_that_continues_text(self) -> ExperimentSpec:
+        """The harness asks for the likelihood of a continuation: a model that labels positions has none."""
+        if self.train.downstream is not None and registry("task").get(self.task["name"]).shape != "sequences":
+            raise PydanticCustomError("downstream", "train.downstream: task '{task}' labels positions (a masked model); "
+                                      "the harness scores models that continue text: a language model or a "
+                                      "translation model", {"task": self.task["name"]})
         return self
 
     @model_validator(mode="after")

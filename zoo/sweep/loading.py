@@ -75,7 +75,7 @@ def check_metric(sweep: SweepSpec, base: dict[str, Any],
         cls, params = task_params(task)
         logged = kept_metrics(cls.final_metrics(params), experiment.train)
         for field, name in (("metric", sweep.metric), ("choose_on", sweep.choose_on if sweep.tune else None)):
-            if name is not None and name not in logged:
+            if name is not None and name not in logged and not scored_downstream(str(name), experiment.train):
                 raise ConfigError(f"sweep {sweep.name!r}: {field} {name!r} is not reported by task "
                                   f"{task['name']!r} in cell {cell.variant}; choices: {', '.join(logged)}")
         for name in sweep.margins:  # a margin of a metric no run reports would never be applied, in silence
@@ -131,3 +131,12 @@ def check_distinct(sweep: SweepSpec, variants: Sequence[tuple[Cell, ExperimentSp
         raise ConfigError(f"sweep {sweep.name!r}: variants {other.variant} and {cell.variant} train the same run (every "
                           f"field alike once defaults are filled in): {'; '.join(apart)} define one experiment, which "
                           "would count twice; make them differ, or drop one")
+
+
+def scored_downstream(name: str, train) -> bool:
+    """Whether `name` is a score of a task the runs' train.downstream names (downstream/TASK/METRIC,
+    a filter between where the harness reports one): which metrics a task of the harness reports is
+    its own YAML's to say, so the name is taken as given and the metric's registration decides."""
+    parts = name.split("/")
+    return train.downstream is not None and len(parts) >= 3 and parts[0] == "downstream" \
+        and parts[1] in train.downstream.tasks

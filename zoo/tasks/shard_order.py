@@ -28,8 +28,6 @@ class RowPermutation:
     """A bijection of [0, size) keyed by (seed, epoch)."""
 
     def __init__(self, size: int, seed: int, epoch: int):
-        if size < 1:
-            raise ValueError("a permutation of no rows")
         self.size = size
         self.half = max(1, (int(size - 1).bit_length() + 1) // 2)
         self.low = np.uint64((1 << self.half) - 1)

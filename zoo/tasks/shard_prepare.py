@@ -26,8 +26,8 @@ from zoo.files import FolderLock, atomic_write, read_json
 from zoo.provenance import zoo_commit
 from zoo.tasks.pretrained_tokenizer import PretrainedCodec
 from zoo.tasks.shard_sources import Reading, documents, parallel_documents, provenance, source_files
-from zoo.tasks.shard_store import FORMAT, INDEX, STREAMS, ShardStore, dtype_for, file_sha256, index_text
-from zoo.tasks.shard_writer import ShardWriter
+from zoo.tasks.shard_store import INDEX, STREAMS, ShardStore, dtype_for, index_text
+from zoo.tasks.shard_writer import ShardWriter, store_index
 from zoo.tasks.text import BpeCodec, codec_from_state, unk_id
 
 PROGRESS, CODEC = "progress.json", "codec.json"
@@ -286,13 +286,7 @@ class Preparation:
             shares = {"valid": "--valid-share", "test": "--test-share"}
             raise DataError(f"{', '.join(self.sources)}: split {empty[0]!r} holds no document; raise "
                             f"{shares[empty[0]]} (a corpus of few documents needs a larger share)")
-        tokenizer = self.out / CODEC
-        return {"format": FORMAT, "corpus": self.settings.corpus, "dtype": dtype.str, "vocab_size": len(codec),
-                "special_ids": special_ids(codec), "splits": splits, "job": job, "pad_in_documents": counts.get("pad", 0),
-                "left_out": {"held_out_sources": counts["overlap"]},
-                "tokenizer": {"file": CODEC, "size": tokenizer.stat().st_size, "sha256": file_sha256(tokenizer)},
-                "provenance": {"sources": made_from, "command": self.command, "zoo_commit": zoo_commit(),
-                               "settings": asdict(self.settings)}}
-
-
-__all__ = ["FORMAT", "Preparation", "PrepareSettings"]
+        return store_index(self.settings.corpus, dtype, len(codec), special_ids(codec), self.out / CODEC, splits, job=job,
+                           pad_in_documents=counts.get("pad", 0), left_out={"held_out_sources": counts["overlap"]},
+                           provenance={"sources": made_from, "command": self.command, "zoo_commit": zoo_commit(),
+                                       "settings": asdict(self.settings)})

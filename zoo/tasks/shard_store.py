@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -49,6 +50,15 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def largest_id(path: Path, dtype: np.dtype) -> int:
+    """The largest id of a shard, read a bounded block at a time (not mapped: see Stream._ids)."""
+    largest, block = 0, (1 << 22) * dtype.itemsize
+    with open(path, "rb") as handle:
+        while data := handle.read(block):
+            largest = max(largest, int(np.frombuffer(data, dtype=dtype).max()))
+    return largest
+
+
 def shard_name(split: str, stream: str, number: int) -> str:
     return f"{split}.{stream}.{number:05d}"
 
@@ -63,14 +73,23 @@ class Stream:
     dtype: np.dtype
 
     @cached_property
-    def _maps(self) -> list[tuple[np.memmap, np.memmap]]:
-        maps = []
-        for shard in self.shards:
-            ids = np.memmap(self.folder / shard["file"], dtype=self.dtype, mode="r") if shard["tokens"] else \
-                np.zeros(0, self.dtype)
-            docs = np.memmap(self.folder / shard["docs_file"], dtype="<u8", mode="r").reshape(-1, DOC_FIELDS)
-            maps.append((ids, docs))
-        return maps
+    def _docs(self) -> list[np.memmap]:
+        return [np.memmap(self.folder / shard["docs_file"], dtype="<u8", mode="r").reshape(-1, DOC_FIELDS)
+                for shard in self.shards]
+
+    @cached_property
+    def _files(self) -> list[int]:
+        return [os.open(self.folder / shard["file"], os.O_RDONLY) for shard in self.shards]
+
+    def _ids(self, shard: int, offset: int, count: int) -> np.ndarray:
+        """Ids of one shard by a positioned read: only what a batch asks is read, and nothing stays
+        mapped into the process (pages a memory map touched would count as its own, growing with
+        the corpus over a long run; nanoGPT makes a new map every batch for that reason)."""
+        size = self.dtype.itemsize
+        data = os.pread(self._files[shard], count * size, offset * size)
+        if len(data) != count * size:
+            raise DataError(f"{self.folder / self.shards[shard]['file']}: shorter than its index says")
+        return np.frombuffer(data, dtype=self.dtype)
 
     @cached_property
     def token_starts(self) -> np.ndarray:
@@ -98,15 +117,15 @@ class Stream:
             shard = int(np.searchsorted(self.token_starts, position, side="right")) - 1
             offset = position - int(self.token_starts[shard])
             take = min(end, int(self.token_starts[shard + 1])) - position
-            pieces.append(self._maps[shard][0][offset : offset + take])
+            pieces.append(self._ids(shard, offset, take))
             position += take
-        return np.concatenate(pieces) if len(pieces) != 1 else np.asarray(pieces[0])
+        return np.concatenate(pieces) if len(pieces) != 1 else pieces[0]
 
     def document_span(self, number: int) -> tuple[int, int, int]:
         """(start, end) of document `number`'s ids in the stream, and its UTF-8 bytes."""
         shard = int(np.searchsorted(self.document_starts, number, side="right")) - 1
         local = number - int(self.document_starts[shard])
-        docs = self._maps[shard][1]
+        docs = self._docs[shard]
         begin = int(docs[local - 1, 0]) if local else 0
         base = int(self.token_starts[shard])
         return base + begin, base + int(docs[local, 0]), int(docs[local, 1])
@@ -116,7 +135,7 @@ class Stream:
         count = self.documents if count is None else min(count, self.documents)
         tokens = self.document_span(count - 1)[1] if count else 0
         total, left = 0, count
-        for _, docs in self._maps:
+        for docs in self._docs:
             if left <= 0:
                 break
             total += int(docs[:left, 1].sum())
@@ -126,7 +145,7 @@ class Stream:
     def longest_document(self) -> int:
         """The most ids of one document (bos and eos counted), from the .docs files alone."""
         longest = 0
-        for _, docs in self._maps:
+        for docs in self._docs:
             if len(docs):
                 ends = docs[:, 0].astype(np.int64)
                 longest = max(longest, int(ends[0]), int(np.diff(ends).max(initial=0)))
@@ -187,10 +206,18 @@ class ShardStore:
     def splits(self) -> tuple[str, ...]:
         return tuple(self.index["splits"])
 
+    @cached_property
+    def _streams(self) -> dict[tuple[str, str], Stream]:
+        return {}
+
     def stream(self, split: str, stream: str = "text") -> Stream:
+        """One split's stream, made once (its shards' files are opened once)."""
         if split not in self.index["splits"]:
             raise DataError(f"{self.folder}: no split {split!r}; the store holds {', '.join(self.splits)}")
-        return Stream(self.folder, tuple(self.index["splits"][split][stream]["shards"]), self.dtype)
+        if (split, stream) not in self._streams:
+            self._streams[split, stream] = Stream(self.folder, tuple(self.index["splits"][split][stream]["shards"]),
+                                                  self.dtype)
+        return self._streams[split, stream]
 
     def files(self) -> list[dict[str, Any]]:
         """Every file the index describes: {"file", "size", "sha256"}."""
@@ -218,8 +245,8 @@ class ShardStore:
             return found
         for split in self.splits:
             for name in self.index["splits"][split]:
-                for shard, (ids, _) in zip(self.stream(split, name).shards, self.stream(split, name)._maps):
-                    largest = max((int(ids[i : i + (1 << 24)].max()) for i in range(0, len(ids), 1 << 24)), default=0)
+                for shard in self.stream(split, name).shards:
+                    largest = largest_id(self.folder / shard["file"], self.dtype)
                     if largest >= self.vocab_size:
                         found.append(f"{shard['file']} holds id {largest}, past the vocabulary of {self.vocab_size}")
         return found

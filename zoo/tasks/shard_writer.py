@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from zoo.tasks.shard_store import file_sha256, shard_name
+from zoo.tasks.shard_store import FORMAT, file_sha256, shard_name
 
 
 class ShardWriter:
@@ -87,3 +87,12 @@ class ShardWriter:
         self.flush()
         return {"closed": list(self.closed), "open": dict(self.open) if self.open else None}
 
+
+
+def store_index(corpus: str, dtype: np.dtype, vocab_size: int, special_ids: dict[str, int], tokenizer: Path,
+                splits: dict[str, dict[str, Any]], **more: Any) -> dict[str, Any]:
+    """The index of a store whose shards are written (`splits`: each stream's ShardWriter.finish())
+    and whose tokenizer (a codec's state as JSON) is the file `tokenizer` beside them."""
+    return {"format": FORMAT, "corpus": corpus, "dtype": dtype.str, "vocab_size": vocab_size, "special_ids": special_ids,
+            "splits": splits, "tokenizer": {"file": tokenizer.name, "size": tokenizer.stat().st_size,
+                                            "sha256": file_sha256(tokenizer)}, **more}

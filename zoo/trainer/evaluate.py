@@ -175,16 +175,14 @@ EVAL_SETS = ("train.eval_size", "train.batch_size")
 """What `zoo eval --set` may change besides task.*: how much of a split is scored, in batches of what size."""
 
 
-def evaluate_checkpoint(path, split: str = "valid", num_beams: int = 1, length_penalty: float = 1.0,
-                        sets: tuple[str, ...] = (), device: str = "cpu") -> dict[str, float]:
-    """Metrics of a trained checkpoint on one held-out split, decoded as asked, so greedy and beam
-    search are compared on the same weights. `sets` change the saved experiment's task (a corpus
-    that moved: `task.data_dir=...`), train.eval_size or train.batch_size; any other key is refused."""
+def saved_run(path, sets: tuple[str, ...] = (), device: str = "cpu"):
+    """(experiment, model, task) of a trained checkpoint, the experiment changed by `sets`: its
+    task (a corpus that moved: `task.data_dir=...`), train.eval_size or train.batch_size; any other
+    key is refused, as an evaluation takes the model and its training as they are."""
     from zoo.errors import ConfigError
     from zoo.specs.experiment import parse_sets, validate_experiment, with_sets
     from zoo.tasks import build_task
     from zoo.trainer.checkpoint import load, read_checkpoint
-    from zoo.trainer.lengths import check_lengths
 
     ignored = [key for key, _ in parse_sets(sets) if not (key.startswith("task.") or key in EVAL_SETS)]
     if ignored:
@@ -193,7 +191,16 @@ def evaluate_checkpoint(path, split: str = "valid", num_beams: int = 1, length_p
     state = read_checkpoint(path, need=("experiment", "spec", "model", "task"))
     experiment = validate_experiment(with_sets(state["experiment"], sets), f"{path}'s experiment")
     model, _ = load(path, device)
-    task = build_task(experiment.task, experiment.train.seed, state["task"])
+    return experiment, model, build_task(experiment.task, experiment.train.seed, state["task"])
+
+
+def evaluate_checkpoint(path, split: str = "valid", num_beams: int = 1, length_penalty: float = 1.0,
+                        sets: tuple[str, ...] = (), device: str = "cpu") -> dict[str, float]:
+    """Metrics of a trained checkpoint on one held-out split, decoded as asked, so greedy and beam
+    search are compared on the same weights (`sets`: as saved_run takes them)."""
+    from zoo.trainer.lengths import check_lengths
+
+    experiment, model, task = saved_run(path, sets, device)
     task.check_split(split)
     check_lengths(model, task, experiment.train.eval_size, experiment.train.batch_size, device, num_beams)
     return evaluate_split(model, task, split, experiment.train.eval_size, experiment.train.batch_size, device,

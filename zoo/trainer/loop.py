@@ -31,6 +31,7 @@ from zoo.trainer.run_folder import RunFolder, TrainResult
 from zoo.trainer.run_model import run_model, run_spec
 from zoo.trainer.selection import EarlyStop, KeptWeights, kept_results
 from zoo.trainer.sharded_checkpoint import check_world_size
+from zoo.trainer.sharding import gathered
 from zoo.trainer.step import TrainStep
 from zoo.trainer.tracking import Tracker
 
@@ -235,6 +236,7 @@ class Trainer:
         """On rank 0: the final metrics (zoo.trainer.evaluate.Evaluator), the picture, the summary,
         result.json. Every rank of a sharded run computes the metrics and the picture with rank 0."""
         final = self.evaluator.final(self.model, self.step)
+        downstream = self._downstream(final)
         png = self._picture()
         if not self.dist.is_main:  # rank 0 alone reports (and holds the history the curve means read)
             return {}, None, {}
@@ -243,8 +245,21 @@ class Trainer:
                               "wall_time_s": time.perf_counter() - self.start, "steps": self.step,
                               **{f"{group}/{k}": v for group in ("best_checkpoint", "averaged") if kept.get(group)
                                  for k, v in kept[group]["metrics"].items()}})
-        self._write_result("finished", final, **kept)
+        self._write_result("finished", final, **kept, downstream=downstream)
         return final, png, kept
+
+    def _downstream(self, final: dict[str, float]) -> dict[str, Any] | None:
+        """train.downstream's scores of the last model, added to `final`; the harness's results.
+        Rank 0 scores (every rank of a sharded model, whose weights it gathers with them)."""
+        downstream = self.experiment.train.downstream
+        if downstream is None or not (self.dist.is_main or self.evaluator.everyone):
+            return None
+        from zoo.trainer.harness import score_downstream
+
+        with gathered(self.model):
+            metrics, results = score_downstream(self.model, self.task, downstream, self.experiment.train.seed)
+        final.update(metrics)
+        return results
 
     def _write_result(self, status: str, final: dict[str, float], **extra: Any) -> str:
         """result.json in the run directory: what a sweep's ledger and `zoo compare` read. Returns a
