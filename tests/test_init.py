@@ -89,6 +89,9 @@ def test_initial_scales():
     assert abs(std - 256**-0.5) < 0.05 * 256**-0.5  # scaled by sqrt(d) at use: unit variance
     unscaled = zoo.build(model.spec, scale_embeddings=False, seed=0)
     assert abs(unscaled.encoder.embed.tokens.weight.std().item() - 1.0) < 0.05
+    for scaled in (True, False):  # GPT-2's 0.02, whether or not the table is scaled at use
+        drawn = zoo.build(model.spec, scale_embeddings=scaled, embedding_init_std=0.02, seed=0)
+        assert abs(drawn.encoder.embed.tokens.weight.std().item() - 0.02) < 0.05 * 0.02
     q = canonical_state(model)["encoder.layers.0.self_attn.q.weight"]
     bound = (6 / (256 + 256)) ** 0.5  # xavier uniform on the full d_model x d_model projection
     assert q.abs().max() <= bound and q.abs().max() > 0.95 * bound

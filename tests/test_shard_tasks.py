@@ -6,6 +6,7 @@ lets each rank read only its rows, and scores its held-out documents in bits per
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from zoo.tasks.shard_store import ShardStore
 from zoo.tasks.text import codec_from_state
 
 PACK = 16
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -208,3 +210,55 @@ def test_two_gloo_ranks_reading_their_own_rows_match_one_process(tmp_path, store
     losses = [[r["history"]["item"]["train/loss"] for r in records if r["type"] == "history"
                and "train/loss" in r["history"]["item"]] for _, records in (offline_run(tmp_path / n) for n in ("one", "two"))]
     assert len(losses[0]) == 4 and losses[0] == pytest.approx(losses[1], abs=1e-5)
+
+
+RECIPES = {"gpt2_small": "gpt2_small_tiny", "wmt_transformer": "wmt_transformer_tiny"}
+"""Each recipe from shards and its tiny version, which CI trains."""
+
+
+def prepare_as_the_recipe_says(folder, recipe: str) -> None:
+    """Run the `zoo data prepare` command the tiny recipe's header gives, in `folder` (which holds
+    data/multi30k, as a checkout's reader would make it)."""
+    import shlex
+    import subprocess
+    import sys
+
+    header = (ROOT / "experiments" / f"{recipe}.yaml").read_text().split("\n")
+    (command,) = [line.removeprefix("#").strip() for line in header if line.startswith("#   zoo data prepare")]
+    done = subprocess.run([sys.executable, "-m", "zoo.cli", *shlex.split(command)[1:]], cwd=folder, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe", list(RECIPES))
+def test_a_recipe_from_shards_loads_and_its_tiny_version_trains_stops_and_resumes(tmp_path, recipe):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from zoo.specs.experiment import load_experiment
+
+    tiny = RECIPES[recipe]
+    full = load_experiment(ROOT / "experiments" / f"{recipe}.yaml")
+    assert full.train.steps > 10_000 and full.task["name"] == load_experiment(ROOT / "experiments" / f"{tiny}.yaml").task["name"]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "multi30k").symlink_to(MULTI30K)
+    (tmp_path / "experiments").symlink_to(ROOT / "experiments")
+    prepare_as_the_recipe_says(tmp_path, tiny)
+    command = [sys.executable, "-m", "zoo.cli", "train", f"experiments/{tiny}.yaml"]
+    env = {**__import__("os").environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+    stopped = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("runs/*/checkpoint.pt")) and stopped.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stopped.send_signal(signal.SIGINT)
+    _, err = stopped.communicate(timeout=120)
+    assert stopped.returncode != 0 and "continue with --resume" in err, err[-2000:]
+    (checkpoint,) = tmp_path.glob("runs/*/checkpoint.pt")
+    assert 0 < torch.load(checkpoint, weights_only=True)["progress"]["step"] < 40
+    resumed = subprocess.run([*command, "--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    result = json.loads((checkpoint.parent / "result.json").read_text())
+    assert result["status"] == "finished" and result["steps"] == 40 and result["metrics"]["test/bits_per_byte"] > 0

@@ -56,7 +56,7 @@ class Embedder(HoldsWeights, nn.Module):
         # Scaled embeddings start at std d^-1/2 so that, scaled, they have unit variance either way
         # (under muP, d of the base width: input coordinates and their updates stay the same size).
         width = scaling_width(spec)
-        self.init_std = width**-0.5 if spec.embeddings.scale else 1.0
+        self.init_std = spec.embeddings.init_std or (width**-0.5 if spec.embeddings.scale else 1.0)
         self.scale = math.sqrt(width) if spec.embeddings.scale else 1.0
         self.position = build_part("position", inner, site=site)
         self.norm = build_part("norm_type", inner) if spec.embeddings.norm else nn.Identity()

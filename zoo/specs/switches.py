@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from zoo.errors import ConfigError
@@ -86,6 +86,10 @@ class EmbeddingSwitches(StrictSettings):
     """How the token tables are sized, scaled, normalized and shared."""
 
     scale: bool = Field(True, description="multiply token embeddings by sqrt(d_model)")
+    init_std: PositiveFloat | None = Field(
+        None, description="the standard deviation the token tables are drawn with; null: d_model^-1/2 where scaled "
+                          "(unit variance after the scale), else 1; GPT-2 draws 0.02, which keeps a tied output's "
+                          "first logits small when trained from scratch")
     norm: bool = Field(False, description="a norm after adding positions (BERT-style)")
     tie: bool = Field(False, description="the output projection shares the target embedding")
     share: bool = Field(False, description="source and target share one embedding table (T5, BART, Marian)")
@@ -147,6 +151,7 @@ FLAT: dict[str, tuple[str | None, str]] = {
     "logit_scale": ("output", "logit_scale"), "embedding_dim_scope": ("embeddings", "dim_scope"),
     "documents": (None, "documents"), "parametrization": (None, "parametrization"),
     "mup_base_width": (None, "mup_base_width"), "mup_base_head_width": (None, "mup_base_head_width"),
+    "embedding_init_std": ("embeddings", "init_std"),
 }
 """Every switch's flat key -> (its group, or None for a switch of the whole model, and its field
 there), in the order a canonical name shows them (the spec's order before the groups)."""
