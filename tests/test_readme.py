@@ -221,3 +221,22 @@ def test_every_torchrun_command_starts_a_zoo_command_that_parses(words):
     args = build_parser().parse_args(words[at + 2 :])
     assert args.command == "train"
     assert load_experiment(args.file, args.set).train.parallel == "fsdp"
+
+
+@pytest.mark.slow
+def test_the_token_store_commands_of_the_training_page_run(tmp_path):
+    """The training page's block that prepares a store, verifies it and trains from it runs as
+    written, in a folder that holds the Multi30k sample as data/multi30k."""
+    import shlex
+
+    (block,) = [body for body in blocks(DOCS["docs/training.md"], "bash") if "zoo data prepare" in body]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "multi30k").symlink_to(MULTI30K)
+    (tmp_path / "experiments").symlink_to(ROOT / "experiments")
+    for line in block.strip().splitlines():
+        words = shlex.split(line)
+        done = subprocess.run([sys.executable, "-m", "zoo.cli", *words[1:]], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"})
+        assert done.returncode == 0, f"{line}: {done.stderr[-2000:]}"
+    (result,) = tmp_path.glob("runs/*/result.json")
+    assert json.loads(result.read_text())["metrics"]["test/bits_per_byte"] > 0
