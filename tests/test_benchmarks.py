@@ -158,3 +158,12 @@ def test_the_heap_peak_sees_a_tensor_freed_before_it_ends(script):
         time.sleep(0.05)  # the sampler's turn while it lives
         del held
     assert 64 * 2**20 <= peak.above_start < 80 * 2**20
+
+
+def test_data(script, capsys):
+    result = script("data").main(["--smoke"])
+    assert printed(capsys) == json.loads(json.dumps(result))
+    zoo_store = result["stores"]["zoo"]
+    assert zoo_store["prepare"]["tokens"] == zoo_store["prepare, learning the tokenizer"]["tokens"] > 0
+    assert set(result["memory"]["stores"]) == {"1 MB", "4 MB"} and result["memory"]["ratio_largest_to_smallest_peak"] > 0
+    assert result["loader"]["ratio_loader_to_step"] > 0

@@ -4,17 +4,20 @@ against what a training step consumes.
     python experiments/benchmarks/data.py [--smoke] [--corpus-mb 50]     # prints JSON
 
 1. Stores, side by side on one corpus (the Python standard library's sources on this machine, and
-   the installed packages' to reach --corpus-mb) and one tokenizer (byte-level BPE, learned once):
-   the zoo's shards (`zoo data prepare`: numpy files read by positioned reads) and litdata's
-   (litgpt's: `optimize` with a TokensLoader, read back by a shuffled StreamingDataset), each
-   made and read in a child process of its own: tokens/s to prepare and to read rows of 1,024,
-   and each child's peak RSS.
+   the installed packages' to reach --corpus-mb) and one tokenizer (byte-level BPE of 8,000,
+   learned once by the zoo's first preparation, which is timed apart): the zoo's shards (`zoo
+   data prepare`: raw files read by positioned reads) and litdata's (litgpt's: `optimize` with a
+   TokensLoader, read back by a shuffled StreamingDataset), each made and read in a child process
+   of its own, each encoding with one process and the tokenizer's own threads: tokens/s to
+   prepare and to read rows of 1,024, and each child's peak RSS. The zoo reads rows in a global
+   permutation; litdata shuffles chunks and reads within a chunk in order.
 2. Memory against corpus size: stores of random ids of 10 MB, 100 MB and 1 GB (written directly:
    tokenizing 1 GB would only time the tokenizer); a child opens each (every file's SHA-256
    checked, as training does) and reads 200 batches of 16 rows of 1,024. Target: peak RSS flat
    within 10% from the smallest to the largest.
 3. The loader against a step: rows read by lm_shards against the tokens a d512 decoder (6 layers,
-   d_ff 2048) trains on per second here, on batches of the same shape. Target: at least 20x.
+   d_ff 2048, a vocabulary of 8,000) trains on per second here, on batches of 4 rows of 1,024 (16
+   rows hold 15 GB of activations on a CPU). Target: at least 20x.
 """
 
 from __future__ import annotations
@@ -65,22 +68,35 @@ def child(*args: str) -> dict:
     return json.loads(done.stdout)
 
 
-def zoo_prepare(files_list: str, out: str) -> dict:
+def zoo_prepare(files_list: str, out: str, tokenizer_dir: str = "") -> dict:
+    """The zoo's preparation of the files: learning its tokenizer and encoding, or with
+    `tokenizer_dir` (the first preparation's tokenizer as a transformers folder) encoding alone."""
     from zoo.tasks.shard_prepare import Preparation, PrepareSettings
     from zoo.tasks.shard_store import ShardStore
 
     folder = Path(out).parent / "documents"  # a folder of documents: a file each (a file named alone: a line each)
-    folder.mkdir(exist_ok=True)
     files = Path(files_list).read_text().split("\n")
-    for number, path in enumerate(files):
-        (folder / f"{number:06d}.py").symlink_to(path)
+    if not folder.exists():
+        folder.mkdir()
+        for number, path in enumerate(files):
+            (folder / f"{number:06d}.py").symlink_to(path)
     share = max(0.01, 5 / len(files))  # a few held-out documents in a smoke run's small corpus too
+    settings = PrepareSettings(tokenizer="bytes", vocab_size=8000, valid_share=share, test_share=share,
+                               tokenizer_dir=tokenizer_dir or None)
     start = time.perf_counter()
-    Preparation([str(folder)], out, PrepareSettings(tokenizer="bytes", vocab_size=8000, valid_share=share,
-                                                    test_share=share), progress=False).run()
+    Preparation([str(folder)], out, settings, progress=False).run()
     seconds = time.perf_counter() - start
     tokens = sum(part["text"]["tokens"] for part in ShardStore.open(out, verify=False).summary().values())
     return {"seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds, "peak_rss_mb": peak_rss_mb()}
+
+
+def tokenizer_folder(zoo_store: Path, out: Path) -> None:
+    """The store's learned tokenizer as a transformers folder (tokenizer.json and its specials)."""
+    state = json.loads((zoo_store / "codec.json").read_text())
+    out.mkdir()
+    (out / "tokenizer.json").write_text(state["tokenizer"])
+    (out / "tokenizer_config.json").write_text(json.dumps({"pad_token": "<pad>", "bos_token": "<bos>",
+                                                           "eos_token": "<eos>"}))
 
 
 def zoo_read(store: str, batches: int, rows: int) -> dict:
@@ -214,7 +230,10 @@ def stores(work: Path, corpus_mb: float, batches: int) -> dict:
     listing.write_text("\n".join(map(str, files)))
     say(f"stores: {len(files)} files, {sum(f.stat().st_size for f in files) / 1e6:.1f} MB")
     result = {"corpus_mb": sum(f.stat().st_size for f in files) / 1e6, "files": len(files)}
-    result["zoo"] = {"prepare": child("zoo_prepare", str(listing), str(work / "zoo")),
+    learned = child("zoo_prepare", str(listing), str(work / "zoo"))
+    tokenizer_folder(work / "zoo", work / "tokenizer")
+    result["zoo"] = {"prepare, learning the tokenizer": learned,
+                     "prepare": child("zoo_prepare", str(listing), str(work / "zoo-encode"), str(work / "tokenizer")),
                      "read": child("zoo_read", str(work / "zoo"), str(batches), "16")}
     try:
         import litdata  # noqa: F401
@@ -241,6 +260,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script, measures nothing")
     parser.add_argument("--corpus-mb", type=float, default=50.0)
+    parser.add_argument("--parts", nargs="+", choices=("stores", "memory"), default=["stores", "memory"])
     parser.add_argument("--child", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.child:
@@ -248,11 +268,15 @@ def main(argv: list[str] | None = None) -> dict:
         return {}
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
-        result = {"machine": machine(), "stores": stores(work, 1.0 if args.smoke else args.corpus_mb,
-                                                       5 if args.smoke else 200),
-                  "memory": memory(work, [1, 4] if args.smoke else [10, 100, 1000], 5 if args.smoke else 200)}
+        result = {"machine": machine()}
+        if "stores" in args.parts:
+            result["stores"] = stores(work, 1.0 if args.smoke else args.corpus_mb, 5 if args.smoke else 200)
+        if "memory" not in args.parts:
+            emit(result)
+            return result
+        result["memory"] = memory(work, [1, 4] if args.smoke else [10, 100, 1000], 5 if args.smoke else 200)
         loader = result["memory"]["stores"][next(reversed(result["memory"]["stores"]))]["tokens_per_s"]
-        step = step_tokens_per_s(2 if args.smoke else 16, 64 if args.smoke else ROW, 1 if args.smoke else 3)
+        step = step_tokens_per_s(2 if args.smoke else 4, 64 if args.smoke else ROW, 1 if args.smoke else 3)
         result["loader"] = {"loader_tokens_per_s": loader, "d512_step_tokens_per_s": step,
                             "ratio_loader_to_step": loader / step}
     emit(result)
