@@ -7,13 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
 import yaml
 
-from trainkit import run_dir_of, tiny_experiment
+from trainkit import run_dir_of, signal_after_first_checkpoint, tiny_experiment
 
 pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
 
@@ -56,11 +55,7 @@ def test_sigkill_then_resume_is_bitwise_an_uninterrupted_run(tmp_path, device, t
     cut_file, cut_ckpt = write_experiment(tmp_path, "cut", device, train)
 
     killed = zoo_train(cut_file)
-    deadline = time.monotonic() + 120
-    while not cut_ckpt.exists() and killed.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    killed.send_signal(signal.SIGKILL)
-    killed.wait(timeout=30)
+    signal_after_first_checkpoint(killed, cut_ckpt)
     assert killed.returncode == -signal.SIGKILL, "the run had ended before it could be killed"
     stopped_at = torch.load(cut_ckpt, weights_only=True, map_location="cpu")["progress"]["step"]
     assert 0 < stopped_at < STEPS

@@ -16,7 +16,7 @@ from shardkit import SETTINGS, corpus_folder, document, folder_bytes, prepare
 
 from trainkit import MULTI30K
 from zoo.errors import DataError
-from zoo.tasks.shard_prepare import split_of
+from zoo.tasks.shard_prepare import Preparation, split_of
 from zoo.tasks.shard_sources import Reading
 from zoo.tasks.shard_store import ShardStore, dtype_for
 from zoo.tasks.shard_writer import ShardWriter
@@ -233,3 +233,17 @@ def test_the_cli_prepares_and_verifies(tmp_path):
                              capture_output=True, text=True, timeout=120)
     assert damaged.returncode == 2 and damaged.stderr.count("\n") == 1, damaged.stderr
     assert damaged.stderr.startswith("zoo: ") and "train.text.00000.bin: its SHA-256 is not the index's" in damaged.stderr
+
+
+def test_a_runs_data_identity_is_the_stores_content_not_how_it_was_prepared(folder_store, tmp_path):
+    from zoo.tasks import data_digests
+
+    settings = dataclasses.replace(SETTINGS)
+    Preparation([str(folder_store / "corpus")], tmp_path / "again", settings, command="another command",
+                progress=False).run()
+    first, again = (data_digests({"name": "lm_shards", "path": str(path), "pack": 16})
+                    for path in (folder_store / "store", tmp_path / "again"))
+    assert list(first.values()) == list(again.values()), "the same shards and tokenizer: the same data"
+    other = tmp_path / "other"
+    prepare([folder_store / "corpus"], other, dataclasses.replace(SETTINGS, vocab_size=121))
+    assert list(data_digests({"name": "lm_shards", "path": str(other), "pack": 16}).values()) != list(first.values())

@@ -182,14 +182,11 @@ STEPS = 150
 @pytest.mark.slow
 def test_a_run_from_shards_killed_and_resumed_ends_bitwise_where_an_uninterrupted_one_ends(tmp_path, store):
     import signal
-    import time
+
+    from trainkit import signal_after_first_checkpoint
 
     killed, cut = launch(tmp_path, "cut", store, steps=STEPS)
-    deadline = time.monotonic() + 120
-    while not cut.exists() and killed.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    killed.send_signal(signal.SIGKILL)
-    killed.wait(timeout=30)
+    signal_after_first_checkpoint(killed, cut)
     assert killed.returncode == -signal.SIGKILL, "the run had ended before it could be killed"
     assert 0 < torch.load(cut, weights_only=True)["progress"]["step"] < STEPS
     finished(launch(tmp_path, "cut", store, resume=True, steps=STEPS)[0])

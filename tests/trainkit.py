@@ -108,3 +108,16 @@ def write_corpus(folder, name="txt", lines=200, gz=False):
 
 def text_task(name, data_dir, **fields):
     return {"name": name, "data_dir": data_dir, "tokenizer": "word", "vocab_size": 64, "min_frequency": 1, **fields}
+
+
+def signal_after_first_checkpoint(process, checkpoint, signum=None, wait_s: float = 120.0) -> None:
+    """Send `signum` (SIGKILL) to a training process once `checkpoint` exists (or it ended, or
+    `wait_s` passed), and wait for it to go."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while not Path(checkpoint).exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL if signum is None else signum)
+    process.wait(timeout=30)

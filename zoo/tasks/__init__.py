@@ -30,4 +30,4 @@ def data_digests(fields: dict) -> dict[str, str]:
     from zoo.tasks.corpus import cached_digest
 
     cls, params = task_params(fields)
-    return {str(path): cached_digest(path) for path in cls.data_files(params)}
+    return {str(path): cached_digest(path) for path in cls.data_files(params)} | cls.content_digests(params)

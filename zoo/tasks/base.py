@@ -250,6 +250,12 @@ class Task:
         """The files the task reads (a run's identity covers their content); none for generated data."""
         return []
 
+    @classmethod
+    def content_digests(cls, params: TaskParams) -> dict[str, str]:
+        """{what: digest} of data the task reads that its files' own digests do not stand for (a
+        token store's shards, which its index lists by SHA-256)."""
+        return {}
+
     @property
     def eval_splits(self) -> tuple[str, ...]:
         return type(self).splits(self.params)

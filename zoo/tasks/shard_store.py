@@ -260,6 +260,16 @@ class ShardStore:
         return (self.folder / self.index["tokenizer"]["file"]).read_text(encoding="utf-8")
 
 
+CONTENT = ("format", "corpus", "dtype", "vocab_size", "special_ids", "splits", "tokenizer")
+"""What of an index is the store's content (the rest: provenance, how it was made)."""
+
+
+def content_digest(index: dict[str, Any]) -> str:
+    """A digest of the store's content: its index's CONTENT, whose entries hold every file's SHA-256."""
+    content = {key: index.get(key) for key in CONTENT}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:32]
+
+
 def index_text(index: dict[str, Any]) -> str:
     """The index as written: keys sorted, so the same store is always the same bytes."""
     return json.dumps(index, indent=1, sort_keys=True) + "\n"

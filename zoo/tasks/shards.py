@@ -80,9 +80,13 @@ class StoreTask(Task):
         return ("valid", "test") if params.test_split else ("valid",)
 
     @classmethod
-    def data_files(cls, params: StoreParams) -> list[Path]:
-        """The index: it holds the SHA-256 of every shard and of the tokenizer, checked at every open."""
-        return [Path(params.path) / INDEX]
+    def content_digests(cls, params: StoreParams) -> dict[str, str]:
+        """The store's content: a digest of what its index says of every shard and of the tokenizer
+        (each file's SHA-256, checked at every open), not of how or when it was prepared, so the
+        same store prepared again, by another command or commit, is the same data."""
+        from zoo.tasks.shard_store import content_digest
+
+        return {str(Path(params.path) / INDEX): content_digest(ShardStore.open(params.path, verify=False).index)}
 
 
 @registry("task").register("lm_shards")
