@@ -76,11 +76,14 @@ def test_the_row_order_is_a_permutation_each_epoch_and_a_function_of_the_seed_an
 def test_each_rank_reads_only_its_rows_of_the_global_batch(store, world):
     task = lm_shards(store)
     src, tgt = task.train_batch(5, 12)
-    shares = [task.rank_share(5, 12, rank, world) for rank in range(world)]
+    shares = [task.rank_share(5, 12, rank, world, frozenset({task.pad_id})) for rank in range(world)]
     for rank, (share_src, share_tgt, tokens) in enumerate(shares):
         assert torch.equal(share_tgt, tgt[rank::world]) and torch.equal(share_src, src[rank::world])
         assert tokens == 12 * (PACK - 1), "every label of the global batch"
     assert sum(len(share[1]) for share in shares) == 12
+    bos = task.store.index["special_ids"]["bos_id"]
+    assert task.rank_share(5, 12, 0, world, frozenset({task.pad_id, bos})) is None, \
+        "a document's start left unscored is counted in the whole batch alone"
 
 
 def test_held_out_documents_are_packed_and_scored_per_byte(store):
@@ -151,9 +154,14 @@ def test_the_feed_of_a_rank_reads_its_rows_alone_and_they_equal_its_share_of_the
     (batch,) = BatchFeed(task, 8, spec, Distributed(rank=rank, world=2), torch.device("cpu")).take(3)
     assert torch.equal(batch.inputs[0], global_tgt[rank::2, :-1]) and torch.equal(batch.labels, global_tgt[rank::2, 1:])
     assert batch.tokens == 8 * (PACK - 1)
+    apart = spec.replace(documents="separate")  # documents apart: each rank reads the whole batch to count
+    monkeypatch.undo()
+    (batch,) = BatchFeed(task, 8, apart, Distributed(rank=rank, world=2), torch.device("cpu")).take(3)
+    framed = model_class(apart).frame(apart, global_tgt[:, :1], global_tgt)[1]
+    assert batch.tokens == int((framed != task.pad_id).sum()) < 8 * (PACK - 1)
 
 
-def launch(tmp_path, name, store, processes=1, resume=False, steps=200, log_every=10):
+def launch(tmp_path, name, store, processes=1, resume=False, steps=200, log_every=10, documents="separate"):
     import subprocess
     import sys
 
@@ -161,6 +169,7 @@ def launch(tmp_path, name, store, processes=1, resume=False, steps=200, log_ever
 
     experiment = shard_experiment(tmp_path / name, store, steps=steps, checkpoint_every=10, eval_every=100,
                                   log_every=log_every, schedule="cosine", device="cpu")
+    experiment["model"]["documents"] = documents
     experiment["wandb"]["mode"] = "offline"
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(experiment))
@@ -201,7 +210,8 @@ def test_a_run_from_shards_killed_and_resumed_ends_bitwise_where_an_uninterrupte
 def test_two_gloo_ranks_reading_their_own_rows_match_one_process(tmp_path, store):
     from trainkit import offline_run
 
-    one, two = (launch(tmp_path, name, store, processes=n, steps=20, log_every=5) for name, n in (("one", 1), ("two", 2)))
+    one, two = (launch(tmp_path, name, store, processes=n, steps=20, log_every=5, documents="joined")  # rows read apart
+                for name, n in (("one", 1), ("two", 2)))
     finished(one[0])
     finished(two[0])
     losses = [[r["history"]["item"]["train/loss"] for r in records if r["type"] == "history"

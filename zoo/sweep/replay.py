@@ -26,7 +26,7 @@ from zoo.tasks.summary import vocabulary_sizes
 FORMAT = 1
 REPLAY_BYTES = 64 << 20
 """The most a replay file may hold, compressed and inflated (the published ones hold about 1 MB)."""
-IDENTITY = ("data_dir", "tokenizer_dir")
+IDENTITY = ("data_dir", "tokenizer_dir", "path")
 """Task fields that say where the data is, not what it is: a replay holds whatever they were."""
 
 
@@ -63,6 +63,15 @@ class Replayed(Task):
 
     def longest_training(self) -> tuple[int, int]:
         return self.longest
+
+    def rank_share(self, step: int, batch_size: int, rank: int, world: int, unscored: frozenset[int]) -> None:
+        return None  # the recorded global batches are all there is
+
+    def passes(self, steps: int, batch_size: int) -> None:
+        return None
+
+    def held_out_bytes(self, size: int, split: str = "valid") -> int:
+        return 0  # no held-out split: nothing is scored per byte
 
     def summary(self, eval_size: int) -> dict[str, float | int]:
         """A replay's data is its recorded batches: the vocabularies' sizes and how many batches."""

@@ -185,10 +185,12 @@ class Task:
         of sentences of similar length, its rows a multiple of `multiple` (one share per rank)."""
         raise NotImplementedError
 
-    def rank_share(self, step: int, batch_size: int, rank: int, world: int) -> tuple[Tensor, Tensor, int] | None:
+    def rank_share(self, step: int, batch_size: int, rank: int, world: int,
+                   unscored: frozenset[int]) -> tuple[Tensor, Tensor, int] | None:
         """This rank's rows (rank, rank + world, ...) of the global batch of `step`, read without the
-        others' rows, with the count of labels the whole global batch scores; None where the task
-        builds the global batch and each rank keeps its rows of it."""
+        others' rows, with the count of labels the whole global batch scores (`unscored`: ids whose
+        labels the model's framing does not score); None where the task builds the global batch and
+        each rank keeps its rows of it (the count then comes from the whole batch)."""
         return None
 
     def passes(self, steps: int, batch_size: int) -> float | None:

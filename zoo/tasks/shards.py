@@ -116,11 +116,14 @@ class ShardLanguageModeling(StoreTask):
         ids = self._rows(epoch_rows(self.seed, self.rows, step * batch_size, batch_size))
         return ids[:, :1], ids
 
-    def rank_share(self, step: int, batch_size: int, rank: int, world: int) -> tuple[Tensor, Tensor, int] | None:
+    def rank_share(self, step: int, batch_size: int, rank: int, world: int,
+                   unscored: frozenset[int]) -> tuple[Tensor, Tensor, int] | None:
         """This rank's rows of the global batch, read alone, and the labels the whole batch scores:
-        every row is full, so each scores all its ids after its first."""
-        if self.store.index.get("pad_in_documents", 1):
-            return None  # a pad id inside the text is not scored: only the global batch can count the labels
+        every row is full, so each scores all its ids after its first, where no unscored id stands
+        inside the text. A document's start that the framing leaves unscored (documents apart), or a
+        pad id inside documents, can only be counted in the whole batch: every rank reads it then."""
+        if self.store.index.get("pad_in_documents", 1) or self.store.index["special_ids"]["bos_id"] in unscored:
+            return None
         numbers = epoch_rows(self.seed, self.rows, step * batch_size, batch_size)[rank::world]
         ids = self._rows(numbers)
         return ids[:, :1], ids, batch_size * (self.params.pack - 1)

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from zoo.kernels.masks import documents_apart
 from zoo.model.inputs import check_ids
 from zoo.model.kinds import model_class
 from zoo.specs.model_spec import ModelSpec
@@ -54,8 +55,9 @@ class BatchFeed:
     def prepare(self, step: int) -> None:
         """Build the micro-batches of `step` and start their copy to the device."""
         spec = self.spec
-        share = None if self.batch_tokens is not None else \
-            self.task.rank_share(step, self.batch_size * self.accumulate, self.dist.rank, self.dist.world)
+        share = None if self.batch_tokens is not None or self.dist.world == 1 else \
+            self.task.rank_share(step, self.batch_size * self.accumulate, self.dist.rank, self.dist.world,
+                                 unscored_ids(spec))
         src, tgt = self.global_batch(step) if share is None else share[:2]
         check_ids("src", src, spec.src_vocab_size)
         check_ids("tgt", tgt, spec.tgt_vocab_size)
@@ -91,6 +93,12 @@ class BatchFeed:
         if tensor is None or self.device.type == "cpu":
             return tensor
         return tensor.contiguous().pin_memory().to(self.device, non_blocking=True)
+
+
+def unscored_ids(spec: ModelSpec) -> frozenset[int]:
+    """Ids whose labels the framing leaves unscored wherever they stand in a row: pad, and a
+    document's start where documents are apart (zoo.model.decoder_only.frame)."""
+    return frozenset({spec.pad_id, *([spec.bos_id] if documents_apart(spec) else [])})
 
 
 def trimmed(inputs: tuple[Tensor, ...], labels: Tensor, pad_id: int) -> tuple[tuple[Tensor, ...], Tensor]:
