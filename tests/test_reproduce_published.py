@@ -16,13 +16,16 @@ pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs ben
 RESULTS = Path(__file__).resolve().parents[1] / "experiments" / "results"
 PUBLISHED = sorted(path.parent.name for path in RESULTS.glob("*/ledger.jsonl"))
 ON_A_CORPUS = {"lm-multi30k", "local-global-multi30k", "local-global-stdlib", "multi30k-norm", "mup-transfer",
-               "narang-multi30k", "scale-ladder", "transfer-multi30k"}
-"""Ledgers trained on a corpus a clone lacks (the full Multi30k, Python's standard library), each with its replay.pt.gz."""
+               "narang-multi30k", "python-lm", "scale-ladder", "transfer-multi30k"}
+"""Ledgers trained on a corpus a clone lacks (the full Multi30k, Python's standard library, a token
+store of Python source), each with its replay.pt.gz."""
+WHERE = ("data_dir", "path")
+"""A task's fields that say where its data is (a corpus folder, a token store)."""
 
 
 def test_every_published_ledger_on_a_corpus_the_clone_lacks_has_a_replay():
     assert len(PUBLISHED) >= 11
-    needs_data = {name for name in PUBLISHED if "data_dir" in read_saved_sweep(RESULTS / name)[1].get("task", {})}
+    needs_data = {name for name in PUBLISHED if set(WHERE) & set(read_saved_sweep(RESULTS / name)[1].get("task", {}))}
     assert needs_data == ON_A_CORPUS
     assert {name for name in PUBLISHED if (RESULTS / name / "replay.pt.gz").is_file()} == ON_A_CORPUS
 
@@ -31,7 +34,8 @@ def test_every_published_ledger_on_a_corpus_the_clone_lacks_has_a_replay():
 def test_the_first_steps_of_a_published_cell_agree_at_head(ledger):
     path = RESULTS / ledger / "ledger.jsonl"
     replay = RESULTS / ledger / "replay.pt.gz" if ledger in ON_A_CORPUS else None
-    sets = ["task.data_dir=/nonexistent/multi30k"] if replay else []  # nothing of the corpus is read
+    task = read_saved_sweep(RESULTS / ledger)[1].get("task", {})
+    sets = [f"task.{key}=/nonexistent/corpus" for key in WHERE if key in task] if replay else []  # nothing is read
     (result,) = reproduce(path, [sensitive_cell(path)], sets, echo=lambda _: None, early=True, replay=replay)
     assert result.agrees, describe(result)
 

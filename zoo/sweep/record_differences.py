@@ -40,10 +40,11 @@ def logged_losses(history: list[dict[str, float]], until: float = math.inf) -> d
             if key in row and "train/step" in row and row["train/step"] <= until}
 
 
-WHERE_AND_HOW = ("train.out_dir", "train.device", "task.data_dir", "task.tokenizer_dir")
+WHERE_AND_HOW = ("train.out_dir", "train.device", "task.data_dir", "task.tokenizer_dir", "task.path",
+                 "train.downstream.include_path")
 """Fields of a recorded experiment that say where and on what it ran, not what it trained (W&B's
-too), and where its corpus lay: reproduction sets them itself (a replay reads no corpus), and
-other data shows in the losses."""
+too), and where its corpus (a folder, a token store) and its downstream tasks' files lay:
+reproduction sets them itself (a replay reads no corpus), and other data shows in the losses."""
 
 
 def experiment_changes(recorded: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
