@@ -18,7 +18,7 @@ AWAY = {  # a value away from the default (and from what the default stands for)
     "share_layers": True, "embedding_dim": 16, "output_transform": True, "bias": False, "qk_norm_scope": "projection",
     "qkv_bias": False, "out_bias": False, "scale_width": 12.0, "logit_scale": 0.0625,
     "embedding_dim_scope": "embedding", "documents": "separate", "parametrization": "mup", "mup_base_width": 16,
-    "mup_base_head_width": 4,
+    "mup_base_head_width": 4, "embedding_init_std": 0.02,
 }
 NEEDS = {"qk_norm_scope": {"qk_norm": "rmsnorm"}, "embedding_dim_scope": {"embedding_dim": 16},
          "mup_base_head_width": {"parametrization": "mup", "mup_base_width": 16}}
