@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import zoo
-from trainkit import MULTI30K, read_run, text_task, tiny_experiment, write_corpus
+from trainkit import MULTI30K, offline_run, run_dir_of, text_task, tiny_experiment, write_corpus
 from zoo.errors import ConfigError
 from zoo.tasks import build_task
 from zoo.trainer.harness import Scorer, run_harness, scorer_of_task, text_ids
@@ -151,31 +151,38 @@ def test_a_task_the_harness_lacks_is_refused_by_name(language_model, tasks_folde
 
 @pytest.mark.slow
 def test_runs_score_their_downstream_tasks_at_their_end_and_a_sweep_ranks_by_one(tmp_path, tasks_folder, monkeypatch):
-    """Two variants over two seeds, each run scoring the harness's tasks at its end: the scores are
-    metrics in result.json and the W&B summary, and zoo compare ranks by one as its primary metric."""
+    """A run scores the harness's tasks at its end: the scores are metrics in result.json and in
+    the W&B summary (read back offline); a sweep of two variants over two seeds, each run scoring
+    them so, is ranked by one as its primary metric."""
     import yaml
 
     from zoo.cli import main
 
+    def experiment(folder):
+        return tiny_experiment(folder, model={"kind": "decoder", "n_decoder_layers": 1, "max_len": 64},
+                               task=text_task("lm", write_corpus(tmp_path / "corpus")), wandb={"mode": "offline"},
+                               train={"steps": 20, "eval_every": 20, "log_every": 10,
+                                      "downstream": {"tasks": ["zoo_choices", "zoo_texts"], "include_path": tasks_folder}})
+
+    metrics = zoo.train(experiment(tmp_path / "one")).metrics
+    expected = {"downstream/zoo_choices/acc", "downstream/zoo_choices/acc_norm", "downstream/zoo_texts/bits_per_byte",
+                "downstream/zoo_texts/word_perplexity", "downstream/zoo_texts/byte_perplexity"}
+    assert expected <= set(metrics)
+    result = json.loads((run_dir_of(experiment(tmp_path / "one")) / "result.json").read_text())
+    assert {name: result["metrics"][name] for name in expected} == {name: metrics[name] for name in expected}
+    assert result["downstream"]["harness"] and "acc_stderr,none" in result["downstream"]["results"]["zoo_choices"]
+    info, _ = offline_run(tmp_path / "one")  # what W&B wrote, read back offline
+    assert info["summary"]["downstream/zoo_choices/acc"] == metrics["downstream/zoo_choices/acc"]
+
     monkeypatch.chdir(tmp_path)
-    base = tiny_experiment(tmp_path, model={"kind": "decoder", "n_decoder_layers": 1, "max_len": 64},
-                           task=text_task("lm", write_corpus(tmp_path / "corpus")), wandb={"mode": "offline"},
-                           train={"steps": 20, "eval_every": 20, "log_every": 10,
-                                  "downstream": {"tasks": ["zoo_choices", "zoo_texts"], "include_path": tasks_folder}})
+    base = experiment(tmp_path / "sweep")
     del base["train"]["out_dir"], base["wandb"]["dir"]
+    base["wandb"]["mode"] = "disabled"
     sweep = {"name": "ds", "base": base, "grid": {"model.norm": ["post", "pre"]}, "seeds": [0, 1],
              "metric": "downstream/zoo_texts/bits_per_byte", "goal": "min"}
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep))
     main(["sweep", "sweep.yaml", "--workers", "2"])
-    (result_path, *_) = sorted(tmp_path.glob("sweeps/ds/runs/*/result.json"))
-    result = json.loads(result_path.read_text())
-    expected = {"downstream/zoo_choices/acc", "downstream/zoo_choices/acc_norm", "downstream/zoo_texts/bits_per_byte",
-                "downstream/zoo_texts/word_perplexity", "downstream/zoo_texts/byte_perplexity"}
-    assert expected <= set(result["metrics"])
-    assert result["downstream"]["harness"] and "acc_stderr,none" in result["downstream"]["results"]["zoo_choices"]
-    summary, _ = read_run(tmp_path / result["wandb_dir"])  # what W&B wrote, read back offline
-    assert summary["summary"]["downstream/zoo_choices/acc"] == result["metrics"]["downstream/zoo_choices/acc"]
-    main(["compare", "sweeps/ds"])
+    main(["compare", "sweeps/ds", "--wandb-mode", "disabled"])
     report = (tmp_path / "sweeps" / "ds" / "report.md").read_text()
     assert "downstream/zoo_texts/bits_per_byte" in report and "pre − post" in report
 

@@ -4,6 +4,7 @@ import gzip
 import json
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 MULTI30K = Path(__file__).resolve().parent / "fixtures" / "multi30k"
@@ -21,7 +22,34 @@ def task_fields(name: str, **overrides) -> dict:
     if name in ("lm", "mlm"):  # one side of the corpus
         fields.update(data_dir=str(MULTI30K), lang="en", valid_split="val", test_split="test_2016_flickr",
                       train_sentences=2000, vocab_size=1000)
+    if name == "lm_shards":  # a token store of the English side, prepared once per process
+        fields.update(path=str(sample_store("documents")), pack=32)
+    if name == "parallel_shards":
+        fields.update(path=str(sample_store("pairs")), max_tokens=64)
     return {**fields, **overrides}
+
+
+@cache
+def sample_store(corpus: str) -> Path:
+    """A token store of the Multi30k sample (its English side as documents, or its pairs with the
+    corpus's own splits), prepared once per test process into a folder removed at its exit."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from zoo.tasks.shard_prepare import Preparation, PrepareSettings
+
+    folder = Path(tempfile.mkdtemp(prefix=f"zoo-store-{corpus}-"))
+    atexit.register(shutil.rmtree, folder, True)
+    if corpus == "documents":
+        settings = PrepareSettings(vocab_size=1000, valid_share=0.1, test_share=0.1, max_unknown=0.05)
+        sources = [str(MULTI30K / "train.en.gz")]
+    else:
+        settings = PrepareSettings(vocab_size=1000, pair=("de", "en"), parallel_splits=("train", "val", "test_2016_flickr"),
+                                   max_unknown=0.05)
+        sources = [str(MULTI30K)]
+    Preparation(sources, folder / "store", settings, command="tests", progress=False).run()
+    return folder / "store"
 
 
 def tiny_experiment(out_dir, **groups) -> dict:
@@ -74,11 +102,14 @@ def wandb_cli() -> str:
 
 def read_run(run_dir) -> tuple[dict, list[dict]]:
     """(summary, records) of an offline run, read with `wandb leet inspect`, W&B's own reader."""
-    summary = subprocess.run([wandb_cli(), "leet", "inspect", "--summary", "--json", str(run_dir)],
-                             capture_output=True, text=True, timeout=120, check=True)
-    records = subprocess.run([wandb_cli(), "leet", "inspect", "--json", str(run_dir)],
-                             capture_output=True, text=True, timeout=120, check=True)
-    return json.loads(summary.stdout), [json.loads(line) for line in records.stdout.splitlines() if line.strip()]
+    def inspect(*flags: str) -> str:
+        done = subprocess.run([wandb_cli(), "leet", "inspect", *flags, "--json", str(run_dir)], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, f"wandb leet inspect {' '.join(flags)} {run_dir}: {done.stderr[-2000:]}"
+        return done.stdout
+
+    summary, records = inspect("--summary"), inspect()
+    return json.loads(summary), [json.loads(line) for line in records.splitlines() if line.strip()]
 
 
 def offline_run(wandb_dir) -> tuple[dict, list[dict]]:
