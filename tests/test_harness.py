@@ -140,10 +140,17 @@ def test_an_encoder_decoder_scores_the_continuation_as_a_target_of_the_context()
 
 
 @pytest.mark.slow  # the harness indexes its 14,000 tasks to say a name is none of them (11 s)
-def test_a_task_the_harness_lacks_is_refused_by_name(language_model, tasks_folder):
+def test_a_task_the_harness_lacks_is_refused_by_name(language_model, tasks_folder, tmp_path, monkeypatch):
     model, task = language_model
     with pytest.raises(ConfigError, match=r"downstream task 'no_such_task': not a task of lm-eval"):
         run_harness(scorer_of_task(model, task), ["no_such_task"], tasks_folder)
+    run = tiny_experiment(tmp_path, model={"kind": "decoder", "n_decoder_layers": 1}, task=text_task("lm", "corpus"),
+                          train={"downstream": {"tasks": ["zoo_choices", "no_such_task"], "include_path": tasks_folder}})
+    write_corpus(tmp_path / "corpus")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"downstream task 'no_such_task'"):
+        zoo.train(run)  # refused before the first step, not after training
+    assert not list(tmp_path.rglob("checkpoint.pt"))
     with pytest.raises(ConfigError, match=r"train\.downstream: task 'mlm' labels positions"):
         zoo.ExperimentSpec(model={"kind": "encoder"}, task=text_task("mlm", "x"),
                            train={"downstream": {"tasks": ["zoo_choices"]}})

@@ -14,6 +14,7 @@ are its first ones.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 import torch
@@ -177,25 +178,37 @@ def run_harness(scorer: Scorer, tasks: Sequence[str], include_path: str | None =
                 num_fewshot: int | None = None, seed: int = 0) -> dict[str, Any]:
     """lm-eval's simple_evaluate of the scorer's model on `tasks`: its results by task."""
     from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
 
-    from zoo.errors import ConfigError
-
-    manager = TaskManager(include_path=include_path, include_defaults=False, verbosity="ERROR") if include_path \
-        else None
-    if manager is None or not set(tasks) <= set(manager.all_tasks):  # the harness's own tasks: 12 s to index here
-        manager = TaskManager(include_path=include_path, verbosity="ERROR")
-    known = set(manager.all_tasks)
-    missing = [name for name in tasks if name not in known]
-    if missing:
-        hint = "" if include_path else "; a task of your own: --include-path DIR of its YAML"
-        raise ConfigError(f"downstream task {', '.join(map(repr, missing))}: not a task of lm-eval "
-                          f"{harness_version()}{hint} (lm-eval --tasks list names them)")
+    manager = task_manager(tasks, include_path)
     model = harness_model_class()(scorer=scorer)
     results = simple_evaluate(model=model, tasks=list(tasks), task_manager=manager, limit=limit, num_fewshot=num_fewshot,
                               log_samples=False, bootstrap_iters=0, random_seed=seed, numpy_random_seed=seed,
                               torch_random_seed=seed, fewshot_random_seed=seed, verbosity="ERROR")
     return results["results"]
+
+
+def task_manager(tasks: Sequence[str], include_path: str | None = None):
+    """The harness's task index holding every task named: those of `include_path` alone where they
+    serve, else the harness's own too (12 s to index here). A name it lacks is refused."""
+    from zoo.errors import ConfigError
+
+    manager = indexed(include_path, defaults=False) if include_path else None
+    if manager is None or not set(tasks) <= set(manager.all_tasks):
+        manager = indexed(include_path, defaults=True)
+    missing = [name for name in tasks if name not in set(manager.all_tasks)]
+    if missing:
+        hint = "" if include_path else "; a task of your own: --include-path DIR of its YAML"
+        raise ConfigError(f"downstream task {', '.join(map(repr, missing))}: not a task of lm-eval "
+                          f"{harness_version()}{hint} (lm-eval --tasks list names them)")
+    return manager
+
+
+@lru_cache(maxsize=8)
+def indexed(include_path: str | None, defaults: bool):
+    """The harness's TaskManager, made once per process for each folder of tasks."""
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_path=include_path, include_defaults=defaults, verbosity="ERROR")
 
 
 def harness_version() -> str:

@@ -82,6 +82,10 @@ class Trainer:
         self.evaluator = Evaluator(self.task, t, self.device, self.dist, self.progress)
         self.data_summary = self.task.summary(t.eval_size) if self.dist.is_main else {}
         self._say_passes(saved is not None)
+        if t.downstream is not None and self.dist.is_main and saved is None:  # a name it lacks, before any step
+            from zoo.trainer.harness import task_manager
+
+            task_manager(t.downstream.tasks, t.downstream.include_path)
         self.tracker.config({"scorers": self.evaluator.scorers, "data": self.data_summary, "world_size": self.dist.world})
         self.checkpointer = Checkpointer(self.checkpoint_path, lambda: self.folder.data, experiment, self.spec, self.task,
                                          self.dist)
