@@ -1,9 +1,8 @@
-"""Small corpora and the token stores prepared from them, made in the test (no ../shared)."""
+"""Small corpora and the token stores prepared from them, written by the test itself."""
 
 from pathlib import Path
 
 from zoo.tasks.shard_prepare import Preparation, PrepareSettings
-from zoo.tasks.shard_sources import Reading
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "while", "the", "dog", "ran", "in", "a", "park", "and", "birds", "sang",
          "über", "den", "Bäumen;", "naïve", "café", "def", "return", "import", "class", "lambda"]
@@ -37,7 +36,3 @@ def prepare(sources, out: Path, settings: PrepareSettings = SETTINGS, **options)
 def folder_bytes(folder: Path) -> dict[str, bytes]:
     """Every file of a store by name (the lock aside): what two preparations must write alike."""
     return {path.name: path.read_bytes() for path in sorted(folder.iterdir()) if path.name != ".lock"}
-
-
-def reading(**fields) -> Reading:
-    return Reading(**fields)

@@ -199,12 +199,13 @@ class Preparation:
         pool = multiprocessing.get_context("spawn").Pool(self.workers, _start_worker, (json.dumps(codec.state()),)) \
             if self.workers > 1 else None
         try:
+            encode, unknown, pad = self._encoder(codec, pool), unk_id(codec), special_ids(codec)["pad_id"]
             for batch in self._batches(counts["consumed"]):
-                self._add_batch(batch, self._encoder(codec, pool), writers, counts, unk_id(codec), special_ids(codec)["pad_id"])
+                read = self._add_batch(batch, encode, writers, counts, unknown, pad)
                 counts["consumed"] += len(batch)
                 self._check_unknown(counts, final=False)
                 self._commit(job, counts, writers)
-                bar.update(sum(len(text.encode()) for _, texts, _ in batch for text in texts))
+                bar.update(read)
         finally:
             bar.close()
             if pool is not None:
@@ -240,14 +241,17 @@ class Preparation:
         if batch:
             yield batch
 
-    def _add_batch(self, batch, encode, writers, counts: dict[str, Any], unknown: int | None, pad: int) -> None:
-        streams = STREAMS[self.settings.corpus]
+    def _add_batch(self, batch, encode, writers, counts: dict[str, Any], unknown: int | None, pad: int) -> int:
+        """Encode and write one batch of documents; the UTF-8 bytes of text it read (the bar's unit)."""
+        streams, read = STREAMS[self.settings.corpus], 0
         for position, stream in enumerate(streams):
             encoded = encode([texts[position] for _, texts, _ in batch])
             for (split, texts, source), ids in zip(batch, encoded, strict=True):
+                size = len(texts[position].encode("utf-8"))
+                read += size
                 if split == "overlap":
                     continue
-                writers[split, stream].add([ids], [len(texts[position].encode("utf-8"))])
+                writers[split, stream].add([ids], [size])
                 counts["ids"][split] = counts["ids"].get(split, 0) + len(ids)
                 counts["pad"] = counts.get("pad", 0) + ids.count(pad)
                 missing = ids.count(unknown) if unknown is not None else 0
@@ -256,6 +260,7 @@ class Preparation:
                     files = counts.setdefault("unknown_files", {})
                     files[str(source)] = files.get(str(source), 0) + missing
         counts["overlap"] += sum(split == "overlap" for split, _, _ in batch)
+        return read
 
     def _check_unknown(self, counts: dict[str, Any], final: bool) -> None:
         """A tokenizer that maps more than max_unknown of a split's ids to <unk> does not cover the

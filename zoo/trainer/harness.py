@@ -123,7 +123,7 @@ def harness_model_class():
     from lm_eval.api.registry import MODEL_REGISTRY, register_model
 
     if "zoo" in MODEL_REGISTRY:
-        return MODEL_REGISTRY.get("zoo") if hasattr(MODEL_REGISTRY, "get") else MODEL_REGISTRY["zoo"]
+        return MODEL_REGISTRY.get("zoo")
 
     @register_model("zoo")
     class ZooHarnessModel(LM):
