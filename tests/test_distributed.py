@@ -10,6 +10,7 @@ steps. They drift apart without changing what the model computes, which the outp
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ import zoo
 from trainkit import offline_run, run_dir_of, text_task, tiny_experiment, write_corpus
 from zoo.model.canonical import canonical_state
 from zoo.model.kinds import model_class
+from zoo.sweep.torchrun_cell import rank_exit_code
 from zoo.tasks import build_task
 
 pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
@@ -120,3 +122,14 @@ def test_a_refusal_under_torchrun_is_said_once_and_exits_2(tmp_path):
     bare = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            "-m", "zoo.cli", "train", *sets], capture_output=True, text=True, env=env, timeout=300)
     assert bare.returncode != 0 and bare.stderr.count("zoo: experiment: model: norm") == 1, bare.stderr
+
+
+@pytest.mark.parametrize(("exit_codes", "expected"), [
+    ({0: 2, 1: -15}, (0, 2)),  # rank 0 said the refusal; the other was stopped by torchrun
+    ({0: -15, 1: 2}, (1, 2)),  # rank 1 ended first and torchrun stopped rank 0: the refusal counts, not 143
+    ({0: -9, 1: -15}, (0, 137)),  # no rank ended by itself: rank 0's signal
+    ({1: 1, 2: 3}, (1, 1)),  # rank 0 ran on; the first rank that failed
+])
+def test_the_exit_code_of_a_torchrun_is_the_rank_that_ended_by_itself(exit_codes, expected):
+    failed = SimpleNamespace(failures={rank: SimpleNamespace(exitcode=code) for rank, code in exit_codes.items()})
+    assert rank_exit_code(failed) == expected

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -120,11 +121,19 @@ def quoted_number(error: Mapping[str, Any]) -> str:
     return f", got the string {given!r}: a quoted number; write it without quotes"
 
 
+RANK_GRACE_S = 5.0
+"""How long a rank other than 0 waits before it ends on a refusal, so that rank 0, which meets the
+same refusal, ends first and says it: torchrun stops every rank at the first end it sees, and a
+rank 0 stopped by that signal would turn the refusal's exit 2 into 143."""
+
+
 def say(message: str) -> None:
     """The zoo's one line on stderr, once: under torchrun every rank meets the same refusal, and
-    rank 0 alone says it (the others end with the same code, in silence)."""
+    rank 0 alone says it (the others end with the same code, in silence, after rank 0)."""
     if os.environ.get("RANK", "0") == "0":
         print(f"zoo: {message}", file=sys.stderr)
+    else:
+        time.sleep(RANK_GRACE_S)
 
 
 def exit_code_of(command: Callable[[], None]) -> int:

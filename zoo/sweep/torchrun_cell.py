@@ -48,18 +48,21 @@ def main() -> None:
         run(parse_args(sys.argv[1:]))
     except ChildFailedError as failed:  # a refusal: rank 0 said why (zoo.errors.say); anything else, one line here
         rank, code = rank_exit_code(failed)
-        if code != 2:
+        if code != 2 or rank != 0:  # a refusal rank 0 did not say (it met none, or was stopped first)
             print(f"torchrun: rank {rank} ended with exit code {failed.failures[rank].exitcode} (its output is above)",
                   file=sys.stderr)
         raise SystemExit(code) from None
 
 
 def rank_exit_code(failed) -> tuple[int, int]:
-    """The rank whose failure counts and the exit code it means: rank 0's where it failed (2 for a
-    refusal the zoo explained), else the first failed rank's; a rank killed by a signal gives 128 +
-    the signal."""
+    """The rank whose failure counts and the exit code it means: rank 0's where it ended by itself
+    (2 for a refusal the zoo explained), else the first rank that ended by itself (the others were
+    stopped by torchrun's signal because of it), else rank 0's or the first's; a rank killed by a
+    signal gives 128 + the signal."""
     failures = failed.failures
-    rank = 0 if 0 in failures else min(failures)
+    ended_by_itself = sorted(rank for rank, failure in failures.items() if failure.exitcode > 0)
+    candidates = ended_by_itself or sorted(failures)
+    rank = 0 if 0 in candidates else candidates[0]
     code = failures[rank].exitcode
     return rank, 128 - code if code < 0 else code or 1
 
