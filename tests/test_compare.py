@@ -16,6 +16,7 @@ import yaml
 import zoo
 from trainkit import offline_run
 from zoo.compare import Estimate, compare
+from zoo.compare.comparison import Comparison
 from zoo.sweep import Ledger, SweepSpec
 
 T_975_3 = 3.182446305284263  # Student's t, 97.5% quantile, 3 degrees of freedom (tables)
@@ -195,9 +196,9 @@ def test_plotted_bands_are_the_computed_intervals(tmp_path, seeds):
                 for step in (100, 200, 300)]
     sweep = sweepkit.write_sweep(tmp_path, "bands", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]},
                                  seeds, lambda a, seed: known(a["model.norm"], a["model.ffn"], seed), history=history)
-    rows = variant_rows(sweep, [r for r in Ledger(sweep.directory() / "ledger.jsonl").read().latest().values()
+    rows = variant_rows(Comparison.of(sweep), [r for r in Ledger(sweep.directory() / "ledger.jsonl").read().latest().values()
                                 if r.status == "finished"])
-    fig = curve_figure(sweep, rows)
+    fig = curve_figure(Comparison.of(sweep), rows)
     drawn = band_polygons(fig)
     assert len(drawn) == 4 and len(fig.axes) == 1, "4 variants fit one panel"
     for row in rows:
@@ -218,8 +219,8 @@ def test_sixteen_variants_get_four_panels_of_four(tmp_path):
             "model.attention": ["per_head", "fused"], "model.ffn": ["relu", "gelu"]}
     distinct = lambda a, seed: 0.4 + 0.1 * (a["model.attention"] == "fused") + 0.05 * (a["model.ffn"] == "gelu")
     sweep = sweepkit.write_sweep(tmp_path, "sixteen", grid, [0], distinct)
-    rows = variant_rows(sweep, list(Ledger(sweep.directory() / "ledger.jsonl").read().latest().values()))
-    fig = curve_figure(sweep, rows)
+    rows = variant_rows(Comparison.of(sweep), list(Ledger(sweep.directory() / "ledger.jsonl").read().latest().values()))
+    fig = curve_figure(Comparison.of(sweep), rows)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert titles == ["norm=post, position=sinusoidal", "norm=post, position=learned",
                       "norm=pre, position=sinusoidal", "norm=pre, position=learned"]
@@ -243,10 +244,10 @@ def test_a_variant_has_one_colour_in_every_plot_of_its_sweep(tmp_path):
 
     sweep = sweepkit.write_sweep(tmp_path, "colours", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]},
                                  [0, 1, 2], lambda a, seed: known(a["model.norm"], a["model.ffn"], seed))
-    rows = variant_rows(sweep, list(Ledger(sweep.directory() / "ledger.jsonl").read().latest().values()))
+    rows = variant_rows(Comparison.of(sweep), list(Ledger(sweep.directory() / "ledger.jsonl").read().latest().values()))
     expected = {row.variant: to_hex(variant_colour(sweep, row.assignment)) for row in rows}
     assert len(set(expected.values())) == 4
-    drawn = {line.get_label(): to_hex(line.get_color()) for line in curve_figure(sweep, rows).axes[0].get_lines()
+    drawn = {line.get_label(): to_hex(line.get_color()) for line in curve_figure(Comparison.of(sweep), rows).axes[0].get_lines()
              if not line.get_label().startswith("_")}
     assert drawn == expected
     ranked = sorted(rows, key=lambda row: -row.metric.mean)  # a ranking's order is not the grid's
@@ -277,8 +278,8 @@ def test_a_metric_without_a_curve_of_its_own_draws_and_targets_its_evaluations(t
     by_norm = {row.assignment["model.norm"]: row for row in rows}
     assert by_norm["pre"].steps_to_target == 200 and by_norm["post"].steps_to_target == 400
     assert [b.mean for b in by_norm["post"].curve] == [0.25, 0.5, 0.75, 1.0]
-    assert curve_figure(sweep, rows).get_suptitle().startswith(title)
-    assert {ax.get_yscale() for ax in curve_figure(sweep, rows).axes} == {"linear"}, "an accuracy's axis is linear"
+    assert curve_figure(Comparison.of(sweep), rows).get_suptitle().startswith(title)
+    assert {ax.get_yscale() for ax in curve_figure(Comparison.of(sweep), rows).axes} == {"linear"}, "an accuracy's axis is linear"
     loss = sweep.model_copy(update={"metric": "eval/loss", "goal": "min", "target": None})
     assert {ax.get_yscale() for ax in curve_figure(loss, rows).axes if ax.get_visible()} == {"log"}, "a loss's is log"
 

@@ -43,7 +43,7 @@ def test_compare_adjusts_over_every_difference_of_the_sweep_and_measures_the_see
     sweep = sweepkit.write_sweep(tmp_path, "holm", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu", "swish"],
                                                      "model.position": ["sinusoidal", "learned"]}, [0, 1, 2, 3], value)
     read = read_sweep(sweep.directory())
-    effects = axis_effects(read.sweep, read.records)
+    effects = axis_effects(read.comparison, read.records)
     raw = [p for e in effects for p, _ in e.tests] + [i.test[0] for e in effects for i in e.interactions]
     adjusted = [a for e in effects for _, a in e.tests] + [i.test[1] for e in effects for i in e.interactions]
     assert adjusted == pytest.approx(holm(raw)), "one family: the differences and the interactions"
@@ -51,7 +51,7 @@ def test_compare_adjusts_over_every_difference_of_the_sweep_and_measures_the_see
     assert effects[2].identity is not None and effects[2].identity.identical == 24 and not effects[2].interactions
     pairs = [d.n for e in effects[:2] for _, d in e.differences]
     assert pairs == [3 * 4, 2 * 4, 2 * 4], "each distinct computation once: 3 ffn (or 2 norms) x 4 seeds, not x 2 positions"
-    std, df = seed_noise(read.sweep, read.records)
+    std, df = seed_noise(read.comparison, read.records)
     assert df == 6 * 3 and std == pytest.approx(stats.tstd([-0.15, -0.05, 0.05, 0.15]))
 
 
@@ -80,7 +80,7 @@ def test_a_constant_difference_below_float32s_resolution_is_no_difference(tmp_pa
 
     sweep = sweepkit.write_sweep(tmp_path, "tiny-gap", {"model.ffn": ["relu", "gelu", "swish"]}, [0, 1, 2], value)
     read = read_sweep(sweep.directory())
-    (effect,) = axis_effects(read.sweep, read.records)
+    (effect,) = axis_effects(read.comparison, read.records)
     (_, gelu), (_, swish) = effect.differences
     assert gelu.mean == 0.0 and effect.tests[0] == (1.0, 1.0)
     assert swish.mean == pytest.approx(0.01) and effect.tests[1][0] == 2 / 2**3, "the smallest p of three pairs"
@@ -100,8 +100,8 @@ def test_each_effect_plot_writes_the_holm_p_of_the_tables_and_stars_what_separat
                                  [0, 1, 2, 3], value)
     read = read_sweep(sweep.directory())
     starred = {}
-    for effect in axis_effects(read.sweep, read.records):
-        figure = effect_figure(read.sweep, effect)
+    for effect in axis_effects(read.comparison, read.records):
+        figure = effect_figure(read.comparison, effect)
         right = figure.axes[1]
         texts = [t.get_text() for t in right.texts]
         tested = texts[:len(effect.differences)]
@@ -110,17 +110,17 @@ def test_each_effect_plot_writes_the_holm_p_of_the_tables_and_stars_what_separat
         assert all("Holm" not in text for text in texts[len(effect.differences):]), "the other pairs carry no test"
         stars = [line for line in right.lines if line.get_marker() == "*"]
         starred[effect.key] = len(stars)
-        assert right.get_ylabel() == f"difference in {read.sweep.metric}"
+        assert right.get_ylabel() == f"difference in {read.comparison.metric}"
         figure.canvas.draw()
         for ax in figure.axes:  # every title inside the figure, none cut at its edge
             box, page = ax.title.get_window_extent(), figure.bbox
             assert page.x0 <= box.x0 and box.x1 <= page.x1, ax.get_title()
     assert starred == {"model.norm": 1, "model.ffn": 0}
-    ffn = next(e for e in axis_effects(read.sweep, read.records) if e.key == "model.ffn")
+    ffn = next(e for e in axis_effects(read.comparison, read.records) if e.key == "model.ffn")
     (a, b, swish_gelu), = ffn.other_pairs
     assert (a, b) == ("gelu", "swish"), "a three-valued axis shows its third pair too"
     pairs = [value({"model.norm": n, "model.ffn": "swish"}, s) - value({"model.norm": n, "model.ffn": "gelu"}, s)
              for n in ("post", "pre") for s in range(4)]
     assert swish_gelu.mean == pytest.approx(sum(pairs) / len(pairs)) and swish_gelu.n == 8
-    labels = [t.get_text() for t in effect_figure(read.sweep, ffn).axes[1].get_xticklabels()]
+    labels = [t.get_text() for t in effect_figure(read.comparison, ffn).axes[1].get_xticklabels()]
     assert labels == ["gelu − relu", "swish − relu", "swish − gelu\n(not tested)"]

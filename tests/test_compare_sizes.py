@@ -10,6 +10,7 @@ from test_bad_input import cli_error
 
 from zoo.compare import compare
 from zoo.compare.agreement import separates
+from zoo.compare.comparison import Comparison
 from zoo.compare.plots import by_figure
 from zoo.compare.sizes import verdict
 from zoo.compare.stats import Estimate
@@ -58,7 +59,7 @@ def test_the_by_size_plot_marks_what_the_tables_separate(tmp_path):
     names = [p.name for p in report.plots]
     assert "effects_by_norm.png" in names and "effects_by_size.png" in names
     within = [e for e in report.simple if e.given_key == "size"]
-    figure = by_figure(sweep, report.simple, "size")
+    figure = by_figure(Comparison.of(sweep), report.simple, "size")
     for ax, key in zip(figure.axes, ["model.norm", "model.ffn"], strict=True):
         expected = [(d, adjusted) for e in within if e.key == key
                     for (_, d), (_, adjusted) in zip(e.differences, e.tests, strict=True)]

@@ -47,7 +47,7 @@ def test_the_factorial_analysis_is_the_two_way_analysis_with_blocks(tmp_path):
     sweep = sweepkit.write_sweep(tmp_path, "blocks", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]}, SEEDS,
                                  value)
     read = read_sweep(sweep.directory())
-    result = factorial(units_of(read.sweep, read.records).finished, list(read.sweep.grid), read.sweep.labels())
+    result = factorial(units_of(read.comparison, read.records).finished, list(read.comparison.grid), read.comparison.labels())
     y = np.array([[[value({"model.norm": n, "model.ffn": f}, s) for s in SEEDS] for f in ("relu", "gelu")]
                   for n in ("post", "pre")])
     hand = hand_anova(y)
@@ -66,7 +66,7 @@ def test_a_design_without_residual_degrees_of_freedom_tests_nothing_and_says_why
     sweep = sweepkit.write_sweep(tmp_path, "one", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]}, [0],
                                  lambda a, s: value(a, 0))
     read = read_sweep(sweep.directory())
-    result = factorial(units_of(read.sweep, read.records).finished, list(read.sweep.grid), read.sweep.labels())
+    result = factorial(units_of(read.comparison, read.records).finished, list(read.comparison.grid), read.comparison.labels())
     assert result.terms == [] and "4 units and 4 parameters leave no residual degrees of freedom" in result.note
 
 

@@ -113,7 +113,8 @@ def test_a_rate_where_a_seed_diverged_ranks_after_every_clean_rate(tmp_path):
 def test_lr_sensitivity_is_the_mean_gap_to_the_best_with_a_diverged_run_at_the_initial_loss(tmp_path):
     sweep = write_tuned(tmp_path, diverged={"norm=pre,lr=0.01,seed=2"})
     report = compare(sweep.directory(), wandb_mode="disabled")
-    rows, effects = report.tuning.sensitivity["train.optimizer.lr"]
+    found = next(f for f in report.analysis["lr_sensitivity"] if f.key == "train.optimizer.lr")
+    rows, effects = found.rows, found.effects
 
     def by_hand(norm, seed):
         initial = 3.4 + 0.01 * seed
@@ -134,7 +135,7 @@ def test_a_variant_that_diverged_at_every_rate_is_never_the_flattest(tmp_path):
     would rank it flattest; with no rate trained there is no sensitivity, and it counts as diverged."""
     every_rate = {f"norm=pre,lr={lr},seed={seed}" for lr in RATES for seed in range(3)}
     sweep = write_tuned(tmp_path, diverged=every_rate)
-    rows, _ = compare(sweep.directory(), wandb_mode="disabled").tuning.sensitivity["train.optimizer.lr"]
+    rows = compare(sweep.directory(), wandb_mode="disabled").analysis["lr_sensitivity"][0].rows
     assert rows[0].variant == "norm=post" and rows[0].diverged == 0
     pre = next(row for row in rows if row.variant == "norm=pre")
     assert pre.diverged == 3 and pre.metric.n == 0

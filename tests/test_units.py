@@ -22,7 +22,7 @@ def norm_effect(a, seed) -> float:
 def effects_of(tmp_path, name, grid, value):
     sweep = sweepkit.write_sweep(tmp_path, name, grid, SEEDS, value)
     read = read_sweep(sweep.directory())
-    return axis_effects(read.sweep, read.records), read
+    return axis_effects(read.comparison, read.records), read
 
 
 def test_the_registry_declares_which_attention_layouts_compute_one_function():
@@ -46,7 +46,7 @@ def test_twins_are_an_identity_check_and_one_unit_in_every_other_test(tmp_path):
     check = attention.identity
     assert (check.function, check.identical, check.compared, check.holds) == ("softmax attention", 12, 12, True)
     assert check.text().startswith("identity check attention: per_head = fused: identical in 12 of 12 cells")
-    assert seed_noise(read.sweep, read.records)[1] == 2 * 5, "two units of 6 seeds, not four variants"
+    assert seed_noise(read.comparison, read.records)[1] == 2 * 5, "two units of 6 seeds, not four variants"
 
 
 def test_the_same_ledger_without_its_identical_cells_gives_the_same_verdicts(tmp_path):

@@ -3,14 +3,13 @@ pairs: shared by its table kinds (tables.py, tuned_kinds.py)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from zoo.compare.agreement import separates
-from zoo.compare.load import read_sweep
+from zoo.compare.sections import Analysis, analyse
 from zoo.compare.stats import Estimate
-from zoo.compare.tuned import as_compared, as_variant_run, compared_sweep
 from zoo.specs.yamlio import load_yaml
-from zoo.sweep.spec import SweepSpec
 
 
 def figure(x: float) -> str:
@@ -32,15 +31,13 @@ def shown(e: Estimate, holm_p: float | None = None) -> str:
     return f"**{text}**" if holm_p is not None and separates(e, holm_p) else text
 
 
-def compared(folder: Path, metric: str) -> tuple[SweepSpec, list]:
-    """The sweep and records a comparison pairs: a tuned sweep's chosen runs, or with
-    `METRIC@KEY=VALUE` its runs at one tuned value (the comparison an untuned sweep would make)."""
+@functools.cache
+def analysed(folder: Path, metric: str) -> Analysis:
+    """Every section of `zoo compare` over the folder's runs on `metric`, computed once per page:
+    a tuned sweep at its chosen values, or with `METRIC@KEY=VALUE` at one tuned value (the
+    comparison an untuned sweep would make)."""
     metric, _, fixed = metric.partition("@")
-    read = read_sweep(folder, metric)
     if not fixed:
-        return as_compared(read.sweep, read.records)
+        return analyse(folder, metric)
     key, _, text = fixed.partition("=")
-    if key not in read.sweep.tune:
-        raise SystemExit(f"README.md: {metric}@{fixed}: {key} is not a tuned key of {folder.name}")
-    value, sweep = load_yaml(text, fixed), read.sweep
-    return compared_sweep(sweep), [as_variant_run(sweep, r) for r in read.records if r.assignment.get(key) == value]
+    return analyse(folder, metric, at={key: load_yaml(text, fixed)})

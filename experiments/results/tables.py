@@ -41,9 +41,7 @@ import sys
 from pathlib import Path
 
 from zoo.compare.agreement import oriented, separates, verdict
-from zoo.compare.exact import unreachable
-from zoo.compare.load import read_sweep
-from zoo.compare.stats import Estimate, axis_effects, holm, p_value, primary_family, simple_effects, variant_rows
+from zoo.compare.stats import Estimate, holm, p_value
 from zoo.compare.transfer import measure
 from zoo.metrics import goal_of
 from zoo.specs.yamlio import load_yaml
@@ -52,7 +50,7 @@ from zoo.sweep.spec import read_saved_sweep
 
 RESULTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(RESULTS))  # its table kinds beside it (run as a file, or loaded from one by the tests)
-from formats import compared, figure, shown, signed  # noqa: E402
+from formats import analysed, figure, shown, signed  # noqa: E402
 from tuned_kinds import best_rates, choices, fits, sensitivity, sizes  # noqa: E402
 
 README = RESULTS / "README.md"
@@ -62,7 +60,7 @@ PUBLISHED = ("sweep.yaml", "ledger.jsonl", "report.md", "tuning.json", "*.png")
 
 
 def effects(folder: Path, metrics: list[str]) -> str:
-    per_metric = {m: axis_effects(*compared(folder, m)) for m in metrics}
+    per_metric = {m: analysed(folder, m)["effects"].effects for m in metrics}
     first, primary = per_metric[metrics[0]], read_saved_sweep(folder)[0].metric
 
     def endpoint(m: str) -> str:
@@ -92,8 +90,8 @@ def effects(folder: Path, metrics: list[str]) -> str:
                                   f"{crossed.label} × {crossed.given_label}") for m in metrics])
     differences = sorted({e.n for effect in first for _, e in effect.differences})
     crossings = sorted({i.estimate.n for effect in first for i in effect.interactions})
-    tests = primary_family(first)
-    family, short = len(tests), unreachable([e.n for e in tests], len(tests))
+    found = analysed(folder, metrics[0])["effects"]
+    family, short = found.family, found.short
     checks = [f"{'I' if e.identity.holds else 'Warning: i'}{e.identity.text()[1:]}." for e in first if e.identity]
     lines += ["", *([" ".join(checks), ""] if checks else []),
               f"Pairs per difference (each distinct computation once): {', '.join(map(str, differences))}"
@@ -108,10 +106,10 @@ def effects(folder: Path, metrics: list[str]) -> str:
 
 def ranking(folder: Path, metrics: list[str]) -> str:
     """Every variant, best first, with its value in each seed."""
-    sweep, records = compared(folder, metrics[0])
-    rows = variant_rows(sweep, records)
-    by_seed = {(r.variant, r.seed): r.metrics.get(metrics[0]) for r in records}
-    seeds = sweep.seeds
+    analysis = analysed(folder, metrics[0])
+    rows = analysis["ranking"].rows
+    by_seed = {(r.variant, r.seed): r.metrics.get(metrics[0]) for r in analysis.records}
+    seeds = analysis.comparison.seeds
 
     def value(variant: str, seed: int) -> str:
         found = by_seed.get((variant, seed))
@@ -128,7 +126,7 @@ def interactions(folder: Path, metrics: list[str]) -> str:
     """Each axis's paired differences within each value of every other axis, bold where Holm p
     (over all of them) is below 0.05."""
     lines = [f"| difference (paired) | at | `{metrics[0]}` [95% CI] | pairs | Holm p |", "|---|---|---|---|---|"]
-    for effect in simple_effects(*compared(folder, metrics[0])):
+    for effect in analysed(folder, metrics[0])["interactions"]:
         for (value, estimate), (_, holm_p) in zip(effect.differences, effect.tests, strict=True):
             lines.append(f"| {effect.label}: {value_text(value)} − {value_text(effect.reference)} | "
                          f"{effect.given_label}={value_text(effect.given_value)} | {shown(estimate, holm_p)} | "
@@ -139,9 +137,8 @@ def interactions(folder: Path, metrics: list[str]) -> str:
 def by_kind(folder: Path, metrics: list[str]) -> str:
     """Each axis's paired differences within each model kind side by side, and how they compare
     (the verdicts of `transfer`, the first kind as A)."""
-    read = read_sweep(folder, metrics[0])
     rows: dict[str, list] = {}
-    for effect in simple_effects(read.sweep, read.records):
+    for effect in analysed(folder, metrics[0])["interactions"]:
         if effect.given_label != "kind":
             continue
         for value, estimate in effect.differences:
@@ -165,9 +162,8 @@ def by_kind(folder: Path, metrics: list[str]) -> str:
 def falls(folder: Path, metrics: list[str], shown_runs: int = 4) -> str:
     """The runs whose first metric fell most between two consecutive evaluations (instability);
     runs that only rose are not listed."""
-    read = read_sweep(folder, metrics[0])
     found = []
-    for record in read.records:
+    for record in analysed(folder, metrics[0]).read.records:
         values = [row[metrics[0]] for row in record.history if metrics[0] in row]
         steps = [int(row["train/step"]) for row in record.history if metrics[0] in row]
         if len(values) > 1:
@@ -186,14 +182,15 @@ def transfer(folders: list[Path], metrics: list[str]) -> str:
     if len(folders) != 2 or len(metrics) != 2:
         raise SystemExit(f"README.md: a transfer table names two sweeps (A+B) and two metrics, got "
                          f"{'+'.join(f.name for f in folders)} and {' '.join(metrics)}")
-    a, b = (read_sweep(folder, metric) for folder, metric in zip(folders, metrics))
-    measured = measure(a, b, "README.md transfer table")
-    lines = [f"| paired difference | {a.sweep.name}, `{metrics[0]}` [95% CI] | {b.sweep.name}, `{metrics[1]}` [95% CI] "
+    first, second = (analysed(folder, metric) for folder, metric in zip(folders, metrics))
+    measured = measure(first, second, "README.md transfer table")
+    a, b = first.read, second.read
+    lines = [f"| paired difference | {a.comparison.name}, `{metrics[0]}` [95% CI] | {b.comparison.name}, `{metrics[1]}` [95% CI] "
              "| verdict |", "|---|---|---|---|"]
-    sides = {"only on A": f"only on {a.sweep.name}", "only on B": f"only on {b.sweep.name}"}
+    sides = {"only on A": f"only on {a.comparison.name}", "only on B": f"only on {b.comparison.name}"}
     for ea, eb in measured.effects:
         for (value, da), (_, db), (_, pa), (_, pb) in zip(ea.differences, eb.differences, ea.tests, eb.tests):
-            said = verdict(oriented(da, a.sweep.goal), oriented(db, b.sweep.goal), pa, pb)
+            said = verdict(oriented(da, a.comparison.goal), oriented(db, b.comparison.goal), pa, pb)
             lines.append(f"| {ea.label}: {value_text(value)} − {value_text(ea.values[0])} | {shown(da, pa)} | "
                          f"{shown(db, pb)} | {sides.get(said, said)} |")
     agree = measured.agreement
@@ -219,8 +216,7 @@ def direction(paper: float, measured: Estimate, holm_p: float, goal: str) -> str
 def against_paper(folder: Path, metrics: list[str]) -> str:
     """Every row's paired difference from the first row on each metric, beside the paper's."""
     paper = load_yaml((folder / "paper.yaml").read_text(encoding="utf-8"), str(folder / "paper.yaml"))
-    per_metric = {m: next(e for e in axis_effects(read.sweep, read.records) if e.key == "row")
-                  for m in metrics for read in [read_sweep(folder, m)]}
+    per_metric = {m: next(e for e in analysed(folder, m)["effects"].effects if e.key == "row") for m in metrics}
     first, goal = per_metric[metrics[0]], goal_of(metrics[0])
     lines = [f"| row − {first.values[0]} | paper: loss (its baseline) | paper: difference | `{metrics[0]}` [95% CI] "
              f"| Holm p | " + " | ".join(f"`{m}` [95% CI]" for m in metrics[1:]) + " | paper's direction here |",

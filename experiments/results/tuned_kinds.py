@@ -6,25 +6,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from formats import compared, figure, shown
+from formats import analysed, figure, shown
 
-from zoo.compare.load import read_sweep
-from zoo.compare.scaling import scaling
-from zoo.compare.scaling_report import check_rows, difference_rows, law_rows
-from zoo.compare.sensitivity import learning_rate_keys, sensitivities, sensitivity_sweep
-from zoo.compare.sizes import across_sizes, size_keys
-from zoo.compare.stats import axis_effects, simple_effects, variant_rows
+from zoo.compare.sections.laws import check_rows, difference_rows, law_rows
+from zoo.compare.sizes import size_keys
 from zoo.compare.tables import markdown_table
-from zoo.compare.tuned import choose, compared_sweep
 from zoo.sweep.names import value_text
 
 
 def choices(folder: Path, metrics: list[str]) -> str:
     """A tuned sweep: each variant's chosen values, the edge flags, and what chose them (the
     validation mean over seeds of every value tried)."""
-    read = read_sweep(folder, metrics[0])
-    sweep, labels = read.sweep, read.sweep.labels()
-    picked = choose(sweep, read.records)
+    tuning = analysed(folder, metrics[0])["tuning"]
+    sweep, labels, picked = tuning.tuned, tuning.tuned.labels(), tuning.choices
     tried = [", ".join(f"{labels[k]}={value_text(v)}" for k, v in t.values.items()) for t in picked[0].tried]
     lines = ["| variant | chosen | at the edge | " + " / ".join(tried) + f": `{sweep.choose_on}` |", "|---|---|---|---|"]
     for c in picked:
@@ -37,14 +31,11 @@ def choices(folder: Path, metrics: list[str]) -> str:
 
 def sensitivity(folder: Path, metrics: list[str]) -> str:
     """A tuned learning rate: each variant's LR sensitivity (Wortsman et al.), then its effects."""
-    read = read_sweep(folder, metrics[0])
-    key = learning_rate_keys(read.sweep)[0]
-    measured, _, _ = sensitivities(read.sweep, read.records, choose(read.sweep, read.records), key)
-    scored = sensitivity_sweep(compared_sweep(read.sweep))
+    found = analysed(folder, metrics[0])["lr_sensitivity"][0]
     lines = ["| variant | LR sensitivity [95% CI] |", "|---|---|"]
-    lines += [f"| {row.variant} | {shown(row.metric)} |" for row in variant_rows(scored, measured)]
+    lines += [f"| {row.variant} | {shown(row.metric)} |" for row in found.rows]
     lines += ["", "| axis: paired difference | LR sensitivity [95% CI]; Holm p |", "|---|---|"]
-    for effect in axis_effects(scored, measured):
+    for effect in found.effects:
         lines += [f"| {effect.label}: {value_text(v)} − {value_text(effect.values[0])} | {shown(e, h)}; Holm p {h:.2g} |"
                   for (v, e), (_, h) in zip(effect.differences, effect.tests, strict=True)]
     return "\n".join(lines) + "\n"
@@ -53,11 +44,11 @@ def sensitivity(folder: Path, metrics: list[str]) -> str:
 def best_rates(folder: Path, metrics: list[str]) -> str:
     """A tuned sweep over sizes: each variant's chosen values at every size side by side, so a row
     shows whether the best value moves with the size (an edge of the range tried marked *)."""
-    read = read_sweep(folder, metrics[0])
-    sweep, labels = read.sweep, read.sweep.labels()
+    tuning = analysed(folder, metrics[0])["tuning"]
+    sweep, labels = tuning.tuned, tuning.tuned.labels()
     size = size_keys(sweep)[0]
     rows: dict[str, dict] = {}
-    for c in choose(sweep, read.records):
+    for c in tuning.choices:
         rest = ", ".join(f"{labels[k]}={value_text(v)}" for k, v in c.assignment.items() if k != size)
         chosen = ", ".join(value_text(v) for v in c.chosen.values()) + (" *" if c.edges else "")
         rows.setdefault(rest, {})[c.assignment[size]] = chosen
@@ -70,8 +61,7 @@ def best_rates(folder: Path, metrics: list[str]) -> str:
 def fits(folder: Path, metrics: list[str]) -> str:
     """A sweep over sizes: each variant's law, each difference carried past the largest size, and
     the fits' predictions at the sizes they left out against the measurements."""
-    sweep, records = compared(folder, metrics[0])
-    found = scaling(sweep, records)
+    found = analysed(folder, metrics[0])["scaling"]
     parts = [markdown_table(*law_rows(found)), markdown_table(*difference_rows(found))]
     if found.checks:
         parts.append(markdown_table(*check_rows(found)))
@@ -80,8 +70,7 @@ def fits(folder: Path, metrics: list[str]) -> str:
 
 def sizes(folder: Path, metrics: list[str]) -> str:
     """Each difference at each model size, its interaction with size, and whether it holds."""
-    sweep, records = compared(folder, metrics[0])
-    found = across_sizes(sweep, records, simple_effects(sweep, records))
+    found = analysed(folder, metrics[0])["sizes"]
     first = found[0]
     lines = ["| difference (paired) | " + " | ".join(f"{first.size_label}={value_text(s)}" for s in first.sizes)
              + f" | interaction ({', '.join(value_text(s) for s in first.sizes[1:])} vs {value_text(first.sizes[0])}) "

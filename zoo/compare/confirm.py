@@ -14,6 +14,6 @@ from zoo.sweep.spec import Cell, confirmation_cells
 def cells_to_confirm(sweep_dir: str | Path) -> list[Cell]:
     """The confirmation cells of the chosen values, from the sweep folder's ledger."""
     read = read_sweep(sweep_dir)
-    sweep = read.sweep
+    sweep = read.comparison
     chosen = chosen_keys(choose(sweep, tuning_runs(sweep, read.records)))
-    return [cell for cell in confirmation_cells(sweep) if at_choice(sweep, chosen, dict(cell.assignment))]
+    return [cell for cell in confirmation_cells(sweep.design) if at_choice(sweep, chosen, dict(cell.assignment))]

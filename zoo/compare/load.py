@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zoo.compare.comparison import Comparison
 from zoo.errors import ConfigError
-from zoo.metrics import goal_of, impossible_values, without_impossible_values
+from zoo.metrics import impossible_values, without_impossible_values
 from zoo.near_paths import near_path
 from zoo.records import RunRecord
 from zoo.specs.registries import describe_unknown
@@ -20,8 +21,9 @@ from zoo.sweep.spec import SweepSpec, cell_experiment, confirmation_cells, expan
 
 @dataclass
 class SweepRecords:
-    sweep: SweepSpec
-    """The saved sweep, with `metric` (and its goal) replaced when another metric was asked for."""
+    folder: Path
+    comparison: Comparison
+    """The saved sweep's design, asked its own question or, where another metric was asked for, that one."""
     base: dict[str, Any]
     records: list[RunRecord]
     notes: list[str]
@@ -29,8 +31,6 @@ class SweepRecords:
     """How many cells of the grid are finished, diverged, failed, running, interrupted or missing."""
     suffix: str
     """"" for the sweep's own metric, else "-<metric>": the files of another metric get their own names."""
-    primary: str = ""
-    """The sweep's own metric, its primary endpoint: any other is secondary (exploratory)."""
 
 
 def logged_metrics(records: list[RunRecord]) -> list[str]:
@@ -41,8 +41,8 @@ def logged_metrics(records: list[RunRecord]) -> list[str]:
 def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords:
     """Only the records of the sweep's current cells count: after a grid or the seeds changed, the
     ledger's records of other cells are left out, and so are damaged lines; both become notes.
-    `metric` other than the sweep's own takes its goal from its name (min for a loss) and drops
-    the sweep's target, which was set for its own metric."""
+    `metric` other than the sweep's own is another question of the same design (Question.asking):
+    its goal from its name (min for a loss), without the target set for the sweep's own metric."""
     sweep_dir = Path(sweep_dir)
     saved = sweep_dir / "sweep.yaml"
     if not saved.exists():
@@ -76,7 +76,7 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
     if not records:
         raise ConfigError(f"{sweep_dir}: the ledger holds no finished, diverged or failed cell of this grid yet "
                           f"({progress})")
-    suffix, known, primary = "", logged_metrics(records), sweep.metric
+    suffix, known, comparison = "", logged_metrics(records), Comparison.of(sweep)
     notes += [f"margins: {describe_unknown('metric', name, known).replace('unknown metric', 'metric')} (what the runs "
               "logged): its margin is never applied" for name in sweep.margins if known and name not in known]
     if known and (metric or sweep.metric) not in known:
@@ -84,14 +84,12 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
                           f"{describe_unknown('metric', metric or sweep.metric, known)} (what this sweep's runs logged)")
     if metric is not None and metric != sweep.metric:
         try:
-            goal = goal_of(metric)  # a fit: asked of the sweep's loss says nothing of a metric that rises
-            sweep = sweep.model_copy(update={"metric": metric, "goal": goal, "target": None,
-                                             **({"fit": None} if goal != "min" else {})})
+            comparison = comparison.asking(metric)
         except ConfigError as err:  # a tuned sweep compares on a held-out split only, say
-            raise ConfigError(f"{sweep_dir}: --metric {metric}: {str(err).removeprefix('SweepSpec.replace: ')}") from None
+            raise ConfigError(f"{sweep_dir}: --metric {metric}: {err}") from None
         suffix = "-" + safe_text(metric)
-    notes += missing_metric(records, sweep.metric)
-    return SweepRecords(sweep, base, records, notes, progress, suffix, primary)
+    notes += missing_metric(records, comparison.metric)
+    return SweepRecords(sweep_dir, comparison, base, records, notes, progress, suffix)
 
 
 COUNT_LIMITS = {"flops": 1e40, "parameters": 1e16, "tokens": 1e20}

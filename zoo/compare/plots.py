@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from zoo.compare.comparison import Comparison
 from zoo.compare.sensitivity import LOSS
 from zoo.compare.stats import AxisEffect, VariantRow, curve_metric, curve_title
 from zoo.files import save_figure
 from zoo.metric_names import MetricName
 from zoo.sweep.names import value_text
-from zoo.sweep.spec import SweepSpec
 
 
 def pyplot():
@@ -29,7 +29,7 @@ MAX_LINES = 6
 """More variants than this in one panel: split the panels by the grid's first axes."""
 
 
-def panel_keys(sweep: SweepSpec, count: int) -> list[str]:
+def panel_keys(sweep: Comparison, count: int) -> list[str]:
     """The fewest leading grid keys whose values split `count` variants into panels of at most
     MAX_LINES lines each (none when one panel holds them all)."""
     keys: list[str] = []
@@ -42,7 +42,7 @@ def panel_keys(sweep: SweepSpec, count: int) -> list[str]:
     return keys
 
 
-def grid_order(sweep: SweepSpec, assignment: dict[str, Any], skip: Sequence[str] = ()) -> tuple[int, ...]:
+def grid_order(sweep: Comparison, assignment: dict[str, Any], skip: Sequence[str] = ()) -> tuple[int, ...]:
     """A variant's place in the grid (each key's value index, keys in `skip` aside), as the sweep
     expands its cells: the order the plots list variants in. A value the grid no longer lists
     counts as its first."""
@@ -50,7 +50,7 @@ def grid_order(sweep: SweepSpec, assignment: dict[str, Any], skip: Sequence[str]
                  for key, values in sweep.grid.items() if key not in skip and key in assignment)
 
 
-def variant_colour(sweep: SweepSpec, assignment: dict[str, Any], skip: Sequence[str] = ()) -> str:
+def variant_colour(sweep: Comparison, assignment: dict[str, Any], skip: Sequence[str] = ()) -> str:
     """A variant's colour in every plot of a sweep: its grid_order as one number (over the grid keys
     not in `skip`: a curve panel's own keys), so one variant is one colour in each plot."""
     sizes = [len(values) for key, values in sweep.grid.items() if key not in skip and key in assignment]
@@ -60,7 +60,7 @@ def variant_colour(sweep: SweepSpec, assignment: dict[str, Any], skip: Sequence[
     return f"C{index % 10}"
 
 
-def curve_figure(sweep: SweepSpec, rows: list[VariantRow]):
+def curve_figure(sweep: Comparison, rows: list[VariantRow]):
     """Each variant's evaluation curve, its mean over seeds with the band of `Band` (the 95%
     interval, or min-max under 3 seeds), one panel per value of the splitting axes; a variant
     keeps its colour across panels."""
@@ -132,11 +132,11 @@ def marked(fig, note: str):
     return fig
 
 
-def curves_png(sweep: SweepSpec, rows: list[VariantRow], path: Path, note: str = "") -> Path:
+def curves_png(sweep: Comparison, rows: list[VariantRow], path: Path, note: str = "") -> Path:
     return save_figure(marked(curve_figure(sweep, rows), note), path, dpi=110, bbox_inches="tight")
 
 
-def effect_figure(sweep: SweepSpec, effect: AxisEffect):
+def effect_figure(sweep: Comparison, effect: AxisEffect):
     """Left: each value's mean with its 95% interval; right: each paired difference from the first
     value, with a line at zero, its Holm-adjusted p written beside it and, where that p separates it
     (zoo.compare.agreement.separates, the tables' rule), drawn filled red with a star. Points, not bars,
@@ -174,7 +174,7 @@ def effect_figure(sweep: SweepSpec, effect: AxisEffect):
     return fig
 
 
-def by_figure(sweep: SweepSpec, simple, given_key: str):
+def by_figure(sweep: Comparison, simple, given_key: str):
     """One panel per other axis: its paired differences within each value of `given_key`, each
     with its Holm p (over every simple difference of the sweep) and a star where that separates it."""
     from zoo.compare.agreement import LEVEL
@@ -199,11 +199,11 @@ def by_figure(sweep: SweepSpec, simple, given_key: str):
     return fig
 
 
-def by_png(sweep: SweepSpec, simple, given_key: str, path: Path, note: str = "") -> Path:
+def by_png(sweep: Comparison, simple, given_key: str, path: Path, note: str = "") -> Path:
     return save_figure(marked(by_figure(sweep, simple, given_key), note), path, dpi=110)
 
 
-def effect_png(sweep: SweepSpec, effect: AxisEffect, path: Path, note: str = "") -> Path:
+def effect_png(sweep: Comparison, effect: AxisEffect, path: Path, note: str = "") -> Path:
     return save_figure(marked(effect_figure(sweep, effect), note), path, dpi=110)
 
 
@@ -238,7 +238,7 @@ def plot_estimates(ax, labels: list[str], estimates, marks: list[str] | None = N
         ax.set_xlim(-0.6, len(labels) - 0.4)
 
 
-def scatter_png(a: SweepSpec, b: SweepSpec, pairs, agreement, path: Path) -> Path:
+def scatter_png(a: Comparison, b: Comparison, pairs, agreement, path: Path) -> Path:
     """Each variant's score on A against its score on B, with 95% intervals where there are seeds
     enough; a ranking that transfers runs from the worse corner to the better one."""
     plt = pyplot()
@@ -257,11 +257,11 @@ def scatter_png(a: SweepSpec, b: SweepSpec, pairs, agreement, path: Path) -> Pat
     return save_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
-def rate_png(sweep: SweepSpec, label: str, curves, assignments: dict[str, dict[str, Any]], path: Path) -> Path:
+def rate_png(sweep: Comparison, label: str, curves, assignments: dict[str, dict[str, Any]], path: Path) -> Path:
     return save_figure(rate_figure(sweep, label, curves, assignments), path, dpi=110, bbox_inches="tight")
 
 
-def rate_figure(sweep: SweepSpec, label: str, curves, assignments: dict[str, dict[str, Any]]):
+def rate_figure(sweep: Comparison, label: str, curves, assignments: dict[str, dict[str, Any]]):
     """Each variant's final validation loss against the learning rate (log axes): the mean over
     seeds with the band of `Band`; a diverged run counts at the initial loss, and a rate where one
     did is marked with a cross. Variants in grid order, each in its colour of every plot."""

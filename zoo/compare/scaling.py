@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from zoo.compare.comparison import Comparison
 from zoo.compare.power_law import MIN_POINTS, Fit, Interval, crossing, fit_power_law, over_seeds
 from zoo.compare.sizes import size_keys
 from zoo.compare.stats import final_value
 from zoo.records import RunRecord
 from zoo.specs.model_spec import ModelRecipe
 from zoo.sweep.names import assignment_text, value_text
-from zoo.sweep.spec import SweepSpec
 
 
 @dataclass
@@ -140,7 +140,7 @@ def difference(label: str, a: VariantFit, b: VariantFit, multiple: float) -> Ext
                         verdict(at_target, change, sign, cross))
 
 
-def scaling(sweep: SweepSpec, records: Sequence[RunRecord]) -> Scaling | None:
+def scaling(sweep: Comparison, records: Sequence[RunRecord]) -> Scaling | None:
     """The fits of a sweep over sizes (None without a size key)."""
     sizes = size_keys(sweep)
     if not sizes:
@@ -239,7 +239,7 @@ def mean_known(values: list[float | None]) -> float:
     return float(np.mean(known)) if known else math.nan
 
 
-def ladder_rows(sweep: SweepSpec, records: Sequence[RunRecord], sizes: list[str], others: list[str]) -> list[list[str]]:
+def ladder_rows(sweep: Comparison, records: Sequence[RunRecord], sizes: list[str], others: list[str]) -> list[list[str]]:
     """Each size and variant: parameters, training FLOPs, tokens and tokens per parameter, means over
     the finished runs."""
     labels, rows = sweep.labels(), []

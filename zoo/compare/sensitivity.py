@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from zoo.compare.comparison import Comparison
 from zoo.compare.stats import Band
 from zoo.compare.tuned import Choice, grid_variant, tuned_values
 from zoo.records import RunRecord
-from zoo.sweep.spec import SweepSpec
 
 LOSS = "eval/loss"
 """The loss whose dependence on the rate is measured: the final validation loss, as the paper's."""
@@ -26,7 +26,7 @@ SENSITIVITY = "lr_sensitivity"
 """The metric name the per-seed sensitivities are compared under."""
 
 
-def learning_rate_keys(sweep: SweepSpec) -> list[str]:
+def learning_rate_keys(sweep: Comparison) -> list[str]:
     """The tuned keys that are learning rates (`train.optimizer.lr`, or any key ending in `.lr`)."""
     return [key for key in sweep.tune if key.rsplit(".", 1)[-1] == "lr"]
 
@@ -61,7 +61,7 @@ def capped_losses(runs: dict[Any, RunRecord], rates: list[Any]) -> list[float] |
     return out
 
 
-def seed_runs(sweep: SweepSpec, records: list[RunRecord], choice: Choice, key: str) -> dict[int, dict[Any, RunRecord]]:
+def seed_runs(sweep: Comparison, records: list[RunRecord], choice: Choice, key: str) -> dict[int, dict[Any, RunRecord]]:
     """The variant's runs by seed and rate, its other tuned keys at their chosen values."""
     out: dict[int, dict[Any, RunRecord]] = {}
     for record in records:
@@ -74,7 +74,7 @@ def seed_runs(sweep: SweepSpec, records: list[RunRecord], choice: Choice, key: s
     return out
 
 
-def sensitivities(sweep: SweepSpec, records: list[RunRecord], choices: list[Choice],
+def sensitivities(sweep: Comparison, records: list[RunRecord], choices: list[Choice],
                   key: str) -> tuple[list[RunRecord], list[RateCurve], list[str]]:
     """Each (variant, seed)'s sensitivity as a record of the variant (metric SENSITIVITY), each
     variant's curve over the rates, and notes on seeds left out (a rate not trained yet)."""
@@ -109,6 +109,6 @@ def sensitivities(sweep: SweepSpec, records: list[RunRecord], choices: list[Choi
     return measured, curves, notes
 
 
-def sensitivity_sweep(compared: SweepSpec) -> SweepSpec:
+def sensitivity_sweep(compared: Comparison) -> Comparison:
     """The comparison sweep with the sensitivity as its metric (lower: flatter in the rate)."""
-    return compared.model_copy(update={"metric": SENSITIVITY, "goal": "min", "target": None})
+    return compared.asking(SENSITIVITY)

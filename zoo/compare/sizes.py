@@ -14,15 +14,14 @@ from typing import Any
 import numpy as np
 
 from zoo.compare.agreement import separates
+from zoo.compare.comparison import Comparison
 from zoo.compare.stats import Estimate, SimpleEffect, holm, interaction, p_value, units_of
-from zoo.compare.tables import interval, markdown_table, number, text_table
-from zoo.compare.wandb_run import Rows
 from zoo.records import RunRecord
 from zoo.sweep.names import value_text
-from zoo.sweep.spec import SIZE_KEYS, SweepSpec
+from zoo.sweep.spec import SIZE_KEYS
 
 
-def size_keys(sweep: SweepSpec) -> list[str]:
+def size_keys(sweep: Comparison) -> list[str]:
     return [key for key in sweep.grid if key in SIZE_KEYS]
 
 
@@ -61,7 +60,7 @@ def verdict(sizes: Sequence[Any], at_size: Sequence[tuple[Estimate, float]],
     return f"holds: the same sign at every size, separates at {count} of {len(at_size)}, no interaction separates"
 
 
-def across_sizes(sweep: SweepSpec, records: Sequence[RunRecord], simple: list[SimpleEffect]) -> list[AcrossSizes]:
+def across_sizes(sweep: Comparison, records: Sequence[RunRecord], simple: list[SimpleEffect]) -> list[AcrossSizes]:
     finished, labels, out = units_of(sweep, records).finished, sweep.labels(), []
     for given in size_keys(sweep):
         sizes = list(sweep.grid[given])
@@ -81,50 +80,3 @@ def across_sizes(sweep: SweepSpec, records: Sequence[RunRecord], simple: list[Si
         effect.interactions = [(e, p, next(adjusted)) for e, p, _ in effect.interactions]
         effect.verdict = verdict(effect.sizes, effect.at_size, effect.interactions)
     return out
-
-
-def starred(e: Estimate, adjusted: float) -> str:
-    return f"{number(e.mean)} {interval(e)} Holm p {number(adjusted, 3)}" + (" *" if separates(e, adjusted) else "")
-
-
-def size_rows(effects: list[AcrossSizes]) -> tuple[list[str], list[list[str]]]:
-    """One row per difference: its value at each size, its interaction with size, the verdict."""
-    if not effects:
-        return [], []
-    first = effects[0]
-    columns = ["difference (paired)", *(f"at {first.size_label}={value_text(s)}" for s in first.sizes),
-               *(f"interaction {value_text(s)} vs {value_text(first.sizes[0])}" for s in first.sizes[1:]), "verdict"]
-    rows = [[e.label, *(starred(d, adjusted) for d, adjusted in e.at_size),
-             *(starred(d, adjusted) for d, _, adjusted in e.interactions), e.verdict] for e in effects]
-    return columns, rows
-
-
-def size_lines(effects: list[AcrossSizes]) -> list[str]:
-    if not effects:
-        return []
-    out = ["## Across sizes", "",
-           "Each difference at each size (paired within the size; Holm over every simple difference of the sweep), "
-           "and its interaction with size: the difference at a size minus at the first size, paired by seed and every "
-           "other grid value, Holm over every interaction of this table. An effect holds across sizes where it has "
-           "the same sign at every size and no interaction separates; * marks a Holm p below 0.05.", ""]
-    for label in dict.fromkeys(e.size_label for e in effects):
-        columns, rows = size_rows([e for e in effects if e.size_label == label])
-        out += [*markdown_table(columns, rows), ""]
-    return out
-
-
-def size_text(effects: list[AcrossSizes]) -> str:
-    parts = []
-    for label in dict.fromkeys(e.size_label for e in effects):
-        columns, rows = size_rows([e for e in effects if e.size_label == label])
-        parts.append(f"Across {label}:\n" + text_table(columns, rows))
-    return "\n\n".join(parts)
-
-
-def size_table(effects: list[AcrossSizes]) -> Rows:
-    return (["difference", "size_key", "size", "kind", "mean", "ci_low", "ci_high", "pairs", "holm_p", "verdict"],
-            [[e.label, e.size_label, value_text(size), kind, d.mean, d.low, d.high, d.n, adjusted, e.verdict]
-             for e in effects
-             for kind, pairs in (("at size", [(s, d, a) for s, (d, a) in zip(e.sizes, e.at_size)]),
-                                 ("interaction", [(s, d, a) for s, (d, _, a) in zip(e.sizes[1:], e.interactions)]))
-             for size, d, adjusted in pairs])

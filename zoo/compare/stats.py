@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from zoo.compare.comparison import Comparison
 from zoo.compare.exact import sign_flip_p
 from zoo.compare.units import IdentityCheck, Units, experimental_units
 from zoo.metric_names import MetricName
 from zoo.metrics import CURVE, range_of
 from zoo.records import RunRecord
 from zoo.sweep.names import value_text
-from zoo.sweep.spec import SweepSpec
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def seed_noise(sweep: SweepSpec, records: Sequence[RunRecord]) -> tuple[float, int]:
+def seed_noise(sweep: Comparison, records: Sequence[RunRecord]) -> tuple[float, int]:
     """The seed-to-seed standard deviation of the metric within a variant, pooled over the variants
     with two or more finished seeds (twins as one), and its degrees of freedom: the noise floor
     below which a difference between variants cannot be told from a change of seed."""
@@ -211,7 +211,7 @@ def final_value(record: RunRecord, metric: str) -> float | None:
     return record.value(metric) if record.status == "finished" else None
 
 
-def variant_rows(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[VariantRow]:
+def variant_rows(sweep: Comparison, records: Sequence[RunRecord]) -> list[VariantRow]:
     """One row per variant (grid values), best first by the sweep's goal."""
     by_variant: dict[str, list[RunRecord]] = {}
     for record in records:
@@ -273,16 +273,16 @@ def resolved_difference(value: float, reference: float) -> float:
     return 0.0 if abs(difference) <= FLOAT32_RESOLUTION * max(abs(value), abs(reference)) else difference
 
 
-def finished_values(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[tuple[RunRecord, float]]:
+def finished_values(sweep: Comparison, records: Sequence[RunRecord]) -> list[tuple[RunRecord, float]]:
     pairs = [(r, final_value(r, sweep.metric)) for r in records]
     return [(r, v) for r, v in pairs if v is not None]
 
 
-def units_of(sweep: SweepSpec, records: Sequence[RunRecord]) -> Units:
+def units_of(sweep: Comparison, records: Sequence[RunRecord]) -> Units:
     return experimental_units(sweep, finished_values(sweep, records))
 
 
-def axis_effects(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[AxisEffect]:
+def axis_effects(sweep: Comparison, records: Sequence[RunRecord]) -> list[AxisEffect]:
     """For every grid key: each value's mean over all other grid values and seeds, and its paired
     difference from the key's first value over distinct computations (zoo.compare.units), and its
     two-way interactions with the keys after it, each with its p-value and the Holm-adjusted one
@@ -360,7 +360,7 @@ class SimpleEffect:
     """(p, Holm-adjusted p) of each difference; the family is every simple difference of the sweep."""
 
 
-def simple_effects(sweep: SweepSpec, records: Sequence[RunRecord]) -> list[SimpleEffect]:
+def simple_effects(sweep: Comparison, records: Sequence[RunRecord]) -> list[SimpleEffect]:
     """For every ordered pair of grid keys (key, given): key's paired effects at each given value,
     over distinct computations; a key whose values are one computation is neither side."""
     labels, bounds = sweep.labels(), sweep.resolved_metric.bounds

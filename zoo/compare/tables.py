@@ -1,5 +1,7 @@
-"""The comparison's tables as text: Markdown for report.md, aligned columns for the console, and
-rows for W&B tables; every difference with its p and Holm p, starred where it separates."""
+"""How the comparison writes a number, an interval and a table (Markdown for report.md, aligned
+columns for the console, rows for W&B), and the renderings more than one section shares: the
+ranked table and the effects' tables (the comparison's own and the LR sensitivity's). A section's
+other renderings live beside its computation, in zoo.compare.sections."""
 
 from __future__ import annotations
 
@@ -8,13 +10,13 @@ import math
 from scipy.stats import t as student_t
 
 from zoo.compare.agreement import separates
+from zoo.compare.comparison import Comparison
 from zoo.compare.equivalence import verdicts
 from zoo.compare.stats import AxisEffect, Estimate, SimpleEffect, VariantRow
 from zoo.compare.wandb_run import Rows
 from zoo.metrics import CURVE, range_of
 from zoo.records import RunRecord
 from zoo.sweep.names import value_text
-from zoo.sweep.spec import SweepSpec
 
 
 def number(x: float | None, digits: int = 4) -> str:
@@ -25,7 +27,7 @@ def interval(e: Estimate) -> str:
     return "—" if math.isnan(e.low) else f"[{number(e.low)}, {number(e.high)}]"
 
 
-def table(sweep: SweepSpec, rows: list[VariantRow]) -> tuple[list[str], list[list[str]]]:
+def table(sweep: Comparison, rows: list[VariantRow]) -> tuple[list[str], list[list[str]]]:
     columns = ["rank", "variant", f"{sweep.metric} mean", "95% CI", "std", "seeds", "parameters"]
     if sweep.target is not None:
         columns += [f"steps to {sweep.target:g}", f"seconds to {sweep.target:g}", "reached", "steps per seed"]
@@ -71,7 +73,7 @@ def range_text(metric: str) -> str:
     return f", held inside what `{metric}` can be: [{low:g}, {high:g}], and a difference inside [{-width:g}, {width:g}]"
 
 
-def censored_note(sweep: SweepSpec) -> list[str]:
+def censored_note(sweep: Comparison) -> list[str]:
     return [CENSORED.format(target=sweep.target), ""] if sweep.target is not None else []
 
 
@@ -205,7 +207,7 @@ def curve_table(rows: list[VariantRow]) -> Rows:
             [[row.variant, b.step, b.mean, b.low, b.high, b.n] for row in rows for b in row.curve])
 
 
-def run_lines(sweep: SweepSpec, records: list[RunRecord]) -> list[str]:
+def run_lines(sweep: Comparison, records: list[RunRecord]) -> list[str]:
     """Every run the comparison rests on, one row each: its seed's value (what the means and
     intervals summarize), its status, and the W&B run that holds its curves."""
     rows = [[str(r.variant), str(r.seed), r.status, number(r.value(sweep.metric)), str(r.steps),

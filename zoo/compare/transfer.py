@@ -4,21 +4,21 @@ scores, and a scatter of the scores, in a report folder and a W&B run of their o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from zoo.compare.agreement import RankAgreement, oriented, rank_agreement, verdict
-from zoo.compare.load import SweepRecords, read_sweep
+from zoo.compare.comparison import Comparison
+from zoo.compare.load import SweepRecords
 from zoo.compare.plots import scatter_png
-from zoo.compare.stats import AxisEffect, VariantRow, axis_effects, variant_rows
+from zoo.compare.sections import Analysis, analyse
+from zoo.compare.stats import AxisEffect, VariantRow
 from zoo.compare.tables import interval, markdown_table, number, text_table
-from zoo.compare.tuned import as_compared
 from zoo.compare.wandb_run import Rows, log_tables
 from zoo.errors import ConfigError
 from zoo.files import atomic_write
 from zoo.specs.experiment import resolved_mode
 from zoo.sweep.names import safe_text, value_text
-from zoo.sweep.spec import SweepSpec
 
 
 @dataclass
@@ -33,7 +33,7 @@ class TransferReport:
     wandb_run: str | None
 
 
-def grid_differences(a: SweepSpec, b: SweepSpec) -> list[str]:
+def grid_differences(a: Comparison, b: Comparison) -> list[str]:
     """Every grid key that is not the same list of values in both sweeps, said how."""
     out = []
     for key in sorted(a.grid.keys() | b.grid.keys()):
@@ -52,7 +52,7 @@ def paired_variants(a: list[VariantRow], b: list[VariantRow]) -> list[tuple[str,
             if row.metric.n and row.variant in on_b and on_b[row.variant].metric.n]
 
 
-def score(row: VariantRow, sweep: SweepSpec) -> float:
+def score(row: VariantRow, sweep: Comparison) -> float:
     return row.metric.mean if sweep.goal == "max" else -row.metric.mean
 
 
@@ -63,7 +63,7 @@ def ranks(rows: list[VariantRow]) -> dict[str, int]:
 
 def variant_table(a: SweepRecords, b: SweepRecords, pairs, rows_a, rows_b) -> Rows:
     rank_a, rank_b = ranks([r for r in rows_a if r.metric.n]), ranks([r for r in rows_b if r.metric.n])
-    columns = ["variant", f"A {a.sweep.metric}", "A rank", f"B {b.sweep.metric}", "B rank"]
+    columns = ["variant", f"A {a.comparison.metric}", "A rank", f"B {b.comparison.metric}", "B rank"]
     return columns, [[name, ra.metric.mean, rank_a[name], rb.metric.mean, rank_b[name]] for name, ra, rb in pairs]
 
 
@@ -74,7 +74,7 @@ def effect_rows(a: SweepRecords, b: SweepRecords, effects) -> Rows:
         first = value_text(ea.values[0])
         for (value, da), (_, db), (_, pa), (_, pb) in zip(ea.differences, eb.differences, ea.tests, eb.tests):
             rows.append([ea.label, f"{value_text(value)} − {first}", da.mean, interval(da), da.n, db.mean,
-                         interval(db), db.n, verdict(oriented(da, a.sweep.goal), oriented(db, b.sweep.goal), pa, pb)])
+                         interval(db), db.n, verdict(oriented(da, a.comparison.goal), oriented(db, b.comparison.goal), pa, pb)])
     return columns, rows
 
 
@@ -91,27 +91,21 @@ class Transfer:
     effects: list[tuple[AxisEffect, AxisEffect]]
 
 
-def compared(read: SweepRecords) -> SweepRecords:
-    """A tuned sweep as its comparison sees it: each variant's chosen runs (zoo.compare.tuned)."""
-    sweep, records = as_compared(read.sweep, read.records)
-    return replace(read, sweep=sweep, records=records)
-
-
-def measure(a: SweepRecords, b: SweepRecords, label: str) -> Transfer:
-    """The figures of a transfer report, written nowhere (the README's tables use them too)."""
-    a, b = compared(a), compared(b)
-    differences = grid_differences(a.sweep, b.sweep)
+def measure(a: Analysis, b: Analysis, label: str) -> Transfer:
+    """The figures of a transfer report from each sweep's sections (a tuned sweep's at its chosen
+    values), written nowhere: the README's tables use them too."""
+    differences = grid_differences(a.comparison, b.comparison)
     if differences:
         raise ConfigError(f"{label}: the two sweeps' grids differ, so their variants do not pair up: "
                           f"{'; '.join(differences)}")
-    rows_a, rows_b = variant_rows(a.sweep, a.records), variant_rows(b.sweep, b.records)
+    rows_a, rows_b = a["ranking"].rows, b["ranking"].rows
     pairs = paired_variants(rows_a, rows_b)
     if len(pairs) < 3:
         raise ConfigError(f"{label}: {len(pairs)} variant(s) have a score on both sides; "
                           "a rank correlation needs at least 3")
-    agreement = rank_agreement([score(ra, a.sweep) for _, ra, _ in pairs], [score(rb, b.sweep) for _, _, rb in pairs])
-    effects = list(zip(axis_effects(a.sweep, a.records), axis_effects(b.sweep, b.records)))
-    return Transfer(rows_a, rows_b, pairs, agreement, effects)
+    agreement = rank_agreement([score(ra, a.comparison) for _, ra, _ in pairs],
+                               [score(rb, b.comparison) for _, _, rb in pairs])
+    return Transfer(rows_a, rows_b, pairs, agreement, list(zip(a["effects"].effects, b["effects"].effects)))
 
 
 def transfer(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None, wandb_mode: str | None = None,
@@ -119,23 +113,24 @@ def transfer(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None
     """Both sweeps must have the same grid (keys and values, in order); seeds and tasks may differ.
     Each side is ranked by its own metric (or `metric` on both), a loss lowest first."""
     dir_a, dir_b = Path(dir_a), Path(dir_b)
-    a, b = read_sweep(dir_a, metric), read_sweep(dir_b, metric)
+    first, second = analyse(dir_a, metric), analyse(dir_b, metric)
+    a, b = first.read, second.read
     for side, read in (("A", a), ("B", b)):
         echo(f"zoo compare ({side}): {read.progress}")
         for note in read.notes:
             echo(f"zoo compare ({side}): {note}")
-    measured = measure(a, b, f"zoo compare {dir_a} {dir_b}")
+    measured = measure(first, second, f"zoo compare {dir_a} {dir_b}")
     rows_a, rows_b, pairs, agreement, effects = (measured.rows_a, measured.rows_b, measured.variants,
                                                  measured.agreement, measured.effects)
-    folder = Path(out) if out else dir_a.parent / safe_text(f"{a.sweep.name}-vs-{b.sweep.name}{a.suffix}")
+    folder = Path(out) if out else dir_a.parent / safe_text(f"{a.comparison.name}-vs-{b.comparison.name}{a.suffix}")
     folder.mkdir(parents=True, exist_ok=True)
     variants, effect_table = variant_table(a, b, pairs, rows_a, rows_b), effect_rows(a, b, effects)
-    plots = [scatter_png(a.sweep, b.sweep, pairs, agreement, folder / "scatter.png")]
+    plots = [scatter_png(a.comparison, b.comparison, pairs, agreement, folder / "scatter.png")]
     summary = (f"Kendall's tau-b {agreement.tau:.3f}, 95% bootstrap interval [{agreement.low:.3f}, "
                f"{agreement.high:.3f}], permutation p = {agreement.p_value:.4g} ({agreement.n} variants)")
-    lines = [f"# Transfer: {a.sweep.name} (A) and {b.sweep.name} (B)", "",
-             f"A: `{dir_a}`, metric `{a.sweep.metric}` ({a.sweep.goal}); B: `{dir_b}`, metric `{b.sweep.metric}` "
-             f"({b.sweep.goal}). Final values, means over seeds. A: {a.progress}; B: {b.progress}.", "",
+    lines = [f"# Transfer: {a.comparison.name} (A) and {b.comparison.name} (B)", "",
+             f"A: `{dir_a}`, metric `{a.comparison.metric}` ({a.comparison.goal}); B: `{dir_b}`, metric `{b.comparison.metric}` "
+             f"({b.comparison.goal}). Final values, means over seeds. A: {a.progress}; B: {b.progress}.", "",
              "## Ranking", "", summary + ".", "",
              *markdown_table(variants[0], shown(variants[1])), "", "## Effect of each axis on both tasks", "",
              "Paired differences with 95% t-intervals, each on its task's metric. A difference separates where its "
@@ -149,7 +144,7 @@ def transfer(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None
     mode = resolved_mode(wandb_mode or (a.base.get("wandb") or {}).get("mode", "offline"))
     run = None
     if mode != "disabled":
-        config = {"A": a.sweep.model_dump(mode="json"), "B": b.sweep.model_dump(mode="json"),
+        config = {"A": a.comparison.config(), "B": b.comparison.config(),
                   "kendall_tau": agreement.tau, "p_value": agreement.p_value}
         run = log_tables(a.base.get("wandb") or {}, folder.name, "transfer", folder.name, folder, mode, config,
                          {"variants": variants, "effects": effect_table,

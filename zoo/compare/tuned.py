@@ -15,12 +15,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from zoo.compare.comparison import Comparison
 from zoo.compare.stats import Estimate, final_value
-from zoo.errors import ConfigError
 from zoo.records import RunRecord
-from zoo.sweep.keys import check_tuned_metrics
 from zoo.sweep.names import assignment_text, value_text
-from zoo.sweep.spec import SweepSpec
 
 
 @dataclass
@@ -54,17 +52,17 @@ class Choice:
         return next(t for t in self.tried if t.values == self.chosen)
 
 
-def grid_variant(sweep: SweepSpec, assignment: dict[str, Any]) -> str:
+def grid_variant(sweep: Comparison, assignment: dict[str, Any]) -> str:
     return assignment_text(sweep.labels(), ((key, assignment[key]) for key in sweep.grid))
 
 
-def as_variant_run(sweep: SweepSpec, record: RunRecord) -> RunRecord:
+def as_variant_run(sweep: Comparison, record: RunRecord) -> RunRecord:
     """A run of one tuned value as a run of its variant: its grid values only."""
     return record.model_copy(update={"variant": grid_variant(sweep, record.assignment),
                                      "assignment": {key: record.assignment[key] for key in sweep.grid}})
 
 
-def tuned_values(sweep: SweepSpec, record: RunRecord) -> dict[str, Any]:
+def tuned_values(sweep: Comparison, record: RunRecord) -> dict[str, Any]:
     return {key: record.assignment[key] for key in sweep.tune}
 
 
@@ -90,7 +88,7 @@ def edge_of(values: list[Any], trained: list[Any], chosen: Any, label: str) -> s
     return f"{label}={value_text(chosen)} is the {end} value tried{untrained}"
 
 
-def choose(sweep: SweepSpec, records: list[RunRecord]) -> list[Choice]:
+def choose(sweep: Comparison, records: list[RunRecord]) -> list[Choice]:
     """Each variant's tuned value, chosen on `choose_on`, in the order the grid lists the variants."""
     goal, labels = sweep.resolved_choose_on.goal, sweep.labels()
     combos: dict[str, dict[str, list[RunRecord]]] = {}
@@ -123,12 +121,12 @@ def value_key(values: dict[str, Any]) -> str:
     return repr(sorted((k, repr(v)) for k, v in values.items()))
 
 
-def combinations(sweep: SweepSpec) -> list[dict[str, Any]]:
+def combinations(sweep: Comparison) -> list[dict[str, Any]]:
     """Every value of the tuned keys together, in the order the cells expand them."""
     return [dict(zip(sweep.tune, values)) for values in itertools.product(*sweep.tune.values())]
 
 
-def chosen_records(sweep: SweepSpec, records: list[RunRecord], choices: list[Choice]) -> list[RunRecord]:
+def chosen_records(sweep: Comparison, records: list[RunRecord], choices: list[Choice]) -> list[RunRecord]:
     """The runs of each variant's chosen value, as runs of the variant itself (its grid values
     only): what the comparison of variants pairs by seed."""
     chosen = chosen_keys(choices)
@@ -139,23 +137,23 @@ def chosen_keys(choices: list[Choice]) -> dict[str, str]:
     return {c.variant: value_key(c.chosen) for c in choices}
 
 
-def at_choice(sweep: SweepSpec, chosen: dict[str, str], assignment: dict[str, Any]) -> bool:
+def at_choice(sweep: Comparison, chosen: dict[str, str], assignment: dict[str, Any]) -> bool:
     """Whether a cell's tuned values are those its variant chose (chosen_keys)."""
     return chosen.get(grid_variant(sweep, assignment)) == value_key({key: assignment[key] for key in sweep.tune})
 
 
-def compared_sweep(sweep: SweepSpec) -> SweepSpec:
+def compared_sweep(sweep: Comparison) -> Comparison:
     """The sweep as its comparison sees it: the grid alone, the tuned keys chosen away."""
-    return sweep.model_copy(update={"tune": {}, "confirm_seeds": []})
+    return sweep.redesigned(tune={}, confirm_seeds=[])
 
 
-def tuning_runs(sweep: SweepSpec, records: list[RunRecord]) -> list[RunRecord]:
+def tuning_runs(sweep: Comparison, records: list[RunRecord]) -> list[RunRecord]:
     """The runs that choose: those of the tuning seeds (a confirmation's never do)."""
     return [r for r in records if r.seed in sweep.seeds]
 
 
-def compared_runs(sweep: SweepSpec, records: list[RunRecord], choices: list[Choice]
-                  ) -> tuple[SweepSpec, list[RunRecord], list[str]]:
+def compared_runs(sweep: Comparison, records: list[RunRecord], choices: list[Choice]
+                  ) -> tuple[Comparison, list[RunRecord], list[str]]:
     """What the variants are compared on, and what to say of it: with confirm_seeds, each chosen
     value's runs on those fresh seeds alone (the seeds that chose never judge); until they ran,
     the tuning seeds' runs, said to be unconfirmed."""
@@ -166,7 +164,7 @@ def compared_runs(sweep: SweepSpec, records: list[RunRecord], choices: list[Choi
                     f"and left out ({', '.join(stale)})") if stale else ""
         note = (f"compared on the confirmation seeds {sweep.confirm_seeds} alone: each variant trained again at its "
                 f"chosen value; the tuning seeds {sweep.seeds} only chose{left_out}")
-        return (compared_sweep(sweep).model_copy(update={"seeds": sweep.confirm_seeds}),
+        return (compared_sweep(sweep).redesigned(seeds=sweep.confirm_seeds),
                 chosen_records(sweep, confirming, choices), [note])
     notes = [f"the choice is not confirmed yet: confirm_seeds {sweep.confirm_seeds} have no runs, so the variants are "
              "compared on the seeds that chose them (optimistic); `zoo sweep` runs the confirmation once every "
@@ -174,7 +172,7 @@ def compared_runs(sweep: SweepSpec, records: list[RunRecord], choices: list[Choi
     return compared_sweep(sweep), chosen_records(sweep, tuning_runs(sweep, records), choices), notes
 
 
-def unconfirmed(sweep: SweepSpec, confirming: list[RunRecord], choices: list[Choice]) -> dict[str, str]:
+def unconfirmed(sweep: Comparison, confirming: list[RunRecord], choices: list[Choice]) -> dict[str, str]:
     """The variants whose confirmation runs are all of another value than the one chosen now (the
     tuning grid grew, or a tuning cell was rerun, after the confirmation ran): {variant: what to say}.
     Compared on the confirmation seeds, such a variant has no run; it must be named, never dropped."""
@@ -192,26 +190,8 @@ def unconfirmed(sweep: SweepSpec, confirming: list[RunRecord], choices: list[Cho
     return said
 
 
-def check_compared_metric(sweep: SweepSpec) -> None:
-    """`zoo compare --metric` on a tuned sweep must name a split the choice never saw."""
-    try:
-        check_tuned_metrics(sweep.resolved_metric.name, sweep.resolved_choose_on.name)
-    except ValueError as err:
-        raise ConfigError(f"sweep {sweep.name!r}: {err}") from None
-
-
-def tried_text(sweep: SweepSpec, tried: Tried, chosen: bool) -> str:
+def tried_text(sweep: Comparison, tried: Tried, chosen: bool) -> str:
     values = assignment_text(sweep.labels(), tried.values.items())
     score = "—" if not tried.score.n else f"{tried.score.mean:.4g}"
     bad = f" ({tried.bad} diverged or failed)" if tried.bad else ""
     return f"{values}: {score}{bad}" + (" ←" if chosen else "")
-
-
-def as_compared(sweep: SweepSpec, records: list[RunRecord]) -> tuple[SweepSpec, list[RunRecord]]:
-    """What a comparison pairs: a tuned sweep's chosen runs as runs of their variants (its grid
-    alone); any other sweep as it is."""
-    if not sweep.tune:
-        return sweep, records
-    check_compared_metric(sweep)
-    compared, runs, _ = compared_runs(sweep, records, choose(sweep, tuning_runs(sweep, records)))
-    return compared, runs

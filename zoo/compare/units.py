@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from zoo.compare.comparison import Comparison
 from zoo.errors import ZooError
 from zoo.records import RunRecord
 from zoo.specs.choices import validate_choice
 from zoo.specs.registries import AXES, registry
 from zoo.sweep.names import assignment_text, value_text
 from zoo.sweep.record_differences import timing
-from zoo.sweep.spec import SweepSpec
 
 NEAR = 1e-3
 """Values whose metric differs by less than this (relative) in every pair nearly copy each other."""
@@ -188,7 +188,7 @@ def merged(finished, key: str, values: Sequence[Any], labels: dict[str, str]) ->
     return units
 
 
-def experimental_units(sweep: SweepSpec, finished: list[tuple[RunRecord, float]]) -> Units:
+def experimental_units(sweep: Comparison, finished: list[tuple[RunRecord, float]]) -> Units:
     """The sweep's finished runs as distinct computations, with every identity check and near twin."""
     labels, units = sweep.labels(), Units(list(finished))
     for key, values in sweep.grid.items():

@@ -69,8 +69,11 @@ class UnknownChoiceError(ConfigError):
 class Registry(Generic[T]):
     """Name -> part for one axis. `register(name)` is a class decorator."""
 
-    def __init__(self, kind: str):
-        self.kind = kind
+    def __init__(self, kind: str, plugins: bool = True):
+        """`plugins`: whether a lookup first loads the built-in packages and entry-point plugins
+        (every registry of parts, tasks and metrics); the command line's and the comparison's own
+        registries hold only their package's modules, and `zoo --help` must not wait for torch."""
+        self.kind, self.plugins = kind, plugins
         self._parts: dict[str, T] = {}
         self._checks: list[Callable[[str, T], None]] = []
 
@@ -104,7 +107,7 @@ class Registry(Generic[T]):
         return add
 
     def get(self, name: str) -> T:
-        if not _plugins_loaded:  # asked thousands of times per spec: the check, not a call
+        if self.plugins and not _plugins_loaded:  # asked thousands of times per spec: the check, not a call
             load_plugins()
         try:
             return self._parts[name]
@@ -112,11 +115,13 @@ class Registry(Generic[T]):
             raise UnknownChoiceError(self.kind, name, self._parts) from None
 
     def names(self) -> list[str]:
-        load_plugins()
+        if self.plugins:
+            load_plugins()
         return sorted(self._parts)
 
     def __contains__(self, name: object) -> bool:
-        load_plugins()
+        if self.plugins:
+            load_plugins()
         return name in self._parts
 
     def __iter__(self) -> Iterator[str]:

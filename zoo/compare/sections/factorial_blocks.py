@@ -1,18 +1,14 @@
-"""What a sweep's design answers, shown beside its paired differences: the factorial analysis
-with the seed as block (zoo.compare.factorial) and each difference's power (zoo.compare.power), as
-report.md lines, console text and W&B table rows."""
+"""The factorial analysis of the experimental units, the seed as block: every key's main effect
+and every two-way interaction against the residual, Holm over the grid's terms."""
 
 from __future__ import annotations
 
 import math
 
-from zoo.compare.factorial import Factorial
-from zoo.compare.power import power_of, power_text
-from zoo.compare.stats import AxisEffect, primary_family
+from zoo.compare.factorial import Factorial, factorial
+from zoo.compare.sections import Analysis, Section, register
 from zoo.compare.tables import markdown_table, number, text_table
 from zoo.compare.wandb_run import Rows
-from zoo.sweep.names import value_text
-from zoo.sweep.spec import SweepSpec
 
 COLUMNS = ["term", "df", "sum of squares", "F", "p", "Holm p"]
 
@@ -47,15 +43,23 @@ def factorial_table(result: Factorial) -> Rows:
             + ([["residual", result.residual_df, result.residual_ss, math.nan, math.nan, math.nan]] if result.terms else []))
 
 
-def power_lines(sweep: SweepSpec, effects: list[AxisEffect]) -> list[str]:
-    """Each paired difference's detectable size at 80% power and the seeds its planned size needs:
-    the declared margin where there is one, else the observed difference."""
-    family = len(primary_family(effects))
-    margin = sweep.margins.get(sweep.metric)
-    lines = []
-    for effect in effects:
-        for value, e in effect.differences:
-            wanted = margin if margin else e.mean
-            label = f"{effect.label}: {value_text(value)} − {value_text(effect.values[0])}"
-            lines.append(power_text(label, e, power_of(e, family, wanted), e.n / max(len(sweep.seeds), 1)))
-    return lines
+@register("factorial")
+class FactorialSection(Section):
+    order = 40
+
+    @classmethod
+    def compute(cls, analysis: Analysis) -> Factorial:
+        sweep, units = analysis.comparison, analysis["identity"]
+        return factorial(units.finished, [k for k in sweep.grid if k not in units.identities], sweep.labels())
+
+    @classmethod
+    def markdown(cls, result: Factorial, analysis: Analysis) -> list[str]:
+        return factorial_lines(result)
+
+    @classmethod
+    def console(cls, result: Factorial, analysis: Analysis) -> str:
+        return "\n" + factorial_text(result)
+
+    @classmethod
+    def tables(cls, result: Factorial, analysis: Analysis) -> dict[str, Rows]:
+        return {"factorial": factorial_table(result)}

@@ -1,6 +1,5 @@
-"""How `zoo compare` shows the fits across scale (zoo.compare.scaling): the ladder's sizes, each
-variant's law, each difference carried past the largest size, in Markdown, on the console, as
-W&B tables and as one plot of the data and the curves."""
+"""Each variant's law across the sweep's sizes, each difference carried past the largest, and
+the predictions at sizes held out of the fits."""
 
 from __future__ import annotations
 
@@ -8,20 +7,21 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo.compare.comparison import Comparison
 from zoo.compare.plots import pyplot
 from zoo.compare.power_law import BOOTSTRAP_SEEDS, Interval
-from zoo.compare.scaling import Scaling
+from zoo.compare.scaling import Scaling, scaling
+from zoo.compare.sections import Analysis, Section, register
 from zoo.compare.tables import markdown_table, text_table
 from zoo.compare.wandb_run import Rows
 from zoo.files import save_figure
 from zoo.sweep.names import value_text
-from zoo.sweep.spec import SweepSpec
 
 LADDER_COLUMNS = ["size", "variant", "d_model x heads x layers", "parameters", "training FLOPs", "tokens",
                   "tokens per parameter"]
 
 
-def shown(i: Interval, digits: int = 4) -> str:
+def fit_interval(i: Interval, digits: int = 4) -> str:
     if not i.seeds:
         return "—"
     return f"{i.mean:.{digits}g} [{i.low:.{digits}g}, {i.high:.{digits}g}]" if i.seeds >= 2 else \
@@ -30,7 +30,7 @@ def shown(i: Interval, digits: int = 4) -> str:
 
 def law_rows(s: Scaling) -> tuple[list[str], list[list[str]]]:
     columns = ["variant", "seeds fitted", "exponent alpha", "irreducible E", "fit RMS (mean)", "not fitted"]
-    rows = [[v.label, str(len(v.laws)), shown(v.exponent(), 3), shown(v.irreducible()),
+    rows = [[v.label, str(len(v.laws)), fit_interval(v.exponent(), 3), fit_interval(v.irreducible()),
              f"{np.mean([law.residual for law in v.laws.values()]):.3g}" if v.laws else "—",
              "; ".join(v.problems()) or "—"] for v in s.variants]
     return columns, rows
@@ -39,19 +39,19 @@ def law_rows(s: Scaling) -> tuple[list[str], list[list[str]]]:
 def difference_rows(s: Scaling) -> tuple[list[str], list[list[str]]]:
     columns = ["difference (paired by seed)", "at largest compute", f"at {s.multiple:g}x", "change away from 0",
                "verdict"]
-    rows = [[d.label, f"{shown(d.at_largest)} at {d.largest:.3g}", f"{shown(d.at_target)} at {d.target:.3g}",
-             shown(d.change), d.verdict] for d in s.differences]
+    rows = [[d.label, f"{fit_interval(d.at_largest)} at {d.largest:.3g}", f"{fit_interval(d.at_target)} at {d.target:.3g}",
+             fit_interval(d.change), d.verdict] for d in s.differences]
     return columns, rows
 
 
 def check_rows(s: Scaling) -> tuple[list[str], list[list[str]]]:
     columns = ["held out of the fits", "size", "predicted", "measured", "measured − predicted (paired)", "verdict"]
-    rows = [[c.label, value_text(c.size), shown(c.predicted), shown(c.measured), shown(c.error), c.verdict]
+    rows = [[c.label, value_text(c.size), fit_interval(c.predicted), fit_interval(c.measured), fit_interval(c.error), c.verdict]
             for c in s.checks]
     return columns, rows
 
 
-def scaling_lines(s: Scaling, sweep: SweepSpec) -> list[str]:
+def scaling_lines(s: Scaling, sweep: Comparison) -> list[str]:
     variable = "training FLOPs" if s.against == "compute" else "parameters"
     out = ["## Across scale: fitted laws", "",
            f"Each variant's `{sweep.metric}` fitted per seed as L(C) = E + A C^-alpha, C its {variable}; intervals "
@@ -107,7 +107,7 @@ def scaling_tables(s: Scaling) -> dict[str, Rows]:
     return tables
 
 
-def scaling_png(s: Scaling, sweep: SweepSpec, path: str | Path) -> Path | None:
+def scaling_png(s: Scaling, sweep: Comparison, path: str | Path) -> Path | None:
     """Every run's point, and each variant's mean of its per-seed laws, out to the extrapolation."""
     if not s.variants:
         return None
@@ -133,3 +133,29 @@ def scaling_png(s: Scaling, sweep: SweepSpec, path: str | Path) -> Path | None:
     axis.legend(fontsize=7)
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+@register("scaling")
+class ScalingSection(Section):
+    order = 80
+
+    @classmethod
+    def compute(cls, analysis: Analysis) -> Scaling | None:
+        return scaling(analysis.comparison, analysis.records)
+
+    @classmethod
+    def markdown(cls, result: Scaling, analysis: Analysis) -> list[str]:
+        return scaling_lines(result, analysis.comparison)
+
+    @classmethod
+    def console(cls, result: Scaling, analysis: Analysis) -> str:
+        return f"\n\nAcross scale:\n{scaling_text(result)}"
+
+    @classmethod
+    def tables(cls, result: Scaling, analysis: Analysis) -> dict[str, Rows]:
+        return scaling_tables(result)
+
+    @classmethod
+    def plots(cls, result: Scaling, analysis: Analysis) -> list[Path]:
+        drawn = scaling_png(result, analysis.comparison, analysis.folder / f"scaling{analysis.suffix}.png")
+        return [drawn] if drawn else []

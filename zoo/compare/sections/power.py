@@ -1,0 +1,43 @@
+"""Each paired difference's power: the size it detects at 80% and the seeds its planned size
+(the declared margin, else the observed difference) needs."""
+
+from __future__ import annotations
+
+from zoo.compare.comparison import Comparison
+from zoo.compare.power import power_of, power_text
+from zoo.compare.sections import Analysis, Section, register
+from zoo.compare.stats import AxisEffect, primary_family
+from zoo.sweep.names import value_text
+
+
+def power_lines(sweep: Comparison, effects: list[AxisEffect]) -> list[str]:
+    """Each paired difference's detectable size at 80% power and the seeds its planned size needs:
+    the declared margin where there is one, else the observed difference."""
+    family = len(primary_family(effects))
+    margin = sweep.margins.get(sweep.metric)
+    lines = []
+    for effect in effects:
+        for value, e in effect.differences:
+            wanted = margin if margin else e.mean
+            label = f"{effect.label}: {value_text(value)} − {value_text(effect.values[0])}"
+            lines.append(power_text(label, e, power_of(e, family, wanted), e.n / max(len(sweep.seeds), 1)))
+    return lines
+
+
+@register("power")
+class PowerSection(Section):
+    order = 50
+
+    @classmethod
+    def compute(cls, analysis: Analysis) -> list[str]:
+        return power_lines(analysis.comparison, analysis["effects"].effects)
+
+    @classmethod
+    def markdown(cls, result: list[str], analysis: Analysis) -> list[str]:
+        return ["## Power", "", "From each difference's observed spread over its pairs (a normal approximation at the "
+                "Bonferroni level of the family, floored by the exact test's smallest p):", "",
+                *(f"- {line}" for line in result), ""]
+
+    @classmethod
+    def console(cls, result: list[str], analysis: Analysis) -> str:
+        return "".join(f"\n{line}" for line in result)
