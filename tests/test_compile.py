@@ -13,8 +13,8 @@ from trainkit import tiny_experiment
 from zoo.model.kinds import model_class
 from zoo.tasks import build_task
 from zoo.trainer.buckets import bucket, bucketed, explicit
-from zoo.trainer.distributed import Distributed
 from zoo.trainer.feed import BatchFeed
+from zoo.trainer.parallelism import Parallelism
 
 pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
 
@@ -78,7 +78,7 @@ def test_token_batches_bucket_their_rows_too(tmp_path, monkeypatch):
     task = build_task(LENGTHS, seed=0)
     raw, padded = set(), set()
     for step in range(1, 31):
-        [batch] = BatchFeed(task, 4, spec, Distributed(), torch.device("cpu"), 120, buckets=True).take(step)
+        [batch] = BatchFeed(task, 4, spec, Parallelism(), torch.device("cpu"), 120, buckets=True).take(step)
         src, tgt = task.token_batch(step, 120)
         raw.add((src.shape, tgt.shape))
         padded.add(tuple(t.shape for t in batch.inputs))

@@ -144,19 +144,19 @@ def test_an_encoder_decoder_trains_from_a_store_of_pairs(tmp_path, pair_store):
 @pytest.mark.parametrize("rank", [0, 1])
 def test_the_feed_of_a_rank_reads_its_rows_alone_and_they_equal_its_share_of_the_global_batch(store, rank,
                                                                                             monkeypatch):
-    from zoo.trainer.distributed import Distributed
     from zoo.trainer.feed import BatchFeed
+    from zoo.trainer.parallelism import Parallelism
 
     task = lm_shards(store)
     spec = zoo.spec("decoder.pre.sinusoidal.fused.relu", vocab_size=len(task.codec), max_len=PACK)
     _, global_tgt = task.train_batch(3, 8)
     monkeypatch.setattr(task, "train_batch", lambda *args: pytest.fail("the global batch was read"))
-    (batch,) = BatchFeed(task, 8, spec, Distributed(rank=rank, world=2), torch.device("cpu")).take(3)
+    (batch,) = BatchFeed(task, 8, spec, Parallelism(rank=rank, world=2), torch.device("cpu")).take(3)
     assert torch.equal(batch.inputs[0], global_tgt[rank::2, :-1]) and torch.equal(batch.labels, global_tgt[rank::2, 1:])
     assert batch.tokens == 8 * (PACK - 1)
     apart = spec.replace(documents="separate")  # documents apart: each rank reads the whole batch to count
     monkeypatch.undo()
-    (batch,) = BatchFeed(task, 8, apart, Distributed(rank=rank, world=2), torch.device("cpu")).take(3)
+    (batch,) = BatchFeed(task, 8, apart, Parallelism(rank=rank, world=2), torch.device("cpu")).take(3)
     framed = model_class(apart).frame(apart, global_tgt[:, :1], global_tgt)[1]
     assert batch.tokens == int((framed != task.pad_id).sum()) < 8 * (PACK - 1)
 

@@ -1,7 +1,9 @@
 """train.parallel and train.activation_checkpointing without processes: what is refused before
 anything runs, and recomputed blocks giving the very gradients kept activations give."""
 
+import re
 from contextlib import nullcontext
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,9 +13,9 @@ import zoo
 from trainkit import tiny_experiment
 from zoo.model.kinds import model_class
 from zoo.specs.experiment import TrainSpec, validate_experiment
-from zoo.trainer.distributed import Distributed
 from zoo.trainer.feed import Batch
 from zoo.trainer.objective import batch_loss_sum
+from zoo.trainer.parallelism import Parallelism
 from zoo.trainer.recompute import recompute_blocks, stack_blocks
 from zoo.trainer.sharded_checkpoint import check_world_size
 from zoo.trainer.sharding import shard
@@ -123,7 +125,31 @@ def test_a_weight_two_units_would_hold_is_refused():
 
 def test_one_process_without_fsdp_joins_no_group(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    assert Distributed.from_env(torch.device("cpu"), TrainSpec()) == Distributed()
+    assert Parallelism.from_env(torch.device("cpu"), TrainSpec()) == Parallelism()
+
+
+@pytest.mark.parametrize("checkpointing", ["none", "blocks", "every_k"])
+def test_parallelism_is_resolved_once_from_the_train_spec(monkeypatch, checkpointing):
+    """What a run's ranks share is read from one object built where the run starts: its memory
+    shares say what trims one rank's memory, and nothing is replicated in one process."""
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    k = 3 if checkpointing == "every_k" else 2
+    train = TrainSpec(activation_checkpointing=checkpointing, activation_checkpointing_k=k)
+    found = Parallelism.from_env(torch.device("cpu"), train)
+    assert (found.world, found.sharded, found.replicated, found.name) == (1, False, False, "ddp")
+    assert found.checkpointing == checkpointing and found.checkpoint_every == k
+    expected = None if checkpointing == "none" else {"world": 1, "sharded": False, "checkpointing": checkpointing,
+                                                      "k": k}
+    assert found.memory_shares() == expected
+    assert Parallelism(world=2).replicated and not Parallelism(world=2, sharded=True).replicated
+
+
+def test_no_module_but_the_spec_asks_which_parallelism_a_run_uses():
+    """train.parallel is read by TrainSpec.sharded alone; a started run reads Parallelism."""
+    root = Path(zoo.__file__).parent
+    asking = re.compile(r"\.parallel\s*[!=]=")
+    found = [str(path.relative_to(root)) for path in root.rglob("*.py") if asking.search(path.read_text())]
+    assert found == ["specs/experiment.py"], found
 
 
 def test_a_sweep_whose_sharded_cells_cannot_split_their_rows_is_refused_before_any_trains(tmp_path):

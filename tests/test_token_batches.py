@@ -9,8 +9,8 @@ from trainkit import task_fields, tiny_experiment
 from zoo.specs.experiment import validate_experiment
 from zoo.tasks import build_task
 from zoo.tasks.token_batches import TokenPlan, cut
-from zoo.trainer.distributed import Distributed
 from zoo.trainer.feed import BatchFeed
+from zoo.trainer.parallelism import Parallelism
 
 TOKEN_TASKS = ["parallel", "reverse", "copy", "sort"]
 
@@ -60,7 +60,7 @@ def test_token_batches_hold_similar_lengths_and_less_padding(name):
 def test_ranks_get_equal_rows_within_their_budget(name):
     task = build_task(task_fields(name), seed=0)
     spec = zoo.spec("pre-ln", src_vocab_size=len(task.src_vocab), tgt_vocab_size=len(task.tgt_vocab), max_len=256)
-    feeds = [BatchFeed(task, 0, spec, Distributed(rank=r, world=2), torch.device("cpu"), batch_tokens=400)
+    feeds = [BatchFeed(task, 0, spec, Parallelism(rank=r, world=2), torch.device("cpu"), batch_tokens=400)
              for r in range(2)]
     for step in range(1, 20):
         shares = [feed.take(step)[0] for feed in feeds]

@@ -55,14 +55,14 @@ def rank_main(size: str, parallel: str, checkpointing: str, steps: int, out: str
     from zoo.model.memory import training_memory
     from zoo.model.size_checks import exact_parameters
     from zoo.specs.experiment import TrainSpec
-    from zoo.trainer.distributed import Distributed
     from zoo.trainer.feed import Batch
+    from zoo.trainer.parallelism import Parallelism
     from zoo.trainer.step import TrainStep
 
     train = TrainSpec(parallel=parallel, device="cpu", batch_size=ROWS, optimizer={"name": "adamw", "lr": 1e-4},
                       activation_checkpointing=checkpointing)
     device = torch.device("cpu")
-    dist = Distributed.from_env(device, train)
+    dist = Parallelism.from_env(device, train)
     baseline = current_rss() - before
     spec = zoo.spec("decoder.pre.rope.fused.gelu", dropout=0.0, max_len=LENGTH + 1, **SIZES[size])
     kind = model_class(spec)
@@ -84,7 +84,7 @@ def rank_main(size: str, parallel: str, checkpointing: str, steps: int, out: str
             times.append(time.perf_counter() - began)
     peak = rss_bytes() - start_rss
     params = exact_parameters(spec)
-    estimate = training_memory(spec, params, labels.size(0), 0, labels.size(1), dist.world, parallel, checkpointing)
+    estimate = training_memory(spec, params, labels.size(0), 0, labels.size(1), dist.world, parallel == "fsdp", checkpointing)
     report = {"rank": dist.rank, "world": dist.world, "parallel": parallel, "checkpointing": checkpointing,
               "parameters": params,
               "peak_rss_above_start": peak, "peak_in_use_above_start": heap.above_start,

@@ -62,11 +62,11 @@ def activation_bytes(spec: ModelSpec, rows: int, src_len: int, tgt_len: int, che
 
 
 def training_memory(spec: ModelSpec, parameters: int, rows: int, src_len: int, tgt_len: int, world: int = 1,
-                    parallel: str = "ddp", checkpointing: str = "none", k: int = 2) -> TrainingMemory:
+                    sharded: bool = False, checkpointing: str = "none", k: int = 2) -> TrainingMemory:
     """One rank's estimate for `rows` rows of up to src_len and tgt_len tokens (`parameters`: the
     model's exact count, zoo.model.size_checks.exact_parameters)."""
     activations = activation_bytes(spec, rows, src_len, tgt_len, checkpointing, k)
-    if parallel != "fsdp":
+    if not sharded:
         return TrainingMemory(STATE_COPIES * parameters * FLOAT_BYTES, 0, activations)
     blocks = block_parameters(spec)
     root = max(parameters - sum(blocks), 0)

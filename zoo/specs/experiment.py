@@ -195,6 +195,12 @@ class TrainSpec(Strict):
     def _metric_settings(cls, value: Any) -> dict[str, dict[str, Any]]:
         return metric_settings(value)
 
+    @property
+    def sharded(self) -> bool:
+        """train.parallel fsdp: what decides a run's checkpoint format and launch before it starts;
+        a started run reads zoo.trainer.parallelism.Parallelism instead."""
+        return self.parallel == "fsdp"
+
 
 def resolved_mode(configured: str) -> str:
     """The W&B mode a run (or a comparison) uses: WANDB_MODE in the environment wins over the

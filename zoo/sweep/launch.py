@@ -17,7 +17,7 @@ import submitit
 from zoo.errors import ConfigError
 from zoo.sweep.runner import check_folder, run_sweep
 from zoo.sweep.spec import SweepSpec, cell_experiment, expand
-from zoo.trainer.distributed import check_fsdp_world
+from zoo.trainer.parallelism import check_fsdp_world
 
 
 class ShardTask(submitit.helpers.Checkpointable):

@@ -32,8 +32,8 @@ from zoo.sweep.pool import Workers, threads_per_worker
 from zoo.sweep.spec import NAMED, Cell, SweepSpec, cell_experiment, expand, read_saved_sweep, shard
 from zoo.sweep.torchrun_cell import cell_processes
 from zoo.tasks import data_digests
-from zoo.trainer.distributed import check_fsdp_world
 from zoo.trainer.guards import signals_to
+from zoo.trainer.parallelism import check_fsdp_world
 from zoo.trainer.progress import duration
 from zoo.trainer.resume_checks import changed_fields, data_changes
 

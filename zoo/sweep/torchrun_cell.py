@@ -25,7 +25,7 @@ LAUNCHER = "from zoo.sweep.torchrun_cell import main; main()"
 def cell_processes(experiment: ExperimentSpec, per_cell: int) -> int | None:
     """How many processes torchrun starts for the cell, or None where it trains in a sweep's worker
     (one process, not sharded)."""
-    return per_cell if per_cell > 1 or experiment.train.parallel == "fsdp" else None
+    return per_cell if per_cell > 1 or experiment.train.sharded else None
 
 
 def torchrun_command(experiment_file: Path, processes: int) -> list[str]:

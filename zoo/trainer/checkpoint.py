@@ -19,8 +19,8 @@ from zoo.records import CHECKPOINT_KEYS, FORMAT, CheckpointProgress, check_forma
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task
-from zoo.trainer.distributed import Distributed
 from zoo.trainer.guards import finite_weights
+from zoo.trainer.parallelism import Parallelism
 from zoo.trainer.shard_guard import DIGESTS, verify_shards
 from zoo.trainer.sharded_checkpoint import REST, SHARDED_KEYS, gather_whole, is_sharded_checkpoint, save_sharded, set_aside
 from zoo.trainer.sharding import is_sharded, whole_weights
@@ -38,7 +38,7 @@ class Checkpointer:
     module knows none of them."""
 
     def __init__(self, path: Path, data: Callable[[], dict[str, str]], experiment: ExperimentSpec, spec: ModelSpec,
-                 task: Task, dist: Distributed):
+                 task: Task, dist: Parallelism):
         """`data`: the digests of the task's files, asked for when a checkpoint is written (a run of
         replayed batches writes none, and has no files to read)."""
         self.path, self.data, self.experiment, self.spec, self.task, self.dist = path, data, experiment, spec, task, dist

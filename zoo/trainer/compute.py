@@ -11,13 +11,13 @@ from zoo.model.flops import stack_shapes, training_flops, uncounted
 from zoo.records import CheckpointProgress
 from zoo.specs.experiment import BudgetSpec
 from zoo.specs.model_spec import ModelSpec
-from zoo.trainer.distributed import Distributed
 from zoo.trainer.feed import Batch
+from zoo.trainer.parallelism import Parallelism
 
 
 class ComputeCounter:
     def __init__(self, spec: ModelSpec, reads: list[str], progress: CheckpointProgress, budget: BudgetSpec,
-                 dist: Distributed, device: torch.device):
+                 dist: Parallelism, device: torch.device):
         self.spec, self.reads, self.progress, self.budget, self.dist = spec, reads, progress, budget, dist
         self.device = device
         self.countable = not uncounted(spec)

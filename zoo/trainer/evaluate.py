@@ -21,7 +21,7 @@ from zoo.records import CheckpointProgress
 from zoo.specs.experiment import TrainSpec
 from zoo.specs.registries import registry
 from zoo.tasks.base import Task
-from zoo.trainer.distributed import Distributed
+from zoo.trainer.parallelism import Parallelism
 from zoo.trainer.picture import try_cross_attention_png
 from zoo.trainer.sharding import gathered
 
@@ -89,10 +89,10 @@ def text_bytes_of(task: Task, size: int, split: str = "valid") -> int:
 
 
 class Evaluator:
-    def __init__(self, task: Task, train: TrainSpec, device: torch.device, dist: Distributed,
+    def __init__(self, task: Task, train: TrainSpec, device: torch.device, dist: Parallelism,
                  progress: CheckpointProgress):
         self.task, self.train, self.device, self.dist, self.progress = task, train, device, dist, progress
-        self.everyone = train.parallel == "fsdp"
+        self.everyone = dist.sharded
         """A sharded model computes only with every rank (each gathers the weights in turn): every rank
         evaluates the same batches, and rank 0 reports."""
         evaluates = dist.is_main or self.everyone

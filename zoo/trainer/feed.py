@@ -20,7 +20,7 @@ from zoo.model.kinds import model_class
 from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task
 from zoo.trainer.buckets import bucketed, explicit
-from zoo.trainer.distributed import Distributed
+from zoo.trainer.parallelism import Parallelism
 
 
 class Batch(NamedTuple):
@@ -36,7 +36,7 @@ class BatchFeed:
     accumulate times as large, and each rank splits its rows into that many micro-batches, every
     accumulate-th row each (rows of similar length stay together in token batches)."""
 
-    def __init__(self, task: Task, batch_size: int, spec: ModelSpec, dist: Distributed, device: torch.device,
+    def __init__(self, task: Task, batch_size: int, spec: ModelSpec, dist: Parallelism, device: torch.device,
                  batch_tokens: int | None = None, buckets: bool = False, accumulate: int = 1):
         self.task, self.batch_size, self.spec, self.dist, self.device = task, batch_size, spec, dist, device
         self.batch_tokens, self.buckets, self.accumulate = batch_tokens, buckets, accumulate

@@ -16,14 +16,14 @@ import torch.distributed as dist
 from torch import Tensor
 
 from zoo.errors import Diverged
-from zoo.trainer.distributed import Distributed
+from zoo.trainer.parallelism import Parallelism
 
 NONE_BAD = 2**62
 """`first_bad` while every step was finite (a minimum over ranks keeps the earliest bad step)."""
 
 
 class Window:
-    def __init__(self, device: torch.device, dist_: Distributed):
+    def __init__(self, device: torch.device, dist_: Parallelism):
         self.device, self.dist = device, dist_
         self.first_bad = torch.tensor(NONE_BAD, dtype=torch.long, device=device)
         self.start()

@@ -22,10 +22,10 @@ from zoo.tasks.summary import summary_line, warn_unknown
 from zoo.trainer.checkpoint import Checkpointer
 from zoo.trainer.compute import ComputeCounter
 from zoo.trainer.devices import autocast_dtype, pick_device
-from zoo.trainer.distributed import Distributed
 from zoo.trainer.evaluate import Evaluator
 from zoo.trainer.feed import BatchFeed
 from zoo.trainer.guards import LossWatch, StopSignals, signals_to
+from zoo.trainer.parallelism import Parallelism
 from zoo.trainer.progress import ProgressBar
 from zoo.trainer.run_folder import RunFolder, TrainResult
 from zoo.trainer.run_model import run_model, run_spec
@@ -48,7 +48,7 @@ class Trainer:
         `reshard`: a sharded checkpoint of another world size may be resumed."""
         self.experiment, t = experiment, experiment.train
         self.device = pick_device(t.device)
-        self.dist = Distributed.from_env(self.device, t)
+        self.dist = Parallelism.from_env(self.device, t)
         self.amp_dtype = autocast_dtype(t.precision, self.device)
         self.folder = folder or RunFolder(experiment)  # the one `train` checked for a finished result, if any
         self.folder.is_main = self.dist.is_main

@@ -25,7 +25,7 @@ CHECKPOINT, SHARDED, RESULT = "checkpoint.pt", "checkpoint.dcp", "result.json"
 
 
 def checkpoint_name(experiment: ExperimentSpec) -> str:
-    return SHARDED if experiment.train.parallel == "fsdp" else CHECKPOINT
+    return SHARDED if experiment.train.sharded else CHECKPOINT
 
 
 @dataclass

@@ -17,11 +17,11 @@ from zoo.model.size_checks import available_bytes, check_fits
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task
-from zoo.trainer.distributed import Distributed
 from zoo.trainer.feed import BatchFeed
 from zoo.trainer.framing import check_kind_fits_task
 from zoo.trainer.init_from import initial_weights
 from zoo.trainer.lengths import check_lengths
+from zoo.trainer.parallelism import Parallelism
 from zoo.trainer.run_folder import RunFolder
 
 
@@ -50,17 +50,8 @@ def check_step_rows_fit(train, width: int) -> None:
                           "accumulate or batch_size")
 
 
-def sharding(train, dist: Distributed) -> dict[str, Any] | None:
-    """What divides or trims one rank's memory (zoo.model.memory), where anything does beyond data
-    parallelism's rows: train.parallel fsdp, or activation checkpointing."""
-    if train.parallel != "fsdp" and train.activation_checkpointing == "none":
-        return None
-    return {"world": dist.world, "parallel": train.parallel, "checkpointing": train.activation_checkpointing,
-            "k": train.activation_checkpointing_k}
-
-
 def run_model(spec: ModelSpec, experiment: ExperimentSpec, task: Task, feed: BatchFeed, folder: RunFolder,
-              device: torch.device, dist: Distributed, saved: dict[str, Any] | None) -> tuple[ZooModel, str | None]:
+              device: torch.device, dist: Parallelism, saved: dict[str, Any] | None) -> tuple[ZooModel, str | None]:
     """The model on its device, after its training memory (at the first batch's shape) and its
     checkpoint's disk space were found to fit; a resume's own weights are restored later, with the
     rest of its training state (zoo.trainer.step). With sharding or activation checkpointing, also
@@ -70,7 +61,7 @@ def run_model(spec: ModelSpec, experiment: ExperimentSpec, task: Task, feed: Bat
     rows = max(1, (sample_src.size(0) if t.batch_tokens else t.batch_size) // dist.world)
     lengths = model_class(spec).sequence_lengths(spec, sample_src.size(1), sample_tgt.size(1))
     check_step_rows_fit(t, sample_src.size(1) + sample_tgt.size(1))
-    shares = sharding(t, dist)
+    shares = dist.memory_shares()
     per_rank = None if shares is None else (lambda count: training_memory(spec, count, rows, *lengths, **shares).total)
     params = check_fits(spec, device, training=True, batch=(rows, *lengths), per_rank=per_rank)
     folder.check_space(3 * 4 * params + (1 << 20))  # weights and Adam's two moments, in float32
@@ -85,4 +76,4 @@ def run_model(spec: ModelSpec, experiment: ExperimentSpec, task: Task, feed: Bat
         return model, None
     estimate = training_memory(spec, params, rows, *lengths, **shares)
     return model, (f"memory per rank: {estimate.text()} at the first batch, {rows} rows on each of {dist.world} "
-                   f"ranks (train.parallel {t.parallel}, activation_checkpointing {t.activation_checkpointing})")
+                   f"ranks (train.parallel {dist.name}, activation_checkpointing {dist.checkpointing})")

@@ -13,11 +13,11 @@ from torch import Tensor
 from zoo.model.kinds import ZooModel
 from zoo.specs.experiment import TrainSpec
 from zoo.trainer.compiled import CompileClock, compiled
-from zoo.trainer.distributed import Distributed
 from zoo.trainer.feed import Batch
 from zoo.trainer.log_window import Window
 from zoo.trainer.objective import auxiliary_loss, auxiliary_losses, batch_loss_sum
 from zoo.trainer.optim import make_optimizer, make_schedule
+from zoo.trainer.parallelism import Parallelism
 from zoo.trainer.recompute import recompute_blocks
 from zoo.trainer.sharded_checkpoint import load_sharded
 from zoo.trainer.sharding import shard
@@ -42,12 +42,12 @@ class TrainStep:
     training state is restored before the forward is wrapped (DDP, compile), as it always was; under
     fsdp after the model is sharded, as its shards are read into the shards the ranks hold."""
 
-    def __init__(self, model: ZooModel, train: TrainSpec, device: torch.device, dist: Distributed,
+    def __init__(self, model: ZooModel, train: TrainSpec, device: torch.device, dist: Parallelism,
                  amp_dtype: torch.dtype | None, saved: dict[str, Any] | None = None):
         self.model, self.train, self.device, self.amp_dtype = model, train, device, amp_dtype
         self.aux_parts = auxiliary_losses(model)
-        recompute_blocks(model, train.activation_checkpointing, train.activation_checkpointing_k)
-        self.sharded = train.parallel == "fsdp"
+        recompute_blocks(model, dist.checkpointing, dist.checkpoint_every)
+        self.sharded = dist.sharded
         if self.sharded:  # before the optimizer, which then holds the shards
             shard(model, amp_dtype, device)
         self.optimizer = make_optimizer(model, train)
@@ -58,7 +58,7 @@ class TrainStep:
         if saved is not None:
             self.load_state_dict(saved)
         self.forward = self.ddp = model
-        if dist.world > 1 and not self.sharded:
+        if dist.replicated:
             ids = [device.index] if device.type == "cuda" else None
             self.forward = self.ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
         if train.compile:
