@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOORS = {
     "errors": 0, "dropout": 0, "provenance": 0, "roles": 0, "children": 0, "near_paths": 0, "files": 1, "metric_names": 1,
     "records": 2, "specs": 2, "qk_norm": 3, "optim": 3, "metrics": 3, "parts": 4, "kernels": 5, "variants": 6, "model": 7,
-    "tasks": 8, "interop": 9, "trainer": 10, "sweep": 11, "compare": 12, "cli_runs": 13, "cli_sweeps": 13,
-    "cli_registries": 13, "cli_data": 13, "coord_check": 13, "cli": 14, "__init__": 15,
+    "tasks": 8, "interop": 9, "trainer": 10, "sweep": 11, "compare": 12, "commands": 13, "cli": 14,
+    "__init__": 15,
 }
 """Each room of the zoo (a top-level module or package of zoo/, and variants/ installed as
 zoo.variants) on its floor: a room imports only from rooms on lower floors."""

@@ -15,6 +15,7 @@ import yaml
 import zoo
 from trainkit import run_dir_of, tiny_experiment
 from zoo.cli import main
+from zoo.commands import COMMANDS
 from zoo.files import check_writable_folder
 from zoo.specs import catalog
 from zoo.specs.experiment import load_experiment
@@ -229,7 +230,7 @@ def test_a_real_bug_keeps_its_traceback(monkeypatch):
     def broken(args):
         raise RuntimeError("a bug in the zoo")
 
-    monkeypatch.setattr("zoo.cli.cmd_list", broken)
+    monkeypatch.setattr(COMMANDS.get("list"), "run", broken)
     with pytest.raises(RuntimeError, match="a bug in the zoo"):
         main(["list"])
 

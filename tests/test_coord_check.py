@@ -1,4 +1,4 @@
-"""The coordinate check (zoo.coord_check) for every registered part: under muP no layer's activations
+"""The coordinate check (zoo.compare.coord_check) for every registered part: under muP no layer's activations
 grow with width, under the standard parametrization the output logits do, as theory says; and
 the best learning rate falls with width under the standard parametrization and holds under muP."""
 
@@ -13,7 +13,7 @@ import pytest
 from conftest import PART_IDS, PARTS
 
 import zoo
-from zoo.coord_check import constant_rate_steps, coord_check
+from zoo.compare.coord_check import constant_rate_steps, coord_check
 from zoo.errors import ConfigError
 from zoo.specs.experiment import load_experiment
 from zoo.specs.ladder import mup_at, widened
@@ -114,7 +114,7 @@ def test_the_check_refuses_under_mup_the_optimizers_training_refuses(optimizer, 
 
 
 def test_a_module_that_diverges_is_said_to_diverge_not_to_grow_with_width():
-    from zoo.coord_check import CoordCheck, Coordinates, verdict_lines
+    from zoo.compare.coord_check import CoordCheck, Coordinates, verdict_lines
 
     nan_at_wide = Coordinates("mup", "decoder.layers.0.ffn", "ffn relu", {32: [0.5], 64: [0.6], 128: [math.nan]})
     steady = Coordinates("mup", "generator", "output logits", {32: [0.5], 64: [0.5], 128: [0.5]})
@@ -128,8 +128,8 @@ def test_a_module_that_diverges_is_said_to_diverge_not_to_grow_with_width():
 def test_an_out_folder_that_cannot_be_written_is_refused_before_training(tmp_path, capsys, monkeypatch):
     from test_bad_input import cli_error
 
-    import zoo.coord_check
+    import zoo.compare.coord_check
     blocked = tmp_path / "file"
     blocked.write_text("")
-    monkeypatch.setattr(zoo.coord_check, "coord_check", lambda *a, **k: pytest.fail("trained before checking --out"))
+    monkeypatch.setattr(zoo.compare.coord_check, "coord_check", lambda *a, **k: pytest.fail("trained before checking --out"))
     assert "--out" in cli_error(["coord-check", "--set", *SMALL, "--out", str(blocked)], capsys)

@@ -11,8 +11,10 @@ from test_sweep import tiny_sweep
 
 import zoo
 from trainkit import tiny_experiment
-from zoo.cli import BUILD_ALL_SIZE, combinations, main
+from zoo.cli import main
+from zoo.commands.catalog import BUILD_ALL_SIZE, combinations
 from zoo.compare import compare
+from zoo.compare.comparison import Comparison
 from zoo.compare.plots import curve_figure
 from zoo.sweep import run_sweep
 
@@ -93,7 +95,7 @@ def test_coinciding_curves_are_one_line_named_as_such_and_every_panel_has_number
 
     sweep = write_sweep(tmp_path, "axes", grid, [0, 1], value)
     report = compare(sweep.directory(), wandb_mode="disabled", echo=lambda _: None)
-    fig = curve_figure(sweep, report.rows)
+    fig = curve_figure(Comparison.of(sweep), report.rows)
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.lines]
     assert len(panels) == 4
     for ax in panels:

@@ -133,14 +133,14 @@ def test_every_module_of_the_built_in_packages_is_imported_so_none_is_forgotten(
 
 
 def test_every_package_of_the_zoo_is_installed():
-    """pyproject lists the packages a wheel holds: a package left out there works in an editable
-    install and is missing from every other one."""
+    """pyproject lists the packages a wheel holds, nested ones too: a package left out there works
+    in an editable install and is missing from every other one."""
     import re
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     listed = re.search(r"^packages = \[(.*)\]$", (root / "pyproject.toml").read_text(encoding="utf-8"), re.M)
-    on_disk = {"zoo", "zoo.variants", *(f"zoo.{p.parent.name}" for p in (root / "zoo").glob("*/__init__.py"))}
+    on_disk = {"zoo.variants", *(".".join(p.parent.relative_to(root).parts) for p in (root / "zoo").rglob("__init__.py"))}
     assert set(re.findall(r'"([\w.]+)"', listed.group(1))) == on_disk
 
 

@@ -37,10 +37,10 @@ from zoo.specs.model_spec import ModelSpec
 from zoo.specs.parametrization import PARAMETRIZATIONS
 from zoo.specs.registries import AXES, registry
 from zoo.tasks import build_task
-from zoo.trainer.distributed import Distributed
 from zoo.trainer.feed import BatchFeed
 from zoo.trainer.objective import auxiliary_loss, auxiliary_losses, batch_loss_sum
 from zoo.trainer.optim import make_optimizer
+from zoo.trainer.parallelism import Parallelism
 
 THRESHOLD = 0.3
 """The slope of log(size) against log(width) past which a module grows with width: under the
@@ -145,7 +145,7 @@ def constant_rate_steps(experiment: ExperimentSpec, spec: ModelSpec, task, steps
     held constant, on the task's batches; yield (model, first batch, the step's loss) after each step."""
     model = build(spec, seed=experiment.train.seed).train()
     optimizer = make_optimizer(model, experiment.train)
-    feed = BatchFeed(task, batch_size, spec, Distributed(), torch.device("cpu"))
+    feed = BatchFeed(task, batch_size, spec, Parallelism(), torch.device("cpu"))
     aux = auxiliary_losses(model)
     (start,) = feed.take(1)
     for step in range(1, steps + 1):

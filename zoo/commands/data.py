@@ -1,10 +1,25 @@
 """`zoo data prepare` and `zoo data verify`: a corpus into a token store, and a store checked
-file by file against its index. Each command's arguments stand beside its body."""
+file by file against its index."""
 
 from __future__ import annotations
 
 import argparse
 import json
+
+from zoo.commands import Command, register
+
+
+@register("data")
+class DataCommand(Command):
+    order, help = 120, "prepare a corpus as memory-mapped token shards, or verify a prepared store"
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        add_data_args(parser)
+
+    @classmethod
+    def run(cls, args: argparse.Namespace) -> None:
+        args.action(args)
 
 
 def share(text: str) -> float:
@@ -14,8 +29,7 @@ def share(text: str) -> float:
     return value
 
 
-def add_data_commands(commands) -> None:
-    data = commands.add_parser("data", help="prepare a corpus as memory-mapped token shards, or verify a prepared store")
+def add_data_args(data: argparse.ArgumentParser) -> None:
     actions = data.add_subparsers(dest="data_command", required=True, metavar="{prepare,verify}")
 
     prepare = actions.add_parser("prepare", help="tokenize a corpus into a token store that lm_shards trains from")
@@ -47,15 +61,15 @@ def add_data_commands(commands) -> None:
                          "(default 0.001)")
     prepare.add_argument("--workers", type=int, default=1, help="processes that encode (default 1; the tokenizer "
                          "uses threads of its own either way)")
-    prepare.set_defaults(run=cmd_data_prepare)
+    prepare.set_defaults(action=prepare_store)
 
     verify = actions.add_parser("verify", help="check every file of a token store against its index (size, SHA-256, "
                                 "ids inside the vocabulary)")
     verify.add_argument("folder")
-    verify.set_defaults(run=cmd_data_verify)
+    verify.set_defaults(action=verify_store)
 
 
-def cmd_data_prepare(args: argparse.Namespace) -> None:
+def prepare_store(args: argparse.Namespace) -> None:
     from zoo.errors import ConfigError
     from zoo.tasks.shard_prepare import Preparation, PrepareSettings
     from zoo.tasks.shard_sources import Reading
@@ -77,7 +91,7 @@ def cmd_data_prepare(args: argparse.Namespace) -> None:
                      indent=1))
 
 
-def cmd_data_verify(args: argparse.Namespace) -> None:
+def verify_store(args: argparse.Namespace) -> None:
     from zoo.tasks.shard_store import ShardStore
 
     store = ShardStore.open(args.folder)  # a file that does not match is a DataError naming it
