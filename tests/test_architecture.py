@@ -12,7 +12,7 @@ from zoo.specs import hooks
 ROOT = Path(__file__).resolve().parent.parent
 FLOORS = {
     "errors": 0, "dropout": 0, "provenance": 0, "roles": 0, "children": 0, "near_paths": 0, "files": 1, "metric_names": 1,
-    "records": 2, "specs": 2, "qk_norm": 3, "optim": 3, "metrics": 3, "parts": 4, "kernels": 5, "variants": 6, "model": 7,
+    "records": 2, "specs": 2, "optim": 3, "metrics": 3, "parts": 4, "kernels": 5, "variants": 6, "model": 7,
     "tasks": 8, "interop": 9, "trainer": 10, "sweep": 11, "compare": 12, "commands": 13, "cli": 14,
     "__init__": 15,
 }
@@ -129,3 +129,49 @@ def test_no_room_loads_a_higher_one_by_name():
                 if match and match.group(1) in FLOORS and match.group(1) != room and FLOORS[match.group(1)] >= FLOORS[room]:
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {value.value}")
     assert not found, found
+
+
+ROLES = {"main": "a module's entry point (python -m)", "register": "a package's registration decorator"}
+"""Names that several modules of one package define for the same role, by convention."""
+FAMILY_RECORD = {"ACTIVATIONS", "FFN", "FREE", "GATED", "LAYER", "NAMES", "RENAMES", "common", "common_config",
+                 "computed", "config", "layout_fields", "names", "spec_fields", "views"}
+"""The parts of a family's record that each family module of zoo/interop spells alike (zoo.interop.family)."""
+
+
+def module_level_names(path: Path) -> set[str]:
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return {name for name in names if not name.startswith("__")}
+
+
+def test_a_name_means_one_thing_within_a_package():
+    """Two modules of one package that define one name mean two things by it (CorpusFormat was a
+    format's name in one module and the format itself in the next); only a role every module of
+    the package plays alike may share a name."""
+    found: dict[tuple[Path, str], list[str]] = {}
+    for _, path in sources():
+        for name in module_level_names(path):
+            found.setdefault((path.parent, name), []).append(path.name)
+    shared = sorted(f"{folder.relative_to(ROOT)}: {name} in {', '.join(sorted(files))}"
+                    for (folder, name), files in found.items() if len(files) > 1 and name not in ROLES
+                    and not (folder.name == "interop" and name in FAMILY_RECORD))
+    assert not shared, shared
+
+
+def rooms() -> set[str]:
+    return {room for room, _ in sources()} - {"__init__"}
+
+
+def test_the_contributing_guide_names_every_room():
+    """docs/contributing.md's layout names each room of the house (`zoo/ROOM` or `zoo/ROOM.py`,
+    and `variants/`): a new room is described where a new engineer looks first."""
+    guide = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
+    named = {room for room in rooms() if f"`zoo/{room}`" in guide or f"`zoo/{room}.py`" in guide
+             or (room == "variants" and "`variants/`" in guide)}
+    assert named == rooms(), f"rooms the guide does not name: {sorted(rooms() - named)}"

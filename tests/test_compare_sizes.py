@@ -12,7 +12,7 @@ from zoo.compare import compare
 from zoo.compare.agreement import separates
 from zoo.compare.comparison import Comparison
 from zoo.compare.plots import by_figure
-from zoo.compare.sizes import verdict
+from zoo.compare.sizes import size_verdict
 from zoo.compare.stats import Estimate
 
 SIZES = {"small": {"model.d_model": 16}, "large": {"model.d_model": 32}}
@@ -93,7 +93,7 @@ def test_a_size_whose_runs_all_diverged_is_named_as_unmeasured(tmp_path):
         assert effect.verdict == ("unknown across sizes: separates at 1 of the 1 measured, with one sign; not measured "
                                   "at large (fewer than 2 finished pairs)")
     flat = Estimate.of([0.01, -0.01, 0.02])
-    assert verdict(["small", "large"], [(flat, 1.0), (Estimate.of([]), math.nan)], [(Estimate.of([]), math.nan, math.nan)]) \
+    assert size_verdict(["small", "large"], [(flat, 1.0), (Estimate.of([]), math.nan)], [(Estimate.of([]), math.nan, math.nan)]) \
         == "separates at no size measured; no interaction separates; not measured at large (fewer than 2 finished pairs)"
-    assert verdict(["small", "large"], [(flat, 1.0), (flat, 1.0)], [(flat, 1.0, 1.0)]) == \
+    assert size_verdict(["small", "large"], [(flat, 1.0), (flat, 1.0)], [(flat, 1.0, 1.0)]) == \
         "separates at no size; no interaction separates", "the published wording where every size was measured"

@@ -6,7 +6,7 @@ import torch
 from conftest import TINY, padded_batch
 
 import zoo
-from zoo.dropout import Dropout, dropout
+from zoo.dropout.masks import Dropout, dropout
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])

@@ -12,7 +12,7 @@ from test_sweep import tiny_sweep
 import zoo
 from trainkit import tiny_experiment
 from zoo.cli import main
-from zoo.commands.catalog import BUILD_ALL_SIZE, combinations
+from zoo.commands.catalog import BUILD_ALL_SIZE, part_combinations
 from zoo.compare import compare
 from zoo.compare.comparison import Comparison
 from zoo.compare.plots import curve_figure
@@ -24,7 +24,7 @@ def test_build_all_checks_every_combination_at_a_small_size_by_default(capsys):
     """By default every combination (the list build-all walks); built and run here for the
     combinations of one norm placement, since all of them take two minutes of CI (the pairwise
     grid of tests/conftest.py meets every pair of parts in every invariant)."""
-    assert {".".join(combo).removesuffix(".layernorm") for combo in combinations()} == set(COMBOS)
+    assert {".".join(combo).removesuffix(".layernorm") for combo in part_combinations()} == set(COMBOS)
     main(["build-all", "--only", "pre.*"])
     lines = capsys.readouterr().out.splitlines()
     some = [name for name in COMBOS if name.startswith("pre.")]

@@ -98,3 +98,15 @@ def families_under_test() -> set[str]:
 def test_every_family_the_zoo_reads_has_a_reference_under_test(name):
     """A family added to zoo.interop without a reference in tests/hf_references.py fails by name."""
     assert name in families_under_test()
+
+
+@pytest.mark.parametrize("name", zoo.interop.FAMILIES)
+def test_a_family_registered_twice_is_refused_and_the_first_stays(name):
+    """A second family of a name once replaced the first in silence: from_hf and to_hf then did
+    the second's mapping for every model of the first. It is refused, as a part's second is."""
+    from zoo.interop.family import FAMILIES, register
+
+    first = FAMILIES[name]
+    with pytest.raises(zoo.ConfigError, match=rf"family '{name}' is already registered .*pick another name"):
+        register(first.derive(name, first.transformers))
+    assert FAMILIES[name] is first

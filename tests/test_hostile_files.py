@@ -196,10 +196,10 @@ def test_hostile_folder_metadata_is_one_error_naming_the_file(tmp_path, source, 
     ("config.json", {"decoder_start_token_id": 99999}, r"decoder_start_token_id is 99999, not a token id .* from 0 to 299"),
 ])
 def test_tokenizer_metadata_of_the_wrong_shape_is_one_error(tmp_path, t5_folder, file, settings, said):
-    from zoo.tasks.pretrained_tokenizer import special_ids
+    from zoo.tasks.pretrained_tokenizer import tokenizer_special_ids
 
     folder = copy_of(t5_folder, tmp_path)
     data = json.loads((folder / file).read_text())
     (folder / file).write_text(json.dumps({**data, **settings}))
     with pytest.raises(zoo.ConfigError, match=said):
-        special_ids(str(folder))
+        tokenizer_special_ids(str(folder))

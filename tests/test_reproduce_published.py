@@ -45,7 +45,7 @@ def test_every_final_metric_a_published_curve_holds_equals_it():
     premise, that a run writes both from one number, holds for every published record (6,640
     values when written), and none of them holds a value its metric cannot take."""
     from zoo.metrics import impossible_values
-    from zoo.sweep.ledger import Ledger
+    from zoo.records.ledger import Ledger
     from zoo.sweep.record_differences import contradictions, vouched
 
     held, said = 0, []

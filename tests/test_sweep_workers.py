@@ -180,12 +180,12 @@ def test_a_worker_whose_sweep_is_gone_saves_its_cell_and_ends_without_a_tracebac
 def test_a_cells_thread_count_does_not_reach_the_next_cell_of_its_worker(tmp_path, monkeypatch):
     import torch
 
-    from zoo.sweep.worker import train_cell
+    from zoo.sweep.worker import train_cell_file
 
     before = torch.get_num_threads()
     monkeypatch.setattr(zoo.trainer.console, "train_and_report", lambda experiment, resume: torch.set_num_threads(before + 1))
     (tmp_path / "cell.yaml").write_text("train: {steps: 1}\n")
-    assert train_cell(str(tmp_path / "cell.yaml")) == 0
+    assert train_cell_file(str(tmp_path / "cell.yaml")) == 0
     assert torch.get_num_threads() == before
 
 

@@ -11,7 +11,7 @@ import torch
 from pydantic import Field
 from torch import Tensor, nn
 
-from zoo.dropout import Dropout
+from zoo.dropout.masks import Dropout
 from zoo.kernels.routing import balance_loss, capacity_of, route
 from zoo.parts import FeedForwardBase
 from zoo.roles import Role

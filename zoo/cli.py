@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from zoo.commands import ordered
+from zoo.commands import help_order
 from zoo.errors import exit_code_of
 
 EXAMPLES = """examples:
@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=PrintVersion)
     parser.set_defaults(program=PROGRAM)
     commands = parser.add_subparsers(dest="command", required=True)
-    for name, command in ordered():
+    for name, command in help_order():
         command.add_args(commands.add_parser(name, help=command.help))
         commands.choices[name].set_defaults(run=command.run)
     return parser

@@ -14,7 +14,7 @@
 Where the time went (torch.profiler, 5 steps at d_model 256 on 2 cores, before any change):
 matrix products were 55% of the step in both models and the zoo's were already faster; dropout
 masks (`aten::bernoulli_`) were 20-22%: torch's CPU draw of Bernoulli masks costs about twice a
-draw of uniform floats compared with p, which zoo.dropout now uses (same distribution). With
+draw of uniform floats compared with p, which zoo.dropout.masks now uses (same distribution). With
 `sdpa` the attention itself (scores, softmax, the weights' dropout, the weighted sum) runs in
 one CPU kernel. The rest is elementwise work and the optimizer, alike in both.
 """

@@ -40,7 +40,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from zoo.compare.agreement import oriented, separates, verdict
+from zoo.compare.agreement import oriented, separates, transfer_verdict
 from zoo.compare.stats import Estimate, holm, p_value
 from zoo.compare.transfer import measure
 from zoo.metrics import goal_of
@@ -151,7 +151,7 @@ def by_kind(folder: Path, metrics: list[str]) -> str:
     for label, cells in rows.items():
         tests = [next(adjusted) for _ in cells]
         first, second = (oriented(e, goal_of(metrics[0])) for _, e in cells[:2])
-        said = verdict(first, second, *tests[:2])
+        said = transfer_verdict(first, second, *tests[:2])
         sides = {"only on A": f"only on {kinds[0]}", "only on B": f"only on {kinds[1]}"}
         lines.append(f"| {label} | " + " | ".join(shown(e, p) for (_, e), p in zip(cells, tests))
                      + f" | {sides.get(said, said)} |")
@@ -190,7 +190,7 @@ def transfer(folders: list[Path], metrics: list[str]) -> str:
     sides = {"only on A": f"only on {a.comparison.name}", "only on B": f"only on {b.comparison.name}"}
     for ea, eb in measured.effects:
         for (value, da), (_, db), (_, pa), (_, pb) in zip(ea.differences, eb.differences, ea.tests, eb.tests):
-            said = verdict(oriented(da, a.comparison.goal), oriented(db, b.comparison.goal), pa, pb)
+            said = transfer_verdict(oriented(da, a.comparison.goal), oriented(db, b.comparison.goal), pa, pb)
             lines.append(f"| {ea.label}: {value_text(value)} − {value_text(ea.values[0])} | {shown(da, pa)} | "
                          f"{shown(db, pb)} | {sides.get(said, said)} |")
     agree = measured.agreement

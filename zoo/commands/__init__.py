@@ -33,7 +33,7 @@ def register(name: str):
     return COMMANDS.register(name)
 
 
-def ordered() -> list[tuple[str, type[Command]]]:
+def help_order() -> list[tuple[str, type[Command]]]:
     return sorted(((name, COMMANDS.get(name)) for name in COMMANDS.names()), key=lambda item: item[1].order)
 
 

@@ -32,7 +32,7 @@ from zoo.specs.experiment import assign, parse_sets
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.registries import AXES, FORMAT, METRIC, NAMED_AXES, RECIPE, TASKS, registry
 
-KINDS = (*RECIPE, TASKS, METRIC, FORMAT, *AXES)
+SHOWN_KINDS = (*RECIPE, TASKS, METRIC, FORMAT, *AXES)
 """What `zoo show KIND NAME` can show."""
 WHERE = {"optimizer": "train.optimizer", "schedule": "train.schedule", TASKS: "task", METRIC: "eval/NAME, test/NAME",
          FORMAT: "task.format"}
@@ -49,9 +49,9 @@ def recipe_lines() -> list[str]:
 
 def choice_text(kind: str, name: str) -> str:
     """A registered choice's description, then each setting with its type, default and meaning."""
-    if kind not in KINDS:
+    if kind not in SHOWN_KINDS:
         raise ConfigError(f"zoo show {kind} {name}: {kind!r} is not a kind of registered choice; "
-                          f"choices: {', '.join(KINDS)}")
+                          f"choices: {', '.join(SHOWN_KINDS)}")
     found = registry(kind).get(name)
     doc = inspect.getdoc(found) or ""
     lines = [f"# {kind} {name} ({WHERE.get(kind, 'model.' + kind)}): {' '.join(doc.split())}"]
@@ -200,7 +200,7 @@ def combination_names(combo: tuple[str, ...]) -> tuple[str, ...]:
     return (joined, ".".join(combo[:-1])) if combo[-1] == DEFAULT_NORM_TYPE else (joined,)
 
 
-def combinations(only: str = "*") -> list[tuple[str, ...]]:
+def part_combinations(only: str = "*") -> list[tuple[str, ...]]:
     """Every registered combination of the axes' parts whose name `only` matches (a glob)."""
     return [combo for combo in itertools.product(*(registry(axis).names() for axis in AXES))
             if any(fnmatch.fnmatchcase(name, only) for name in combination_names(combo))]
@@ -227,7 +227,7 @@ class BuildAllCommand(Command):
         from zoo.model.kinds import build
 
         overrides = {**BUILD_ALL_SIZE, **model_sets(args.set)}
-        combos = combinations(args.only)
+        combos = part_combinations(args.only)
         if not combos:
             raise ConfigError(f"build-all: --only {args.only!r} matches no combination of {'.'.join(AXES)} (nor a "
                               f"canonical name, which leaves out norm_type {DEFAULT_NORM_TYPE!r}), e.g. "

@@ -51,12 +51,12 @@ class TrainCommand(Command):
 
 
 def in_ranks(args: argparse.Namespace) -> None:
-    from zoo.sweep.torchrun_cell import launch
+    from zoo.sweep.torchrun_cell import launch_ranks
 
     ranks = ["train", *([args.file] if args.file else []), *(["--set", *args.set] if args.set else []),
              *(["--resume"] if args.resume else []), *(["--reshard"] if args.reshard else []),
              *(["--print-config"] if args.print_config else [])]
-    code = launch(["-m", args.program, *ranks], args.procs)  # the command line's own module (zoo.cli)
+    code = launch_ranks(["-m", args.program, *ranks], args.procs)  # the command line's own module (zoo.cli)
     if code:
         raise SystemExit(code)
 

@@ -73,7 +73,7 @@ def separates(e: Estimate, holm_p: float) -> int:
     return 1 if e.mean > 0 else -1
 
 
-def verdict(a: Estimate, b: Estimate, holm_a: float, holm_b: float) -> str:
+def transfer_verdict(a: Estimate, b: Estimate, holm_a: float, holm_b: float) -> str:
     """How one paired effect (on the same oriented scale: positive is better) fares across two
     tasks, each side judged by its Holm-adjusted p."""
     sa, sb = separates(a, holm_a), separates(b, holm_b)

@@ -17,9 +17,9 @@ from functools import lru_cache
 import numpy as np
 
 EXACT_UP_TO = 16
-"""Pairs up to which every sign assignment is enumerated (65,536 of them); past it, RESAMPLES drawn
-ones give p as (count + 1) / (RESAMPLES + 1), which is never 0 either."""
-RESAMPLES = 65_535
+"""Pairs up to which every sign assignment is enumerated (65,536 of them); past it, SIGN_FLIP_DRAWS drawn
+ones give p as (count + 1) / (SIGN_FLIP_DRAWS + 1), which is never 0 either."""
+SIGN_FLIP_DRAWS = 65_535
 SEED = 0
 """Drawn sign assignments are seeded, so a report reads the same every time."""
 
@@ -27,12 +27,12 @@ SEED = 0
 @lru_cache(maxsize=16)
 def sign_table(n: int) -> np.ndarray:
     """Every sign assignment of n pairs as rows of +1/-1 (the first row all +1: the data as observed),
-    or RESAMPLES drawn ones after an all +1 row where n is past EXACT_UP_TO; int8, so that the
+    or SIGN_FLIP_DRAWS drawn ones after an all +1 row where n is past EXACT_UP_TO; int8, so that the
     tables kept stay small (1 MiB at 16 pairs, 6 MiB at 100)."""
     if n <= EXACT_UP_TO:
         codes = np.arange(2**n)[:, None] >> np.arange(n)[None, :] & 1
         return (1 - 2 * codes).astype(np.int8)
-    drawn = np.random.default_rng(SEED).integers(0, 2, (RESAMPLES, n))
+    drawn = np.random.default_rng(SEED).integers(0, 2, (SIGN_FLIP_DRAWS, n))
     return np.vstack([np.ones((1, n), dtype=np.int8), (1 - 2 * drawn).astype(np.int8)])
 
 
@@ -69,7 +69,7 @@ def smallest_p(n: int, sided: int = 2) -> float:
     (past EXACT_UP_TO, where assignments are drawn, that of the draws)."""
     if n < 2:
         return math.nan
-    return sided / 2**n if n <= EXACT_UP_TO else 1 / (RESAMPLES + 1)
+    return sided / 2**n if n <= EXACT_UP_TO else 1 / (SIGN_FLIP_DRAWS + 1)
 
 
 def equivalence_p(values: Sequence[float], margin: float) -> float:

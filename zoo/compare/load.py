@@ -12,8 +12,8 @@ from zoo.errors import ConfigError
 from zoo.metrics import impossible_values, without_impossible_values
 from zoo.near_paths import near_path
 from zoo.records import RunRecord
+from zoo.records.ledger import Ledger
 from zoo.specs.registries import describe_unknown
-from zoo.sweep.ledger import Ledger
 from zoo.sweep.names import safe_text
 from zoo.sweep.record_differences import experiment_changes
 from zoo.sweep.spec import SweepSpec, cell_experiment, confirmation_cells, expand, read_saved_sweep

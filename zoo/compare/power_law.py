@@ -21,7 +21,7 @@ ALPHAS = np.geomspace(1e-3, 3.0, 241)
 """The exponents the profile tries: from nearly flat to steeper than any published scaling law."""
 MIN_POINTS = 3
 """Three parameters (E, A, alpha) need three sizes at least."""
-RESAMPLES = 4000
+BOOTSTRAP_RESAMPLES = 4000
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ def over_seeds(per_seed: Sequence[float]) -> Interval:
     return Interval(mean, mean - half, mean + half, len(values))
 
 
-def bootstrap(per_seed: Sequence[float], resamples: int = RESAMPLES, seed: int = 0) -> Interval:
+def bootstrap(per_seed: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> Interval:
     """The mean of per-seed values and the 2.5% and 97.5% percentiles of the means of `resamples`
     resamples of the seeds (with replacement; a fixed generator, so a report is reproducible).
     With n seeds there are only C(2n - 1, n) distinct resamples (10 for 3): the interval is coarse."""

@@ -105,7 +105,7 @@ def x_of(record: RunRecord, against: str) -> float | None:
     return None if value is None else float(value)
 
 
-def verdict(at_target: Interval, change: Interval, sign: float, cross: float | None) -> str:
+def law_verdict(at_target: Interval, change: Interval, sign: float, cross: float | None) -> str:
     where = f"; the curves cross at {cross:.3g}" if cross is not None else ""
     if change.seeds < 2:
         return "no verdict: fewer than 2 seeds fitted, so no interval" + where
@@ -137,7 +137,7 @@ def difference(label: str, a: VariantFit, b: VariantFit, multiple: float) -> Ext
     change = over_seeds(sign * (far - now))
     cross = crossing(lambda c: gaps(c).mean(axis=0), smallest, 100 * target)
     return Extrapolated(label, largest, target, at_largest, at_target, change, cross,
-                        verdict(at_target, change, sign, cross))
+                        law_verdict(at_target, change, sign, cross))
 
 
 def scaling(sweep: Comparison, records: Sequence[RunRecord]) -> Scaling | None:

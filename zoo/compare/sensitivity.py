@@ -17,7 +17,7 @@ import numpy as np
 
 from zoo.compare.comparison import Comparison
 from zoo.compare.stats import Band
-from zoo.compare.tuned import Choice, grid_variant, tuned_values
+from zoo.compare.tuned import TunedChoice, grid_variant, tuned_values
 from zoo.records import RunRecord
 
 LOSS = "eval/loss"
@@ -61,7 +61,7 @@ def capped_losses(runs: dict[Any, RunRecord], rates: list[Any]) -> list[float] |
     return out
 
 
-def seed_runs(sweep: Comparison, records: list[RunRecord], choice: Choice, key: str) -> dict[int, dict[Any, RunRecord]]:
+def seed_runs(sweep: Comparison, records: list[RunRecord], choice: TunedChoice, key: str) -> dict[int, dict[Any, RunRecord]]:
     """The variant's runs by seed and rate, its other tuned keys at their chosen values."""
     out: dict[int, dict[Any, RunRecord]] = {}
     for record in records:
@@ -74,7 +74,7 @@ def seed_runs(sweep: Comparison, records: list[RunRecord], choice: Choice, key: 
     return out
 
 
-def sensitivities(sweep: Comparison, records: list[RunRecord], choices: list[Choice],
+def sensitivities(sweep: Comparison, records: list[RunRecord], choices: list[TunedChoice],
                   key: str) -> tuple[list[RunRecord], list[RateCurve], list[str]]:
     """Each (variant, seed)'s sensitivity as a record of the variant (metric SENSITIVITY), each
     variant's curve over the rates, and notes on seeds left out (a rate not trained yet)."""

@@ -38,7 +38,7 @@ class AcrossSizes:
     verdict: str = ""
 
 
-def verdict(sizes: Sequence[Any], at_size: Sequence[tuple[Estimate, float]],
+def size_verdict(sizes: Sequence[Any], at_size: Sequence[tuple[Estimate, float]],
             interactions: Sequence[tuple[Estimate, float, float]]) -> str:
     """Whether the difference holds across sizes: an interaction that separates says it does not; else
     the same sign at every size says it does, where it separates at some size at all. A size without
@@ -78,5 +78,5 @@ def across_sizes(sweep: Comparison, records: Sequence[RunRecord], simple: list[S
     adjusted = iter(holm([p for effect in out for _, p, _ in effect.interactions]))
     for effect in out:
         effect.interactions = [(e, p, next(adjusted)) for e, p, _ in effect.interactions]
-        effect.verdict = verdict(effect.sizes, effect.at_size, effect.interactions)
+        effect.verdict = size_verdict(effect.sizes, effect.at_size, effect.interactions)
     return out

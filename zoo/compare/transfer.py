@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from zoo.compare.agreement import RankAgreement, oriented, rank_agreement, verdict
+from zoo.compare.agreement import RankAgreement, oriented, rank_agreement, transfer_verdict
 from zoo.compare.comparison import Comparison
 from zoo.compare.load import SweepRecords
 from zoo.compare.plots import scatter_png
@@ -73,12 +73,13 @@ def effect_rows(a: SweepRecords, b: SweepRecords, effects) -> Rows:
     for ea, eb in effects:
         first = value_text(ea.values[0])
         for (value, da), (_, db), (_, pa), (_, pb) in zip(ea.differences, eb.differences, ea.tests, eb.tests):
+            said = transfer_verdict(oriented(da, a.comparison.goal), oriented(db, b.comparison.goal), pa, pb)
             rows.append([ea.label, f"{value_text(value)} − {first}", da.mean, interval(da), da.n, db.mean,
-                         interval(db), db.n, verdict(oriented(da, a.comparison.goal), oriented(db, b.comparison.goal), pa, pb)])
+                         interval(db), db.n, said])
     return columns, rows
 
 
-def shown(rows: list[list]) -> list[list[str]]:
+def as_text(rows: list[list]) -> list[list[str]]:
     return [[number(v) if isinstance(v, float) else str(v) for v in row] for row in rows]
 
 
@@ -132,12 +133,12 @@ def transfer(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None
              f"A: `{dir_a}`, metric `{a.comparison.metric}` ({a.comparison.goal}); B: `{dir_b}`, metric `{b.comparison.metric}` "
              f"({b.comparison.goal}). Final values, means over seeds. A: {a.progress}; B: {b.progress}.", "",
              "## Ranking", "", summary + ".", "",
-             *markdown_table(variants[0], shown(variants[1])), "", "## Effect of each axis on both tasks", "",
+             *markdown_table(variants[0], as_text(variants[1])), "", "## Effect of each axis on both tasks", "",
              "Paired differences with 95% t-intervals, each on its task's metric. A difference separates where its "
              "Holm-adjusted p (over its sweep's paired differences) is below 0.05; the verdict reads that with each "
              "metric's direction: `transfers` (both separate, the same way better), `reverses`, `only on A`, "
              "`only on B`, `separates on neither`.", "",
-             *markdown_table(effect_table[0], shown(effect_table[1])), "", "## Plot", "",
+             *markdown_table(effect_table[0], as_text(effect_table[1])), "", "## Plot", "",
              *(f"![{p.stem}]({p.name})" for p in plots), ""]
     markdown = folder / "transfer.md"
     atomic_write(markdown, "\n".join(lines))
@@ -151,5 +152,5 @@ def transfer(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None
                           "rank_agreement": (["tau_b", "ci_low", "ci_high", "p_value", "variants"],
                                              [[agreement.tau, agreement.low, agreement.high, agreement.p_value,
                                                agreement.n]])}, plots)
-    text = summary + "\n" + text_table(effect_table[0], shown(effect_table[1]))
+    text = summary + "\n" + text_table(effect_table[0], as_text(effect_table[1]))
     return TransferReport(pairs, effects, agreement, text, markdown, plots, run)

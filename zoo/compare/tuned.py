@@ -35,7 +35,7 @@ class Tried:
 
 
 @dataclass
-class Choice:
+class TunedChoice:
     variant: str
     """The variant's grid values, without the tuned ones (`norm=pre,ffn=gelu`)."""
     assignment: dict[str, Any]
@@ -88,7 +88,7 @@ def edge_of(values: list[Any], trained: list[Any], chosen: Any, label: str) -> s
     return f"{label}={value_text(chosen)} is the {end} value tried{untrained}"
 
 
-def choose(sweep: Comparison, records: list[RunRecord]) -> list[Choice]:
+def choose(sweep: Comparison, records: list[RunRecord]) -> list[TunedChoice]:
     """Each variant's tuned value, chosen on `choose_on`, in the order the grid lists the variants."""
     goal, labels = sweep.resolved_choose_on.goal, sweep.labels()
     combos: dict[str, dict[str, list[RunRecord]]] = {}
@@ -112,7 +112,7 @@ def choose(sweep: Comparison, records: list[RunRecord]) -> list[Choice]:
         edges = [edge for key, values in sweep.tune.items()
                  if (edge := edge_of(values, [t.values[key] for t in tried if t.seeds], best.values[key],
                                      labels[key])) is not None]
-        choices.append(Choice(variant, assignments[variant], best.values, tried, edges,
+        choices.append(TunedChoice(variant, assignments[variant], best.values, tried, edges,
                               any(len(t.seeds) < len(sweep.seeds) for t in tried)))
     return choices
 
@@ -126,14 +126,14 @@ def combinations(sweep: Comparison) -> list[dict[str, Any]]:
     return [dict(zip(sweep.tune, values)) for values in itertools.product(*sweep.tune.values())]
 
 
-def chosen_records(sweep: Comparison, records: list[RunRecord], choices: list[Choice]) -> list[RunRecord]:
+def chosen_records(sweep: Comparison, records: list[RunRecord], choices: list[TunedChoice]) -> list[RunRecord]:
     """The runs of each variant's chosen value, as runs of the variant itself (its grid values
     only): what the comparison of variants pairs by seed."""
     chosen = chosen_keys(choices)
     return [as_variant_run(sweep, record) for record in records if at_choice(sweep, chosen, record.assignment)]
 
 
-def chosen_keys(choices: list[Choice]) -> dict[str, str]:
+def chosen_keys(choices: list[TunedChoice]) -> dict[str, str]:
     return {c.variant: value_key(c.chosen) for c in choices}
 
 
@@ -152,7 +152,7 @@ def tuning_runs(sweep: Comparison, records: list[RunRecord]) -> list[RunRecord]:
     return [r for r in records if r.seed in sweep.seeds]
 
 
-def compared_runs(sweep: Comparison, records: list[RunRecord], choices: list[Choice]
+def compared_runs(sweep: Comparison, records: list[RunRecord], choices: list[TunedChoice]
                   ) -> tuple[Comparison, list[RunRecord], list[str]]:
     """What the variants are compared on, and what to say of it: with confirm_seeds, each chosen
     value's runs on those fresh seeds alone (the seeds that chose never judge); until they ran,
@@ -172,7 +172,7 @@ def compared_runs(sweep: Comparison, records: list[RunRecord], choices: list[Cho
     return compared_sweep(sweep), chosen_records(sweep, tuning_runs(sweep, records), choices), notes
 
 
-def unconfirmed(sweep: Comparison, confirming: list[RunRecord], choices: list[Choice]) -> dict[str, str]:
+def unconfirmed(sweep: Comparison, confirming: list[RunRecord], choices: list[TunedChoice]) -> dict[str, str]:
     """The variants whose confirmation runs are all of another value than the one chosen now (the
     tuning grid grew, or a tuning cell was rerun, after the confirmation ran): {variant: what to say}.
     Compared on the confirmation seeds, such a variant has no run; it must be named, never dropped."""

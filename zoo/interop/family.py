@@ -64,6 +64,12 @@ FAMILIES: dict[str, Family] = {}
 
 
 def register(family: Family) -> Family:
+    """Add a family by its name; a second family of a name is refused, as a second part of a name
+    is: replacing the first in silence changed what from_hf and to_hf did for every model of it."""
+    taken = FAMILIES.get(family.name)
+    if taken is not None:
+        raise ConfigError(f"family {family.name!r} is already registered (transformers' {taken.transformers}); "
+                          "pick another name, or derive the family under a name of its own")
     FAMILIES[family.name] = family
     return family
 

@@ -19,13 +19,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from zoo.dropout.rates import FIELDS as DROPOUT_FIELDS
+from zoo.dropout.rates import SITES
 from zoo.errors import ConfigError, InteropError
 from zoo.interop.family import FAMILIES, Family, family_of
 from zoo.model.canonical import canonical_state, load_canonical_state
 from zoo.model.kinds import ZooModel, build
 from zoo.specs.catalog import validated
-from zoo.specs.dropouts import FIELDS as DROPOUT_FIELDS
-from zoo.specs.dropouts import SITES
 from zoo.specs.layer_rules import LAYER_KEYS
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.switches import flat_fields

@@ -18,7 +18,7 @@ QKV = ("q", "k", "v")
 
 def dropout_fields(residual: float, attention: float, activation: float = 0.0,
                    embedding: float | None = None) -> dict[str, float]:
-    """A reference's dropout rates by site as spec fields (zoo.specs.dropouts): `dropout` is its rate
+    """A reference's dropout rates by site as spec fields (zoo.dropout.rates): `dropout` is its rate
     on sublayer outputs (and, unless given apart, on the embedding's), and a site's own rate is
     written where it differs (a reference that drops no activations: activation_dropout 0)."""
     rates = {"attention": attention, "activation": activation, "embedding": residual if embedding is None else embedding}
@@ -120,7 +120,7 @@ class Renames:
     rows: Mapping[str, str] = field(default_factory=dict)
     """spec field -> configuration attribute."""
     dropouts: Mapping[str, str] = field(default_factory=dict)
-    """dropout site (zoo.specs.dropouts.SITES) -> the attribute holding its rate; the reference drops
+    """dropout site (zoo.dropout.rates.SITES) -> the attribute holding its rate; the reference drops
     nothing at a site not named (where none is, the family reads its rates itself). Sites may share an
     attribute: the first named is written."""
 

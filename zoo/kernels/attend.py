@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from zoo.dropout import dropout as zoo_dropout
+from zoo.dropout.masks import dropout as zoo_dropout
 from zoo.kernels.masks import causal_mask
 from zoo.kernels.probes import observe_attention, probing
 

@@ -10,7 +10,7 @@ import torch
 from pydantic import BaseModel
 from torch import Tensor, nn
 
-from zoo.dropout import Dropout
+from zoo.dropout.masks import Dropout
 from zoo.errors import ConfigError
 from zoo.kernels.attend import DecoderCache, LayerCache
 from zoo.model.blocks import Block

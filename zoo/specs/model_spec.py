@@ -17,9 +17,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from zoo.dropout.rates import DropoutRates
 from zoo.errors import ConfigError, describe_validation
 from zoo.specs.choices import AxisChoice, Choice
-from zoo.specs.dropouts import DropoutRates
 from zoo.specs.hooks import AutoWidth, SpecCheck, implements, wants_final_norm
 from zoo.specs.layer_rules import LayerRule, layer_fields, rule_without_settings, rules_problem
 from zoo.specs.naming import DEFAULT_KIND, CanonicalName

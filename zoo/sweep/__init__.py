@@ -1,7 +1,7 @@
 """Ablation sweeps: a grid of variants over seeds, one process a cell, a ledger to resume from."""
 
+from zoo.records.ledger import Ledger
 from zoo.sweep.export import export_wandb, wandb_sweep_config
-from zoo.sweep.ledger import Ledger
 from zoo.sweep.loading import load_sweep
 from zoo.sweep.runner import run_sweep
 from zoo.sweep.spec import Cell, SweepSpec, cell_experiment, expand, shard

@@ -8,11 +8,11 @@ import sys
 
 
 def main() -> None:
-    from zoo.sweep.worker import train_cell
+    from zoo.sweep.worker import train_cell_file
     from zoo.trainer.guards import die_with_parent
 
     die_with_parent()  # torchrun's death reaches this rank
-    raise SystemExit(train_cell(sys.argv[1]))
+    raise SystemExit(train_cell_file(sys.argv[1]))
 
 
 if __name__ == "__main__":

@@ -42,8 +42,8 @@ import torch
 from zoo.errors import ConfigError, ZooError
 from zoo.metric_names import MetricName
 from zoo.records import RunRecord
+from zoo.records.ledger import Ledger
 from zoo.specs.experiment import parse_sets, with_sets
-from zoo.sweep.ledger import Ledger
 from zoo.sweep.record_differences import (
     added_since,
     contradictions,

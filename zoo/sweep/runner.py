@@ -22,10 +22,10 @@ from zoo.errors import ConfigError, Interrupted, RunConflict, ZooError
 from zoo.files import FolderLock, atomic_write, inside_its_folder, lock_holder
 from zoo.metrics import impossible_values
 from zoo.records import DONE, RunRecord, read_result
+from zoo.records.ledger import Ledger
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.identity import changes_between, flatten
 from zoo.specs.yamlio import dump_yaml, read_mapping
-from zoo.sweep.ledger import Ledger
 from zoo.sweep.loading import check_distinct
 from zoo.sweep.names import safe_text
 from zoo.sweep.pool import Workers, threads_per_worker

@@ -67,7 +67,7 @@ def rank_exit_code(failed) -> tuple[int, int]:
     return rank, 128 - code if code < 0 else code or 1
 
 
-def launch(command: list[str], processes: int) -> int:
+def launch_ranks(command: list[str], processes: int) -> int:
     """Run `python COMMAND` (`-m MODULE ARGS`) in `processes` ranks under this launcher (torchrun on
     this machine, --standalone): its exit code, 2 for a refusal said once by rank 0."""
     import subprocess

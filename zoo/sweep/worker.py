@@ -42,7 +42,7 @@ def output_to(log_file: str) -> Iterator[None]:
                 os.close(before)
 
 
-def train_cell(experiment_file: str) -> int:
+def train_cell_file(experiment_file: str) -> int:
     """What `zoo train FILE --resume` does, called in this process: its exit code (1 with the
     traceback printed for anything the zoo does not catch, as Python would)."""
     import torch
@@ -76,7 +76,7 @@ def serve(requests: IO[str], replies: IO[str]) -> None:
         request = json.loads(line)
         try:
             with output_to(request["log"]):
-                code = train_cell(request["experiment"])
+                code = train_cell_file(request["experiment"])
         except OSError as err:  # the log cannot be opened (a folder in its place, a full disk): nothing ran
             if err.filename != request["log"]:
                 raise

@@ -135,7 +135,7 @@ def format_name(fmt: str) -> str:
     return fmt
 
 
-CorpusFormat = Annotated[str, AfterValidator(format_name)]
+FormatName = Annotated[str, AfterValidator(format_name)]
 
 
 def cached_digest(path: Path) -> str:

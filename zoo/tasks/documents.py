@@ -61,7 +61,7 @@ def not_read(path: Path) -> str | None:
             stat.S_IFSOCK: "a socket"}.get(kind, "not a regular file")
 
 
-def split_files(params, stem: str) -> list[Path]:
+def split_document_files(params, stem: str) -> list[Path]:
     """The files that hold split `stem` under the task's settings."""
     if params.folders:
         return document_files(params.data_dir, stem, params.suffix)

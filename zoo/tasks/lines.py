@@ -19,7 +19,7 @@ from torch import Tensor
 from zoo.errors import ConfigError
 from zoo.specs.registries import registry
 from zoo.tasks.base import EpochOrder, Task, TaskParams, Vocabulary, held_out_part, pad_rows, step_generator
-from zoo.tasks.documents import cached_documents, split_files
+from zoo.tasks.documents import cached_documents, split_document_files
 from zoo.tasks.summary import mean_length, unknown_share
 from zoo.tasks.text import TokenizerName, codec_from_state, train_codec, unk_id
 
@@ -94,7 +94,7 @@ class TextLines(Task):
     @classmethod
     def data_files(cls, params: LinesParams) -> list[Path]:
         stems = [params.train_split, params.valid_split, *([params.test_split] if params.test_split else [])]
-        return [path for stem in stems for path in split_files(params, stem)]
+        return [path for stem in stems for path in split_document_files(params, stem)]
 
     def _split(self, stem: str) -> tuple[str, ...]:
         p = self.params

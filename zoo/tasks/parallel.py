@@ -14,8 +14,8 @@ from torch import Tensor
 from zoo.errors import ConfigError
 from zoo.specs.registries import registry
 from zoo.tasks.base import EpochOrder, Task, TaskParams, held_out_part, in_batches, pad_rows
-from zoo.tasks.corpus import CorpusFormat, read_split_counted, split_files
-from zoo.tasks.pretrained_tokenizer import PretrainedCodec, folder_files, special_ids
+from zoo.tasks.corpus import FormatName, read_split_counted, split_files
+from zoo.tasks.pretrained_tokenizer import PretrainedCodec, folder_files, tokenizer_special_ids
 from zoo.tasks.summary import mean_length, unknown_share
 from zoo.tasks.text import TokenizerName, codec_from_state, normalize, train_codec, unk_id
 from zoo.tasks.token_batches import TokenPlan
@@ -28,7 +28,7 @@ class ParallelParams(TaskParams):
     train_split: str = "train"
     valid_split: str = "valid"
     test_split: str | None = Field("test", description="evaluated once at the end; null for none")
-    format: CorpusFormat = Field("auto", description="a registered corpus format (zoo show format NAME): pair, "
+    format: FormatName = Field("auto", description="a registered corpus format (zoo show format NAME): pair, "
                                                     "tsv, jsonl; auto: the first whose files exist")
     tokenizer: TokenizerName = "bpe"
     tokenizer_dir: str | None = Field(None, description="a pretrained model's tokenizer folder (tokenizer.json, "
@@ -96,7 +96,7 @@ class Parallel(Task):
 
     @classmethod
     def special_ids_for(cls, params: ParallelParams) -> dict[str, int]:
-        return cls.special_ids if params.tokenizer_dir is None else special_ids(params.tokenizer_dir)
+        return cls.special_ids if params.tokenizer_dir is None else tokenizer_special_ids(params.tokenizer_dir)
 
     def encode_source(self, text: str) -> list[int]:
         return self.src_vocab.encode(self.params.source_prefix + text)

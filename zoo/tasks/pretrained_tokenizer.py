@@ -92,7 +92,7 @@ def read_folder(folder: str):
     return _load(str(folder), stamp)
 
 
-def special_ids(folder: str) -> dict[str, int]:
+def tokenizer_special_ids(folder: str) -> dict[str, int]:
     return read_folder(folder)[1]
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from zoo.dropout.rates import FIELDS as DROPOUT_FIELDS
 from zoo.errors import ConfigError
 from zoo.files import regular_file
-from zoo.specs.dropouts import FIELDS as DROPOUT_FIELDS
 from zoo.specs.identity import flatten
 from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task

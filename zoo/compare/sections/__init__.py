@@ -103,7 +103,7 @@ class Analysis:
 
     def sections(self) -> list[tuple[type[Section], Any]]:
         """The sections that apply, in the page's order, with their results."""
-        return [(section, self.results[name]) for name, section in ordered()
+        return [(section, self.results[name]) for name, section in page_order()
                 if self.results.get(name) is not None]
 
     def notes(self) -> list[str]:
@@ -113,7 +113,7 @@ class Analysis:
         return [warning for section, result in self.sections() for warning in section.warnings(result, self)]
 
 
-def ordered() -> list[tuple[str, type[Section]]]:
+def page_order() -> list[tuple[str, type[Section]]]:
     return sorted(((name, SECTIONS.get(name)) for name in SECTIONS.names()), key=lambda item: item[1].order)
 
 
@@ -123,7 +123,7 @@ def analyse(sweep_dir: str | Path, metric: str | None = None, by: Sequence[str] 
     report.md, the console, W&B, the plots and the results page render. See read_sweep for which
     records count and for another `metric` than the sweep's; Analysis for `by` and `at`."""
     analysis = Analysis(read_sweep(sweep_dir, metric), tuple(by), at)
-    for name, section in ordered():
+    for name, section in page_order():
         analysis.results[name] = section.compute(analysis)
     return analysis
 

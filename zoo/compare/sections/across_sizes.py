@@ -42,7 +42,7 @@ def size_lines(effects: list[AcrossSizes]) -> list[str]:
     return out
 
 
-def size_text(effects: list[AcrossSizes]) -> str:
+def sizes_console(effects: list[AcrossSizes]) -> str:
     parts = []
     for label in dict.fromkeys(e.size_label for e in effects):
         columns, rows = size_rows([e for e in effects if e.size_label == label])
@@ -73,7 +73,7 @@ class SizesSection(Section):
 
     @classmethod
     def console(cls, result: list[AcrossSizes], analysis: Analysis) -> str:
-        return f"\n\n{size_text(result)}" if result else ""
+        return f"\n\n{sizes_console(result)}" if result else ""
 
     @classmethod
     def tables(cls, result: list[AcrossSizes], analysis: Analysis) -> dict[str, Rows]:

@@ -12,7 +12,7 @@ from zoo.compare.comparison import Comparison
 from zoo.compare.sections import Analysis, Section, register
 from zoo.compare.tables import markdown_table, number, text_table
 from zoo.compare.tuned import (
-    Choice,
+    TunedChoice,
     as_variant_run,
     choose,
     compared_runs,
@@ -46,7 +46,7 @@ class Tuning:
     """The chosen runs, as runs of their variants."""
     choosing: list[RunRecord]
     """The tuning seeds' runs: what chose."""
-    choices: list[Choice]
+    choices: list[TunedChoice]
     said: list[str]
     per_seed: dict[str, dict[int, str]] | None
     """What each seed alone would have chosen for each variant (None: one tuning seed)."""

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 SITES = ("attention", "activation", "residual", "embedding")
-Site = Literal["attention", "activation", "residual", "embedding"]
+DropoutSite = Literal["attention", "activation", "residual", "embedding"]
 FIELDS = ("dropout", *(f"{site}_dropout" for site in SITES))
 """Every spec field that sets a dropout rate: training's, which no weight depends on."""
 
@@ -26,7 +26,7 @@ class DropoutRates(BaseModel):
         None, ge=0.0, lt=1.0, description="each sublayer's output, before its residual sum; null: dropout")
     embedding_dropout: float | None = Field(None, ge=0.0, lt=1.0, description="the embedding's output; null: dropout")
 
-    def dropout_at(self, site: Site) -> float:
+    def dropout_at(self, site: DropoutSite) -> float:
         """The rate at a site: its own, or the spec's `dropout`."""
         own = getattr(self, f"{site}_dropout")
         return self.dropout if own is None else own  # type: ignore[attr-defined]

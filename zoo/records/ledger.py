@@ -13,14 +13,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from zoo.errors import describe_validation
 from zoo.files import WriteError, fcntl, inside_its_folder, read_bounded
 from zoo.records import DONE, RunRecord
-from zoo.sweep.spec import Cell
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 """Open the ledger itself, never what a link in its place points at."""
@@ -30,7 +29,14 @@ LEDGER_BYTES = 1 << 30
 million cells' worth; a device or a FIFO in its place is refused (zoo.files.regular_file)."""
 
 
-def stands_for(record: RunRecord, cell: Cell) -> bool:
+class GridCell(Protocol):
+    """What the ledger asks of a sweep's cell (zoo.sweep.spec.Cell): its name and grid values."""
+
+    name: str
+    assignment: Any
+
+
+def stands_for(record: RunRecord, cell: GridCell) -> bool:
     """Whether a ledger record is a result of this cell: the same grid values, compared as data."""
     def text(values: dict[str, Any]) -> str:
         return json.dumps(values, sort_keys=True, default=repr)
@@ -70,7 +76,7 @@ class LedgerRead:
         """The last record of each cell, by cell name."""
         return {record.cell: record for record in self.records if record.cell is not None}
 
-    def of_cells(self, cells: Sequence[Cell]) -> tuple[dict[str, RunRecord], list[str]]:
+    def of_cells(self, cells: Sequence[GridCell]) -> tuple[dict[str, RunRecord], list[str]]:
         """The last record of each cell that stands for it (same grid values), and the names of the
         cells that also have records which do not (left out: another experiment's, by that name)."""
         by_name = {cell.name: cell for cell in cells}

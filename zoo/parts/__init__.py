@@ -32,9 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from zoo.dropout import Dropout
+from zoo.dropout.masks import Dropout
 from zoo.errors import InputError
-from zoo.qk_norm import apply_qk_norm, qk_norm
+from zoo.parts.qk_norm import apply_qk_norm, qk_norm
 from zoo.roles import HoldsWeights, Role
 from zoo.specs.model_spec import ModelSpec
 from zoo.specs.parametrization import score_scale
@@ -220,7 +220,7 @@ class Attention(HoldsWeights, nn.Module):
     h // (n_heads / n_kv_heads), and the cache holds key/value heads only. Scores are scaled by
     `scale`: 1 / sqrt(d_head), or 1 where the spec does not scale them (T5), then soft-capped
     where the spec caps them (`softcap`, Gemma 2). Where the spec asks, each head's queries and
-    keys are normalized first (`qk_norm`, zoo.qk_norm; or unit length with a learned scale per
+    keys are normalized first (`qk_norm`, zoo.parts.qk_norm; or unit length with a learned scale per
     query head), and self-attention sees only the keys within `window` positions, the cache keeping
     no key that no later query can see.
 
