@@ -75,6 +75,9 @@ PAIRWISE = pairwise(AXIS_VALUES)
 SEED_PRODUCT = [{**dict(zip(SEED_AXES, combo)), "kind": kind}
                 for kind in kinds() for combo in itertools.product(*SEED_AXES.values())]
 GRID = list(dict.fromkeys(name_of(fields) for fields in [*PAIRWISE, *SEED_PRODUCT]))
+AXIS_VALUE_NAMES = list(dict.fromkeys(name_of({axis: value}) for axis, values in AXIS_VALUES.items() for value in values))
+"""Each axis value once, every other axis at the grid's base: what a property of one value (a spec's
+round trip through its files) runs over; GRID is for behaviour, where values meet."""
 
 TINY = dict(
     vocab_size=19, d_model=16, n_heads=4, n_kv_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=2, dropout=0.0,

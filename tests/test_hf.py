@@ -176,7 +176,14 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
     torch.testing.assert_close(reference_logits(back.eval(), spec), reference_logits(ref, spec), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("name", ["t5", "t5-v1_1", "mt5", "bart", "marian", "pegasus", "m2m100"])
+PUBLISHED_ENCODER_DECODERS = {"t5": (32128, 60_506_624), "t5-v1_1": (32128, 76_961_152),
+                              "mt5": (250112, 300_176_768), "bart": (50265, 139_420_416),
+                              "marian": (58101, 73_886_208), "pegasus": (96103, 568_699_904),
+                              "m2m100": (128112, 483_905_536)}
+"""Each encoder-decoder preset's published vocabulary and parameter count."""
+
+
+@pytest.mark.parametrize("name", PUBLISHED_ENCODER_DECODERS)
 def test_each_preset_is_its_reference_architecture(name):
     """At the preset's own sizes (built on the meta device, so nothing is allocated): the spec
     from_hf reads from the reference is the preset's, but for the vocabulary and the special ids,
@@ -191,10 +198,7 @@ def test_each_preset_is_its_reference_architecture(name):
     read = zoo.spec("vaswani2017", **{**fields, **ids})  # M2M100's positions follow its pad id: its own ids
     assert read == preset and read.name == preset.name
     assert exact_parameters(preset, buffers=False) == trained(ref)
-    published = {"t5": (32128, 60_506_624), "t5-v1_1": (32128, 76_961_152), "mt5": (250112, 300_176_768),
-                 "bart": (50265, 139_420_416),
-                 "marian": (58101, 73_886_208), "pegasus": (96103, 568_699_904),
-                 "m2m100": (128112, 483_905_536)}[name]
+    published = PUBLISHED_ENCODER_DECODERS[name]
     assert exact_parameters(zoo.spec(name, vocab_size=published[0]), buffers=False) == published[1]
 
 

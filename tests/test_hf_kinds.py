@@ -111,7 +111,7 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
         assert torch.equal(got[key], tensor), key
 
 
-@pytest.mark.parametrize("name, config, ids, count", [
+PUBLISHED = [
     ("gpt2", lambda: hf.GPT2Config(pad_token_id=0), {"bos_id": 50256, "eos_id": 50256}, 124_439_808),
     ("llama", lambda: hf.LlamaConfig(vocab_size=32000, hidden_size=4096, intermediate_size=11008,
                                      num_hidden_layers=32, num_attention_heads=32, max_position_embeddings=4096,
@@ -191,7 +191,21 @@ def test_to_hf_gives_back_the_same_weights_and_function(name):
     ("electra", lambda: hf.ElectraConfig(vocab_size=30522, embedding_size=128, hidden_size=256, intermediate_size=1024,
                                          num_attention_heads=4, num_hidden_layers=12), {}, 13_546_682),
     ("bert", lambda: hf.BertConfig(), {}, 109_514_298),
-])
+]
+"""Each decoder and encoder preset at its published size: (preset, its reference configuration,
+its tokenizer's special ids, the published parameter count)."""
+
+
+def test_every_family_is_held_to_a_published_size():
+    """A family added to the registry is held to its published size here or in test_hf's
+    encoder-decoders; none is left out by a forgotten line."""
+    from test_hf import PUBLISHED_ENCODER_DECODERS
+
+    held = {name for name, *_ in PUBLISHED} | set(PUBLISHED_ENCODER_DECODERS)
+    assert {family.preset_name for family in FAMILIES.values()} <= held
+
+
+@pytest.mark.parametrize("name, config, ids, count", PUBLISHED)
 def test_each_preset_is_its_reference_architecture(name, config, ids, count):
     """GPT-2 (124M), Pythia 70M, Llama 2 7B, Mistral 7B, Qwen3 0.6B, Qwen2.5 0.5B, OLMo 2 1B, Gemma 2B,
     Gemma 2 2B, Gemma 3 1B, Phi-3-mini, Phi-1.5, GPT-J 6B, StableLM 2 1.6B, Persimmon 8B, Command R 35B, OPT-125m,

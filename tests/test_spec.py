@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import GRID
+from conftest import AXIS_VALUE_NAMES
 from pydantic import ValidationError
 
 import zoo
@@ -100,7 +100,7 @@ def test_final_norm_auto_follows_the_placement(norm):
     assert zoo.ModelSpec(vocab_size=10, norm="pre").uses_final_norm
 
 
-@pytest.mark.parametrize("name", GRID)
+@pytest.mark.parametrize("name", AXIS_VALUE_NAMES)
 def test_round_trips_dict_json_yaml(name, tmp_path):
     one_stack = name.startswith(("decoder.", "encoder."))  # one vocabulary
     sizes = {"vocab_size": 30} if one_stack else {"src_vocab_size": 30, "tgt_vocab_size": 40}

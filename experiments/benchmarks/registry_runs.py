@@ -28,10 +28,6 @@ from zoo.sweep.spec import cell_experiment, expand, read_saved_sweep
 EXPERIMENTS = Path(__file__).resolve().parents[1]
 MAIN_JOB = EXPERIMENTS / "seed_axes.yaml"
 WORDS = [f"w{i}" for i in range(24)]
-LR = {"sgd": 0.1, "adafactor": 0.01}
-"""The rates these optimizers are used at (SGD with Nesterov's momentum, Adafactor's update scaled
-by each weight's size); every other optimizer at the main job's 1e-3."""
-SETTINGS = {"sgd": {"momentum": 0.9, "nesterov": True}}
 
 
 def write_corpus(folder: Path, fmt: str, train_size: int) -> None:
@@ -69,7 +65,7 @@ def train_one(folder: Path, optimizer: str, schedule: str, fmt: str, steps: int,
     experiment["task"] = {"name": "parallel", "data_dir": str(folder), "format": fmt, "tokenizer": "word",
                           "min_frequency": 1}
     experiment["train"] |= {
-        "steps": steps, "optimizer": {"name": optimizer, "lr": LR.get(optimizer, 1e-3), **SETTINGS.get(optimizer, {})},
+        "steps": steps, "optimizer": {"name": optimizer, **zoo.registry("optimizer").get(optimizer).usual},
         "schedule": schedule, "warmup_steps": min(24, steps // 2), "eval_every": steps, "eval_size": 128,
         "checkpoint_every": steps, "log_every": min(20, steps), "out_dir": str(folder / "runs")}
     experiment["wandb"] = {"mode": "disabled"}

@@ -7,7 +7,7 @@ name, validated by the optimizer's `Settings`, every default written out in the 
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import torch
 from pydantic import Field, model_validator
@@ -29,6 +29,9 @@ class Optimizer:
     mup_rates: ClassVar[bool] = False
     """Whether its update's size does not follow the gradient's (Adam and its kin), so that muP's
     per-layer learning rates (zoo.model.mup) hold for it."""
+    usual: ClassVar[dict[str, Any]] = {"lr": 1e-3}
+    """The rate and settings it is commonly run with at the zoo's sizes (the main job's 1e-3 for
+    Adam and its kin): where the registry's benchmark and tests start each optimizer from."""
 
     @classmethod
     def build(cls, model: nn.Module, lr: float, weight_decay: float, settings: PartSettings,
@@ -89,6 +92,7 @@ class SGD(Optimizer):
 
     Settings = SGDSettings
     fused = True
+    usual: ClassVar = {"lr": 0.1, "momentum": 0.9, "nesterov": True}
 
     @classmethod
     def build(cls, model, lr, weight_decay, settings, fused):
@@ -108,6 +112,7 @@ class Adafactor(Optimizer):
     of statistics per matrix instead of a full one), no first moment; T5's optimizer."""
 
     Settings = AdafactorSettings
+    usual: ClassVar = {"lr": 0.01}  # its update is scaled by each weight's size
 
     @classmethod
     def build(cls, model, lr, weight_decay, settings, fused):
