@@ -58,16 +58,16 @@ def test_compare_adjusts_over_every_difference_of_the_sweep_and_measures_the_see
 def test_one_decision_rule_a_difference_separates_by_its_holm_p_alone():
     """An interval clear of zero whose Holm p is 0.095 (the issue's example) does not separate:
     bold, `separates` and the transfer verdicts read Holm p < 0.05, nothing else."""
-    from zoo.compare.agreement import separates, verdict
+    from zoo.compare.agreement import separates, transfer_verdict
 
     clear = Estimate(0.0145, 0.01, 16, 0.00261, 0.0263)
     assert separates(clear, 0.095) == 0 and separates(clear, 0.049) == 1
     assert separates(Estimate(-0.2, 0.01, 4, -0.3, -0.1), 0.01) == -1
     assert separates(Estimate(0.0, 0.0, 4, 0.0, 0.0), 0.0) == 0, "a certain zero separates nothing"
     assert separates(clear, math.nan) == 0, "one pair: no test, no separation"
-    assert verdict(clear, clear, 0.01, 0.01) == "transfers"
-    assert verdict(clear, clear, 0.01, 0.095) == "only on A"
-    assert verdict(clear, Estimate(-0.1, 0.01, 4, -0.2, -0.05), 0.01, 0.02) == "reverses"
+    assert transfer_verdict(clear, clear, 0.01, 0.01) == "transfers"
+    assert transfer_verdict(clear, clear, 0.01, 0.095) == "only on A"
+    assert transfer_verdict(clear, Estimate(-0.1, 0.01, 4, -0.2, -0.05), 0.01, 0.02) == "reverses"
     assert verdict(clear, clear, 0.2, 0.095) == "separates on neither"
 
 
