@@ -68,7 +68,7 @@ def test_one_decision_rule_a_difference_separates_by_its_holm_p_alone():
     assert transfer_verdict(clear, clear, 0.01, 0.01) == "transfers"
     assert transfer_verdict(clear, clear, 0.01, 0.095) == "only on A"
     assert transfer_verdict(clear, Estimate(-0.1, 0.01, 4, -0.2, -0.05), 0.01, 0.02) == "reverses"
-    assert verdict(clear, clear, 0.2, 0.095) == "separates on neither"
+    assert transfer_verdict(clear, clear, 0.2, 0.095) == "separates on neither"
 
 
 def test_a_constant_difference_below_float32s_resolution_is_no_difference(tmp_path):
