@@ -92,11 +92,11 @@ def test_a_section_registered_from_outside_renders_in_every_output(sweep_dir, mo
 def test_another_metric_is_another_question_of_the_same_design(sweep_dir):
     first = analyse(sweep_dir)
     question = first.comparison.question
-    assert question.name == first.comparison.design.metric and not question.exploratory and question.endpoint == ""
+    assert question.metric == first.comparison.design.metric and not question.exploratory and question.endpoint == ""
     asked = question.asking("test/loss")
     assert (asked.goal, asked.target, asked.primary) == ("min", None, question.primary)
     assert asked.exploratory and asked.endpoint.startswith("secondary (exploratory): test/loss")
-    assert question.asking(question.name) is question
+    assert question.asking(question.metric) is question
     with pytest.raises(zoo.ConfigError, match=r"unknown metric 'bleux'.*did you mean 'bleu'"):
         question.asking("test/bleux")
 

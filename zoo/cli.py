@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.set_defaults(program=PROGRAM)
     commands = parser.add_subparsers(dest="command", required=True)
     for name, command in help_order():
-        command.add_args(commands.add_parser(name, help=command.help))
+        command.add_args(commands.add_parser(name, help=command.help.replace("%", "%%")))
         commands.choices[name].set_defaults(run=command.run)
     return parser
 

@@ -5,35 +5,44 @@ beside its body (fairseq's `add_args`), and `zoo --help` lists every registered 
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
 from typing import ClassVar
 
 from zoo.specs.registries import Registry, import_modules
 
-COMMANDS: Registry[type[Command]] = Registry("command", plugins=False)
+COMMANDS: Registry[Command] = Registry("command", plugins=False)
 
 
 class Command:
-    """One `zoo` command: its help line, its arguments and its body."""
+    """One `zoo` command: its docstring's first paragraph is its line in `zoo --help`; `run` its
+    body, `add_args` its arguments, on its own parser."""
 
     order: ClassVar[int]
     """Where `zoo --help` lists it."""
-    help: ClassVar[str]
 
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        """The command's arguments, on its own parser."""
+    @property
+    def help(self) -> str:
+        return " ".join(inspect.getdoc(self).split("\n\n")[0].split())
 
-    @classmethod
-    def run(cls, args: argparse.Namespace) -> None:
+    def run(self, args: argparse.Namespace) -> None:
         raise NotImplementedError
 
+    def add_args(self, parser: argparse.ArgumentParser) -> None:
+        """No arguments but the command's name."""
 
-def register(name: str):
-    return COMMANDS.register(name)
+
+def register(name: str, order: int):
+    """Register a command class as `zoo NAME`, listed `order`-th by `zoo --help`."""
+    def add(command: type[Command]) -> type[Command]:
+        command.order = order
+        COMMANDS.register(name)(command())
+        return command
+
+    return add
 
 
-def help_order() -> list[tuple[str, type[Command]]]:
+def help_order() -> list[tuple[str, Command]]:
     return sorted(((name, COMMANDS.get(name)) for name in COMMANDS.names()), key=lambda item: item[1].order)
 
 

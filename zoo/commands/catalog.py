@@ -109,16 +109,11 @@ PLACEHOLDER_VOCABULARY = 32000
 """The vocabulary `zoo show` assumes where none is given (a common BPE size), and says so."""
 
 
-@register("list")
+@register("list", 10)
 class ListCommand(Command):
-    order, help = 10, "list presets and the registered parts of every axis"
+    """list presets and the registered parts of every axis"""
 
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("pattern", nargs="?", default="*", help="fnmatch pattern over preset names")
-
-    @classmethod
-    def run(cls, args: argparse.Namespace) -> None:
+    def run(self, args: argparse.Namespace) -> None:
         for name in list_variants(args.pattern):
             print(f"{name:20s} {preset_description(name)}")
         later = [axis for axis in AXES if axis not in NAMED_AXES]
@@ -138,19 +133,15 @@ class ListCommand(Command):
         for name in registry(METRIC).names():
             print(f"  {name:15s} {metric_text(name)}")
 
+    def add_args(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("pattern", nargs="?", default="*", help="fnmatch pattern over preset names")
 
-@register("show")
+
+@register("show", 20)
 class ShowCommand(Command):
-    order, help = 20, "print the resolved spec of a preset or canonical name"
+    """print the resolved spec of a preset or canonical name"""
 
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("name", help="a preset or canonical name; or a kind (optimizer, schedule, task, an axis) ...")
-        parser.add_argument("choice", nargs="?", help="... and a registered name of it: zoo show optimizer adafactor")
-        add_sets(parser, "ModelSpec fields, e.g. --set vocab_size=8000 d_model=256", "KEY=VALUE")
-
-    @classmethod
-    def run(cls, args: argparse.Namespace) -> None:
+    def run(self, args: argparse.Namespace) -> None:
         from zoo.model.size_checks import exact_parameters
 
         if args.choice is not None:
@@ -169,7 +160,7 @@ class ShowCommand(Command):
             print(f"# preset {' -> '.join(preset_chain(args.name))}: {preset_description(args.name)}")
         if placeholder:
             print(f"# vocabulary: none given, so a placeholder of {placeholder:,} tokens on each side; the parameter count "
-                  "and the vocabulary sizes below are for it (--set vocab_size=N for yours)")
+          "and the vocabulary sizes below are for it (--set vocab_size=N for yours)")
         print(f"# canonical name: {spec.name}")
         print(f"# parameters: {exact_parameters(spec, buffers=False):,d}")
         scaled = following_width(named, sets)
@@ -184,9 +175,14 @@ class ShowCommand(Command):
                 print(f"# {axis} {choice.name} settings: {settings_text(choice.settings)}")
         print(spec.to_yaml(), end="")
 
+    def add_args(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("name", help="a preset or canonical name; or a kind (optimizer, schedule, task, an axis) ...")
+        parser.add_argument("choice", nargs="?", help="... and a registered name of it: zoo show optimizer adafactor")
+        add_sets(parser, "ModelSpec fields, e.g. --set vocab_size=8000 d_model=256", "KEY=VALUE")
+
 
 BUILD_ALL_SIZE = {"vocab_size": 64, "d_model": 32, "n_heads": 4, "n_kv_heads": 2, "d_ff": 64, "n_encoder_layers": 1,
-                  "n_decoder_layers": 2}
+          "n_decoder_layers": 2}
 """build-all's default size: every combination checked in seconds; sizes of a preset by --set."""
 
 
@@ -206,21 +202,11 @@ def part_combinations(only: str = "*") -> list[tuple[str, ...]]:
             if any(fnmatch.fnmatchcase(name, only) for name in combination_names(combo))]
 
 
-@register("build-all")
+@register("build-all", 30)
 class BuildAllCommand(Command):
-    order, help = 30, "build and run every registered combination, at a small size unless --set says otherwise"
+    """build and run every registered combination, at a small size unless --set says otherwise"""
 
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--preset", default="vaswani2017", help="sizes and options for every combination")
-        parser.add_argument("--only", default="*", metavar="GLOB",
-                            help="only the combinations whose parts, joined by dots in axis order (norm_type too), "
-                            "match, e.g. '*.moe.*'")
-        add_sets(parser, "ModelSpec fields for every combination (default: "
-                 + " ".join(f"{k}={v}" for k, v in BUILD_ALL_SIZE.items()) + "), e.g. --set d_model=512", "KEY=VALUE")
-
-    @classmethod
-    def run(cls, args: argparse.Namespace) -> None:
+    def run(self, args: argparse.Namespace) -> None:
         """Build every registered combination, run one forward pass, print its name and size."""
         import torch
 
@@ -246,3 +232,11 @@ class BuildAllCommand(Command):
                 raise SystemExit(f"zoo: {spec.name} produced non-finite logits")
             print(f"{spec.axes_name:36s} {model.num_parameters():>12,d} parameters")  # the sizes' switches are on line 1
         print(f"built and ran {len(combos)} models in {time.perf_counter() - start:.1f} s")
+
+    def add_args(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--preset", default="vaswani2017", help="sizes and options for every combination")
+        parser.add_argument("--only", default="*", metavar="GLOB",
+                            help="only the combinations whose parts, joined by dots in axis order (norm_type too), "
+                            "match, e.g. '*.moe.*'")
+        add_sets(parser, "ModelSpec fields for every combination (default: "
+                 + " ".join(f"{k}={v}" for k, v in BUILD_ALL_SIZE.items()) + "), e.g. --set d_model=512", "KEY=VALUE")

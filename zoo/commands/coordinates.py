@@ -9,24 +9,12 @@ from zoo.commands import Command, add_sets, positive_int, register
 from zoo.specs.parametrization import PARAMETRIZATIONS
 
 
-@register("coord-check")
+@register("coord-check", 40)
 class CoordCheckCommand(Command):
-    order, help = 40, ("train a few steps at 4 or more widths under the standard parametrization and muP, and flag "
-                       "every layer whose activations grow with width")
+    """train a few steps at 4 or more widths under the standard parametrization and muP, and flag
+    every layer whose activations grow with width"""
 
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("file", nargs="?", help="an ExperimentSpec YAML file; its d_model is the base width")
-        add_sets(parser, "override experiment fields")
-        parser.add_argument("--widths", type=positive_int, nargs="+", metavar="D",
-                            help="d_model of each width (default: the base width times 1, 2, 4 and 8)")
-        parser.add_argument("--steps", type=positive_int, default=4, help="training steps at each width")
-        parser.add_argument("--parametrization", choices=PARAMETRIZATIONS, action="append",
-                            help="one of them only (default: both)")
-        parser.add_argument("--out", default="coord_check", help="the folder of coord_check.md and coord_check.png")
-
-    @classmethod
-    def run(cls, args: argparse.Namespace) -> None:
+    def run(self, args: argparse.Namespace) -> None:
         from zoo.compare.coord_check import coord_check, verdict_lines, write_coord_check
         from zoo.compare.tables import text_table
         from zoo.files import check_writable_folder
@@ -46,3 +34,13 @@ class CoordCheckCommand(Command):
         print(f"zoo coord-check: wrote {', '.join(map(str, files))}")
         if check.grows("mup") or check.diverged("mup"):
             raise SystemExit(1)
+
+    def add_args(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("file", nargs="?", help="an ExperimentSpec YAML file; its d_model is the base width")
+        add_sets(parser, "override experiment fields")
+        parser.add_argument("--widths", type=positive_int, nargs="+", metavar="D",
+                            help="d_model of each width (default: the base width times 1, 2, 4 and 8)")
+        parser.add_argument("--steps", type=positive_int, default=4, help="training steps at each width")
+        parser.add_argument("--parametrization", choices=PARAMETRIZATIONS, action="append",
+                            help="one of them only (default: both)")
+        parser.add_argument("--out", default="coord_check", help="the folder of coord_check.md and coord_check.png")

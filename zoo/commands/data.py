@@ -9,17 +9,15 @@ import json
 from zoo.commands import Command, register
 
 
-@register("data")
+@register("data", 120)
 class DataCommand(Command):
-    order, help = 120, "prepare a corpus as memory-mapped token shards, or verify a prepared store"
+    """prepare a corpus as memory-mapped token shards, or verify a prepared store"""
 
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_data_args(parser)
-
-    @classmethod
-    def run(cls, args: argparse.Namespace) -> None:
+    def run(self, args: argparse.Namespace) -> None:
         args.action(args)
+
+    def add_args(self, parser: argparse.ArgumentParser) -> None:
+        add_data_args(parser)
 
 
 def share(text: str) -> float:

@@ -12,27 +12,11 @@ from zoo.commands import Command, add_sets, finite_float, positive_int, register
 from zoo.errors import ConfigError
 
 
-@register("train")
+@register("train", 50)
 class TrainCommand(Command):
-    order, help = 50, "train one experiment (no file: experiments/reverse.yaml, the default variant on reverse)"
+    """train one experiment (no file: experiments/reverse.yaml, the default variant on reverse)"""
 
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("file", nargs="?", help="an ExperimentSpec YAML file")
-        add_sets(parser, "e.g. --set model.norm=pre train.steps=200 (or --set before each)")
-        parser.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
-        parser.add_argument("--reshard", action="store_true",
-                            help="with --resume: read a sharded checkpoint (train.parallel fsdp) at another world size "
-                            "than the one that wrote it")
-        parser.add_argument("--procs", type=positive_int, default=None, metavar="N",
-                            help="train in N processes under torchrun on this machine (one per GPU, or CPU processes "
-                            "joined by gloo): a refusal is said once and exits 2, as one process's")
-        parser.add_argument("--print-config", action="store_true",
-                            help="print the resolved experiment (every default filled in) and its run folder; train "
-                            "nothing")
-
-    @classmethod
-    def run(cls, args: argparse.Namespace) -> None:
+    def run(self, args: argparse.Namespace) -> None:
         """With --procs N, this command again in N ranks under torchrun (zoo.sweep.torchrun_cell):
         this process trains nothing and ends with the ranks' code, a refusal said once (exit 2)."""
         if args.procs is not None and "RANK" not in os.environ:
@@ -48,6 +32,20 @@ class TrainCommand(Command):
         if args.print_config:
             return print_config(experiment)
         train_and_report(experiment, args.resume, args.reshard)
+
+    def add_args(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("file", nargs="?", help="an ExperimentSpec YAML file")
+        add_sets(parser, "e.g. --set model.norm=pre train.steps=200 (or --set before each)")
+        parser.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
+        parser.add_argument("--reshard", action="store_true",
+                            help="with --resume: read a sharded checkpoint (train.parallel fsdp) at another world size "
+                            "than the one that wrote it")
+        parser.add_argument("--procs", type=positive_int, default=None, metavar="N",
+                            help="train in N processes under torchrun on this machine (one per GPU, or CPU processes "
+                            "joined by gloo): a refusal is said once and exits 2, as one process's")
+        parser.add_argument("--print-config", action="store_true",
+                            help="print the resolved experiment (every default filled in) and its run folder; train "
+                            "nothing")
 
 
 def in_ranks(args: argparse.Namespace) -> None:
@@ -73,12 +71,22 @@ def print_config(experiment) -> None:
     print(dump_yaml(experiment.model_dump(mode="json")), end="")
 
 
-@register("eval")
+@register("eval", 60)
 class EvalCommand(Command):
-    order, help = 60, "score a checkpoint on a held-out split, greedy or with beam search"
+    """score a checkpoint on a held-out split, greedy or with beam search"""
 
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+    def run(self, args: argparse.Namespace) -> None:
+        from zoo.trainer.evaluate import evaluate_checkpoint
+
+        start = time.perf_counter()
+        if args.tasks:
+            return eval_downstream(args, start)
+        metrics = evaluate_checkpoint(args.checkpoint, args.split, args.beams, args.length_penalty, tuple(args.set))
+        decoding = "greedy" if args.beams == 1 else f"beam {args.beams}, length_penalty {args.length_penalty}"
+        print(json.dumps({"checkpoint": str(args.checkpoint), "split": args.split, "decoding": decoding,
+                          "seconds": round(time.perf_counter() - start, 1), **metrics}, indent=1))
+
+    def add_args(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("checkpoint", help="a run's checkpoint.pt")
         parser.add_argument("--split", default="valid", help="valid, or the task's test split (test)")
         parser.add_argument("--beams", type=positive_int, default=1, help="beam search with this many beams; 1: greedy")
@@ -90,18 +98,6 @@ class EvalCommand(Command):
         parser.add_argument("--include-path", help="with --tasks: a folder of the harness's task YAML files of your own")
         parser.add_argument("--limit", type=positive_int, help="with --tasks: only the first N examples of each task")
         parser.add_argument("--fewshot", type=int, help="with --tasks: examples shown before each question")
-
-    @classmethod
-    def run(cls, args: argparse.Namespace) -> None:
-        from zoo.trainer.evaluate import evaluate_checkpoint
-
-        start = time.perf_counter()
-        if args.tasks:
-            return eval_downstream(args, start)
-        metrics = evaluate_checkpoint(args.checkpoint, args.split, args.beams, args.length_penalty, tuple(args.set))
-        decoding = "greedy" if args.beams == 1 else f"beam {args.beams}, length_penalty {args.length_penalty}"
-        print(json.dumps({"checkpoint": str(args.checkpoint), "split": args.split, "decoding": decoding,
-                          "seconds": round(time.perf_counter() - start, 1), **metrics}, indent=1))
 
 
 def eval_downstream(args: argparse.Namespace, start: float) -> None:
@@ -115,20 +111,12 @@ def eval_downstream(args: argparse.Namespace, start: float) -> None:
                       "seconds": round(time.perf_counter() - start, 1), **downstream_metrics(results)}, indent=1))
 
 
-@register("average")
+@register("average", 70)
 class AverageCommand(Command):
-    order, help = 70, ("average the weights of checkpoints of one model (fairseq's average_checkpoints) into a "
-                       "checkpoint zoo eval scores")
+    """average the weights of checkpoints of one model (fairseq's average_checkpoints) into a
+    checkpoint zoo eval scores"""
 
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("checkpoints", nargs="+", help="checkpoint files, or run folders: the snapshots their "
-                            "train.average_last kept")
-        parser.add_argument("--last", type=positive_int, help="only the last N of them")
-        parser.add_argument("-o", "--output", required=True, help="the averaged checkpoint to write")
-
-    @classmethod
-    def run(cls, args: argparse.Namespace) -> None:
+    def run(self, args: argparse.Namespace) -> None:
         from zoo.trainer.averaging import checkpoints_to_average, write_average
 
         sources = checkpoints_to_average(args.checkpoints, args.last)
@@ -136,20 +124,24 @@ class AverageCommand(Command):
         print(f"averaged {len(sources)} checkpoints ({', '.join(map(str, sources))}) into {output}; "
               f"score it with: zoo eval {output} --split test")
 
+    def add_args(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("checkpoints", nargs="+", help="checkpoint files, or run folders: the snapshots their "
+                            "train.average_last kept")
+        parser.add_argument("--last", type=positive_int, help="only the last N of them")
+        parser.add_argument("-o", "--output", required=True, help="the averaged checkpoint to write")
 
-@register("consolidate")
+
+@register("consolidate", 80)
 class ConsolidateCommand(Command):
-    order, help = 80, ("make a sharded checkpoint (train.parallel fsdp's checkpoint.dcp folder) one whole "
-                       "checkpoint file, for zoo eval, zoo.load, save_pretrained and to_hf")
+    """make a sharded checkpoint (train.parallel fsdp's checkpoint.dcp folder) one whole checkpoint
+    file, for zoo eval, zoo.load, save_pretrained and to_hf"""
 
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("checkpoint", help="a run's checkpoint.dcp folder")
-        parser.add_argument("-o", "--output", help="the checkpoint file to write (default: checkpoint.pt beside it)")
-
-    @classmethod
-    def run(cls, args: argparse.Namespace) -> None:
+    def run(self, args: argparse.Namespace) -> None:
         from zoo.trainer.consolidate import consolidate
 
         out = consolidate(args.checkpoint, args.output)
         print(f"consolidated {args.checkpoint} into {out}; score it with: zoo eval {out}")
+
+    def add_args(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("checkpoint", help="a run's checkpoint.dcp folder")
+        parser.add_argument("-o", "--output", help="the checkpoint file to write (default: checkpoint.pt beside it)")

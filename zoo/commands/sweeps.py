@@ -10,35 +10,11 @@ from zoo.commands import Command, add_sets, positive_int, register
 from zoo.errors import ConfigError, ZooError
 
 
-@register("sweep")
+@register("sweep", 90)
 class SweepCommand(Command):
-    order, help = 90, "train a grid of variants over seeds in worker processes"
+    """train a grid of variants over seeds in worker processes"""
 
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("file", help="a SweepSpec YAML file")
-        parser.add_argument("--workers", type=positive_int, default=1,
-                            help="cells at once (at least 1), each worker a process that trains cell after cell; "
-                            "CPU threads are divided between them")
-        parser.add_argument("--cells-per-process", type=positive_int, metavar="N",
-                            help="start a worker's process afresh after N cells (default: never; 1: a process per cell)")
-        parser.add_argument("--procs-per-cell", type=positive_int, metavar="N",
-                            help="train each cell by N processes under torchrun on this machine (GPUs, or CPU "
-                            "processes with gloo); train.parallel fsdp cells always go through torchrun (default 1; "
-                            "with --launcher submitit, one per GPU of a task)")
-        parser.add_argument("--max-cells", type=positive_int, metavar="N",
-                            help="allow a grid of up to N cells (default 10,000; counted before the grid expands)")
-        parser.add_argument("--shard", default="0/1", metavar="I/N", help="run only shard I of N (0-based)")
-        parser.add_argument("--dry-run", action="store_true", help="print the cells and their names")
-        parser.add_argument("--export", choices=["wandb"], help="write a W&B sweep configuration instead of running")
-        parser.add_argument("--cell", nargs="+", metavar="KEY=VALUE",
-                            help="train only the cell of these grid and tuned values and seed (seed=N), as W&B's agent "
-                            "asks for an exported sweep's cells")
-        add_sets(parser, "experiment fields (train.steps=100) or sweep fields (seeds=[0,1,2])")
-        add_slurm_args(parser.add_argument_group("a job array through submitit (--launcher submitit)"))
-
-    @classmethod
-    def run(cls, args: argparse.Namespace) -> None:
+    def run(self, args: argparse.Namespace) -> None:
         from zoo.sweep import expand, export_wandb, load_sweep, run_sweep, shard
         from zoo.sweep.export import find_cell
         from zoo.sweep.runner import check_folder
@@ -74,6 +50,28 @@ class SweepCommand(Command):
         print(f"compare: zoo compare {sweep.directory()}")
         if counts.get("failed"):
             raise SystemExit(1)
+
+    def add_args(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("file", help="a SweepSpec YAML file")
+        parser.add_argument("--workers", type=positive_int, default=1,
+                            help="cells at once (at least 1), each worker a process that trains cell after cell; "
+                            "CPU threads are divided between them")
+        parser.add_argument("--cells-per-process", type=positive_int, metavar="N",
+                            help="start a worker's process afresh after N cells (default: never; 1: a process per cell)")
+        parser.add_argument("--procs-per-cell", type=positive_int, metavar="N",
+                            help="train each cell by N processes under torchrun on this machine (GPUs, or CPU "
+                            "processes with gloo); train.parallel fsdp cells always go through torchrun (default 1; "
+                            "with --launcher submitit, one per GPU of a task)")
+        parser.add_argument("--max-cells", type=positive_int, metavar="N",
+                            help="allow a grid of up to N cells (default 10,000; counted before the grid expands)")
+        parser.add_argument("--shard", default="0/1", metavar="I/N", help="run only shard I of N (0-based)")
+        parser.add_argument("--dry-run", action="store_true", help="print the cells and their names")
+        parser.add_argument("--export", choices=["wandb"], help="write a W&B sweep configuration instead of running")
+        parser.add_argument("--cell", nargs="+", metavar="KEY=VALUE",
+                            help="train only the cell of these grid and tuned values and seed (seed=N), as W&B's agent "
+                            "asks for an exported sweep's cells")
+        add_sets(parser, "experiment fields (train.steps=100) or sweep fields (seeds=[0,1,2])")
+        add_slurm_args(parser.add_argument_group("a job array through submitit (--launcher submitit)"))
 
 
 def add_slurm_args(slurm) -> None:
@@ -129,26 +127,12 @@ def submit(args: argparse.Namespace, sweep, base) -> dict[str, str] | None:
     return {name: status for job in jobs for name, status in job.result().items()}
 
 
-@register("compare")
+@register("compare", 100)
 class CompareCommand(Command):
-    order, help = 100, ("table, effects with 95%% intervals, plots and report of a sweep; of two sweeps with the same "
-                        "grid: whether the ranking transfers")
+    """table, effects with 95% intervals, plots and report of a sweep; of two sweeps with the same
+    grid: whether the ranking transfers"""
 
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("sweep_dirs", nargs="+", metavar="SWEEP_DIR", help="one sweep folder, or two (A B)")
-        parser.add_argument("--out", help="the folder of a two-sweep report (default: A-vs-B beside A, by the sweeps' "
-                            "names)")
-        parser.add_argument("--metric", help="another logged metric than the sweep's, e.g. long/exact_match, or a "
-                            "kept model's: best_checkpoint/test/bleu")
-        parser.add_argument("--by", action="append", default=[], metavar="AXIS",
-                            help="draw every other axis's paired effects within each value of AXIS (a grid key or its "
-                            "label) into effects_by_AXIS.png; repeatable; model sizes always get one")
-        parser.add_argument("--wandb-mode", choices=["offline", "online", "disabled"],
-                            help="default: the sweep's own mode (WANDB_MODE wins)")
-
-    @classmethod
-    def run(cls, args: argparse.Namespace) -> None:
+    def run(self, args: argparse.Namespace) -> None:
         from zoo.compare import compare, transfer
 
         if len(args.sweep_dirs) > 2:
@@ -169,16 +153,36 @@ class CompareCommand(Command):
         if report.wandb_run:
             print(f"W&B:    {report.wandb_run}  (its tables and plots, in the sweep's group; upload: wandb sync)")
 
+    def add_args(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("sweep_dirs", nargs="+", metavar="SWEEP_DIR", help="one sweep folder, or two (A B)")
+        parser.add_argument("--out", help="the folder of a two-sweep report (default: A-vs-B beside A, by the sweeps' "
+                            "names)")
+        parser.add_argument("--metric", help="another logged metric than the sweep's, e.g. long/exact_match, or a "
+                            "kept model's: best_checkpoint/test/bleu")
+        parser.add_argument("--by", action="append", default=[], metavar="AXIS",
+                            help="draw every other axis's paired effects within each value of AXIS (a grid key or its "
+                            "label) into effects_by_AXIS.png; repeatable; model sizes always get one")
+        parser.add_argument("--wandb-mode", choices=["offline", "online", "disabled"],
+                            help="default: the sweep's own mode (WANDB_MODE wins)")
 
-@register("reproduce")
+
+@register("reproduce", 110)
 class ReproduceCommand(Command):
-    order, help = 110, ("train recorded cells of a sweep's ledger again: where all that decides the rounding is the "
-                        "recorded one every final metric must match bit for bit, elsewhere the losses logged to step 20 "
-                        "must agree within rounding (exit 1 if not; 3 where another rounding here moves this cell past "
-                        "the tolerance too)")
+    """train recorded cells of a sweep's ledger again: where all that decides the rounding is the
+    recorded one every final metric must match bit for bit, elsewhere the losses logged to step 20
+    must agree within rounding (exit 1 if not; 3 where another rounding here moves this cell past
+    the tolerance too)"""
 
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+    def run(self, args: argparse.Namespace) -> None:
+        from zoo.sweep.reproduce import reproduce
+
+        results = reproduce(args.ledger, args.cells, args.set, early=args.early, replay=args.replay)
+        if not all(result.matches if args.strict else result.agrees or result.inconclusive for result in results):
+            raise SystemExit(1)
+        if any(result.inconclusive for result in results):
+            raise SystemExit(3)
+
+    def add_args(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("ledger", help="a sweep's ledger.jsonl (its sweep.yaml beside it)")
         parser.add_argument("cells", nargs="*", help="cell names, e.g. 'norm=pre,ffn=gelu,seed=0' (default: every "
                             "finished cell)")
@@ -190,13 +194,3 @@ class ReproduceCommand(Command):
                             "them: what CI runs on one cell of every published ledger")
         parser.add_argument("--replay", metavar="FILE", help="with --early and one cell: train it from the batches a "
                             "replay recorded (python -m zoo.sweep.record_replay), where its corpus is not")
-
-    @classmethod
-    def run(cls, args: argparse.Namespace) -> None:
-        from zoo.sweep.reproduce import reproduce
-
-        results = reproduce(args.ledger, args.cells, args.set, early=args.early, replay=args.replay)
-        if not all(result.matches if args.strict else result.agrees or result.inconclusive for result in results):
-            raise SystemExit(1)
-        if any(result.inconclusive for result in results):
-            raise SystemExit(3)

@@ -1,104 +1,66 @@
-"""A sweep's design asked one question: what every analysis of `zoo compare` reads. The design
-(grid, seeds, tuned values) and the question (zoo.sweep.question) stay two objects: another
-metric replaces the question alone, and a tuned sweep's comparison replaces the design alone
-(its grid without the tuned keys), so neither is copied with the other's fields typed again."""
+"""A sweep's design asked one question: what every analysis of `zoo compare` reads. The question
+(zoo.sweep.question) is the comparison's own fields; the design (grid, seeds, tuned values) stays
+the sweep as its file holds it. Another metric replaces the question alone, and a tuned sweep's
+comparison replaces the design alone (its grid without the tuned keys), so neither is copied with
+the other's fields typed again."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from zoo.metrics import Goal, Resolved
 from zoo.sweep.keys import check_tuned_metrics
 from zoo.sweep.question import Question
 from zoo.sweep.spec import FitSettings, SweepSpec
 
+DESIGN_READS = ("name", "grid", "seeds", "tune", "confirm_seeds", "labels", "axes")
+"""What the analyses read of the design, as the comparison's own: its name, grid, seeds, tuned
+values and confirmation seeds, and its labels() and axes()."""
 
-@dataclass(frozen=True)
-class Comparison:
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison(Question):
     design: SweepSpec
-    question: Question
 
     @classmethod
     def of(cls, sweep: SweepSpec) -> Comparison:
         """The comparison the sweep file declares: its design and its own question."""
-        return cls(sweep, Question.of(sweep))
+        return cls.asked(sweep, Question.of(sweep))
+
+    @classmethod
+    def asked(cls, design: SweepSpec, question: Question) -> Comparison:
+        return cls(design=design, **{part.name: getattr(question, part.name) for part in fields(Question)})
+
+    @property
+    def question(self) -> Question:
+        """The question alone, without the design it is asked of."""
+        return Question(**{part.name: getattr(self, part.name) for part in fields(Question)})
 
     def asking(self, metric: str) -> Comparison:
         """The same design asked of another metric; a tuned design compares on a held-out split
         only, which `check_tuned_metrics` says by name."""
-        question = self.question.asking(metric)
+        asked = super().asking(metric)
         if self.design.tune:
-            check_tuned_metrics(question.metric.name, question.choose_on.name)
-        return Comparison(self.design, question)
+            check_tuned_metrics(asked.resolved_metric.name, asked.resolved_choose_on.name)
+        return asked
 
     def redesigned(self, **changes: Any) -> Comparison:
         """Another design (validated as a sweep file is) under the same question."""
-        return Comparison(self.design.model_copy(update=changes), self.question)
+        return replace(self, design=self.design.model_copy(update=changes))
 
     def config(self) -> dict[str, Any]:
         """The design as the sweep file holds it, with the question asked in its fields: what
         a comparison's W&B run records."""
-        asked = {"metric": self.metric, "goal": self.goal, "target": self.target,
-                 "fit": None if self.question.fit is None else self.question.fit.model_dump(mode="json")}
-        return {**self.design.model_dump(mode="json"), **asked}
-
-    # the question's
-    @property
-    def metric(self) -> str:
-        return self.question.name
-
-    @property
-    def goal(self) -> Goal:
-        return self.question.goal
-
-    @property
-    def resolved_metric(self) -> Resolved:
-        return self.question.metric
-
-    @property
-    def target(self) -> float | None:
-        return self.question.target
-
-    @property
-    def margins(self) -> dict[str, float]:
-        return dict(self.question.margins)
+        fit = None if self.fit is None else self.fit.model_dump(mode="json")
+        return {**self.design.model_dump(mode="json"), "metric": self.metric, "goal": self.goal, "target": self.target,
+                "fit": fit}
 
     @property
     def fit_settings(self) -> FitSettings:
-        return self.question.fit or FitSettings()
+        return self.fit or FitSettings()
 
-    @property
-    def choose_on(self) -> str | None:
-        return None if self.question.choose_on is None else str(self.question.choose_on)
-
-    @property
-    def resolved_choose_on(self) -> Resolved | None:
-        return self.question.choose_on
-
-    # the design's
-    @property
-    def name(self) -> str:
-        return self.design.name
-
-    @property
-    def grid(self) -> dict[str, list[Any]]:
-        return self.design.grid
-
-    @property
-    def seeds(self) -> list[int]:
-        return self.design.seeds
-
-    @property
-    def tune(self) -> dict[str, list[Any]]:
-        return self.design.tune
-
-    @property
-    def confirm_seeds(self) -> list[int]:
-        return self.design.confirm_seeds
-
-    def labels(self) -> dict[str, str]:
-        return self.design.labels()
-
-    def axes(self) -> dict[str, list[Any]]:
-        return self.design.axes()
+    def __getattr__(self, name: str) -> Any:
+        """The design's fields of DESIGN_READS, read as the comparison's; nothing else."""
+        if name in DESIGN_READS:
+            return getattr(self.design, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")

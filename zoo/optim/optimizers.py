@@ -126,28 +126,29 @@ class AdamFamilySettings(PartSettings):
     decoupled_weight_decay: bool = Field(False, description="decay the weights apart from the gradient, as AdamW")
 
 
-@register("nadam")
-class NAdam(Optimizer):
-    """NAdam (Dozat 2016): Adam with Nesterov's momentum."""
+class AdamFamily(Optimizer):
+    """Adam's kin in torch that take its settings and a decoupled weight decay (`torch_class`)."""
 
     Settings = AdamFamilySettings
     mup_rates = True
+    torch_class: ClassVar[type]
 
     @classmethod
     def build(cls, model, lr, weight_decay, settings, fused):
-        return torch.optim.NAdam(model.parameters(), lr=lr, betas=settings.betas, eps=settings.eps, weight_decay=weight_decay,
-                                 decoupled_weight_decay=settings.decoupled_weight_decay)
+        return cls.torch_class(model.parameters(), lr=lr, betas=settings.betas, eps=settings.eps, weight_decay=weight_decay,
+                               decoupled_weight_decay=settings.decoupled_weight_decay)
+
+
+@register("nadam")
+class NAdam(AdamFamily):
+    """NAdam (Dozat 2016): Adam with Nesterov's momentum."""
+
+    torch_class = torch.optim.NAdam
 
 
 @register("radam")
-class RAdam(Optimizer):
+class RAdam(AdamFamily):
     """RAdam (Liu et al. 2020): Adam whose adaptive step is rectified while its variance estimate is
     poor, a warmup built into the optimizer."""
 
-    Settings = AdamFamilySettings
-    mup_rates = True
-
-    @classmethod
-    def build(cls, model, lr, weight_decay, settings, fused):
-        return torch.optim.RAdam(model.parameters(), lr=lr, betas=settings.betas, eps=settings.eps, weight_decay=weight_decay,
-                                 decoupled_weight_decay=settings.decoupled_weight_decay)
+    torch_class = torch.optim.RAdam
