@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from zoo.compare.comparison import Comparison
 from zoo.compare.plots import curves_png
 from zoo.compare.sections import Analysis, Section, register
 from zoo.compare.stats import VariantRow, curve_metric, variant_rows
@@ -17,8 +18,9 @@ from zoo.compare.wandb_run import Rows
 @dataclass
 class Ranking:
     rows: list[VariantRow]
-    loss_rows: list[VariantRow] | None
-    """The held-out loss's rows where the metric is another and the runs logged it."""
+    loss: tuple[Comparison, list[VariantRow]] | None = None
+    """The held-out loss asked of the same design, and its rows, where the metric is another and
+    the runs logged it."""
 
 
 @register("ranking")
@@ -30,7 +32,8 @@ class RankingSection(Section):
         sweep, records = analysis.comparison, analysis.records
         loss = None
         if curve_metric(sweep.metric) != "eval/loss" and any("eval/loss" in row for r in records for row in r.history):
-            loss = variant_rows(sweep.asking("eval/loss"), records)
+            asked = sweep.asking("eval/loss")
+            loss = asked, variant_rows(asked, records)
         return Ranking(variant_rows(sweep, records), loss)
 
     @classmethod
@@ -55,6 +58,6 @@ class RankingSection(Section):
     def plots(cls, result: Ranking, analysis: Analysis) -> list[Path]:
         sweep, folder, suffix = analysis.comparison, analysis.folder, analysis.suffix
         plots = [curves_png(sweep, result.rows, folder / f"curves{suffix}.png", sweep.question.endpoint)]
-        if result.loss_rows is not None:
-            plots.append(curves_png(sweep.asking("eval/loss"), result.loss_rows, folder / f"loss_curves{suffix}.png"))
+        if result.loss is not None:
+            plots.append(curves_png(*result.loss, folder / f"loss_curves{suffix}.png"))
         return plots
