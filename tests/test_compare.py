@@ -188,7 +188,7 @@ def band_polygons(fig) -> dict[str, tuple[list, list, list]]:
 def test_plotted_bands_are_the_computed_intervals(tmp_path, seeds):
     """4 seeds: the 95% t-interval at each step, held inside exact match's [0, 1]; 2 seeds: the
     lowest and highest value."""
-    from zoo.compare.plots import curve_figure
+    from zoo.compare.sections.ranking import curve_figure
     from zoo.compare.stats import variant_rows
 
     def history(a, seed, final):
@@ -212,7 +212,7 @@ def test_plotted_bands_are_the_computed_intervals(tmp_path, seeds):
 
 
 def test_sixteen_variants_get_four_panels_of_four(tmp_path):
-    from zoo.compare.plots import curve_figure
+    from zoo.compare.sections.ranking import curve_figure
     from zoo.compare.stats import variant_rows
 
     grid = {"model.norm": ["post", "pre"], "model.position": ["sinusoidal", "learned"],
@@ -238,7 +238,9 @@ def test_a_variant_has_one_colour_in_every_plot_of_its_sweep(tmp_path):
     place in the grid; each plot used to colour by its own order (by rank, by the rows it had)."""
     from matplotlib.colors import to_hex
 
-    from zoo.compare.plots import curve_figure, rate_figure, variant_colour
+    from zoo.compare.plots import variant_colour
+    from zoo.compare.sections.lr_sensitivity import rate_figure
+    from zoo.compare.sections.ranking import curve_figure
     from zoo.compare.sensitivity import RateCurve
     from zoo.compare.stats import Band, variant_rows
 
@@ -264,7 +266,7 @@ def test_a_variant_has_one_colour_in_every_plot_of_its_sweep(tmp_path):
 def test_a_metric_without_a_curve_of_its_own_draws_and_targets_its_evaluations(tmp_path, metric, title):
     """Ranked by the curve's mean or by a split scored once at the end: the curve and the steps to
     the target come from the validation evaluations, eval/token_acc, and the plot says so."""
-    from zoo.compare.plots import curve_figure
+    from zoo.compare.sections.ranking import curve_figure
 
     def history(a, seed, final):
         fast = a["model.norm"] == "pre"

@@ -90,7 +90,7 @@ def test_each_effect_plot_writes_the_holm_p_of_the_tables_and_stars_what_separat
     """The plot's marks are the tables' rule: pre separates from post (a 0.3 shift), gelu and swish
     from relu do not (0.01 and 0.02 under seed noise 0.13); each difference carries its Holm p."""
     from zoo.compare.agreement import separates
-    from zoo.compare.plots import effect_figure
+    from zoo.compare.sections.effects import effect_figure
 
     def value(a, seed):
         return 0.3 * (a["model.norm"] == "pre") + 0.01 * ["relu", "gelu", "swish"].index(a["model.ffn"]) + (

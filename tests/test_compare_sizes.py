@@ -11,7 +11,7 @@ from test_bad_input import cli_error
 from zoo.compare import compare
 from zoo.compare.agreement import separates
 from zoo.compare.comparison import Comparison
-from zoo.compare.plots import by_figure
+from zoo.compare.sections.interactions import by_figure
 from zoo.compare.sizes import size_verdict
 from zoo.compare.stats import Estimate
 

@@ -15,7 +15,7 @@ from zoo.cli import main
 from zoo.commands.catalog import BUILD_ALL_SIZE, part_combinations
 from zoo.compare import compare
 from zoo.compare.comparison import Comparison
-from zoo.compare.plots import curve_figure
+from zoo.compare.sections.ranking import curve_figure
 from zoo.sweep import run_sweep
 
 

@@ -4,21 +4,41 @@ scores, and a scatter of the scores, in a report folder and a W&B run of their o
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from zoo.compare.agreement import RankAgreement, oriented, rank_agreement, transfer_verdict
 from zoo.compare.comparison import Comparison
 from zoo.compare.load import SweepRecords
-from zoo.compare.plots import scatter_png
+from zoo.compare.plots import pyplot, variant_colour
 from zoo.compare.sections import Analysis, analyse
 from zoo.compare.stats import AxisEffect, VariantRow
 from zoo.compare.tables import interval, markdown_table, number, text_table
 from zoo.compare.wandb_run import Rows, log_tables
 from zoo.errors import ConfigError
-from zoo.files import atomic_write
+from zoo.files import atomic_write, save_figure
 from zoo.specs.experiment import resolved_mode
 from zoo.sweep.names import safe_text, value_text
+
+
+def scatter_png(a: Comparison, b: Comparison, pairs, agreement, path: Path) -> Path:
+    """Each variant's score on A against its score on B, with 95% intervals where there are seeds
+    enough; a ranking that transfers runs from the worse corner to the better one."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 6.0))
+    for name, ra, rb in pairs:
+        xerr = None if math.isnan(ra.metric.low) else [[ra.metric.mean - ra.metric.low], [ra.metric.high - ra.metric.mean]]
+        yerr = None if math.isnan(rb.metric.low) else [[rb.metric.mean - rb.metric.low], [rb.metric.high - rb.metric.mean]]
+        ax.errorbar([ra.metric.mean], [rb.metric.mean], xerr=xerr, yerr=yerr, fmt="o", color=variant_colour(a, ra.assignment),
+                    capsize=3, markersize=5, label=name)
+    ax.set_xlabel(f"A: {a.name}, {a.metric} ({a.goal})")
+    ax.set_ylabel(f"B: {b.name}, {b.metric} ({b.goal})")
+    ax.set_title(f"Kendall's tau-b {agreement.tau:.2f} [{agreement.low:.2f}, {agreement.high:.2f}], "
+                 f"p = {agreement.p_value:.3g}", fontsize=10)
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
 @dataclass

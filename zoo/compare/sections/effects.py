@@ -5,16 +5,61 @@ separated); the seed-to-seed noise beside them."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from zoo.compare.comparison import Comparison
 from zoo.compare.exact import unreachable
-from zoo.compare.plots import effect_png
+from zoo.compare.plots import marked, plot_differences, plot_estimates, pyplot
 from zoo.compare.sections import Analysis, Section, register
 from zoo.compare.stats import AxisEffect, axis_effects, primary_family, seed_noise
 from zoo.compare.tables import HOLM, effect_lines, effect_table, effects_text, noise_line
 from zoo.compare.wandb_run import Rows
+from zoo.files import save_figure
 from zoo.sweep.names import value_text
+
+
+def effect_figure(sweep: Comparison, effect: AxisEffect):
+    """Left: each value's mean with its 95% interval; right: each paired difference from the first
+    value, with a line at zero, its Holm-adjusted p written beside it and, where that p separates it
+    (zoo.compare.agreement.separates, the tables' rule), drawn filled red with a star. Points, not bars,
+    so small differences near 1.0 stay visible."""
+    from zoo.compare.agreement import LEVEL
+
+    plt = pyplot()
+    columns = len(effect.values) + len(effect.other_pairs)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(3.6 + 1.4 * columns, 4.0),
+                                      gridspec_kw={"width_ratios": [len(effect.values), max(1, columns - 1)]})
+    plot_estimates(left, [value_text(v) for v in effect.values], effect.estimates)
+    left.set_ylabel(sweep.metric)
+    left.set_title(f"{effect.label}\nmean, 95% CI", fontsize=10)
+    if effect.identity is not None:  # one computation: its check, never a difference with a p
+        import textwrap
+
+        right.axis("off")
+        right.text(0.0, 0.5, textwrap.fill(effect.identity.text(), 40), fontsize=8, va="center",
+                   color="#333333" if effect.identity.holds else "#c44e52")
+        right.set_title("identity check, not an effect", fontsize=10)
+        fig.tight_layout()
+        return fig
+    first = value_text(effect.values[0])
+    differences = [e for _, e in effect.differences]
+    tests = effect.tests or [(math.nan, math.nan)] * len(differences)
+    tested = [f"{value_text(v)} − {first}" for v, _ in effect.differences]
+    plot_differences(right, tested, differences, [holm for _, holm in tests], sweep.metric)
+    if effect.other_pairs:  # a third value's difference from the second too: shown, never tested
+        shown = [f"{value_text(b)} − {value_text(a)}\n(not tested)" for a, b, _ in effect.other_pairs]
+        plot_estimates(right, shown, [e for _, _, e in effect.other_pairs], colour="#999999", start=len(tested))
+        right.set_xticks(range(len(tested) + len(shown)), tested + shown, fontsize=8)
+        right.set_xlim(-0.6, len(tested) + len(shown) - 0.4)
+    right.set_title(f"paired difference, 95% CI\n* Holm p < {LEVEL}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def effect_png(sweep: Comparison, effect: AxisEffect, path: Path, note: str = "") -> Path:
+    return save_figure(marked(effect_figure(sweep, effect), note), path, dpi=110)
 
 
 @dataclass

@@ -8,14 +8,44 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from zoo.compare.comparison import Comparison
-from zoo.compare.plots import by_png
+from zoo.compare.plots import marked, plot_differences, pyplot
 from zoo.compare.sections import Analysis, Section, register
 from zoo.compare.sizes import size_keys
 from zoo.compare.stats import SimpleEffect, simple_effects
 from zoo.compare.tables import simple_lines, simple_rows
 from zoo.compare.wandb_run import Rows
 from zoo.errors import ConfigError
+from zoo.files import save_figure
 from zoo.sweep.names import value_text
+
+
+def by_figure(sweep: Comparison, simple, given_key: str):
+    """One panel per other axis: its paired differences within each value of `given_key`, each
+    with its Holm p (over every simple difference of the sweep) and a star where that separates it."""
+    from zoo.compare.agreement import LEVEL
+
+    plt = pyplot()
+    effects = [e for e in simple if e.given_key == given_key]
+    keys = list(dict.fromkeys(e.key for e in effects))
+    widths = [sum(len(e.differences) for e in effects if e.key == key) for key in keys]
+    fig, axes = plt.subplots(1, len(keys), figsize=(sum(2.0 + 1.3 * w for w in widths), 4.2), squeeze=False,
+                             gridspec_kw={"width_ratios": widths})
+    for ax, key in zip(axes[0], keys):
+        labels, estimates, adjusted = [], [], []
+        for e in (e for e in effects if e.key == key):
+            for (value, d), (_, holm) in zip(e.differences, e.tests, strict=True):
+                labels.append(f"{value_text(value)} − {value_text(e.reference)}\n{e.given_label}={value_text(e.given_value)}")
+                estimates.append(d)
+                adjusted.append(holm)
+        plot_differences(ax, labels, estimates, adjusted, sweep.metric)
+        ax.set_title(f"{sweep.labels()[key]} within each {sweep.labels()[given_key]}", fontsize=10)
+    fig.suptitle(f"{sweep.name}: paired differences, 95% CI; * Holm p < {LEVEL}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def by_png(sweep: Comparison, simple, given_key: str, path: Path, note: str = "") -> Path:
+    return save_figure(marked(by_figure(sweep, simple, given_key), note), path, dpi=110)
 
 
 def by_keys(sweep: Comparison, by: Sequence[str]) -> list[str]:

@@ -5,16 +5,52 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from zoo.compare.comparison import Comparison
-from zoo.compare.plots import grid_order, rate_png
+from zoo.compare.plots import grid_order, pyplot, variant_colour
 from zoo.compare.sections import Analysis, Section, register
 from zoo.compare.sensitivity import LOSS, SENSITIVITY, RateCurve, learning_rate_keys, sensitivities, sensitivity_sweep
 from zoo.compare.stats import AxisEffect, VariantRow, axis_effects, seed_noise, variant_rows
 from zoo.compare.tables import effect_lines, effect_table, effects_text, markdown_table, table, text_table
 from zoo.compare.wandb_run import Rows
+from zoo.files import save_figure
 from zoo.records import RunRecord
 from zoo.sweep.names import value_text
+
+
+def rate_figure(sweep: Comparison, label: str, curves, assignments: dict[str, dict[str, Any]]):
+    """Each variant's final validation loss against the learning rate (log axes): the mean over
+    seeds with the band of `Band`; a diverged run counts at the initial loss, and a rate where one
+    did is marked with a cross. Variants in grid order, each in its colour of every plot."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8.0, 5.2))
+    name = sweep.name
+    for curve in curves:
+        points = [(rate, band, bad) for rate, band, bad in zip(curve.rates, curve.bands, curve.diverged) if band]
+        if not points:
+            continue
+        colour = variant_colour(sweep, assignments.get(curve.variant, {}))
+        rates = [rate for rate, _, _ in points]
+        ax.plot(rates, [b.mean for _, b, _ in points], marker="o", markersize=3, color=colour, label=curve.variant)
+        ax.fill_between(rates, [b.low for _, b, _ in points], [b.high for _, b, _ in points], color=colour, alpha=0.18,
+                        linewidth=0)
+        crossed = [(rate, b.mean) for rate, b, bad in points if bad]
+        if crossed:
+            ax.plot(*zip(*crossed), marker="x", markersize=9, color=colour, linestyle="none")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"{label} (log)")
+    ax.set_ylabel(f"final {LOSS} (diverged: initial loss)")
+    ax.set_title(f"{name}: final {LOSS} against {label}\nmean over seeds, band: 95% interval (min-max under 3 "
+                 "seeds); x: a seed diverged", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    fig.tight_layout()
+    return fig
+
+
+def rate_png(sweep: Comparison, label: str, curves, assignments: dict[str, dict[str, Any]], path: Path) -> Path:
+    return save_figure(rate_figure(sweep, label, curves, assignments), path, dpi=110, bbox_inches="tight")
 
 
 @dataclass
