@@ -195,7 +195,8 @@ def task_manager(tasks: Sequence[str], include_path: str | None = None):
     manager = indexed(include_path, defaults=False) if include_path else None
     if manager is None or not set(tasks) <= set(manager.all_tasks):
         manager = indexed(include_path, defaults=True)
-    missing = [name for name in tasks if name not in set(manager.all_tasks)]
+    known = set(manager.all_tasks)
+    missing = [name for name in tasks if name not in known]
     if missing:
         hint = "" if include_path else "; a task of your own: --include-path DIR of its YAML"
         raise ConfigError(f"downstream task {', '.join(map(repr, missing))}: not a task of lm-eval "

@@ -80,13 +80,14 @@ class LRSensitivitySection(Section):
     @classmethod
     def compute(cls, analysis: Analysis) -> list[RateSensitivity] | None:
         tuning = analysis["tuning"]
-        if tuning is None or not learning_rate_keys(tuning.tuned):
+        keys = learning_rate_keys(tuning.tuned) if tuning is not None else []
+        if not keys:
             return None
+        scored = sensitivity_sweep(tuning.comparison)  # one question for every tuned rate
+        assignments = {choice.variant: dict(choice.assignment) for choice in tuning.choices}
         out = []
-        for key in learning_rate_keys(tuning.tuned):
+        for key in keys:
             measured, curves, notes = sensitivities(tuning.tuned, tuning.choosing, tuning.choices, key)
-            scored = sensitivity_sweep(tuning.comparison)
-            assignments = {choice.variant: dict(choice.assignment) for choice in tuning.choices}
             out.append(RateSensitivity(key, tuning.tuned.labels()[key], curves, assignments, notes, scored, measured,
                                        variant_rows(scored, measured) if measured else [],
                                        axis_effects(scored, measured) if measured else [],
