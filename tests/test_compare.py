@@ -102,8 +102,9 @@ def test_report_plots_and_wandb_compare_run(tmp_path):
     difference = next(row for row in written["data"] if row[2] == "difference from post")
     assert difference[:2] == ["norm", "pre"] and difference[3:7] == pytest.approx([0.2, 0.2, 0.2, 8])
     # a constant difference over 8 pairs: the exact test's smallest p, 2 / 2^8, never 0; gelu's 8 differences
-    # are all positive too, and the family holds norm x ffn as well: Holm triples the smallest of three
-    assert difference[7] == 2 / 2**8 and difference[8] == 3 * 2 / 2**8
+    # are all positive too; norm x ffn's 4 pairs (smallest p 0.125) cannot reach a share of the level and
+    # leave the family first, so Holm doubles the smaller of two
+    assert difference[7] == 2 / 2**8 and difference[8] == 2 * 2 / 2**8
     assert info["summary"]["noise"]["nrows"] == 1
     again = compare(sweep.directory())
     wandb_dir = Path(report.wandb_run).parent
@@ -158,7 +159,7 @@ def test_cli_prints_the_table_and_where_the_report_is(tmp_path, capsys):
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("rank "))
     assert lines[header + 1].split()[:2] == ["1", "norm=pre,ffn=gelu"]
-    assert "zoo compare: warning: no difference of 4 pairs can separate, whatever the data" in out, "the interaction's"
+    assert "Left the family before Holm (Tarone 1990)" in out and "(4 pairs: smallest p 0.125)" in out, "the interaction's"
     assert f"report: {sweep.directory() / 'report.md'}" in out and "effect_ffn.png" in out
     effects = {" ".join(line.split()[:4]): line.split()[4:] for line in out.splitlines() if "−" in line}
     assert effects["norm pre − post"][:4] == ["0.2", "[0.2,", "0.2]", "8"], "pre adds exactly 0.2 in each of 8 pairs"

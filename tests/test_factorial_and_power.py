@@ -1,5 +1,5 @@
 """The grid as a randomized block design, against the classical two-way analysis with blocks
-computed by hand, and each difference's power against its formula; both in the report and in W&B."""
+computed by hand, and each difference's power against the exact test's own rejections; both in the report and in W&B."""
 
 import itertools
 import json
@@ -14,10 +14,10 @@ from scipy.stats import norm
 
 from trainkit import offline_run
 from zoo.compare import compare
-from zoo.compare.exact import pairs_needed
+from zoo.compare.exact import pairs_needed, sign_flip_p
 from zoo.compare.factorial import factorial
 from zoo.compare.load import read_sweep
-from zoo.compare.power import power_of
+from zoo.compare.power import MOST_PAIRS, detectable_factor, power_of
 from zoo.compare.stats import Estimate, units_of
 
 SEEDS = [0, 1, 2]
@@ -70,12 +70,30 @@ def test_a_design_without_residual_degrees_of_freedom_tests_nothing_and_says_why
     assert result.terms == [] and "4 units and 4 parameters leave no residual degrees of freedom" in result.note
 
 
-def test_power_is_the_normal_approximation_floored_by_the_exact_test():
+def test_power_is_the_exact_tests_not_the_normal_approximations():
+    """8 pairs in a family of 6: the normal approximation promises 1.23 sd, the exact sign-flip
+    test at the Bonferroni level needs about 1.91 sd (an independent re-analysis, 2026-12-06)."""
+    normal = (norm.ppf(1 - 0.05 / 12) + norm.ppf(0.8)) / math.sqrt(8)
+    assert normal == pytest.approx(1.23, abs=0.005)
+    assert detectable_factor(8, 0.05 / 6) == pytest.approx(1.91, abs=0.06)
     e = Estimate.of([0.05, 0.02, 0.04, 0.03, 0.06, 0.01, 0.05, 0.04, 0.02, 0.03])
-    z = norm.ppf(1 - 0.05 / (2 * 3)) + norm.ppf(0.8)
-    power = power_of(e, 3, 0.01)
-    assert power.detectable == pytest.approx(z * e.std / math.sqrt(10))
-    assert power.pairs_for == math.ceil((z * e.std / 0.01) ** 2)
+    assert power_of(e, 3, 0.0).detectable == detectable_factor(10, 0.05 / 3) * e.std
+
+
+@pytest.mark.parametrize("n, family", [(6, 1), (9, 4), (20, 2)])
+def test_at_the_detectable_difference_the_exact_test_rejects_four_times_in_five(n, family):
+    """Drawn afresh (another seed than the factor's) and tested by the very sign_flip_p the
+    verdicts use: the share of rejections at the factor found is 80%, within sampling error."""
+    factor, rng = detectable_factor(n, 0.05 / family), np.random.default_rng(1234)
+    rejected = [sign_flip_p(rng.normal(factor, 1.0, n)) < 0.05 / family for _ in range(1500)]
+    assert np.mean(rejected) == pytest.approx(0.8, abs=0.04)
+
+
+def test_the_pairs_a_difference_needs_are_the_fewest_that_reach_it():
+    e = Estimate.of([0.05, 0.02, 0.04, 0.03, 0.06, 0.01, 0.05, 0.04, 0.02, 0.03])
+    needed = power_of(e, 3, 0.01).pairs_for
+    assert detectable_factor(needed, 0.05 / 3) * e.std <= 0.01 < detectable_factor(needed - 1, 0.05 / 3) * e.std
+    assert power_of(e, 3, 1e-4).pairs_for == MOST_PAIRS + 1, "more than the search goes to: said so"
     assert power_of(Estimate.of([0.05, 0.02, 0.04]), 3, 0.01).detectable == math.inf, "3 pairs: the exact test cannot"
     assert power_of(Estimate.of([0.05, 0.05, 0.05, 0.05]), 3, 0.05).pairs_for == pairs_needed(3) == 7
 
@@ -87,7 +105,8 @@ def test_the_report_and_wandb_hold_the_factorial_analysis_and_the_power(tmp_path
     report = compare(sweep.directory())
     text = report.markdown.read_text()
     assert "## Factorial analysis (seed as block)" in text and "| norm × ffn | 1 |" in text and "| residual | 6 |" in text
-    assert "- norm: pre − post: detectable at 80% power: " in text
+    assert "- norm: pre − post: left the family (6 pairs cannot reach their share of the level)" in text, \
+        "two 6-pair differences (smallest p 2 / 64 each) cannot both reach a share of 0.05: none is tested"
     assert "Factorial analysis of 12 units" in report.effects_text
     info, _ = offline_run(sweep.directory())
     table = info["summary"]["factorial"]

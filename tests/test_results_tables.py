@@ -32,24 +32,24 @@ def test_effects_table_of_known_differences(tables, tmp_path):
     text = tables.effects(folder, ["eval/exact_match", "eval/loss"])
     lines = text.splitlines()
     assert lines[0] == "| axis: paired difference | `eval/exact_match` (primary) [95% CI] | `eval/loss` (secondary) [95% CI] |"
-    # pre − post is +0.2 in all 8 pairs: the exact test's smallest p, 2 / 2^8, tripled by Holm over the family of
-    # 2 differences and 1 interaction (pre adds 0.2 with either ffn: the interaction is 0 in its 4 pairs, p 1)
-    assert lines[2] == ("| norm: pre − post | **+0.200 [0.200, 0.200]**; Holm p 0.023 | **−0.200 [−0.200, −0.200]**; "
-                        "Holm p 0.023 |")
-    assert lines[3].startswith("| norm × ffn: (pre − post) at gelu − at relu | 0 [0.00, 0.00]; Holm p 1 |")
+    # pre − post is +0.2 in all 8 pairs: the exact test's smallest p, 2 / 2^8, doubled by Holm over the family of
+    # the 2 differences; the interaction's 4 pairs (smallest p 0.125) cannot reach a share of the level and leave
+    # the family first (pre adds 0.2 with either ffn: the interaction is 0 in its 4 pairs)
+    assert lines[2] == ("| norm: pre − post | **+0.200 [0.200, 0.200]**; Holm p 0.016 | **−0.200 [−0.200, −0.200]**; "
+                        "Holm p 0.016 |")
+    assert lines[3] == "| norm × ffn: (pre − post) at gelu − at relu | 0 [0.00, 0.00] | 0 [0.00, 0.00] |", "no Holm p"
     assert lines[4].startswith("| ffn: gelu − relu | +0.0100 [") and "**" not in lines[4], "the interval spans zero"
     # gelu − relu is +0.03 or −0.01 in four pairs each: of the 256 sign assignments, 72 reach |mean| >= 0.01
-    # (p 0.28); Holm doubles the second smallest of three
-    assert "; Holm p 0.56 |" in lines[4]
-    assert lines[-1].endswith("bold: Holm p < 0.05. Before any verdict: no difference of 4 pairs can separate, "
-                              "whatever the data: the exact test's smallest p at 4 pairs is 0.125, and Holm over 3 "
-                              "tests makes it 0.375, not below 0.05; 7 pairs (seeds × other cells) could. Axes "
-                              "that separate (some difference or interaction with Holm p < 0.05): "
+    # (p 0.28); Holm's second step keeps it
+    assert "; Holm p 0.28 |" in lines[4]
+    assert lines[-1].endswith("on that metric whose test can reach its share of the level (2 of 3; a test that cannot, "
+                              "whatever the data, leaves the family first and shows no Holm p: Tarone 1990); bold: "
+                              "Holm p < 0.05. Axes that separate (some difference or interaction with Holm p < 0.05): "
                               "`eval/exact_match`: norm; `eval/loss`: norm.")
     assert "(each distinct computation once): 8; per interaction: 4;" in lines[-1]
     few = tables.effects(known(tmp_path / "few", seeds=2).directory(), ["eval/exact_match"]).splitlines()[-1]
-    assert "Before any verdict: no difference of 2 or 4 pairs can separate, whatever the data: the exact test's " \
-           "smallest p at 4 pairs is 0.125, and Holm over 3 tests makes it 0.375" in few
+    assert "(0 of 3;" in few and "Before any verdict: no difference of 2 or 4 pairs can separate, whatever the data: " \
+        "the exact test's smallest p at 4 pairs is 0.125, not below 0.05; 6 pairs (seeds × other cells) could" in few
 
 
 def test_ranking_table_lists_every_variant_best_first(tables, tmp_path):
@@ -62,9 +62,9 @@ def test_ranking_table_lists_every_variant_best_first(tables, tmp_path):
 
 def test_interactions_table_pairs_within_each_value_of_another_axis(tables, tmp_path):
     lines = tables.interactions(known(tmp_path).directory(), ["eval/exact_match"]).splitlines()
-    # 4 pairs each (seeds): the smallest p, 2 / 2^4, times the 4 simple differences: none can separate
-    assert "| norm: pre − post | ffn=relu | +0.200 [0.200, 0.200] | 4 | 0.5 |" in lines
-    assert "| norm: pre − post | ffn=gelu | +0.200 [0.200, 0.200] | 4 | 0.5 |" in lines
+    # 4 pairs each (seeds): the smallest p, 2 / 2^4 = 0.125, cannot reach even the whole level: none is tested
+    assert "| norm: pre − post | ffn=relu | +0.200 [0.200, 0.200] | 4 | — |" in lines
+    assert "| norm: pre − post | ffn=gelu | +0.200 [0.200, 0.200] | 4 | — |" in lines
     assert any(line.startswith("| ffn: gelu − relu | norm=post | +0.0100 [") for line in lines)
 
 
@@ -135,7 +135,9 @@ def test_against_paper_reads_each_row_beside_the_papers_number(tables, tmp_path)
     assert lines[2].endswith("| held: better |")
     assert lines[3].endswith("| reversed: worse (paper: better) |")
     assert lines[4].endswith("| not separated (paper: no change) |")
-    assert "Holm p: adjusted over the 3 differences on each metric; bold: Holm p < 0.05. Source: a paper." in lines[-1]
+    assert ("Holm p: adjusted over the differences on each metric whose test can reach its share of the level (3 of "
+            "3; one that cannot leaves the family first and shows —: Tarone 1990); bold: Holm p < 0.05. Source: a "
+            "paper.") in lines[-1]
 
 
 def test_tables_of_a_tuned_sweep_are_its_choice_and_its_chosen_runs(tables, tmp_path):

@@ -41,7 +41,7 @@ import sys
 from pathlib import Path
 
 from zoo.compare.agreement import oriented, separates, transfer_verdict
-from zoo.compare.stats import Estimate, holm, p_value
+from zoo.compare.stats import Estimate, discrete_holm
 from zoo.compare.transfer import measure
 from zoo.metrics import goal_of
 from zoo.specs.yamlio import load_yaml
@@ -96,8 +96,10 @@ def effects(folder: Path, metrics: list[str]) -> str:
     lines += ["", *([" ".join(checks), ""] if checks else []),
               f"Pairs per difference (each distinct computation once): {', '.join(map(str, differences))}"
               + (f"; per interaction: {', '.join(map(str, crossings))}" if crossings else "")
-              + "; Holm p: the exact sign-flip test's p adjusted over the family of every difference and two-way "
-              f"interaction of the sweep on that metric ({family}); bold: Holm p < 0.05."
+              + "; Holm p: the exact sign-flip test's p adjusted over the family of the differences and two-way "
+              f"interactions of the sweep on that metric whose test can reach its share of the level ({family} of "
+              f"{found.members}; a test that cannot, whatever the data, leaves the family first and shows no Holm p: "
+              "Tarone 1990); bold: Holm p < 0.05."
               + (f" Before any verdict: {short}." if short else "") + " Axes that separate (some "
               "difference or interaction with Holm p < 0.05): " + "; ".join(
                   f"`{m}`: {', '.join(dict.fromkeys(separated[m])) or 'none'}" for m in metrics) + "."]
@@ -130,7 +132,7 @@ def interactions(folder: Path, metrics: list[str]) -> str:
         for (value, estimate), (_, holm_p) in zip(effect.differences, effect.tests, strict=True):
             lines.append(f"| {effect.label}: {value_text(value)} − {value_text(effect.reference)} | "
                          f"{effect.given_label}={value_text(effect.given_value)} | {shown(estimate, holm_p)} | "
-                         f"{estimate.n} | {holm_p:.2g} |")
+                         f"{estimate.n} | {'—' if math.isnan(holm_p) else f'{holm_p:.2g}'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -147,7 +149,7 @@ def by_kind(folder: Path, metrics: list[str]) -> str:
     kinds = [kind for kind, _ in next(iter(rows.values()))]
     lines = [f"| difference (paired), `{metrics[0]}` | " + " | ".join(f"kind={k} [95% CI]" for k in kinds)
              + f" | {kinds[0]} (A) against {kinds[1]} (B) |", "|---" * (len(kinds) + 2) + "|"]
-    adjusted = iter(holm([p_value(e) for cells in rows.values() for _, e in cells]))
+    adjusted = iter(discrete_holm([e for cells in rows.values() for _, e in cells]))
     for label, cells in rows.items():
         tests = [next(adjusted) for _ in cells]
         first, second = (oriented(e, goal_of(metrics[0])) for _, e in cells[:2])
@@ -227,11 +229,14 @@ def against_paper(folder: Path, metrics: list[str]) -> str:
         holm_p = first.tests[position][1]
         others = [shown(per_metric[m].differences[position][1], per_metric[m].tests[position][1]) for m in metrics[1:]]
         lines.append(f"| {row}: {said['label']} | {said['paper']:.3f} ({said['baseline']:.3f}) | {signed(change)} | "
-                     f"{shown(estimate, holm_p)} | {holm_p:.2g} | " + " | ".join(others)
+                     f"{shown(estimate, holm_p)} | {'—' if math.isnan(holm_p) else f'{holm_p:.2g}'} | " + " | ".join(others)
                      + f" | {direction(change, estimate, holm_p, goal)} |")
     pairs = sorted({e.n for _, e in first.differences})
+    kept = sum(not math.isnan(holm_p) for _, holm_p in first.tests)
     lines += ["", f"Pairs per difference: {', '.join(map(str, pairs))} (seeds); Holm p: adjusted over the "
-              f"{len(first.differences)} differences on each metric; bold: Holm p < 0.05. Source: "
+              f"differences on each metric whose test can reach its share of the level ({kept} of "
+              f"{len(first.differences)}; one that cannot leaves the family first and shows —: Tarone 1990); bold: "
+              "Holm p < 0.05. Source: "
               f"{paper['source']}."]
     return "\n".join(lines) + "\n"
 

@@ -10,7 +10,7 @@ from formats import analysed, figure, shown
 
 from zoo.compare.sections.laws import check_rows, difference_rows, law_rows
 from zoo.compare.sizes import size_keys
-from zoo.compare.tables import markdown_table
+from zoo.compare.tables import holm_said, markdown_table
 from zoo.sweep.names import value_text
 
 
@@ -77,5 +77,5 @@ def sizes(folder: Path, metrics: list[str]) -> str:
              "| verdict |", "|---" * (len(first.sizes) + 3) + "|"]
     for e in found:
         lines.append(f"| {e.label} | " + " | ".join(shown(d, h) for d, h in e.at_size) + " | "
-                     + "; ".join(f"{shown(d, h)}, Holm p {h:.2g}" for d, _, h in e.interactions) + f" | {e.verdict} |")
+                     + "; ".join(f"{shown(d, h)}, {holm_said(p, h, 2)}" for d, p, h in e.interactions) + f" | {e.verdict} |")
     return "\n".join(lines) + "\n"

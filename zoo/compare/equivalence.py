@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from zoo.compare.agreement import LEVEL, separates
 from zoo.compare.exact import equivalence_p, smallest_margin
-from zoo.compare.stats import Estimate, holm
+from zoo.compare.stats import Estimate, floor_of, holm
 
 
 def verdicts(differences: Sequence[tuple[Estimate, float]], margin: float | None) -> list[str]:
@@ -18,9 +18,12 @@ def verdicts(differences: Sequence[tuple[Estimate, float]], margin: float | None
     not separated (inconclusive) with what margin its pairs could have excluded."""
     tost = [equivalence_p(e.values, margin) if margin and e.n >= 2 else math.nan for e, _ in differences]
     said = []
-    for (e, holm_p), tost_holm in zip(differences, holm(tost), strict=True):
+    floors = [floor_of(e, sided=1) for e, _ in differences]
+    for (e, holm_p), tost_holm in zip(differences, holm(tost, floors), strict=True):
         if separates(e, holm_p):
             said.append("separated")
+        elif math.isnan(holm_p) and e.n >= 2 and math.isfinite(e.mean):
+            said.append(f"not separated (inconclusive: left the family, {e.n} pairs cannot reach their share of the level)")
         elif margin and tost_holm < LEVEL:
             said.append(f"level within ±{margin:g} (TOST Holm p {tost_holm:.2g})")
         else:

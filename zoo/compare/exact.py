@@ -16,52 +16,128 @@ from functools import lru_cache
 
 import numpy as np
 
-EXACT_UP_TO = 16
-"""Pairs up to which every sign assignment is enumerated (65,536 of them); past it, SIGN_FLIP_DRAWS drawn
-ones give p as (count + 1) / (SIGN_FLIP_DRAWS + 1), which is never 0 either."""
-SIGN_FLIP_DRAWS = 65_535
+EXACT_UP_TO = 32
+"""Pairs up to which p is exact: the signed sums of each half of the pairs are enumerated (2^16 at
+32 pairs) and met (meet in the middle), which counts all 2^n assignments without listing them.
+Past it, MONTE_CARLO_DRAWS drawn assignments give a Monte Carlo p, (count + 1) / (draws + 1),
+never 0 either, said as one with its standard error (`monte_carlo_error`)."""
+MONTE_CARLO_DRAWS = 1_000_000
 SEED = 0
 """Drawn sign assignments are seeded, so a report reads the same every time."""
+CHUNK = 65_536
+"""Drawn assignments are made this many at a time, so that their signs take a few MiB at once at any n."""
 
 
 @lru_cache(maxsize=16)
-def sign_table(n: int) -> np.ndarray:
-    """Every sign assignment of n pairs as rows of +1/-1 (the first row all +1: the data as observed),
-    or SIGN_FLIP_DRAWS drawn ones after an all +1 row where n is past EXACT_UP_TO; int8, so that the
-    tables kept stay small (1 MiB at 16 pairs, 6 MiB at 100)."""
-    if n <= EXACT_UP_TO:
-        codes = np.arange(2**n)[:, None] >> np.arange(n)[None, :] & 1
-        return (1 - 2 * codes).astype(np.int8)
-    drawn = np.random.default_rng(SEED).integers(0, 2, (SIGN_FLIP_DRAWS, n))
-    return np.vstack([np.ones((1, n), dtype=np.int8), (1 - 2 * drawn).astype(np.int8)])
+def half_table(n: int) -> np.ndarray:
+    """Every sign assignment of n values as rows of +1/-1 (the first row all +1), int8."""
+    codes = np.arange(2**n)[:, None] >> np.arange(n)[None, :] & 1
+    return (1 - 2 * codes).astype(np.int8)
 
 
-def flipped_means(values: Sequence[float]) -> tuple[float, np.ndarray]:
+class SignedSums:
+    """Σ s_i (x_i + shift) over the sign assignments s of x, for any shift, from one enumeration:
+    each assignment's Σ s_i x_i and Σ s_i are kept apart, so the equivalence tests (x ± margin,
+    searched over margins) cost no new enumeration. Exact (two halves met) up to EXACT_UP_TO
+    values, else over MONTE_CARLO_DRAWS seeded draws."""
+
+    def __init__(self, x: np.ndarray, exact: bool | None = None):
+        """`exact` None: as the pairs allow; False draws at any size (to hold the two methods together)."""
+        self.n = x.size
+        self.exact = self.n <= EXACT_UP_TO if exact is None else exact
+        if self.exact:
+            cut = (self.n + 1) // 2
+            self.halves = [(half_table(part.size) @ part, half_table(part.size).sum(axis=1, dtype=np.int64))
+                           for part in (x[:cut], x[cut:])]
+        else:
+            rng, sums, counts = np.random.default_rng(SEED), [], []
+            for start in range(0, MONTE_CARLO_DRAWS, CHUNK):
+                signs = 1 - 2 * rng.integers(0, 2, (min(CHUNK, MONTE_CARLO_DRAWS - start), self.n), dtype=np.int8)
+                sums.append(signs @ x)
+                counts.append(signs.sum(axis=1, dtype=np.int64))
+            self.drawn = (np.concatenate(sums), np.concatenate(counts))
+
+    def at_least(self, threshold: float, shift: float) -> int:
+        """How many assignments give Σ s_i (x_i + shift) >= threshold (drawn ones, past EXACT_UP_TO)."""
+        if not self.exact:
+            sums, counts = self.drawn
+            return int(np.count_nonzero(sums + shift * counts >= threshold))
+        (first, first_signs), (second, second_signs) = self.halves
+        ordered = np.sort(second + shift * second_signs)
+        reach = threshold - (first + shift * first_signs)
+        return int(ordered.size * first.size - np.searchsorted(ordered, reach, side="left").sum())
+
+    def at_most(self, threshold: float, shift: float) -> int:
+        """How many give Σ s_i (x_i + shift) <= threshold: where every assignment is counted, as
+        many as give >= -threshold (flipping every sign maps the one set onto the other)."""
+        if not self.exact:
+            sums, counts = self.drawn
+            return int(np.count_nonzero(sums + shift * counts <= threshold))
+        return self.at_least(-threshold, shift)
+
+    @property
+    def total(self) -> int:
+        return 2**self.n if self.exact else MONTE_CARLO_DRAWS
+
+
+@lru_cache(maxsize=16)
+def signed_sums(values: tuple[float, ...]) -> SignedSums:
+    """Kept for the last few value sets: a margin search asks one set again some 60 times (16 MiB
+    each past EXACT_UP_TO, a few MiB below)."""
+    return SignedSums(np.asarray(values, dtype=float))
+
+
+def tolerance(x: np.ndarray) -> float:
+    """Sums this close to the observed one count as equal to it: the same sum in another order."""
+    return 1e-12 * max(1.0, float(np.abs(x).sum()))
+
+
+def shifted_sign_flip_p(values: Sequence[float], alternative: str = "two-sided", shift: float = 0.0) -> float:
+    """p of the sign-flip test of values + shift (see `sign_flip_p`), from the values' signed sums."""
     x = np.asarray(values, dtype=float)
-    return float(x.mean()), (sign_table(x.size) @ x) / x.size
-
-
-def tolerance(observed: float) -> float:
-    """Means this close to the observed one count as equal to it: the same sum in another order."""
-    return 1e-12 * max(1.0, abs(observed))
+    if x.size < 2 or not np.isfinite(x).all() or not math.isfinite(shift):
+        return math.nan
+    sums, observed = signed_sums(tuple(x.tolist())), float((x + shift).sum())
+    slack = tolerance(x + shift)
+    if alternative == "greater":
+        count = sums.at_least(observed - slack, shift)
+    elif alternative == "less":
+        count = sums.at_most(observed + slack, shift)
+    elif abs(observed) <= slack:
+        count = sums.total
+    else:
+        count = sums.at_least(abs(observed) - slack, shift) + sums.at_most(slack - abs(observed), shift)
+    if sums.exact:
+        return count / sums.total  # the observed assignment is always among them: never 0
+    return (count + 1) / (MONTE_CARLO_DRAWS + 1)
 
 
 def sign_flip_p(values: Sequence[float], alternative: str = "two-sided") -> float:
     """p of the sign-flip test that the differences are symmetric about 0: the share of sign
-    assignments whose mean is at least as extreme as the observed one (in the direction of
-    `alternative`: two-sided, greater or less). nan below two pairs or for non-finite values."""
-    x = np.asarray(values, dtype=float)
-    if x.size < 2 or not np.isfinite(x).all():
-        return math.nan
-    observed, means = flipped_means(x)
-    slack = tolerance(observed)
-    if alternative == "greater":
-        extreme = means >= observed - slack
-    elif alternative == "less":
-        extreme = means <= observed + slack
-    else:
-        extreme = np.abs(means) >= abs(observed) - slack
-    return int(extreme.sum()) / means.size  # the observed assignment is always among them: never 0
+    assignments whose sum is at least as extreme as the observed one (in the direction of
+    `alternative`: two-sided, greater or less). Exact up to EXACT_UP_TO pairs, a Monte Carlo p
+    past it. nan below two pairs or for non-finite values."""
+    return shifted_sign_flip_p(values, alternative)
+
+
+def is_monte_carlo(n: int) -> bool:
+    """Whether the p of n pairs is drawn (Monte Carlo) rather than exact."""
+    return n > EXACT_UP_TO
+
+
+def drawn_note(pairs: Sequence[int]) -> str | None:
+    """Said beside the p-values where some are Monte Carlo (a difference over EXACT_UP_TO pairs)."""
+    drawn = sorted({n for n in pairs if is_monte_carlo(n)})
+    if not drawn:
+        return None
+    return (f"p of a difference over {EXACT_UP_TO} pairs ({', '.join(map(str, drawn))} here) is a Monte Carlo p from "
+            f"{MONTE_CARLO_DRAWS:,} seeded sign assignments, not an exact one: its standard error is "
+            f"sqrt(p (1 − p) / {MONTE_CARLO_DRAWS:,}), {monte_carlo_error(0.05):.1g} at p 0.05.")
+
+
+def monte_carlo_error(p: float) -> float:
+    """The standard error of a Monte Carlo p from MONTE_CARLO_DRAWS draws: sqrt(p (1 - p) / draws)."""
+    return math.sqrt(p * (1 - p) / MONTE_CARLO_DRAWS)
 
 
 def smallest_p(n: int, sided: int = 2) -> float:
@@ -69,15 +145,14 @@ def smallest_p(n: int, sided: int = 2) -> float:
     (past EXACT_UP_TO, where assignments are drawn, that of the draws)."""
     if n < 2:
         return math.nan
-    return sided / 2**n if n <= EXACT_UP_TO else 1 / (SIGN_FLIP_DRAWS + 1)
+    return sided / 2**n if n <= EXACT_UP_TO else 1 / (MONTE_CARLO_DRAWS + 1)
 
 
 def equivalence_p(values: Sequence[float], margin: float) -> float:
     """Two one-sided sign-flip tests that the mean difference lies inside (-margin, margin): the
     larger of the p that it is not at or below -margin and the p that it is not at or above +margin.
     Below the level, the difference is equivalent to 0 within the margin."""
-    x = np.asarray(values, dtype=float)
-    return max(sign_flip_p(x + margin, "greater"), sign_flip_p(x - margin, "less"))
+    return max(shifted_sign_flip_p(values, "greater", margin), shifted_sign_flip_p(values, "less", -margin))
 
 
 def smallest_margin(values: Sequence[float], level: float = 0.05) -> float | None:
@@ -103,6 +178,21 @@ def smallest_margin(values: Sequence[float], level: float = 0.05) -> float | Non
     return high
 
 
+def tarone(floors: Sequence[float], level: float = 0.05) -> tuple[list[bool], int]:
+    """Which tests of a family of discrete tests stay in it (Tarone 1990), and K: the smallest count
+    such that at most K tests have a smallest attainable p (`smallest_p` of their pairs) below
+    level / K. Those stay; the rest can never reach their share of the level and would only widen
+    Holm's correction for the others. The floors are fixed by the design (the pairs), not by the
+    data, so leaving them out keeps the chance of any false discovery within the level. A nan floor
+    (no test) stays out."""
+    tested = [f for f in floors if not math.isnan(f)]
+    for k in range(1, len(tested) + 1):
+        kept = [not math.isnan(f) and f < level / k for f in floors]
+        if sum(kept) <= k:
+            return kept, k
+    return [False] * len(floors), 0
+
+
 def pairs_needed(family: int, level: float = 0.05) -> int:
     """The fewest pairs at which a difference can separate after Holm over `family` tests: the
     smallest p, 2 / 2^n, times the family must fall below the level."""
@@ -119,7 +209,7 @@ def unreachable(pairs: Sequence[int], family: int, level: float = 0.05) -> str |
     if not short:
         return None
     n = short[-1]
+    holm = f", and Holm over {family} tests makes it {min(1.0, family * smallest_p(n)):.3g}" if family > 1 else ""
     return (f"no difference of {' or '.join(map(str, short))} pairs can separate, whatever the data: the exact "
-            f"test's smallest p at {n} pairs is {smallest_p(n):.3g}, "
-            f"and Holm over {family} tests makes it {min(1.0, family * smallest_p(n)):.3g}, not below {level:g}; "
+            f"test's smallest p at {n} pairs is {smallest_p(n):.3g}{holm}, not below {level:g}; "
             f"{pairs_needed(family, level)} pairs (seeds × other cells) could")

@@ -15,7 +15,7 @@ import numpy as np
 
 from zoo.compare.agreement import separates
 from zoo.compare.comparison import Comparison
-from zoo.compare.stats import Estimate, SimpleEffect, holm, interaction, p_value, units_of
+from zoo.compare.stats import Estimate, SimpleEffect, floor_of, holm, interaction, p_value, units_of
 from zoo.records import RunRecord
 from zoo.sweep.names import value_text
 from zoo.sweep.spec import SIZE_KEYS
@@ -75,7 +75,8 @@ def across_sizes(sweep: Comparison, records: Sequence[RunRecord], simple: list[S
                 contrasts = [interaction(finished, key, value, values[0], given, size, sizes[0]) for size in sizes[1:]]
                 out.append(AcrossSizes(f"{labels[key]}: {value_text(value)} − {value_text(values[0])}", labels[given],
                                        sizes, at_size, [(e, p_value(e), math.nan) for e in contrasts]))
-    adjusted = iter(holm([p for effect in out for _, p, _ in effect.interactions]))
+    contrasts = [(p, floor_of(e)) for effect in out for e, p, _ in effect.interactions]
+    adjusted = iter(holm([p for p, _ in contrasts], [floor for _, floor in contrasts]))
     for effect in out:
         effect.interactions = [(e, p, next(adjusted)) for e, p, _ in effect.interactions]
         effect.verdict = size_verdict(effect.sizes, effect.at_size, effect.interactions)

@@ -14,7 +14,7 @@ import numpy as np
 from scipy import stats
 
 from zoo.compare.comparison import Comparison
-from zoo.compare.exact import sign_flip_p
+from zoo.compare.exact import sign_flip_p, smallest_p, tarone
 from zoo.compare.units import IdentityCheck, Units, experimental_units
 from zoo.metric_names import MetricName
 from zoo.metrics import CURVE, range_of
@@ -148,17 +148,33 @@ def p_value(e: Estimate) -> float:
     return sign_flip_p(e.values)
 
 
-def holm(p_values: Sequence[float]) -> list[float]:
+def holm(p_values: Sequence[float], floors: Sequence[float] | None = None) -> list[float]:
     """Holm's step-down adjustment (Holm 1979), in the order given: the i-th smallest of m p-values
     becomes max over j <= i of min(1, (m - j + 1) p_(j)). It bounds the chance of any false
     discovery in the family by the level, for any dependence between the tests. A nan (too few
-    pairs) stays nan and does not count in m."""
+    pairs) stays nan and does not count in m. With `floors` (each test's smallest attainable p),
+    the tests that cannot reach their share of the level leave the family first
+    (zoo.compare.exact.tarone) and stay nan too."""
+    if floors is not None:
+        kept, _ = tarone(floors)
+        p_values = [p if keep else math.nan for p, keep in zip(p_values, kept, strict=True)]
     order = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
     adjusted, running = [math.nan] * len(p_values), 0.0
     for rank, (p, i) in enumerate(order):
         running = max(running, min(1.0, (len(order) - rank) * p))
         adjusted[i] = running
     return adjusted
+
+
+def floor_of(e: Estimate, sided: int = 2) -> float:
+    """The smallest p the exact test of this difference can give (nan where it has no test)."""
+    return smallest_p(e.n, sided) if e.n >= 2 else math.nan
+
+
+def discrete_holm(estimates: Sequence[Estimate]) -> list[float]:
+    """Holm over the exact tests of these differences, those that cannot reach their share of the
+    level left out first (Tarone)."""
+    return holm([p_value(e) for e in estimates], [floor_of(e) for e in estimates])
 
 
 def seed_noise(sweep: Comparison, records: Sequence[RunRecord]) -> tuple[float, int]:
@@ -332,11 +348,13 @@ def primary_family(effects: list[AxisEffect]) -> list[Estimate]:
 
 def with_tests(effects: list) -> list:
     """Give each effect's differences (and an axis effect's interactions) their (p, Holm p), the
-    family being every difference and interaction of every effect given: one adjustment,
-    whichever table the effects are."""
+    family being every difference and interaction of every effect given that can reach its share
+    of the level (Tarone; one that cannot gets Holm p nan): one adjustment, whichever table the
+    effects are."""
     crossed = [i for effect in effects for i in getattr(effect, "interactions", [])]
-    raw = [p_value(e) for effect in effects for _, e in effect.differences] + [p_value(i.estimate) for i in crossed]
-    adjusted = iter(zip(raw, holm(raw), strict=True))
+    family = [e for effect in effects for _, e in effect.differences] + [i.estimate for i in crossed]
+    raw = [p_value(e) for e in family]
+    adjusted = iter(zip(raw, holm(raw, [floor_of(e) for e in family]), strict=True))
     for effect in effects:
         effect.tests = [next(adjusted) for _ in effect.differences]
     for each in crossed:

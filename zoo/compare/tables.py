@@ -23,6 +23,14 @@ def number(x: float | None, digits: int = 4) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}g}"
 
 
+def holm_said(p: float, adjusted: float, digits: int = 3) -> str:
+    """A test's Holm p as the tables say it, or why it has none: a test with a p but no Holm p left
+    the family (zoo.compare.exact.tarone), one with neither has too few pairs."""
+    if math.isnan(adjusted):
+        return "left the family (its pairs cannot reach its share of the level)" if not math.isnan(p) else "Holm p —"
+    return f"Holm p {adjusted:.{digits}g}"
+
+
 def interval(e: Estimate) -> str:
     return "—" if math.isnan(e.low) else f"[{number(e.low)}, {number(e.high)}]"
 
@@ -79,7 +87,9 @@ def censored_note(sweep: Comparison) -> list[str]:
 
 HOLM = ("p: two-sided exact sign-flip test of the paired differences (Fisher's randomization test; at n pairs no p "
         "falls below 2 / 2^n, and none is 0). Holm p: adjusted by Holm's step-down method over the primary family, "
-        "all {m} paired differences and two-way interactions of the sweep's metric, so that the chance that any of "
+        "of the sweep's {members} paired differences and two-way interactions on its metric, the {m} whose exact "
+        "test can reach its share of the level (Tarone 1990: a test that cannot, whatever the data, leaves the "
+        "family first, and its Holm p is —), so that the chance that any of "
         "them excludes 0 by chance alone stays within the level (a difference with Holm p < 0.05 holds at 5% for "
         "the whole family). Verdict: separated where Holm p < 0.05; level only where the sweep declares a margin "
         "for the metric (`margins:`) and two one-sided sign-flip tests exclude it (TOST, Holm over the same family); "

@@ -6,14 +6,14 @@ from __future__ import annotations
 from zoo.compare.agreement import separates
 from zoo.compare.sections import Analysis, Section, register
 from zoo.compare.sizes import AcrossSizes, across_sizes
-from zoo.compare.stats import Estimate
-from zoo.compare.tables import interval, markdown_table, number, text_table
+from zoo.compare.stats import Estimate, p_value
+from zoo.compare.tables import holm_said, interval, markdown_table, number, text_table
 from zoo.compare.wandb_run import Rows
 from zoo.sweep.names import value_text
 
 
-def starred(e: Estimate, adjusted: float) -> str:
-    return f"{number(e.mean)} {interval(e)} Holm p {number(adjusted, 3)}" + (" *" if separates(e, adjusted) else "")
+def starred(e: Estimate, p: float, adjusted: float) -> str:
+    return f"{number(e.mean)} {interval(e)} {holm_said(p, adjusted)}" + (" *" if separates(e, adjusted) else "")
 
 
 def size_rows(effects: list[AcrossSizes]) -> tuple[list[str], list[list[str]]]:
@@ -23,8 +23,8 @@ def size_rows(effects: list[AcrossSizes]) -> tuple[list[str], list[list[str]]]:
     first = effects[0]
     columns = ["difference (paired)", *(f"at {first.size_label}={value_text(s)}" for s in first.sizes),
                *(f"interaction {value_text(s)} vs {value_text(first.sizes[0])}" for s in first.sizes[1:]), "verdict"]
-    rows = [[e.label, *(starred(d, adjusted) for d, adjusted in e.at_size),
-             *(starred(d, adjusted) for d, _, adjusted in e.interactions), e.verdict] for e in effects]
+    rows = [[e.label, *(starred(d, p_value(d), adjusted) for d, adjusted in e.at_size),
+             *(starred(d, p, adjusted) for d, p, adjusted in e.interactions), e.verdict] for e in effects]
     return columns, rows
 
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zoo.compare.comparison import Comparison
-from zoo.compare.exact import unreachable
+from zoo.compare.exact import drawn_note, smallest_p, tarone, unreachable
 from zoo.compare.plots import marked, plot_differences, plot_estimates, pyplot
 from zoo.compare.sections import Analysis, Section, register
-from zoo.compare.stats import AxisEffect, axis_effects, primary_family, seed_noise
-from zoo.compare.tables import HOLM, effect_lines, effect_table, effects_text, noise_line
+from zoo.compare.stats import AxisEffect, axis_effects, floor_of, primary_family, seed_noise
+from zoo.compare.tables import HOLM, effect_lines, effect_table, effects_text, noise_line, tested
 from zoo.compare.wandb_run import Rows
 from zoo.files import save_figure
 from zoo.sweep.names import value_text
@@ -68,9 +68,32 @@ class Effects:
     noise: tuple[float, int]
     """The metric's seed-to-seed standard deviation within a variant, pooled, and its degrees of freedom."""
     family: int
-    """How many tests the primary family holds (Holm's m)."""
+    """How many tests the primary family holds (Holm's m): those that can reach their share of the level."""
     short: str | None
     """Why no test of the family can separate at this many pairs, where none can."""
+    drawn: str | None = None
+    """Which p-values are Monte Carlo (over zoo.compare.exact.EXACT_UP_TO pairs), where any is."""
+    left: str | None = None
+    """Which tests left the family before Holm, and why (Tarone), where any did."""
+    members: int = 0
+    """Every difference and two-way interaction of the metric, those that left the family included."""
+
+
+def left_note(effects: list[AxisEffect], share: int) -> str | None:
+    """The tests whose exact p cannot reach their share of the level (their Holm p is nan while
+    their p is not), grouped by their pairs: said where they are, so a dash is never a mystery."""
+    by_pairs: dict[int, list[str]] = {}
+    for effect in effects:
+        for axis, what, e, (p, holm_p) in tested(effect):
+            if math.isnan(holm_p) and not math.isnan(p):
+                by_pairs.setdefault(e.n, []).append(f"{axis}: {what}")
+    if not by_pairs:
+        return None
+    groups = "; ".join(f"{', '.join(names)} ({n} pairs: smallest p {smallest_p(n):.3g})"
+                       for n, names in sorted(by_pairs.items()))
+    return (f"Left the family before Holm (Tarone 1990), since their exact test cannot reach their share of the "
+            f"level, 0.05 / {share} = {0.05 / share:.3g}, whatever the data: {groups}. Their Holm p is —; "
+            "they are not separated (inconclusive), and more pairs would test them.")
 
 
 @register("effects")
@@ -82,7 +105,11 @@ class EffectsSection(Section):
         sweep, records = analysis.comparison, analysis.records
         effects = axis_effects(sweep, records)
         tests = primary_family(effects)
-        return Effects(effects, seed_noise(sweep, records), len(tests), unreachable([e.n for e in tests], len(tests)))
+        pairs = [e.n for e in tests]
+        kept, share = tarone([floor_of(e) for e in tests])
+        short = unreachable(pairs, share) if not any(kept) else None
+        return Effects(effects, seed_noise(sweep, records), sum(kept), short, drawn_note(pairs),
+                       left_note(effects, share), len(tests))
 
     @classmethod
     def warnings(cls, result: Effects, analysis: Analysis) -> list[str]:
@@ -90,13 +117,16 @@ class EffectsSection(Section):
 
     @classmethod
     def markdown(cls, result: Effects, analysis: Analysis) -> list[str]:
+        said = [part for line in (result.left, result.drawn) if line for part in (line, "")]
+        holm = HOLM.format(m=result.family, members=result.members)
         return ["## Effect of each axis", "", "Each value's mean over every other grid value and seed; differences are "
-                "paired over runs that share every other grid value and the seed.", "", HOLM.format(m=result.family),
-                "", noise_line(result.noise), "", *effect_lines(result.effects, analysis.comparison.question.margin)]
+                "paired over runs that share every other grid value and the seed.", "", holm,
+                "", *said, noise_line(result.noise), "", *effect_lines(result.effects, analysis.comparison.question.margin)]
 
     @classmethod
     def console(cls, result: Effects, analysis: Analysis) -> str:
-        return effects_text(result.effects, result.noise, analysis.comparison.question.margin)
+        said = "".join(f"\n{line}" for line in (result.left, result.drawn) if line)
+        return effects_text(result.effects, result.noise, analysis.comparison.question.margin) + said
 
     @classmethod
     def tables(cls, result: Effects, analysis: Analysis) -> dict[str, Rows]:

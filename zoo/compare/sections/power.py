@@ -3,23 +3,29 @@
 
 from __future__ import annotations
 
+import math
+
 from zoo.compare.comparison import Comparison
-from zoo.compare.power import power_of, power_text
+from zoo.compare.power import SAMPLES, power_of, power_text
 from zoo.compare.sections import Analysis, Section, register
-from zoo.compare.stats import AxisEffect, primary_family
+from zoo.compare.stats import AxisEffect
+from zoo.compare.tables import tested
 from zoo.sweep.names import value_text
 
 
 def power_lines(sweep: Comparison, effects: list[AxisEffect]) -> list[str]:
     """Each paired difference's detectable size at 80% power and the seeds its planned size needs:
     the declared margin where there is one, else the observed difference."""
-    family = len(primary_family(effects))
+    family = sum(1 for _, _, _, (_, holm_p) in (test for effect in effects for test in tested(effect)) if not math.isnan(holm_p))
     margin = sweep.margins.get(sweep.metric)
     lines = []
     for effect in effects:
-        for value, e in effect.differences:
-            wanted = margin if margin else e.mean
+        for (value, e), (p, holm_p) in zip(effect.differences, effect.tests, strict=True):
             label = f"{effect.label}: {value_text(value)} − {value_text(effect.values[0])}"
+            if math.isnan(holm_p) and not math.isnan(p):
+                lines.append(f"{label}: left the family ({e.n} pairs cannot reach their share of the level)")
+                continue
+            wanted = margin if margin else e.mean
             lines.append(power_text(label, e, power_of(e, family, wanted), e.n / max(len(sweep.seeds), 1)))
     return lines
 
@@ -34,8 +40,9 @@ class PowerSection(Section):
 
     @classmethod
     def markdown(cls, result: list[str], analysis: Analysis) -> list[str]:
-        return ["## Power", "", "From each difference's observed spread over its pairs (a normal approximation at the "
-                "Bonferroni level of the family, floored by the exact test's smallest p):", "",
+        return ["## Power", "", "From each difference's observed spread over its pairs, for the exact sign-flip test at "
+                f"the Bonferroni level of the family (simulated over {SAMPLES:,} samples of normal differences with "
+                "that spread):", "",
                 *(f"- {line}" for line in result), ""]
 
     @classmethod
