@@ -5,6 +5,7 @@ meets in some variant,
 and the four seed axes are crossed in full."""
 
 import compileall
+import functools
 import itertools
 import os
 from pathlib import Path
@@ -46,9 +47,12 @@ def name_of(fields: dict) -> str:
     return zoo.spec("post.sinusoidal.fused.relu", vocab_size=19, **fields).name
 
 
-COMBOS = [name_of(dict(zip(zoo.AXES, combo)))
-          for combo in itertools.product(*(zoo.registry(axis).names() for axis in zoo.AXES))]
-"""Every combination of every axis's parts (what `zoo build-all` builds)."""
+@functools.cache
+def combos() -> list[str]:
+    """Every combination of every axis's parts (what `zoo build-all` builds): thousands of names,
+    made when a test first asks (6 s of every test process's start when they were made at import)."""
+    return [name_of(dict(zip(zoo.AXES, combo)))
+            for combo in itertools.product(*(zoo.registry(axis).names() for axis in zoo.AXES))]
 
 SEED_AXES = {"norm": ["post", "pre"], "position": ["sinusoidal", "learned"], "attention": ["per_head", "fused"],
              "ffn": ["relu", "gelu"]}

@@ -5,7 +5,7 @@ curves apart."""
 import pytest
 import torch
 import yaml
-from conftest import COMBOS, padded_batch, tiny
+from conftest import combos, padded_batch, tiny
 from sweepkit import write_sweep
 from test_sweep import tiny_sweep
 
@@ -24,10 +24,10 @@ def test_build_all_checks_every_combination_at_a_small_size_by_default(capsys):
     """By default every combination (the list build-all walks); built and run here for the
     combinations of one norm placement, since all of them take two minutes of CI (the pairwise
     grid of tests/conftest.py meets every pair of parts in every invariant)."""
-    assert {".".join(combo).removesuffix(".layernorm") for combo in part_combinations()} == set(COMBOS)
+    assert {".".join(combo).removesuffix(".layernorm") for combo in part_combinations()} == set(combos())
     main(["build-all", "--only", "pre.*"])
     lines = capsys.readouterr().out.splitlines()
-    some = [name for name in COMBOS if name.startswith("pre.")]
+    some = [name for name in combos() if name.startswith("pre.")]
     assert lines[0].startswith(f"{len(some)} combinations") and "d_model 32" in lines[0]
     built = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in lines[1:-1]}
     assert set(built) == set(some)

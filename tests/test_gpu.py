@@ -3,7 +3,7 @@ CPU/GPU agreement of a model. Skipped where CUDA is absent (CI); run them on a G
 
 import pytest
 import torch
-from conftest import COMBOS, padded_batch, tiny
+from conftest import combos, padded_batch, tiny
 
 import zoo
 from trainkit import tiny_experiment
@@ -42,7 +42,7 @@ def test_compiled_training_follows_eager_training(tmp_path):
     assert losses(compiled) == pytest.approx(losses(eager), rel=1e-3)
 
 
-@pytest.mark.parametrize("name", COMBOS)
+@pytest.mark.parametrize("name", combos())
 def test_cuda_and_cpu_compute_the_same_model(name):
     torch.backends.cuda.matmul.allow_tf32 = False  # compare fp32 with fp32
     model = zoo.build(tiny(name), seed=0).eval()
