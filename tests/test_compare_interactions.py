@@ -70,3 +70,19 @@ def test_one_axis_has_no_interactions(tmp_path):
     sweep = sweepkit.write_sweep(tmp_path, "one", {"model.norm": ["post", "pre"]}, [0, 1], lambda a, seed: 0.5)
     report = compare(sweep.directory(), wandb_mode="disabled")
     assert report.simple == [] and "at each value of another" not in report.markdown.read_text()
+
+
+def test_an_interactions_interval_is_held_to_what_a_contrast_of_the_metric_can_be(tmp_path):
+    """Exact match lies in [0, 1], so an interaction (a difference of two differences) lies in
+    [-2, 2]: from two seeds of +2 and -2 its t-interval reaches ±25, which no contrast can."""
+    from zoo.compare.sections import analyse
+
+    def flipping(a, seed):
+        both = (a["model.norm"] == "pre") == (a["train.warmup_steps"] == 100)
+        return float(both) if seed == 0 else float(not both)
+
+    sweep = sweepkit.write_sweep(tmp_path, "bounded", {"model.norm": ["post", "pre"], "train.warmup_steps": [0, 100]},
+                                 [0, 1], flipping)
+    (crossed,) = [i for e in analyse(sweep.directory())["effects"].effects for i in e.interactions]
+    assert crossed.estimate.values == (2.0, -2.0) and crossed.estimate.mean == 0.0
+    assert (crossed.estimate.low, crossed.estimate.high) == (-2.0, 2.0), "clipped to the contrast's range"

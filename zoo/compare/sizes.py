@@ -72,7 +72,8 @@ def across_sizes(sweep: Comparison, records: Sequence[RunRecord], simple: list[S
                 continue
             for index, value in enumerate(values[1:]):
                 at_size = [(e.differences[index][1], e.tests[index][1]) for e in at]
-                contrasts = [interaction(finished, key, value, values[0], given, size, sizes[0]) for size in sizes[1:]]
+                contrasts = [interaction(finished, key, value, values[0], given, size, sizes[0],
+                                         sweep.resolved_metric.bounds) for size in sizes[1:]]
                 out.append(AcrossSizes(f"{labels[key]}: {value_text(value)} − {value_text(values[0])}", labels[given],
                                        sizes, at_size, [(e, p_value(e), math.nan) for e in contrasts]))
     contrasts = [(p, floor_of(e)) for effect in out for e, p, _ in effect.interactions]

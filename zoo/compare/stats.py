@@ -312,7 +312,8 @@ def axis_effects(sweep: Comparison, records: Sequence[RunRecord]) -> list[AxisEf
         identity = units.identities.get(key)
         later = tested[tested.index(key) + 1:] if key in tested else []
         crossed = [Interaction(labels[key], value, values[0], labels[given], at, sweep.grid[given][0],
-                               interaction(units.finished, key, value, values[0], given, at, sweep.grid[given][0]))
+                               interaction(units.finished, key, value, values[0], given, at, sweep.grid[given][0],
+                                           bounds))
                    for given in later for value in values[1:] for at in sweep.grid[given][1:]]
         others = [] if identity else [(a, b, paired_differences(units.finished, key, [a, b], bounds)[0][1])
                                       for a, b in itertools.combinations(values[1:], 2)]
@@ -323,9 +324,10 @@ def axis_effects(sweep: Comparison, records: Sequence[RunRecord]) -> list[AxisEf
 
 
 def interaction(finished: list[tuple[RunRecord, float]], key: str, value: Any, reference: Any, given: str,
-                at: Any, base: Any) -> Estimate:
+                at: Any, base: Any, bounds: tuple[float, float] = (-math.inf, math.inf)) -> Estimate:
     """(x(value, at) − x(reference, at)) − (x(value, base) − x(reference, base)), paired over runs
-    that share the seed and every grid value but `key` and `given`."""
+    that share the seed and every grid value but `key` and `given`; its interval held inside what a
+    difference of two differences of the metric can be (twice the metric's range either way)."""
     cells: dict[tuple, float] = {}
     for record, x in finished:
         rest = tuple(sorted((k, repr(v)) for k, v in record.assignment.items() if k not in (key, given)))
@@ -337,7 +339,8 @@ def interaction(finished: list[tuple[RunRecord, float]], key: str, value: Any, r
         corners = [cells.get((rest, seed, repr(v), repr(s))) for v, s in ((reference, at), (value, base), (reference, base))]
         if None not in corners:
             values.append(cells[(rest, seed, k, g)] - corners[0] - corners[1] + corners[2])
-    return Estimate.of(values)
+    low, high = bounds
+    return Estimate.of(values).within(2 * (low - high), 2 * (high - low))
 
 
 def primary_family(effects: list[AxisEffect]) -> list[Estimate]:
