@@ -4,6 +4,7 @@ for `zoo compare`."""
 import yaml
 
 from zoo.sweep import Ledger, SweepSpec, expand
+from zoo.sweep.question import declaration
 
 
 def write_sweep(out_dir, name, grid, seeds, value, metric="eval/exact_match", target=None, statuses=None,
@@ -27,7 +28,8 @@ def write_sweep(out_dir, name, grid, seeds, value, metric="eval/exact_match", ta
                 [{"train/step": 50, "train/wall_s": 5.0, metric: 0.0},
                  {"train/step": 100, "train/wall_s": 10.0 + cell.seed, metric: v}])
         metrics = {metric: v} if metric.endswith("loss") else {metric: v, "eval/loss": 1 - v}
-        record = {"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": a}
+        record = {"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": a,
+                  "declared": declaration(sweep)}  # as zoo sweep records it
         ledger.append({**record, "status": "running"})
         ledger.append({**record, "status": status, "metrics": metrics if status == "finished" else {},
                        "parameters": 1000 + (a.get("model.norm") == "pre"), "history": rows,

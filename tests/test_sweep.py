@@ -23,6 +23,7 @@ from zoo.compare import compare
 from zoo.sweep import Ledger, SweepSpec, cell_experiment, expand, export_wandb, load_sweep, run_sweep, shard
 from zoo.sweep.export import find_cell
 from zoo.sweep.pool import threads_per_worker
+from zoo.sweep.question import declaration
 from zoo.sweep.runner import SweepClock
 
 GRID = {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"], "train.optimizer.lr": [0.001, 0.003]}
@@ -172,6 +173,8 @@ def test_two_cells_end_to_end_with_wandb_offline(tmp_path):
     assert {r["status"] for r in latest.values()} == {"finished"}
     assert all(r["metrics"]["eval/loss"] > 0 and r["steps"] == 20 for r in latest.values())
     assert all(r["threads"] == threads_per_worker(2) for r in latest.values()), "2 workers share the cores"
+    lines = [json.loads(line) for line in (folder / "ledger.jsonl").read_text().splitlines()]
+    assert all(line["declared"] == declaration(sweep) for line in lines), "every line carries the declared question"
     runs = sorted((folder / "wandb").glob("offline-run-*"))
     assert len(runs) == 2
     for run in runs:

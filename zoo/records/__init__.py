@@ -77,6 +77,9 @@ class RunRecord(BaseModel):
     variant: str | None = None
     seed: int | None = None
     assignment: dict[str, Any] | None = None
+    declared: dict[str, Any] | None = Field(None, description="the sweep's question when the cell ran "
+                                            "(zoo.sweep.question.declaration): its metric, margins, family, target, "
+                                            "fit and choose_on, and the sweep file's SHA-256")
     time: str | None = None
 
     @field_validator("format")

@@ -6,9 +6,11 @@ makes another, its goal taken from the metric, never typed again by hand."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zoo.metrics import Goal, Resolved
 
@@ -69,3 +71,25 @@ class Question:
         """"" for the primary endpoint; else what the page and the plots say of a secondary one."""
         return "" if not self.exploratory else (f"secondary (exploratory): {self.metric}; the primary endpoint is "
                                                 f"{self.primary}")
+
+
+DECLARED = ("metric", "margins", "family", "target", "fit", "choose_on")
+"""The fields of a declaration that make the question: a change to any after cells ran makes the
+study exploratory (the sweep file's hash is kept beside them, for provenance only)."""
+
+
+def declaration(sweep: SweepSpec) -> dict[str, Any]:
+    """What `zoo sweep` records with every cell: the question as the sweep file declares it when
+    the cell runs (its primary metric, margins, family: the grid keys whose differences and
+    two-way interactions the family holds, target, fit, choose_on) and the SHA-256 of the sweep
+    file as validated."""
+    dumped = sweep.model_dump(mode="json")
+    return {"metric": sweep.metric, "margins": dict(sweep.margins), "family": list(sweep.grid),
+            "target": sweep.target, "fit": dumped.get("fit"), "choose_on": sweep.choose_on,
+            "sweep_sha256": hashlib.sha256(json.dumps(dumped, sort_keys=True).encode()).hexdigest()}
+
+
+def declaration_changes(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """Each question field that differs between a recorded declaration and the current one."""
+    return [f"{key}: {recorded.get(key)!r} when cells ran, {now.get(key)!r} now" for key in DECLARED
+            if recorded.get(key) != now.get(key)]

@@ -29,6 +29,7 @@ from zoo.specs.yamlio import dump_yaml, read_mapping
 from zoo.sweep.loading import check_distinct
 from zoo.sweep.names import safe_text
 from zoo.sweep.pool import Workers, threads_per_worker
+from zoo.sweep.question import declaration
 from zoo.sweep.spec import NAMED, Cell, SweepSpec, cell_experiment, expand, read_saved_sweep, shard
 from zoo.sweep.torchrun_cell import cell_processes
 from zoo.tasks import data_digests
@@ -38,12 +39,14 @@ from zoo.trainer.progress import duration
 from zoo.trainer.resume_checks import changed_fields, data_changes
 
 
-def identity_record(cell: Cell) -> dict[str, Any]:
+def identity_record(cell: Cell, declared: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What every ledger line of a cell carries: which cell, and the question its sweep declared."""
     return {"cell": cell.name, "variant": cell.variant, "seed": cell.seed,
-            "assignment": {key: value for key, value in cell.assignment}}
+            "assignment": {key: value for key, value in cell.assignment}, "declared": declared}
 
 
-def run_cell(experiment: ExperimentSpec, cell: Cell, ledger: Ledger, workers: Workers) -> RunRecord | None:
+def run_cell(experiment: ExperimentSpec, cell: Cell, ledger: Ledger, workers: Workers,
+             declared: dict[str, Any] | None = None) -> RunRecord | None:
     """Train one cell (its experiment given) in a child process, resuming its checkpoint if a
     killed sweep left one; None when the sweep is stopping or another process (another shard)
     holds the cell."""
@@ -55,14 +58,14 @@ def run_cell(experiment: ExperimentSpec, cell: Cell, ledger: Ledger, workers: Wo
     except RunConflict:
         return None
     try:
-        return train_cell(experiment, run_dir, cell, ledger, workers)
+        return train_cell(experiment, run_dir, cell, ledger, workers, declared)
     finally:
         lock.release()
 
 
 def train_cell(experiment: ExperimentSpec, run_dir: Path, cell: Cell, ledger: Ledger,
-               workers: Workers) -> RunRecord | None:
-    identity = identity_record(cell)
+               workers: Workers, declared: dict[str, Any] | None = None) -> RunRecord | None:
+    identity = identity_record(cell, declared)
     file, result_file = run_dir / "experiment.yaml", run_dir / "result.json"
     other = foreign_run(file, experiment)
     if other:
@@ -268,11 +271,11 @@ def run_sweep(sweep: SweepSpec, base: dict[str, Any], workers: int = 1, shard_of
         echo(f"sweep {sweep.name}: {len(cells)} cells in this shard, {len(statuses)} already done, "
              f"{len(todo)} to run with {workers} worker(s){by_processes(processes_per_cell)}; each cell logs to "
              f"{folder / 'runs'}/CELL/log.txt")
-        clock = SweepClock(len(todo))
+        clock, declared = SweepClock(len(todo)), declaration(sweep)
         processes = Workers(threads_per_worker(workers), cells_per_process, processes_per_cell)
 
         def one(cell: Cell) -> None:
-            record = run_cell(experiments[cell.name], cell, ledger, processes)
+            record = run_cell(experiments[cell.name], cell, ledger, processes, declared)
             if record is None:
                 statuses[cell.name] = "stopped" if processes.stopping is not None else "skipped"
                 if processes.stopping is None:
