@@ -220,3 +220,24 @@ def test_best_rates_and_fits_of_a_tuned_ladder(tables, tmp_path):
     assert "| norm=pre | 0.001 * | 0.001 * | 0.01 * | 0.01 * |" in rates
     fitted = tables.fits(folder, ["test/loss"])
     assert "| norm=post | 3 | 0.3 [0.3, 0.3] |" in fitted and "| norm: pre − post |" in fitted
+
+
+def test_a_cited_commit_is_the_commit_its_ledger_records():
+    """Each section of the results page that links a results folder cites the commit its runs were
+    trained at: every commit it names is one some record of its ledgers carries (two sections named
+    another commit until 2026-12-07)."""
+    import json
+    import re
+
+    page = (ROOT / "experiments" / "results" / "README.md").read_text(encoding="utf-8")
+    checked = 0
+    for section in page.split("\n## ")[1:]:
+        folders = set(re.findall(r"\]\(([\w-]+)/(?:report|transfer)\.md\)", section))
+        recorded = {json.loads(line).get("environment", {}).get("zoo_commit") or ""
+                    for folder in folders if (ROOT / "experiments" / "results" / folder / "ledger.jsonl").is_file()
+                    for line in (ROOT / "experiments" / "results" / folder / "ledger.jsonl").read_text().splitlines()}
+        for commit in re.findall(r"\bcommits? `?([0-9a-f]{7,40})\b", section):
+            if recorded:
+                checked += 1
+                assert any(full.startswith(commit) for full in recorded), (section.splitlines()[0], commit, recorded)
+    assert checked >= 15
