@@ -298,7 +298,10 @@ def test_the_console_shows_the_comparison_not_the_wandb_banner(tmp_path):
     output = done.stdout + done.stderr
     assert not [line for line in output.splitlines() if line.startswith("wandb:")], output
     said = [line for line in done.stdout.splitlines() if not line.startswith("zoo compare:")]  # progress, notes
-    assert said[0].startswith("rank  variant"), "the table comes first"
+    assert said[0] == "findings on eval/exact_match:", "the findings come first"
+    assert said[1].startswith("  norm: pre − post: 0.1 "), said[:3]
+    assert next(line for line in said if not line.startswith("  ") and line != said[0]).startswith("rank  variant"), \
+        "then the table"
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("W&B:")]
     run_dir = Path(line.split()[1])
     assert run_dir.is_dir() and list(run_dir.glob("run-*.wandb")), "the W&B run it names was written"

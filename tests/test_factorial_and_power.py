@@ -104,7 +104,8 @@ def test_the_report_and_wandb_hold_the_factorial_analysis_and_the_power(tmp_path
                                  value)
     report = compare(sweep.directory())
     text = report.markdown.read_text()
-    assert "## Factorial analysis (seed as block)" in text and "| norm × ffn | 1 |" in text and "| residual | 6 |" in text
+    assert "## Factorial analysis (seed as block; secondary, decides nothing)" in text
+    assert "| norm × ffn | 1 |" in text and "| residual | 6 |" in text
     assert "- norm: pre − post: left the family (6 pairs cannot reach their share of the level)" in text, \
         "two 6-pair differences (smallest p 2 / 64 each) cannot both reach a share of 0.05: none is tested"
     assert "Factorial analysis of 12 units" in report.effects_text

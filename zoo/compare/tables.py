@@ -11,7 +11,8 @@ from scipy.stats import t as student_t
 
 from zoo.compare.agreement import separates
 from zoo.compare.comparison import Comparison
-from zoo.compare.equivalence import verdicts
+from zoo.compare.equivalence import tost_holm, verdicts
+from zoo.compare.power import power_of
 from zoo.compare.stats import AxisEffect, Estimate, SimpleEffect, VariantRow
 from zoo.compare.wandb_run import Rows
 from zoo.metrics import CURVE, range_of
@@ -166,24 +167,35 @@ def effects_text(effects: list[AxisEffect], noise: tuple[float, int], margin: fl
     return "\n".join([text_table(columns, rows), *checks, noise_line(noise)])
 
 
-def effect_table(effects: list[AxisEffect]) -> Rows:
-    """Each axis value's mean, then each paired difference from the first value with its p-values,
-    as table rows."""
+def effect_table(effects: list[AxisEffect], margin: float | None = None) -> Rows:
+    """Each axis value's mean, then each paired difference from the first value and each interaction
+    with its p-values, verdict, TOST Holm p (where a margin is declared) and the difference it
+    detects at 80% power, as table rows."""
+    family = [(d, test) for effect in effects for _, _, d, test in tested(effect)]
+    tost = iter(tost_holm([(d, adjusted) for d, (_, adjusted) in family], margin))
+    said = iter(verdict for row in effect_verdicts(effects, margin) for verdict in row)
+    kept = sum(not math.isnan(adjusted) for _, (_, adjusted) in family)
+
+    def judged(e: Estimate, p: float, adjusted: float) -> list:
+        detectable = math.nan if math.isnan(adjusted) else power_of(e, kept, 0.0).detectable
+        return [p, adjusted, next(said), next(tost), detectable]
+
     rows = []
     for effect in effects:
         first = value_text(effect.values[0])
-        rows += [[effect.label, value_text(v), "mean", e.mean, e.low, e.high, e.n, math.nan, math.nan]
-                 for v, e in zip(effect.values, effect.estimates)]
-        rows += [[effect.label, value_text(v), f"difference from {first}", e.mean, e.low, e.high, e.n, p, adjusted]
+        rows += [[effect.label, value_text(v), "mean", e.mean, e.low, e.high, e.n, math.nan, math.nan, "", math.nan,
+                  math.nan] for v, e in zip(effect.values, effect.estimates)]
+        rows += [[effect.label, value_text(v), f"difference from {first}", e.mean, e.low, e.high, e.n, *judged(e, p, adjusted)]
                  for (v, e), (p, adjusted) in zip(effect.differences, effect.tests, strict=True)]
         rows += [[effect.label, value_text(i.value), f"interaction with {i.given_label}: at {value_text(i.at)} − at "
-                  f"{value_text(i.base)}", i.estimate.mean, i.estimate.low, i.estimate.high, i.estimate.n, *i.test]
-                 for i in effect.interactions]
+                  f"{value_text(i.base)}", i.estimate.mean, i.estimate.low, i.estimate.high, i.estimate.n,
+                  *judged(i.estimate, *i.test)] for i in effect.interactions]
         if effect.identity is not None:  # identical cells of compared: the check, no difference and no p
             check = effect.identity
             rows.append([effect.label, " = ".join(value_text(v) for v in effect.values), "identity check",
-                         check.largest, math.nan, math.nan, check.compared, math.nan, math.nan])
-    return ["axis", "value", "kind", "mean", "ci_low", "ci_high", "n", "p", "holm_p"], rows
+                         check.largest, math.nan, math.nan, check.compared, math.nan, math.nan, "", math.nan, math.nan])
+    return ["axis", "value", "kind", "mean", "ci_low", "ci_high", "n", "p", "holm_p", "verdict", "tost_holm_p",
+            "detectable_80"], rows
 
 
 def simple_labels(effect: SimpleEffect, value) -> list[str]:

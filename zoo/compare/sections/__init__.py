@@ -26,6 +26,9 @@ class Section:
 
     order: ClassVar[int]
     plot_order: ClassVar[int | None] = None
+    computed_after: ClassVar[int | None] = None
+    """Where the section reads other sections' results (the findings): computed at this order,
+    after them, though shown at `order`."""
     stream: ClassVar[Literal["table", "effects"]] = "effects"
     """Which of the console's two texts it adds to: the ranked table or the effects."""
 
@@ -123,7 +126,7 @@ def analyse(sweep_dir: str | Path, metric: str | None = None, by: Sequence[str] 
     report.md, the console, W&B, the plots and the results page render. See read_sweep for which
     records count and for another `metric` than the sweep's; Analysis for `by` and `at`."""
     analysis = Analysis(read_sweep(sweep_dir, metric), tuple(by), at)
-    for name, section in page_order():
+    for name, section in sorted(page_order(), key=lambda item: item[1].computed_after or item[1].order):
         analysis.results[name] = section.compute(analysis)
     return analysis
 

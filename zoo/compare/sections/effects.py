@@ -23,8 +23,8 @@ from zoo.sweep.names import value_text
 def effect_figure(sweep: Comparison, effect: AxisEffect):
     """Left: each value's mean with its 95% interval; right: each paired difference from the first
     value, with a line at zero, its Holm-adjusted p written beside it and, where that p separates it
-    (zoo.compare.agreement.separates, the tables' rule), drawn filled red with a star. Points, not bars,
-    so small differences near 1.0 stay visible."""
+    (zoo.compare.agreement.separates, the tables' rule), drawn filled red with a star; a declared
+    equivalence margin shaded around zero. Points, not bars, so small differences near 1.0 stay visible."""
     from zoo.compare.agreement import LEVEL
 
     plt = pyplot()
@@ -48,6 +48,10 @@ def effect_figure(sweep: Comparison, effect: AxisEffect):
     tests = effect.tests or [(math.nan, math.nan)] * len(differences)
     tested = [f"{value_text(v)} − {first}" for v, _ in effect.differences]
     plot_differences(right, tested, differences, [holm for _, holm in tests], sweep.metric)
+    margin = sweep.question.margin
+    if margin:  # the declared equivalence margin: what "level" is judged against
+        right.axhspan(-margin, margin, color="#4c72b0", alpha=0.12, zorder=0, label=f"margin ±{margin:g}")
+        right.legend(fontsize=7, loc="best")
     if effect.other_pairs:  # a third value's difference from the second too: shown, never tested
         shown = [f"{value_text(b)} − {value_text(a)}\n(not tested)" for a, b, _ in effect.other_pairs]
         plot_estimates(right, shown, [e for _, _, e in effect.other_pairs], colour="#999999", start=len(tested))
@@ -131,7 +135,7 @@ class EffectsSection(Section):
     @classmethod
     def tables(cls, result: Effects, analysis: Analysis) -> dict[str, Rows]:
         noise = (["metric", "seed_std", "df"], [[analysis.comparison.metric, result.noise[0], result.noise[1]]])
-        return {"effects": effect_table(result.effects), "noise": noise}
+        return {"effects": effect_table(result.effects, analysis.comparison.question.margin), "noise": noise}
 
     @classmethod
     def plots(cls, result: Effects, analysis: Analysis) -> list[Path]:

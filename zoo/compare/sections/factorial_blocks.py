@@ -23,12 +23,13 @@ def factorial_heading(result: Factorial) -> str:
         return f"Factorial analysis (seed as block) of {result.units} units: not tested, {result.note}."
     return (f"Factorial analysis of {result.units} units (each distinct computation once): every key's main effect and "
             f"every two-way interaction, the seed as a block, F against the residual ({result.residual_df} degrees of "
-            "freedom); Holm over the grid's terms.")
+            "freedom); Holm over the grid's terms. A secondary, parametric view (it assumes normal errors): it decides "
+            "nothing, and where its p differs from the exact sign-flip test's the verdicts above rule.")
 
 
 def factorial_lines(result: Factorial) -> list[str]:
     rows = factorial_rows(result)
-    return ["## Factorial analysis (seed as block)", "", factorial_heading(result), "",
+    return ["## Factorial analysis (seed as block; secondary, decides nothing)", "", factorial_heading(result), "",
             *(markdown_table(COLUMNS, rows) if rows else []), ""]
 
 
