@@ -40,3 +40,17 @@ def test_the_findings_come_first_and_the_wandb_table_carries_verdict_tost_and_po
     assert ffn[11] > 0 and norm[11] >= 0, "the detectable difference at 80% power"
     crossed = next(row for row in written["data"] if row[2].startswith("interaction"))
     assert crossed[9].startswith("not separated (inconclusive: left the family") and crossed[8] is None, "no Holm p"
+
+
+def test_the_effect_plot_shades_the_declared_margin(tmp_path):
+    from zoo.compare.sections import analyse
+    from zoo.compare.sections.effects import effect_figure
+
+    sweep = sweepkit.write_sweep(tmp_path, "shaded", {"model.norm": ["post", "pre"]}, [0, 1, 2],
+                                 lambda a, seed: value({**a, "model.ffn": "relu"}, seed), margins={"eval/exact_match": 0.03})
+    analysis = analyse(sweep.directory())
+    figure = effect_figure(analysis.comparison, analysis["effects"].effects[0])
+    right = figure.axes[1]
+    (band,) = [patch for patch in right.patches if patch.get_label() == "margin ±0.03"]
+    corners = band.get_path().transformed(band.get_patch_transform()).vertices  # in data units along y
+    assert min(y for _, y in corners) == -0.03 and max(y for _, y in corners) == 0.03
