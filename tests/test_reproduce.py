@@ -340,3 +340,13 @@ def test_past_the_tolerance_another_rounding_here_decides_between_differs_and_in
         assert not outcome.inconclusive and outcome.amplified_at is None and "moves them by 1e-07" in said
 
 
+
+
+def test_an_environment_field_the_record_lacks_is_said_once_as_not_recorded():
+    """`cpu: not recorded recorded` read as a stutter: a field the record lacks says so once."""
+    from zoo.sweep.record_differences import environment_changes
+
+    assert environment_changes({"torch_version": "2.13.0", "device": "cpu"}, {"torch_version": "2.13.0", "device": "cpu",
+                                                                             "cpu": "AuthenticAMD family 25"}) == [
+        "cpu: not recorded, AuthenticAMD family 25 now"]
+    assert environment_changes({"cpu": "A", "blas": "x"}, {"cpu": "B", "blas": "x"})[0] == "cpu: A recorded, B now"

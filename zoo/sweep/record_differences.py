@@ -147,5 +147,5 @@ def contradictions(record) -> list[str]:
 def environment_changes(recorded: dict[str, str], now: dict[str, str]) -> list[str]:
     """Each field that decides the rounding and differs; a record made before a field was recorded
     says so (bit for bit is owed only where every field is known to be equal)."""
-    return [f"{key}: {recorded.get(key, 'not recorded')} recorded, {now.get(key)} now" for key in ROUNDING
-            if recorded.get(key) != now.get(key)]
+    return [f"{key}: {recorded[key] + ' recorded' if key in recorded else 'not recorded'}, {now.get(key)} now"
+            for key in ROUNDING if recorded.get(key) != now.get(key)]
