@@ -13,6 +13,7 @@ from test_bad_input import cli_error
 import zoo
 from trainkit import tiny_experiment
 from zoo.cli import main
+from zoo.commands.catalog import SHOWN_KINDS
 from zoo.trainer.run_folder import RunFolder
 
 
@@ -117,3 +118,25 @@ def test_print_config_shows_the_resolved_experiment_and_its_folder_and_trains_no
     assert zoo.ExperimentSpec.model_validate(yaml.safe_load(out)) == resolved, "every default is there, and round-trips"
     assert yaml.safe_load(out)["train"]["warmup_steps"] == 5 and "explosion" in yaml.safe_load(out)["train"]
     assert not RunFolder(resolved).path.exists(), "nothing ran"
+
+
+@pytest.mark.parametrize("kind", [kind for kind in SHOWN_KINDS if kind != "format"])  # a format has files, no settings
+def test_show_lists_the_choices_of_every_literal_setting(kind):
+    """`zoo show task lm` printed `tokenizer: 'bpe'` with no word of 'char' or 'word': every setting
+    that takes one of a few values, of every registered choice of every kind, lists them."""
+    from zoo.commands.catalog import choice_text, literal_choices
+    from zoo.specs.choices import settings_model
+    from zoo.specs.registries import TASKS, registry
+
+    listed = 0
+    for name in registry(kind).names():
+        found = registry(kind).get(name)
+        model = found.Params if kind == TASKS else settings_model(found)
+        lines = choice_text(kind, name).splitlines()
+        for key, field in model.model_fields.items():
+            choices = literal_choices(field.annotation)
+            if choices:
+                (line,) = [line for line in lines if line.startswith(f"{key}: ")]
+                assert line.endswith(f"choices: {', '.join(map(repr, choices))}"), line
+                listed += 1
+    assert kind != TASKS or listed, "the tasks have Literal settings (lm's tokenizer among them)"

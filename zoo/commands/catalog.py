@@ -10,6 +10,7 @@ import fnmatch
 import inspect
 import itertools
 import time
+import typing
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,8 +67,17 @@ def choice_text(kind: str, name: str) -> str:
     lines.append(f"# settings (default; meaning){f', in train.metrics.{name}' if kind == METRIC else ''}:")
     for key, field in model.model_fields.items():
         default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
-        lines.append(f"{key}: {default}" + (f"  # {field.description}" if field.description else ""))
+        choices = literal_choices(field.annotation)
+        said = "; ".join(part for part in (field.description, choices and f"choices: {', '.join(map(repr, choices))}") if part)
+        lines.append(f"{key}: {default}" + (f"  # {said}" if said else ""))
     return "\n".join(lines)
+
+
+def literal_choices(annotation) -> list:
+    """The values a Literal setting takes (within an Optional or a union too); [] for any other."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return list(typing.get_args(annotation))
+    return [value for arg in typing.get_args(annotation) for value in literal_choices(arg)]
 
 
 def format_files(name: str) -> str:
