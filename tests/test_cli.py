@@ -140,3 +140,18 @@ def test_show_lists_the_choices_of_every_literal_setting(kind):
                 assert line.endswith(f"choices: {', '.join(map(repr, choices))}"), line
                 listed += 1
     assert kind != TASKS or listed, "the tasks have Literal settings (lm's tokenizer among them)"
+
+
+@pytest.mark.parametrize("name", zoo.registry("optimizer").names())
+def test_the_training_page_gives_every_optimizers_defaults(name):
+    """A new user met adamw's weight decay of 0.0 where torch's is 0.01: docs/training.md gives the
+    shared defaults and each optimizer's own, as `zoo list` prints them."""
+    from pathlib import Path
+
+    from zoo.specs.choices import part_text
+    from zoo.specs.optimizer_spec import OptimizerSpec
+
+    page = " ".join((Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text().split())
+    assert f"`{part_text('optimizer', name)}`" in page
+    spec = OptimizerSpec(name=name)
+    assert f"`lr` (default {spec.lr:g})" in page and f"`weight_decay` (default {spec.weight_decay:g} for every one" in page
