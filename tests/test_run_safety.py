@@ -2,6 +2,7 @@
 finite checkpoints only, explosions marked diverged, locks, and a picture that cannot fail a run."""
 
 import json
+import re
 import signal
 import struct
 import subprocess
@@ -218,6 +219,8 @@ def test_sigterm_stops_zoo_train_after_a_step_with_a_checkpoint_of_that_step(tmp
     process = subprocess.Popen([sys.executable, "-m", "zoo.cli", "train", str(file)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     assert process.stdout.readline().startswith("data: valid 32; vocabulary"), "the run says its data first"
+    assert re.match(r"run \S+: device cpu, \d+ threads, precision fp32 \(train.precision auto\), 1 process$",
+                    process.stdout.readline()), "then where and how it trains"
     assert process.stdout.readline().startswith("step 20/3000"), "training has begun"
     process.terminate()
     _, err = process.communicate(timeout=60)

@@ -69,3 +69,17 @@ def test_fp16_on_cpu_is_refused(tmp_path):
 def test_bf16_autocast_runs_on_cpu(tmp_path):
     result = zoo.train(tiny_experiment(tmp_path, train={"precision": "bf16", "steps": 10}))
     assert all(torch.isfinite(torch.tensor(v)) for v in result.metrics.values())
+
+
+def test_a_run_says_where_and_how_it_trains_and_a_resume_where_it_picked_up(tmp_path, capsys):
+    """A new user could not tell how many threads a run used, nor where a resume began: the line
+    after the data's says the device, threads, precision and processes, and a resume its step and
+    checkpoint."""
+    short = {"steps": 20, "checkpoint_every": 20, "eval_every": 20}
+    first = zoo.train(tiny_experiment(tmp_path, train=short))
+    said = capsys.readouterr().out.splitlines()
+    assert said[1] == (f"run {first.run_dir.name}: device cpu, {torch.get_num_threads()} threads, precision fp32 "
+                       "(train.precision auto), 1 process")
+    zoo.train(tiny_experiment(tmp_path, train={**short, "steps": 40}), resume=True)
+    again = capsys.readouterr().out.splitlines()
+    assert again[1].endswith(f"; resumed at step 20 of 40 from {first.run_dir / 'checkpoint.pt'}")

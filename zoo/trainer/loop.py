@@ -54,6 +54,8 @@ class Trainer:
         self.folder.is_main = self.dist.is_main
         self.name, self.run_dir, self.checkpoint_path = self.folder.name, self.folder.path, self.folder.checkpoint
         saved = self.folder.claim(experiment, resume)
+        self.resumed, self.resumed_world = saved is not None, (saved or {}).get("world_size")
+        """Whether the run resumes a checkpoint, and the processes that wrote it (a sharded one says)."""
         try:
             check_world_size(saved, self.dist.world, reshard)
             self._assemble(saved, task)
@@ -300,10 +302,24 @@ class Trainer:
             self.folder.abandon()
         return self.history
 
+    def start_line(self) -> str:
+        """Where and how the run trains (its device, threads, precision, processes), and where a
+        resume picked it up: said before the first step, as Lightning does."""
+        t = self.experiment.train
+        precision = "fp32" if self.amp_dtype is None else f"{str(self.amp_dtype).removeprefix('torch.')} autocast"
+        said = (f"run {self.name}: device {self.device}, {torch.get_num_threads()} threads, precision {precision} "
+                f"(train.precision {t.precision}), {self.dist.world} process{'es' if self.dist.world > 1 else ''}")
+        if self.resumed:
+            said += f"; resumed at step {self.step} of {t.steps} from {self.checkpoint_path}"
+            if self.resumed_world is not None:
+                said += f", written by {self.resumed_world} process{'es' if int(self.resumed_world) > 1 else ''}"
+        return said
+
     def run(self) -> TrainResult:
         bar = ProgressBar(self.experiment.train.steps, self.step, enabled=self.dist.is_main)
         if self.dist.is_main:
             bar.write(summary_line(self.data_summary))
+            bar.write(self.start_line())
             if self.memory_line:
                 bar.write(self.memory_line)
             warn_unknown(self.data_summary)
