@@ -6,6 +6,7 @@ from conftest import padded_batch, tiny
 
 import zoo
 from zoo.model.canonical import canonical_state
+from zoo.specs.registries import kinds
 
 
 def trained_like(name: str, scale: float = 0.05, **overrides) -> zoo.EncoderDecoder:
@@ -109,3 +110,26 @@ def test_every_part_converts_exactly_between_attention_layouts(axis, part):
             with torch.no_grad():
                 torch.testing.assert_close(zoo.convert(model, attention=target)(*inputs), model(*inputs),
                                            atol=1e-5, rtol=1e-5, msg=f"{kind} {target}")
+
+
+@pytest.mark.parametrize("kind", list(kinds()))
+def test_a_conversion_that_changes_the_function_says_so_and_one_that_keeps_it_is_silent(kind, recwarn):
+    """ALiBi -> RoPE or relu -> gelu keep every weight and change what the model computes; a new
+    user exported such a model with to_hf unaware. per_head -> fused keeps the function: no word."""
+    model = trained_like("post.sinusoidal.per_head.relu", kind=kind)
+    zoo.convert(model, attention="fused")
+    assert not [w for w in recwarn if "changes the model's function" in str(w.message)]
+    with pytest.warns(UserWarning, match=r"convert \(ffn 'relu' -> 'gelu'\) keeps every weight but changes the model's "
+                                         r"function: its logits move by up to \S+ on a probe batch"):
+        zoo.convert(model, ffn="gelu")
+
+
+def test_a_part_that_adds_only_biases_names_the_setting_that_converts():
+    """Llama's norms have no bias; LayerNorm by name has one: the refusal says how to convert."""
+    model = trained_like("pre.rope.fused.swiglu", kind="decoder", bias=False, norm_type="rmsnorm")
+    with pytest.raises(zoo.ConfigError, match=r"the added weights are biases the model lacks: "
+                                               r"norm_type=\{'name': 'layernorm', 'bias': False\} converts without them"):
+        zoo.convert(model, norm_type="layernorm")
+    with pytest.warns(UserWarning, match="changes the model's function"):
+        converted = zoo.convert(model, norm_type={"name": "layernorm", "bias": False})
+    assert converted.spec.norm_type.name == "layernorm"

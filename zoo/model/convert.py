@@ -8,7 +8,10 @@ gelu (which keep the weights and change the function: useful for probing a train
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
+
+import torch
 
 from zoo.errors import ConfigError
 from zoo.model.canonical import canonical_state, load_canonical_state
@@ -38,8 +41,54 @@ def convert(model: ZooModel, **changes: Any) -> ZooModel:
     ]
     if problems:
         shown = "; ".join(sorted(problems)[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
-        raise ConfigError(f"cannot convert ({described}): the change is not weight-compatible: {shown}")
+        raise ConfigError(f"cannot convert ({described}): the change is not weight-compatible: {shown}"
+                          f"{bias_way_out(changes, new_state.keys() - old_state.keys())}")
     reference = next(model.parameters())
     new = new.to(device=reference.device, dtype=reference.dtype)
     load_canonical_state(new, old_state)
-    return new.train(model.training)
+    new.train(model.training)
+    moved = function_change(model, new)
+    if moved > FUNCTION_TOLERANCE:
+        warnings.warn(f"convert ({described}) keeps every weight but changes the model's function: its logits move by "
+                      f"up to {moved:.3g} on a probe batch (per_head <-> fused keeps it; a norm, position or "
+                      "feed-forward change does not), so the converted model, and a to_hf export of it, is another "
+                      "model until it is trained again", UserWarning, stacklevel=2)
+    return new
+
+
+FUNCTION_TOLERANCE = 1e-4
+"""Logits that move by more than this on the probe batch are another function (float rounding of
+a layout change stays below 1e-5)."""
+
+
+def bias_way_out(changes: dict[str, Any], added: set[str]) -> str:
+    """Where the new model's only extra weights are biases of a part named by its name alone (Llama
+    has no bias, LayerNorm does by default): the setting that converts."""
+    if not added or not all(name.endswith(".bias") for name in added):
+        return ""
+    named = [(field, value) for field, value in changes.items() if isinstance(value, str)]
+    if not named:
+        return ""
+    ways = ", ".join(f"{field}={{'name': {value!r}, 'bias': False}}" for field, value in named)
+    return f"; the added weights are biases the model lacks: {ways} converts without them"
+
+
+@torch.no_grad()
+def function_change(old: ZooModel, new: ZooModel) -> float:
+    """The largest difference of the two models' logits on one seeded probe batch of ordinary ids."""
+    spec = old.spec
+    generator = torch.Generator().manual_seed(0)
+    device = next(old.parameters()).device
+    def probe(vocab: int, length: int) -> torch.Tensor:
+        return torch.randint(min(3, vocab - 1), vocab, (2, length), generator=generator).to(device)
+
+    was = old.training, new.training
+    old.eval(), new.eval()
+    try:
+        if spec.kind == "encoder_decoder":
+            source, target = probe(spec.src_vocab_size, 6), probe(spec.tgt_vocab_size, 5)
+            return float((old(source, target) - new(source, target)).abs().max())
+        ids = probe(spec.src_vocab_size if spec.kind == "encoder" else spec.tgt_vocab_size, 6)
+        return float((old(ids) - new(ids)).abs().max())
+    finally:
+        old.train(was[0]), new.train(was[1])
