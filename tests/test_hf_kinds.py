@@ -325,3 +325,18 @@ def test_to_hf_ignores_the_layer_count_of_the_stack_the_kind_lacks(name, layers)
     assert type(back) is type(ref)
     for key, tensor in ref.state_dict().items():
         assert torch.equal(back.state_dict()[key], tensor), key
+
+
+def test_a_reference_that_pads_with_its_eos_token_names_the_argument_that_imports_it():
+    """Phi-3's published configuration pads with its end-of-text token; the zoo's batches need a pad
+    apart from eos, and the refusal said so without naming from_hf's pad_id."""
+    config = hf.Phi3Config(vocab_size=VOCAB, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
+                           num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=40, bos_token_id=1,
+                           eos_token_id=2, pad_token_id=2)
+    ref = hf.Phi3ForCausalLM(config)
+    with pytest.raises(zoo.InteropError, match=re.escape("from_hf (phi3): pad_id: the reference's configuration pads with "
+                                                         "its eos token (2), and the zoo's batches need a pad apart from "
+                                                         "eos (a padded row must not read as ended); give "
+                                                         "zoo.from_hf(model, pad_id=ID)")):
+        zoo.from_hf(ref)
+    assert zoo.from_hf(ref, pad_id=0).spec.pad_id == 0

@@ -110,6 +110,10 @@ def from_hf(model: nn.Module, **overrides: Any) -> ZooModel:
                                f"({' and '.join(f'{name[:3]}_token_id' for name in lacking)} None), and the zoo's "
                                "decoding starts and stops at them; give zoo.from_hf(model, "
                                f"{', '.join(f'{name}=ID' for name in lacking)}), the ids its tokenizer uses")
+        if fields.get("pad_id") is not None and fields.get("pad_id") == fields.get("eos_id") and "pad_id" not in overrides:
+            raise InteropError(f"pad_id: the reference's configuration pads with its eos token ({fields['pad_id']}), and "
+                               "the zoo's batches need a pad apart from eos (a padded row must not read as ended); give "
+                               "zoo.from_hf(model, pad_id=ID), an id its inputs never hold")
         spec = validated(fields)
     except InteropError as err:  # the family's reader refused the configuration
         raise InteropError(f"from_hf ({family.name}): {err}") from err
