@@ -155,3 +155,13 @@ def test_the_training_page_gives_every_optimizers_defaults(name):
     assert f"`{part_text('optimizer', name)}`" in page
     spec = OptimizerSpec(name=name)
     assert f"`lr` (default {spec.lr:g})" in page and f"`weight_decay` (default {spec.weight_decay:g} for every one" in page
+
+
+def test_a_dry_run_prints_each_cell_with_the_run_folder_it_would_train_in(capsys, tmp_path):
+    """The docs promised the run folders; the dry run printed cell keys alone."""
+    main(["sweep", "experiments/seed_axes.yaml", "--dry-run", "--set", f"out_dir={tmp_path}"])
+    lines = capsys.readouterr().out.splitlines()
+    first = "norm=post,position=sinusoidal,attention=per_head,ffn=relu,seed=0"
+    assert lines[0] == f"{first}  ->  {tmp_path / 'seed-axes' / 'runs' / first}"
+    assert lines[-1] == f"32 cells of 32 in shard 0/1; folder {tmp_path / 'seed-axes'}"
+    assert not (tmp_path / "seed-axes").exists(), "a dry run writes nothing"

@@ -30,7 +30,7 @@ class SweepCommand(Command):
             check_folder(sweep.directory(), sweep, base)
             cells = shard(expand(sweep), int(index), int(count))
             for cell in cells:
-                print(cell.name)
+                print(f"{cell.name}  ->  {sweep.directory() / 'runs' / cell.name}")
             print(f"{len(cells)} cells of {len(expand(sweep))} in shard {args.shard}; folder {sweep.directory()}")
             return
         if args.cell:
@@ -65,7 +65,7 @@ class SweepCommand(Command):
         parser.add_argument("--max-cells", type=positive_int, metavar="N",
                             help="allow a grid of up to N cells (default 10,000; counted before the grid expands)")
         parser.add_argument("--shard", default="0/1", metavar="I/N", help="run only shard I of N (0-based)")
-        parser.add_argument("--dry-run", action="store_true", help="print the cells and their names")
+        parser.add_argument("--dry-run", action="store_true", help="print the cells and the run folder each would train in")
         parser.add_argument("--export", choices=["wandb"], help="write a W&B sweep configuration instead of running")
         parser.add_argument("--cell", nargs="+", metavar="KEY=VALUE",
                             help="train only the cell of these grid and tuned values and seed (seed=N), as W&B's agent "
