@@ -9,14 +9,13 @@ from zoo.compare.comparison import Comparison
 from zoo.compare.power import SAMPLES, power_of, power_text
 from zoo.compare.sections import Analysis, Section, register
 from zoo.compare.stats import AxisEffect
-from zoo.compare.tables import tested
 from zoo.sweep.names import value_text
 
 
-def power_lines(sweep: Comparison, effects: list[AxisEffect]) -> list[str]:
+def power_lines(sweep: Comparison, effects: list[AxisEffect], family: int) -> list[str]:
     """Each paired difference's detectable size at 80% power and the seeds its planned size needs:
-    the declared margin where there is one, else the observed difference."""
-    family = sum(1 for _, _, _, (_, holm_p) in (test for effect in effects for test in tested(effect)) if not math.isnan(holm_p))
+    the declared margin where there is one, else the observed difference; `family`, the tests that
+    Holm adjusts over (those that can reach their share of the level)."""
     margin = sweep.margins.get(sweep.metric)
     lines = []
     for effect in effects:
@@ -36,7 +35,8 @@ class PowerSection(Section):
 
     @classmethod
     def compute(cls, analysis: Analysis) -> list[str]:
-        return power_lines(analysis.comparison, analysis["effects"].effects)
+        effects = analysis["effects"]
+        return power_lines(analysis.comparison, effects.effects, effects.family)
 
     @classmethod
     def markdown(cls, result: list[str], analysis: Analysis) -> list[str]:
