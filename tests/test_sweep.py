@@ -250,7 +250,8 @@ def test_cli_dry_run_lists_the_shards_cells_and_export_writes_the_file(tmp_path,
     (tmp_path / "s.yaml").write_text(yaml.safe_dump({"name": "s", "grid": GRID, "seeds": [0, 1]}, sort_keys=False))
     main(["sweep", "s.yaml", "--dry-run", "--shard", "1/4"])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[:-1] == [c.name for c in shard(expand(load_sweep("s.yaml")[0]), 1, 4)]
+    sweep = load_sweep("s.yaml")[0]
+    assert lines[:-1] == [f"{c.name}  ->  {sweep.directory() / 'runs' / c.name}" for c in shard(expand(sweep), 1, 4)]
     assert lines[-1] == "4 cells of 16 in shard 1/4; folder sweeps/s" and not (tmp_path / "sweeps").exists()
     main(["sweep", "s.yaml", "--export", "wandb"])
     folder = tmp_path / "sweeps" / "s"

@@ -75,20 +75,19 @@ def bias_way_out(changes: dict[str, Any], added: set[str]) -> str:
 
 @torch.no_grad()
 def function_change(old: ZooModel, new: ZooModel) -> float:
-    """The largest difference of the two models' logits on one seeded probe batch of ordinary ids."""
+    """The largest difference of the two models' logits on one seeded probe batch of ordinary ids,
+    framed as the model's kind frames a task's batch."""
     spec = old.spec
     generator = torch.Generator().manual_seed(0)
     device = next(old.parameters()).device
+
     def probe(vocab: int, length: int) -> torch.Tensor:
         return torch.randint(min(3, vocab - 1), vocab, (2, length), generator=generator).to(device)
 
     was = old.training, new.training
     old.eval(), new.eval()
     try:
-        if spec.kind == "encoder_decoder":
-            source, target = probe(spec.src_vocab_size, 6), probe(spec.tgt_vocab_size, 5)
-            return float((old(source, target) - new(source, target)).abs().max())
-        ids = probe(spec.src_vocab_size if spec.kind == "encoder" else spec.tgt_vocab_size, 6)
-        return float((old(ids) - new(ids)).abs().max())
+        inputs, _ = old.frame(spec, probe(spec.src_vocab_size, 6), probe(spec.tgt_vocab_size, 5))
+        return float((old(*inputs) - new(*inputs)).abs().max())
     finally:
         old.train(was[0]), new.train(was[1])
