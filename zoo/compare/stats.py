@@ -166,6 +166,12 @@ def holm(p_values: Sequence[float], floors: Sequence[float] | None = None) -> li
     return adjusted
 
 
+def left_the_family(p: float, adjusted: float) -> bool:
+    """A test with a p and no Holm p: its pairs could not reach its share of the level (Tarone), so
+    Holm left it out; one with neither had too few pairs to test."""
+    return math.isnan(adjusted) and not math.isnan(p)
+
+
 def floor_of(e: Estimate, sided: int = 2) -> float:
     """The smallest p the exact test of this difference can give (nan where it has no test)."""
     return smallest_p(e.n, sided) if e.n >= 2 else math.nan

@@ -13,7 +13,7 @@ from zoo.compare.agreement import separates
 from zoo.compare.comparison import Comparison
 from zoo.compare.equivalence import tost_holm, verdicts
 from zoo.compare.power import power_of
-from zoo.compare.stats import AxisEffect, Estimate, SimpleEffect, VariantRow
+from zoo.compare.stats import AxisEffect, Estimate, SimpleEffect, VariantRow, left_the_family
 from zoo.compare.wandb_run import Rows
 from zoo.metrics import CURVE, range_of
 from zoo.records import RunRecord
@@ -27,9 +27,9 @@ def number(x: float | None, digits: int = 4) -> str:
 def holm_said(p: float, adjusted: float, digits: int = 3) -> str:
     """A test's Holm p as the tables say it, or why it has none: a test with a p but no Holm p left
     the family (zoo.compare.exact.tarone), one with neither has too few pairs."""
-    if math.isnan(adjusted):
-        return "left the family (its pairs cannot reach its share of the level)" if not math.isnan(p) else "Holm p —"
-    return f"Holm p {adjusted:.{digits}g}"
+    if left_the_family(p, adjusted):
+        return "left the family (its pairs cannot reach its share of the level)"
+    return "Holm p —" if math.isnan(adjusted) else f"Holm p {adjusted:.{digits}g}"
 
 
 def interval(e: Estimate) -> str:

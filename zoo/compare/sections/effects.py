@@ -13,7 +13,7 @@ from zoo.compare.comparison import Comparison
 from zoo.compare.exact import drawn_note, smallest_p, tarone, unreachable
 from zoo.compare.plots import marked, plot_differences, plot_estimates, pyplot
 from zoo.compare.sections import Analysis, Section, register
-from zoo.compare.stats import AxisEffect, axis_effects, floor_of, primary_family, seed_noise
+from zoo.compare.stats import AxisEffect, axis_effects, floor_of, left_the_family, primary_family, seed_noise
 from zoo.compare.tables import HOLM, effect_lines, effect_table, effects_text, noise_line, tested
 from zoo.compare.wandb_run import Rows
 from zoo.files import save_figure
@@ -89,7 +89,7 @@ def left_note(effects: list[AxisEffect], share: int) -> str | None:
     by_pairs: dict[int, list[str]] = {}
     for effect in effects:
         for axis, what, e, (p, holm_p) in tested(effect):
-            if math.isnan(holm_p) and not math.isnan(p):
+            if left_the_family(p, holm_p):
                 by_pairs.setdefault(e.n, []).append(f"{axis}: {what}")
     if not by_pairs:
         return None

@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import math
-
 from zoo.compare.comparison import Comparison
 from zoo.compare.power import SAMPLES, power_of, power_text
 from zoo.compare.sections import Analysis, Section, register
-from zoo.compare.stats import AxisEffect
+from zoo.compare.stats import AxisEffect, left_the_family
 from zoo.sweep.names import value_text
 
 
@@ -21,7 +19,7 @@ def power_lines(sweep: Comparison, effects: list[AxisEffect], family: int) -> li
     for effect in effects:
         for (value, e), (p, holm_p) in zip(effect.differences, effect.tests, strict=True):
             label = f"{effect.label}: {value_text(value)} − {value_text(effect.values[0])}"
-            if math.isnan(holm_p) and not math.isnan(p):
+            if left_the_family(p, holm_p):
                 lines.append(f"{label}: left the family ({e.n} pairs cannot reach their share of the level)")
                 continue
             wanted = margin if margin else e.mean
