@@ -47,7 +47,7 @@ def test_each_effect_at_each_size_and_its_interaction_with_size(tmp_path):
     assert contrast.mean == pytest.approx(np.mean(np.subtract(at_large, at_small))) and contrast.n == 12
     assert [d.mean for d, _ in norm.at_size] == pytest.approx([np.mean(at_small), np.mean(at_large)])
     assert separates(contrast, adjusted) and norm.verdict == "depends on size: an interaction separates"
-    assert ffn.verdict.startswith("holds: the same sign at every size, separates at 2 of 2")
+    assert ffn.verdict == "one sign at every size, separated at 2 of 2; no interaction separated (inconclusive)"
     text = report.markdown.read_text()
     assert "## Across sizes" in text and "| norm: pre − post |" in text
     assert "Across size:" in report.effects_text
@@ -94,6 +94,7 @@ def test_a_size_whose_runs_all_diverged_is_named_as_unmeasured(tmp_path):
                                   "at large (fewer than 2 finished pairs)")
     flat = Estimate.of([0.01, -0.01, 0.02])
     assert size_verdict(["small", "large"], [(flat, 1.0), (Estimate.of([]), math.nan)], [(Estimate.of([]), math.nan, math.nan)]) \
-        == "separates at no size measured; no interaction separates; not measured at large (fewer than 2 finished pairs)"
+        == ("separated at no size measured; no interaction separated (inconclusive); not measured at large (fewer than 2 "
+            "finished pairs)")
     assert size_verdict(["small", "large"], [(flat, 1.0), (flat, 1.0)], [(flat, 1.0, 1.0)]) == \
-        "separates at no size; no interaction separates", "the published wording where every size was measured"
+        "separated at no size; no interaction separated (inconclusive)", "the published wording where every size was measured"

@@ -158,7 +158,7 @@ def test_sizes_table_says_whether_each_difference_holds(tables, tmp_path):
 
     text = tables.sizes(sized_sweep(tmp_path).directory(), ["eval/exact_match"])
     assert "| norm: pre − post |" in text and "depends on size: an interaction separates" in text
-    assert "holds: the same sign at every size, separates at 2 of 2" in text
+    assert "one sign at every size, separated at 2 of 2; no interaction separated (inconclusive)" in text
 
 
 def test_a_tuned_sweeps_effects_beside_its_effects_at_one_fixed_value(tables, tmp_path):

@@ -6,7 +6,9 @@ A difference is paired by seed: each seed's two laws give d(C) = L_b(C) - L_a(C)
 so the spread over seeds (zoo.compare.power_law.over_seeds) gives an interval at the largest
 compute measured, at a stated multiple of it, and on the change between the two. The verdict: reverses where the extrapolated
 difference is separated on the other side of zero; grows or shrinks where the change is separated
-from zero; else holds. Fewer than three sizes, or fits that do not converge, are said plainly."""
+from zero; else not separated (inconclusive): an unseparated change is never called a law that
+holds, which only an equivalence test against a declared margin could show. Fewer than three sizes,
+or fits that do not converge, are said plainly."""
 
 from __future__ import annotations
 
@@ -83,7 +85,7 @@ class Checked:
             return "not measured"
         if self.error.seeds < 2:
             return "no verdict: one seed, so no interval"
-        return "agrees: the error is not separated from zero" if not self.error.excludes_zero() else \
+        return "not separated from the prediction (inconclusive)" if not self.error.excludes_zero() else \
             f"off: measured {'above' if self.error.mean > 0 else 'below'} the prediction"
 
 
@@ -115,7 +117,7 @@ def law_verdict(at_target: Interval, change: Interval, sign: float, cross: float
         return "grows" + where
     if change.high < 0:
         return ("shrinks" if at_target.excludes_zero() else "shrinks, to no separation") + where
-    return "holds: the change is not separated from zero" + where
+    return "not separated (inconclusive): the change is not separated from zero, and no margin shows it level" + where
 
 
 def difference(label: str, a: VariantFit, b: VariantFit, multiple: float) -> Extrapolated | None:

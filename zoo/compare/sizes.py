@@ -1,8 +1,9 @@
 """Whether an effect holds across model sizes: each axis's paired difference at each size (the
 simple effects, Holm over every simple difference of the sweep), and its interaction with size,
 the difference of differences against the smallest size listed, paired by seed and every other
-grid value (Holm over every interaction of the table). An effect holds where it has the same
-sign at every size and no interaction separates, as `transfer` reads an effect across tasks."""
+grid value (Holm over every interaction of the table). One sign at every size with no interaction
+separated is said as that, inconclusive on the interaction: that the effect holds across sizes
+would need an equivalence test of the interactions against a declared margin."""
 
 from __future__ import annotations
 
@@ -40,8 +41,9 @@ class AcrossSizes:
 
 def size_verdict(sizes: Sequence[Any], at_size: Sequence[tuple[Estimate, float]],
             interactions: Sequence[tuple[Estimate, float, float]]) -> str:
-    """Whether the difference holds across sizes: an interaction that separates says it does not; else
-    the same sign at every size says it does, where it separates at some size at all. A size without
+    """How the difference runs across sizes: an interaction that separates says it depends on size;
+    else the same sign at every size is said as such, with the interactions not separated
+    (inconclusive), never as a difference that holds. A size without
     two finished pairs (its runs diverged or failed) is named: nothing is known there."""
     unmeasured = [value_text(size) for size, (e, _) in zip(sizes, at_size, strict=True) if e.n < 2]
     missing = f"; not measured at {', '.join(unmeasured)} (fewer than 2 finished pairs)" if unmeasured else ""
@@ -49,15 +51,17 @@ def size_verdict(sizes: Sequence[Any], at_size: Sequence[tuple[Estimate, float]]
         return "depends on size: an interaction separates" + missing
     count = sum(bool(separates(e, adjusted)) for e, adjusted in at_size)
     if not count:
-        return f"separates at no size{' measured' if unmeasured else ''}; no interaction separates{missing}"
+        return (f"separated at no size{' measured' if unmeasured else ''}; no interaction separated "
+                f"(inconclusive){missing}")
     signs = {np.sign(e.mean) for e, _ in at_size if math.isfinite(e.mean)}
     if len(signs) > 1:
-        return (f"changes sign across sizes (separates at {count} of {len(at_size)}); no interaction "
-                f"separates{missing}")
+        return (f"changes sign across sizes (separated at {count} of {len(at_size)}); no interaction "
+                f"separated (inconclusive){missing}")
     if unmeasured:
         measured = len(at_size) - len(unmeasured)
         return f"unknown across sizes: separates at {count} of the {measured} measured, with one sign{missing}"
-    return f"holds: the same sign at every size, separates at {count} of {len(at_size)}, no interaction separates"
+    return (f"one sign at every size, separated at {count} of {len(at_size)}; no interaction separated "
+            "(inconclusive)")
 
 
 def across_sizes(sweep: Comparison, records: Sequence[RunRecord], simple: list[SimpleEffect]) -> list[AcrossSizes]:

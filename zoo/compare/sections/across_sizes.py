@@ -34,8 +34,9 @@ def size_lines(effects: list[AcrossSizes]) -> list[str]:
     out = ["## Across sizes", "",
            "Each difference at each size (paired within the size; Holm over every simple difference of the sweep), "
            "and its interaction with size: the difference at a size minus at the first size, paired by seed and every "
-           "other grid value, Holm over every interaction of this table. An effect holds across sizes where it has "
-           "the same sign at every size and no interaction separates; * marks a Holm p below 0.05.", ""]
+           "other grid value, Holm over every interaction of this table. One sign at every size with no interaction "
+           "separated is said as such, inconclusive on the interactions: no margin tests them for level; * marks a "
+           "Holm p below 0.05.", ""]
     for label in dict.fromkeys(e.size_label for e in effects):
         columns, rows = size_rows([e for e in effects if e.size_label == label])
         out += [*markdown_table(columns, rows), ""]
