@@ -320,6 +320,9 @@ def test_intervals_of_a_bounded_metric_stay_inside_its_range_and_the_report_says
     assert report.effects[0].tests[0][0] == pytest.approx(1.0), "the p-value is the t-test's, untouched"
     assert "intervals are 95% t-intervals, held inside what `eval/exact_match` can be: [0, 1], and a difference " \
            "inside [-1, 1]" in report.markdown.read_text()
+    said = report.markdown.read_text()  # a difference's interval says it is not the verdict's, which is Holm's
+    assert "a difference's is unadjusted for its family, so it may exclude 0 where the verdict (Holm p) is not " \
+           "separated" in said and "| difference (paired) or interaction | mean | 95% CI (unadjusted) | pairs |" in said
     unbounded = compare(sweep.directory(), wandb_mode="disabled", metric="eval/loss", echo=lambda _: None)
     loss = unbounded.rows[0].metric  # 1 - the exact match: 0.8 and 0.1
     assert loss.low == 0.0 and loss.high > 4, "a loss is held at 0 or more, and nothing above"

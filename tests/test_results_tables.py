@@ -31,7 +31,8 @@ def test_effects_table_of_known_differences(tables, tmp_path):
     folder = known(tmp_path).directory()
     text = tables.effects(folder, ["eval/exact_match", "eval/loss"])
     lines = text.splitlines()
-    assert lines[0] == "| axis: paired difference | `eval/exact_match` (primary) [95% CI] | `eval/loss` (secondary) [95% CI] |"
+    assert lines[0] == ("| axis: paired difference | `eval/exact_match` (primary) [95% CI, unadjusted] | `eval/loss` (secondary) "
+                        "[95% CI, unadjusted] |")
     # pre − post is +0.2 in all 8 pairs: the exact test's smallest p, 2 / 2^8, doubled by Holm over the family of
     # the 2 differences; the interaction's 4 pairs (smallest p 0.125) cannot reach a share of the level and leave
     # the family first (pre adds 0.2 with either ffn: the interaction is 0 in its 4 pairs)
@@ -89,7 +90,8 @@ def test_transfer_table_gives_each_axis_a_verdict_and_the_rank_correlation(table
     write_sweep(tmp_path, "b", grid, [0, 1, 2, 3], lambda a, s: 2.0 - 0.5 * (a["model.norm"] == "pre")
                 + 0.01 * (-1) ** s * (a["model.ffn"] == "gelu"), metric="eval/loss")
     lines = tables.transfer([tmp_path / "a", tmp_path / "b"], ["eval/exact_match", "eval/loss"]).splitlines()
-    assert lines[0] == "| paired difference | a, `eval/exact_match` [95% CI] | b, `eval/loss` [95% CI] | verdict |"
+    assert lines[0] == ("| paired difference | a, `eval/exact_match` [95% CI, unadjusted] | b, `eval/loss` [95% CI, unadjusted] "
+                        "| verdict |")
     assert lines[2] == "| norm: pre − post | **+0.200 [0.200, 0.200]** | **−0.500 [−0.500, −0.500]** | transfers |"
     assert lines[3].startswith("| ffn: gelu − relu | **+0.0500 [") and lines[3].endswith("| only on a |")
     assert lines[-1].startswith("Ranking of the 4 variants on both: Kendall's tau-b ")
@@ -177,13 +179,13 @@ def test_verdict_changes_lists_every_cell_whose_separation_changed():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 
-    def page(norm: str, ffn: str, rows: str = "") -> str:
-        return ("# r\n\n<!-- results s effects m -->\n| axis: paired difference | `m` [95% CI] |\n|---|---|\n"
+    def page(norm: str, ffn: str, rows: str = "", interval: str = "95% CI") -> str:
+        return (f"# r\n\n<!-- results s effects m -->\n| axis: paired difference | `m` [{interval}] |\n|---|---|\n"
                 f"| norm: pre − post | {norm} |\n| ffn: gelu − relu | {ffn} |\n{rows}<!-- end results -->\n")
 
     before = page("**+0.2 [0.1, 0.3]**; Holm p 0.01", "+0.1 [−0.1, 0.3]; Holm p 0.4",
                   "| attention: fused − per_head | **+0.1 [0.05, 0.2]**; Holm p 0.02 |\n")
-    after = page("+0.2 [0.1, 0.3]; Holm p 0.25", "+0.1 [−0.1, 0.3]; Holm p 0.4")
+    after = page("+0.2 [0.1, 0.3]; Holm p 0.25", "+0.1 [−0.1, 0.3]; Holm p 0.4", interval="95% CI, unadjusted")  # renamed
     assert module.changes(before, after) == [
         ["s effects", "attention: fused − per_head", "`m` [95% CI]", "separated (Holm p 0.02)", "row gone"],
         ["s effects", "norm: pre − post", "`m` [95% CI]", "separated (Holm p 0.01)", "not separated (Holm p 0.25)"]]

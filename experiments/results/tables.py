@@ -66,7 +66,7 @@ def effects(folder: Path, metrics: list[str]) -> str:
     def endpoint(m: str) -> str:
         return "primary" if m == primary else "secondary"
 
-    lines = ["| axis: paired difference | " + " | ".join(f"`{m}` ({endpoint(m)}) [95% CI]" for m in metrics) + " |",
+    lines = ["| axis: paired difference | " + " | ".join(f"`{m}` ({endpoint(m)}) [95% CI, unadjusted]" for m in metrics) + " |",
              "|---" * (len(metrics) + 1) + "|"]
     separated: dict[str, list[str]] = {m: [] for m in metrics}
 
@@ -127,7 +127,7 @@ def ranking(folder: Path, metrics: list[str]) -> str:
 def interactions(folder: Path, metrics: list[str]) -> str:
     """Each axis's paired differences within each value of every other axis, bold where Holm p
     (over all of them) is below 0.05."""
-    lines = [f"| difference (paired) | at | `{metrics[0]}` [95% CI] | pairs | Holm p |", "|---|---|---|---|---|"]
+    lines = [f"| difference (paired) | at | `{metrics[0]}` [95% CI, unadjusted] | pairs | Holm p |", "|---|---|---|---|---|"]
     for effect in analysed(folder, metrics[0])["interactions"]:
         for (value, estimate), (_, holm_p) in zip(effect.differences, effect.tests, strict=True):
             lines.append(f"| {effect.label}: {value_text(value)} − {value_text(effect.reference)} | "
@@ -147,7 +147,7 @@ def by_kind(folder: Path, metrics: list[str]) -> str:
             label = f"{effect.label}: {value_text(value)} − {value_text(effect.reference)}"
             rows.setdefault(label, []).append((value_text(effect.given_value), estimate))
     kinds = [kind for kind, _ in next(iter(rows.values()))]
-    lines = [f"| difference (paired), `{metrics[0]}` | " + " | ".join(f"kind={k} [95% CI]" for k in kinds)
+    lines = [f"| difference (paired), `{metrics[0]}` | " + " | ".join(f"kind={k} [95% CI, unadjusted]" for k in kinds)
              + f" | {kinds[0]} (A) against {kinds[1]} (B) |", "|---" * (len(kinds) + 2) + "|"]
     adjusted = iter(discrete_holm([e for cells in rows.values() for _, e in cells]))
     for label, cells in rows.items():
@@ -187,8 +187,8 @@ def transfer(folders: list[Path], metrics: list[str]) -> str:
     first, second = (analysed(folder, metric) for folder, metric in zip(folders, metrics))
     measured = measure(first, second, "README.md transfer table")
     a, b = first.read, second.read
-    lines = [f"| paired difference | {a.comparison.name}, `{metrics[0]}` [95% CI] | {b.comparison.name}, `{metrics[1]}` [95% CI] "
-             "| verdict |", "|---|---|---|---|"]
+    lines = [f"| paired difference | {a.comparison.name}, `{metrics[0]}` [95% CI, unadjusted] | "
+             f"{b.comparison.name}, `{metrics[1]}` [95% CI, unadjusted] | verdict |", "|---|---|---|---|"]
     sides = {"only on A": f"only on {a.comparison.name}", "only on B": f"only on {b.comparison.name}"}
     for ea, eb in measured.effects:
         for (value, da), (_, db), (_, pa), (_, pb) in zip(ea.differences, eb.differences, ea.tests, eb.tests):
@@ -220,8 +220,8 @@ def against_paper(folder: Path, metrics: list[str]) -> str:
     paper = load_yaml((folder / "paper.yaml").read_text(encoding="utf-8"), str(folder / "paper.yaml"))
     per_metric = {m: next(e for e in analysed(folder, m)["effects"].effects if e.key == "row") for m in metrics}
     first, goal = per_metric[metrics[0]], goal_of(metrics[0])
-    lines = [f"| row − {first.values[0]} | paper: loss (its baseline) | paper: difference | `{metrics[0]}` [95% CI] "
-             f"| Holm p | " + " | ".join(f"`{m}` [95% CI]" for m in metrics[1:]) + " | paper's direction here |",
+    lines = [f"| row − {first.values[0]} | paper: loss (its baseline) | paper: difference | `{metrics[0]}` [95% CI, unadjusted] "
+             f"| Holm p | " + " | ".join(f"`{m}` [95% CI, unadjusted]" for m in metrics[1:]) + " | paper's direction here |",
              "|---" * (5 + len(metrics)) + "|"]
     for position, (row, estimate) in enumerate(first.differences):
         said = paper["rows"][row]

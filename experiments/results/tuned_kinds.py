@@ -34,7 +34,7 @@ def sensitivity(folder: Path, metrics: list[str]) -> str:
     found = analysed(folder, metrics[0])["lr_sensitivity"][0]
     lines = ["| variant | LR sensitivity [95% CI] |", "|---|---|"]
     lines += [f"| {row.variant} | {shown(row.metric)} |" for row in found.rows]
-    lines += ["", "| axis: paired difference | LR sensitivity [95% CI]; Holm p |", "|---|---|"]
+    lines += ["", "| axis: paired difference | LR sensitivity [95% CI, unadjusted]; Holm p |", "|---|---|"]
     for effect in found.effects:
         lines += [f"| {effect.label}: {value_text(v)} − {value_text(effect.values[0])} | {shown(e, h)}; Holm p {h:.2g} |"
                   for (v, e), (_, h) in zip(effect.differences, effect.tests, strict=True)]

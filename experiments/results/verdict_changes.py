@@ -27,7 +27,8 @@ def cells(page: str) -> dict[tuple[str, str, str], str]:
         lines = [line for line in body.splitlines() if line.startswith("| ")]
         if not lines:
             continue
-        header = [re.sub(r" \((primary|secondary)\)", "", c.strip()) for c in lines[0].strip("|").split(" | ")]
+        header = [re.sub(r" \((primary|secondary)\)|, unadjusted", "", c.strip())  # a column's name, as it was
+                  for c in lines[0].strip("|").split(" | ")]
         for line in lines[1:]:
             row = [c.strip() for c in line.strip().strip("|").split(" | ")]
             label = " at ".join(row[:2]) if kind in ("interactions", "sizes") else row[0]

@@ -70,7 +70,8 @@ def header_lines(analysis: Analysis, notes: list[str]) -> list[str]:
               else [f"Primary endpoint: `{sweep.metric}`.", ""]),
             f"{analysis.read.progress}.", "",
             f"{len(analysis.records)} runs{trained}; metric `{sweep.metric}` ({sweep.goal}), {value_kind(sweep.metric)}; "
-            f"means over seeds; intervals are 95% t-intervals{range_text(sweep.metric)}.", "",
+            f"means over seeds; intervals are 95% t-intervals{range_text(sweep.metric)}; a difference's is "
+            "unadjusted for its family, so it may exclude 0 where the verdict (Holm p) is not separated.", "",
             *(f"- Note: {note}" for note in notes), *([""] if notes else [])]
 
 

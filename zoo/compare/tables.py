@@ -60,6 +60,10 @@ def seed_steps_text(row: VariantRow) -> str:
     return ", ".join(f"{step}" if reached else f">{step}" for step, reached in row.seed_steps) or "—"
 
 
+DIFFERENCE_CI = "95% CI (unadjusted)"
+"""A paired difference's t-interval, labelled as what it is: not adjusted for the family its verdict
+is judged in, so it may exclude 0 where Holm's p does not separate."""
+
 CENSORED = ("Steps and seconds to {target:g}: the mean over finished seeds of the first evaluation that met it; a "
             "seed that never did counts at its last step (`>N` per seed), so a mean marked ≥ is a lower bound.")
 
@@ -145,7 +149,7 @@ def effect_lines(effects: list[AxisEffect], margin: float | None = None) -> list
         if effect.identity is not None:
             lines += ["", f"{'Identity check' if effect.identity.holds else '**Warning**'}: {effect.identity.text()}.", ""]
             continue
-        lines += ["", "| difference (paired) or interaction | mean | 95% CI | pairs | p | Holm p | verdict |",
+        lines += ["", f"| difference (paired) or interaction | mean | {DIFFERENCE_CI} | pairs | p | Holm p | verdict |",
                   "|---|---|---|---|---|---|---|"]
         for (axis, what, e, (p, adjusted)), verdict in zip(tested(effect), said, strict=True):
             shown = what if axis == effect.label else f"{axis}: {what}"
@@ -163,7 +167,7 @@ def effects_text(effects: list[AxisEffect], noise: tuple[float, int], margin: fl
             for e, said in zip(effects, effect_verdicts(effects, margin), strict=True)
             for (axis, what, d, (p, adjusted)), verdict in zip(tested(e), said, strict=True)]
     checks = [e.identity.text() for e in effects if e.identity is not None]
-    columns = ["axis", "difference (paired) or interaction", "mean", "95% CI", "pairs", "p", "Holm p", "verdict"]
+    columns = ["axis", "difference (paired) or interaction", "mean", DIFFERENCE_CI, "pairs", "p", "Holm p", "verdict"]
     return "\n".join([text_table(columns, rows), *checks, noise_line(noise)])
 
 
@@ -217,7 +221,7 @@ def holm_text(e: Estimate, adjusted: float) -> str:
 
 
 def simple_lines(effects: list[SimpleEffect]) -> list[str]:
-    return markdown_table(["axis", "difference (paired)", "at", "mean", "95% CI", "pairs", "p", "Holm p"],
+    return markdown_table(["axis", "difference (paired)", "at", "mean", DIFFERENCE_CI, "pairs", "p", "Holm p"],
                           [[*simple_labels(e, v), number(d.mean), interval(d), str(d.n), number(p, 3),
                             holm_text(d, adjusted)]
                            for e in effects for (v, d), (p, adjusted) in zip(e.differences, e.tests, strict=True)])

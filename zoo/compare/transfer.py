@@ -14,7 +14,7 @@ from zoo.compare.load import SweepRecords
 from zoo.compare.plots import pyplot, variant_colour
 from zoo.compare.sections import Analysis, analyse
 from zoo.compare.stats import AxisEffect, VariantRow
-from zoo.compare.tables import interval, markdown_table, number, text_table
+from zoo.compare.tables import DIFFERENCE_CI, interval, markdown_table, number, text_table
 from zoo.compare.wandb_run import Rows, log_tables
 from zoo.errors import ConfigError
 from zoo.files import atomic_write, save_figure
@@ -88,7 +88,8 @@ def variant_table(a: SweepRecords, b: SweepRecords, pairs, rows_a, rows_b) -> Ro
 
 
 def effect_rows(a: SweepRecords, b: SweepRecords, effects) -> Rows:
-    columns = ["axis", "difference", "A mean", "A 95% CI", "A pairs", "B mean", "B 95% CI", "B pairs", "verdict"]
+    columns = ["axis", "difference", "A mean", f"A {DIFFERENCE_CI}", "A pairs", "B mean", f"B {DIFFERENCE_CI}", "B pairs",
+               "verdict"]
     rows = []
     for ea, eb in effects:
         first = value_text(ea.values[0])
@@ -154,8 +155,9 @@ def transfer(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None
              f"({b.comparison.goal}). Final values, means over seeds. A: {a.progress}; B: {b.progress}.", "",
              "## Ranking", "", summary + ".", "",
              *markdown_table(variants[0], as_text(variants[1])), "", "## Effect of each axis on both tasks", "",
-             "Paired differences with 95% t-intervals, each on its task's metric. A difference separates where its "
-             "Holm-adjusted p (over its sweep's paired differences) is below 0.05; the verdict reads that with each "
+             "Paired differences with 95% t-intervals (unadjusted for the family), each on its task's metric. A "
+             "difference separates where its Holm-adjusted p (over its sweep's paired differences) is below 0.05; "
+             "the verdict reads that with each "
              "metric's direction: `transfers` (both separate, the same way better), `reverses`, `only on A`, "
              "`only on B`, `separates on neither`.", "",
              *markdown_table(effect_table[0], as_text(effect_table[1])), "", "## Plot", "",

@@ -39,7 +39,7 @@ def by_figure(sweep: Comparison, simple, given_key: str):
                 adjusted.append(holm)
         plot_differences(ax, labels, estimates, adjusted, sweep.metric)
         ax.set_title(f"{sweep.labels()[key]} within each {sweep.labels()[given_key]}", fontsize=10)
-    fig.suptitle(f"{sweep.name}: paired differences, 95% CI; * Holm p < {LEVEL}", fontsize=10)
+    fig.suptitle(f"{sweep.name}: paired differences, unadjusted 95% CI; * Holm p < {LEVEL}", fontsize=10)
     fig.tight_layout()
     return fig
 
