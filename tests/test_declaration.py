@@ -35,6 +35,9 @@ def test_the_declaration_holds_the_question_and_the_files_hash(tmp_path):
     again = sweep.model_copy(update={"seeds": [0, 1, 2]})
     assert declaration(again)["sweep_sha256"] != declared["sweep_sha256"], "the file's hash moves with any edit"
     assert {k: v for k, v in declaration(again).items() if k in DECLARED} == {k: declared[k] for k in DECLARED}
+    spelled = sweep.model_validate({**sweep.model_dump(mode="json"), "distinct": []})  # a field at its default
+    assert declaration(spelled)["sweep_sha256"] == declared["sweep_sha256"], "defaults never move the hash"
+    assert declaration(sweep.model_copy(update={"distinct": ["model.norm"]}))["sweep_sha256"] != declared["sweep_sha256"]
     records = Ledger(sweep.directory() / "ledger.jsonl").read().records
     assert all(r.declared == declared for r in records), "as zoo sweep records it with every cell"
 
@@ -69,3 +72,16 @@ def test_runs_without_a_recorded_question_are_said_to_lack_one(tmp_path):
     assert SECTIONS.get("declaration").notes(result, analysis) == [
         "4 of 4 runs record no declared question (trained before zoo sweep recorded one): whether the question was set "
         "before they ran is not on record"]
+
+
+def test_a_declaration_recorded_before_a_field_existed_reads_it_at_its_default(tmp_path):
+    """Cells recorded before `distinct` was declared hold no such field: their question is the same
+    as one declaring none, and another than one declaring a key."""
+    from zoo.sweep.question import declaration_changes
+
+    sweep = sweepkit.write_sweep(tmp_path, "old", {"model.norm": ["post", "pre"]}, [0, 1], value)
+    now = declaration(sweep)
+    recorded = {k: v for k, v in now.items() if k != "distinct"}
+    assert declaration_changes(recorded, now) == []
+    declared = declaration(sweep.model_copy(update={"distinct": ["model.norm"]}))
+    assert declaration_changes(recorded, declared) == ["distinct: [] when cells ran, ['model.norm'] now"]

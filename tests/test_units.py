@@ -1,6 +1,7 @@
 """Each distinct computation counts once: twins (values the registry declares one function, or
 whose runs are bit-identical) are an identity check and one unit in every other axis's test, a
-failed check is loud, and near twins are flagged but kept."""
+failed check is loud, near twins are flagged, and correlated twins are one unit in the other axes'
+tests unless the sweep declares them distinct."""
 
 import pytest
 import sweepkit
@@ -81,19 +82,70 @@ def test_an_undeclared_key_whose_runs_are_bit_identical_is_an_identity_check(tmp
     assert "bit-identical runs" in check.text() and effects[0].differences[0][1].n == 6
 
 
-def test_near_twins_are_flagged_and_kept_apart(tmp_path):
-    def nearly(a, seed):  # z-loss moves the metric by a relative 1e-5, in alternating directions
-        return norm_effect(a, seed) * (1 + 1e-5 * (-1) ** seed * (a["train.z_loss"] > 0))
+def nearly(a, seed):  # z-loss moves the metric by a relative 1e-5, in alternating directions
+    return norm_effect(a, seed) * (1 + 1e-5 * (-1) ** seed * (a["train.z_loss"] > 0))
 
+
+@pytest.mark.parametrize("distinct", [[], ["train.z_loss"]])
+def test_near_twins_are_flagged_and_correlated_twins_count_once_unless_declared_distinct(tmp_path, distinct):
+    """z-loss 1e-4 copies z-loss 0 up to 1e-5: norm's pre − post at the two correlate 1.00 over the
+    6 seeds. Counted once, norm has the 6 seeds' pairs, each the mean of its two twins; declared
+    distinct, 12, and either way the report says so. z-loss's own difference is tested over 12."""
     sweep = sweepkit.write_sweep(tmp_path, "near", {"model.norm": ["post", "pre"], "train.z_loss": [0.0, 1e-4]}, SEEDS,
-                                 nearly)
+                                 nearly, distinct=distinct)
     said = []
     report = compare(sweep.directory(), wandb_mode="disabled", echo=said.append)
     assert any(line.startswith("zoo compare: warning: near twins z_loss: 0.0001 and 0.0 differ by at most 1e-05")
                for line in said), said
+    twins = [line for line in said if "correlated twins z_loss: 0.0001 and 0.0" in line]
+    assert len(twins) == 1 and "(Pearson r above 0.9: norm 1.00 over 5 degrees of freedom)" in twins[0], said
     norm, z_loss = report.effects
-    assert z_loss.identity is None and len(z_loss.differences) == 1
-    assert norm.differences[0][1].n == 12, "near twins stay separate cells"
+    assert z_loss.identity is None and z_loss.differences[0][1].n == 12, "a twin's own difference is still tested"
+    pre_minus_post = norm.differences[0][1]
+    if distinct:
+        assert "kept as separate units, as the sweep declares" in twins[0] and pre_minus_post.n == 12
+    else:
+        assert "one unit (their mean) in every other axis's test" in twins[0] and pre_minus_post.n == 6
+        by_hand = [nearly({"model.norm": "pre", "train.z_loss": z}, s) - nearly({"model.norm": "post", "train.z_loss": z}, s)
+                   for s in SEEDS for z in (0.0, 1e-4)]
+        assert pre_minus_post.mean == pytest.approx(sum(by_hand) / 12), "each unit the mean of its twins"
+
+
+def test_axes_whose_differences_do_not_correlate_stay_apart_and_few_cells_decide_nothing(tmp_path):
+    """norm and ffn with effects of their own and noise of each run's own: neither is a twin of the
+    other. Where ffn's differences at post and pre are one number per seed (the seed's noise alone),
+    and norm's values lie nearer each other than ffn's, norm's two values are one unit in ffn's
+    test (its 12 pairs hold 6 values), while ffn, far apart, stays two units in norm's. Under
+    TWIN_DEGREES degrees of freedom (seeds less one) no correlation is read at all."""
+    from zoo.compare.units import TWIN_DEGREES
+
+    def crossed(a, seed):
+        run = [0.03, -0.05, 0.02, 0.04, -0.01, -0.03, 0.05, 0.0][(seed * 3 + 2 * (a["model.norm"] == "pre")
+                                                                  + (a["model.ffn"] == "gelu")) % 8]
+        return norm_effect(a, seed) + 0.05 * (a["model.ffn"] == "gelu") + run
+
+    effects, read = effects_of(tmp_path, "apart", {"model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu"]}, crossed)
+    assert [e.differences[0][1].n for e in effects] == [12, 12]
+
+    def shared(a, seed):  # the seed's noise moves norm's difference alike at both ffn values
+        return norm_effect(a, seed) + 0.3 * (a["model.ffn"] == "gelu") * (1 + NOISE[seed])
+
+    effects, read = effects_of(tmp_path / "shared", "shared", {"model.norm": ["post", "pre"],
+                                                               "model.ffn": ["relu", "gelu"]}, shared)
+    assert [e.differences[0][1].n for e in effects] == [12, 6], "norm twins for ffn's test, never the reverse"
+    few = SEEDS[:TWIN_DEGREES]
+    sweep = sweepkit.write_sweep(tmp_path / "few", "few", {"model.norm": ["post", "pre"], "train.z_loss": [0.0, 1e-4]},
+                                 few, nearly)
+    read = read_sweep(sweep.directory())
+    assert [e.differences[0][1].n for e in axis_effects(read.comparison, read.records)] == [2 * len(few)] * 2
+
+
+def test_a_distinct_key_the_grid_lacks_is_refused_by_name(tmp_path):
+    from zoo.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"distinct: 'train\.z_loss' is not a grid key; choices: model\.norm"):
+        sweepkit.write_sweep(tmp_path, "bad", {"model.norm": ["post", "pre"]}, SEEDS, norm_effect,
+                             distinct=["train.z_loss"])
 
 
 def test_a_failed_identity_or_near_twins_never_say_a_gap_that_contradicts_them():

@@ -65,7 +65,7 @@ def size_verdict(sizes: Sequence[Any], at_size: Sequence[tuple[Estimate, float]]
 
 
 def across_sizes(sweep: Comparison, records: Sequence[RunRecord], simple: list[SimpleEffect]) -> list[AcrossSizes]:
-    finished, labels, out = units_of(sweep, records).finished, sweep.labels(), []
+    units, labels, out = units_of(sweep, records), sweep.labels(), []
     for given in size_keys(sweep):
         sizes = list(sweep.grid[given])
         for key, values in sweep.grid.items():
@@ -76,7 +76,7 @@ def across_sizes(sweep: Comparison, records: Sequence[RunRecord], simple: list[S
                 continue
             for index, value in enumerate(values[1:]):
                 at_size = [(e.differences[index][1], e.tests[index][1]) for e in at]
-                contrasts = [interaction(finished, key, value, values[0], given, size, sizes[0],
+                contrasts = [interaction(units.view(key, given), key, value, values[0], given, size, sizes[0],
                                          sweep.resolved_metric.bounds) for size in sizes[1:]]
                 out.append(AcrossSizes(f"{labels[key]}: {value_text(value)} − {value_text(values[0])}", labels[given],
                                        sizes, at_size, [(e, p_value(e), math.nan) for e in contrasts]))

@@ -318,13 +318,14 @@ def axis_effects(sweep: Comparison, records: Sequence[RunRecord]) -> list[AxisEf
         identity = units.identities.get(key)
         later = tested[tested.index(key) + 1:] if key in tested else []
         crossed = [Interaction(labels[key], value, values[0], labels[given], at, sweep.grid[given][0],
-                               interaction(units.finished, key, value, values[0], given, at, sweep.grid[given][0],
-                                           bounds))
+                               interaction(units.view(key, given), key, value, values[0], given, at,
+                                           sweep.grid[given][0], bounds))
                    for given in later for value in values[1:] for at in sweep.grid[given][1:]]
-        others = [] if identity else [(a, b, paired_differences(units.finished, key, [a, b], bounds)[0][1])
+        own = units.view(key)  # a correlated twin of another key counts once here
+        others = [] if identity else [(a, b, paired_differences(own, key, [a, b], bounds)[0][1])
                                       for a, b in itertools.combinations(values[1:], 2)]
         effects.append(AxisEffect(key, labels[key], list(values), [Estimate.of(v).within(*bounds) for v in per_value],
-                                  [] if identity else paired_differences(units.finished, key, list(values), bounds),
+                                  [] if identity else paired_differences(own, key, list(values), bounds),
                                   identity=identity, interactions=crossed, other_pairs=others))
     return with_tests(effects)
 
@@ -392,13 +393,13 @@ def simple_effects(sweep: Comparison, records: Sequence[RunRecord]) -> list[Simp
     over distinct computations; a key whose values are one computation is neither side."""
     labels, bounds = sweep.labels(), sweep.resolved_metric.bounds
     units = units_of(sweep, records)
-    finished, effects = units.finished, []
+    effects = []
     for key, values in sweep.grid.items():
         for given, given_values in sweep.grid.items():
             if given == key or key in units.identities or given in units.identities:
                 continue
             for g in given_values:
-                subset = [(r, v) for r, v in finished if r.assignment[given] == g]
+                subset = [(r, v) for r, v in units.view(key, given) if r.assignment[given] == g]
                 effects.append(SimpleEffect(key, labels[key], values[0], given, labels[given], g,
                                             paired_differences(subset, key, list(values), bounds)))
     return with_tests(effects)

@@ -6,8 +6,12 @@ twice: the standard error shrinks by a factor 0.68 and the degrees of freedom do
 A grid key whose values the registry declares to compute the same function (a part's `computes`),
 or whose runs are bit-identical in every cell, is therefore an identity check, not an effect: its
 cells become one unit (their mean) in every other axis's test, and the check says in how many cells
-they were identical. Values that nearly copy each other (z-loss 1e-4 beside 0) stay separate cells
-and are flagged, since their pairs are not independent replicates either.
+they were identical. Values that nearly copy each other (z-loss 1e-4 beside 0) are flagged; where
+every other axis's paired differences at the two values correlate above TWIN_CORRELATION across the
+cells, and the two values lie nearer each other than that axis's do, they are correlated twins: one
+unit (their mean) in every other axis's test, since their pairs are not independent replicates,
+while their own difference is still tested. A sweep that declares the key `distinct` keeps them
+apart, and the report says so either way.
 """
 
 from __future__ import annotations
@@ -29,6 +33,14 @@ from zoo.sweep.record_differences import timing
 
 NEAR = 1e-3
 """Values whose metric differs by less than this (relative) in every pair nearly copy each other."""
+TWIN_CORRELATION = 0.9
+"""Another axis's paired differences at two values of a key whose seed-to-seed deviations
+correlate above this (Pearson, pooled over the cells they share) come from runs that copy each
+other: z-loss 1e-4 against 0 on lr_sensitivity."""
+TWIN_DEGREES = 4
+"""The fewest degrees of freedom a correlation of seed deviations is read over (a cell of n seeds
+gives n - 1): below 4, one above 0.9 is too likely by chance alone (2% at 4, as for 5 independent
+pairs)."""
 
 
 def computed(key: str) -> bool:
@@ -107,6 +119,34 @@ class NearTwins:
                 "effects")
 
 
+@dataclass(frozen=True)
+class CorrelatedTwins:
+    """Two values of a key at which every other axis's paired differences correlate above
+    TWIN_CORRELATION: one unit in the other axes' tests unless the sweep declares the key distinct."""
+
+    key: str
+    label: str
+    value: Any
+    reference: Any
+    correlations: tuple[tuple[str, float, int], ...]
+    """(other axis, Pearson correlation of its differences' seed deviations at the two values, their
+    degrees of freedom)."""
+    distinct: bool
+    """The sweep declares the key's values distinct units: kept apart, and flagged."""
+
+    def text(self) -> str:
+        seen = ", ".join(f"{axis} {r:.2f} over {n}" for axis, r, n in self.correlations)
+        said = (f"correlated twins {self.label}: {value_text(self.value)} and {value_text(self.reference)}: every other "
+                f"axis's paired differences at the two move together from seed to seed (Pearson r above "
+                f"{TWIN_CORRELATION}: {seen} degrees of freedom), and the two lie nearer each other than that axis's "
+                "values")
+        if self.distinct:
+            return (said + f"; kept as separate units, as the sweep declares (`distinct: [{self.key}]`), though their "
+                    "pairs are not independent replicates of the other axes' effects")
+        return (said + "; one unit (their mean) in every other axis's test, their own difference still tested "
+                f"(declare `distinct: [{self.key}]` in the sweep to count them apart)")
+
+
 def gap_text(largest: float) -> str:
     """How far a failed identity's runs are apart in the metric, without contradicting the failure:
     apart in other logged values alone, or apart where a run's metric is not finite."""
@@ -123,12 +163,24 @@ class Units:
     """One (record, metric) per distinct computation: twins merged into their mean."""
     identities: dict[str, IdentityCheck] = field(default_factory=dict)
     near: list[NearTwins] = field(default_factory=list)
+    twins: dict[str, CorrelatedTwins] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
 
     def notes(self) -> list[str]:
         return [check.text() for check in self.identities.values() if check.holds]
 
     def warnings(self) -> list[str]:
-        return [*(c.text() for c in self.identities.values() if not c.holds), *(n.text() for n in self.near)]
+        return [*(c.text() for c in self.identities.values() if not c.holds), *(n.text() for n in self.near),
+                *(t.text() for t in self.twins.values())]
+
+    def view(self, *keep: str) -> list[tuple[RunRecord, float]]:
+        """The units a test of the keys `keep` reads: every correlated twin apart from them merged
+        into one unit (the keys a test compares keep their values)."""
+        finished = self.finished
+        for key, twin in self.twins.items():
+            if key not in keep and not twin.distinct:
+                finished = merged(finished, key, [twin.reference, twin.value], self.labels)
+        return finished
 
 
 def cells_across(finished: list[tuple[RunRecord, float]], key: str) -> dict[tuple, dict[str, tuple[RunRecord, float]]]:
@@ -174,6 +226,61 @@ def near_twins(finished, key: str, label: str, values: Sequence[Any]) -> list[Ne
     return found
 
 
+def differences_across(finished, key: str, value: Any, reference: Any, other: str, other_values: Sequence[Any]
+                       ) -> tuple[list[float], list[float], int, list[float], list[float]]:
+    """`other`'s paired differences (each of its values from its first) at key=reference and at
+    key=value, matched by the seed and every remaining grid value, each as its seed's deviation
+    from the mean over seeds of its cell (what moves with the seed alone, not with the other grid
+    values, whose interactions would correlate the two anyway) with their degrees of freedom; key's
+    own differences (value − reference) in the same runs; and `other`'s differences as they are."""
+    at: dict[tuple, dict[str, float]] = {}
+    for record, x in finished:
+        rest = tuple(sorted((k, repr(v)) for k, v in record.assignment.items() if k not in (key, other)))
+        at.setdefault((rest, record.seed), {})[f"{record.assignment[key]!r}|{record.assignment[other]!r}"] = x
+    by_cell: dict[tuple, list[tuple[float, float]]] = {}
+    own, raw = [], []
+    for (rest, _seed), cell in at.items():
+        for o in other_values[1:]:
+            corners = [cell.get(f"{k!r}|{v!r}") for k in (reference, value) for v in (o, other_values[0])]
+            if None not in corners and all(map(math.isfinite, corners)):
+                by_cell.setdefault((rest, repr(o)), []).append((corners[0] - corners[1], corners[2] - corners[3]))
+                own += [corners[2] - corners[0], corners[3] - corners[1]]
+                raw += [corners[0] - corners[1], corners[2] - corners[3]]
+    first, second, degrees = [], [], 0
+    for pairs in by_cell.values():
+        if len(pairs) > 1:
+            means = np.mean(pairs, axis=0)
+            first += [a - means[0] for a, _ in pairs]
+            second += [b - means[1] for _, b in pairs]
+            degrees += len(pairs) - 1
+    return first, second, degrees, own, raw
+
+
+def correlated_twins(finished, sweep: Comparison, key: str, others: Sequence[str]) -> CorrelatedTwins | None:
+    """key's two values as correlated twins, where every other tested axis's differences at them
+    move together from seed to seed (r above TWIN_CORRELATION over TWIN_DEGREES or more degrees of
+    freedom), and key's own differences are smaller (median size) than that axis's: the values copy
+    each other, not the other way round (z-loss's differences at each qk_norm may correlate too,
+    but qk_norm's values are far apart); None otherwise."""
+    values = list(sweep.grid[key])
+    if len(values) != 2 or not others:
+        return None
+    seen = []
+    for other in others:
+        first, second, degrees, own, raw = differences_across(finished, key, values[1], values[0], other,
+                                                              list(sweep.grid[other]))
+        still = 1e-9 * max(float(np.median(np.abs(raw))), np.finfo(float).tiny)  # rounding, not a seed's doing
+        if degrees < TWIN_DEGREES or np.std(first) <= still or np.std(second) <= still:
+            return None
+        if not np.median(np.abs(own)) < np.median(np.abs(raw)):
+            return None
+        r = float(np.corrcoef(first, second)[0, 1])
+        if not r > TWIN_CORRELATION:
+            return None
+        seen.append((sweep.labels()[other], r, degrees))
+    return CorrelatedTwins(key, sweep.labels()[key], values[1], values[0], tuple(seen), key in sweep.distinct)
+
+
 def merged(finished, key: str, values: Sequence[Any], labels: dict[str, str]) -> list[tuple[RunRecord, float]]:
     """Each cell's runs across key's values as one unit: its assignment at the first value, its metric their mean."""
     units = []
@@ -190,7 +297,8 @@ def merged(finished, key: str, values: Sequence[Any], labels: dict[str, str]) ->
 
 def experimental_units(sweep: Comparison, finished: list[tuple[RunRecord, float]]) -> Units:
     """The sweep's finished runs as distinct computations, with every identity check and near twin."""
-    labels, units = sweep.labels(), Units(list(finished))
+    labels = sweep.labels()
+    units = Units(list(finished), labels=labels)
     for key, values in sweep.grid.items():
         if len(values) < 2:
             continue
@@ -200,4 +308,9 @@ def experimental_units(sweep: Comparison, finished: list[tuple[RunRecord, float]
             continue
         units.identities[key] = check
         units.finished = merged(units.finished, key, list(values), labels)
+    tested = [key for key, values in sweep.grid.items() if len(values) > 1 and key not in units.identities]
+    for key in tested:
+        twin = correlated_twins(units.finished, sweep, key, [other for other in tested if other != key])
+        if twin is not None:
+            units.twins[key] = twin
     return units

@@ -31,13 +31,16 @@ class Question:
     fit: FitSettings | None = None
     choose_on: str | None = None
     """The validation metric a tuned sweep chooses its values on (None: nothing is tuned)."""
+    distinct: tuple[str, ...] = ()
+    """Grid keys whose values count as separate units even where they are correlated twins
+    (zoo.compare.units)."""
 
     @classmethod
     def of(cls, sweep: SweepSpec) -> Question:
         """The question the sweep file asks, validated with it (its goal is the metric's)."""
         resolved = sweep.resolved_metric
         return cls(sweep.metric, resolved.goal, resolved.bounds, sweep.metric, sweep.target, dict(sweep.margins),
-                   sweep.fit, sweep.choose_on)
+                   sweep.fit, sweep.choose_on, tuple(sweep.distinct))
 
     def asking(self, metric: str) -> Question:
         """The same question of another metric: its goal and bounds from its registry entry (an
@@ -73,23 +76,30 @@ class Question:
                                                 f"{self.primary}")
 
 
-DECLARED = ("metric", "margins", "family", "target", "fit", "choose_on")
+DECLARED = ("metric", "margins", "family", "target", "fit", "choose_on", "distinct")
 """The fields of a declaration that make the question: a change to any after cells ran makes the
 study exploratory (the sweep file's hash is kept beside them, for provenance only)."""
+
+
+UNDECLARED: dict[str, Any] = {"distinct": []}
+"""What a declaration recorded before a field existed meant by its absence: the field's default."""
 
 
 def declaration(sweep: SweepSpec) -> dict[str, Any]:
     """What `zoo sweep` records with every cell: the question as the sweep file declares it when
     the cell runs (its primary metric, margins, family: the grid keys whose differences and
-    two-way interactions the family holds, target, fit, choose_on) and the SHA-256 of the sweep
-    file as validated."""
+    two-way interactions the family holds, target, fit, choose_on, the keys declared distinct) and
+    the SHA-256 of the sweep file as validated, its fields at their defaults left out (so a field
+    added to the zoo later, at its default, leaves the hash of an unchanged file as it was)."""
     dumped = sweep.model_dump(mode="json")
+    hashed = sweep.model_dump(mode="json", exclude_defaults=True)
     return {"metric": sweep.metric, "margins": dict(sweep.margins), "family": list(sweep.grid),
             "target": sweep.target, "fit": dumped.get("fit"), "choose_on": sweep.choose_on,
-            "sweep_sha256": hashlib.sha256(json.dumps(dumped, sort_keys=True).encode()).hexdigest()}
+            "distinct": list(sweep.distinct),
+            "sweep_sha256": hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()}
 
 
 def declaration_changes(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
     """Each question field that differs between a recorded declaration and the current one."""
-    return [f"{key}: {recorded.get(key)!r} when cells ran, {now.get(key)!r} now" for key in DECLARED
-            if recorded.get(key) != now.get(key)]
+    return [f"{key}: {recorded.get(key, UNDECLARED.get(key))!r} when cells ran, {now.get(key)!r} now" for key in DECLARED
+            if recorded.get(key, UNDECLARED.get(key)) != now.get(key)]

@@ -100,6 +100,10 @@ class SweepSpec(Strict):
                                           "difference, and zoo compare calls two values level only where two "
                                           "one-sided tests exclude the margin (TOST); without one, 'not separated' "
                                           "stays inconclusive")
+    distinct: list[str] = Field(
+        default_factory=list, description="grid keys whose values count as separate units in the other axes' tests "
+                                          "even where those axes' paired differences correlate above 0.9 across them "
+                                          "(correlated twins, which are otherwise one unit, their mean)")
     fit: FitSettings | None = Field(None, description="fit each variant's metric against compute across the sizes: "
                                                       "{against: compute | parameters, extrapolate: 10}; a sweep of "
                                                       "3 or more sizes is fitted with these defaults without it")
@@ -167,6 +171,14 @@ class SweepSpec(Strict):
             raise ConfigError(f"goal {self.goal}: metric {self.metric!r} is {declared} (better "
                               f"{'lower' if declared == 'min' else 'higher'}, as {self.resolved_metric.name.metric} "
                               "declares); leave goal out")
+        return self
+
+    @model_validator(mode="after")
+    def _distinct_keys_are_grid_keys(self) -> SweepSpec:
+        """A key declared distinct that the grid lacks would keep nothing apart: refused by name."""
+        unknown = [key for key in self.distinct if key not in self.grid]
+        if unknown:
+            raise ConfigError(f"distinct: {unknown[0]!r} is not a grid key; choices: {', '.join(self.grid)}")
         return self
 
     @field_validator("seeds")

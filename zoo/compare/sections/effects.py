@@ -57,7 +57,7 @@ def effect_figure(sweep: Comparison, effect: AxisEffect):
         plot_estimates(right, shown, [e for _, _, e in effect.other_pairs], colour="#999999", start=len(tested))
         right.set_xticks(range(len(tested) + len(shown)), tested + shown, fontsize=8)
         right.set_xlim(-0.6, len(tested) + len(shown) - 0.4)
-    right.set_title(f"paired difference, unadjusted 95% CI\n* Holm p < {LEVEL}", fontsize=10)
+    right.set_title(f"paired difference,\nunadjusted 95% CI\n* Holm p < {LEVEL}", fontsize=10)
     fig.tight_layout()
     return fig
 

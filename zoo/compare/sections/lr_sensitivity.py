@@ -11,7 +11,7 @@ from zoo.compare.comparison import Comparison
 from zoo.compare.plots import grid_order, pyplot, variant_colour
 from zoo.compare.sections import Analysis, Section, register
 from zoo.compare.sensitivity import LOSS, SENSITIVITY, RateCurve, learning_rate_keys, sensitivities, sensitivity_sweep
-from zoo.compare.stats import AxisEffect, VariantRow, axis_effects, seed_noise, variant_rows
+from zoo.compare.stats import AxisEffect, VariantRow, axis_effects, seed_noise, units_of, variant_rows
 from zoo.compare.tables import effect_lines, effect_table, effects_text, markdown_table, table, text_table
 from zoo.compare.wandb_run import Rows
 from zoo.files import save_figure
@@ -88,6 +88,7 @@ class LRSensitivitySection(Section):
         out = []
         for key in keys:
             measured, curves, notes = sensitivities(tuning.tuned, tuning.choosing, tuning.choices, key)
+            notes += [f"LR sensitivity: {said}" for said in units_of(scored, measured).warnings()] if measured else []
             out.append(RateSensitivity(key, tuning.tuned.labels()[key], curves, assignments, notes, scored, measured,
                                        variant_rows(scored, measured) if measured else [],
                                        axis_effects(scored, measured) if measured else [],
