@@ -163,6 +163,29 @@ def test_the_fit_recovers_exact_laws_and_refuses_degenerate_points():
     assert "does not fall" in fit_power_law(compute, [1.0, 1.1, 1.2, 1.3], 0.0).problem
     interval = bootstrap([1.0, 2.0, 3.0])
     assert interval.mean == 2.0 and 1.0 <= interval.low < 2.0 < interval.high <= 3.0 and interval.seeds == 3
+    assert not exact.law.on_bound, "E = 0.5 above the floor 0 is identified"
+
+
+def test_a_law_needs_a_falling_term_above_its_residual_and_an_e_on_its_bound_is_said_so():
+    """Points whose best law falls by 0.022 with residuals of 0.034 show no law (scale_ladder's
+    post-norm seed: 0.034 against 0.0625); points that fall towards a negative E, under a floor of
+    0, put E on its bound, where the points do not identify it: the laws table says so and gives no
+    interval."""
+    from types import SimpleNamespace
+
+    from zoo.compare.sections.laws import irreducible_text
+
+    ladder = np.array([1e9, 3e9, 1e10, 3e10, 1e11])
+    noisy = 3.0 + 0.3 * (ladder / 1e11) ** -0.1 + np.array([-0.125, -0.043, -0.010, 0.076, 0.008])
+    said = fit_power_law(ladder, noisy, floor=0.0)
+    assert said.law is None and re.fullmatch(r"the falling term \(\S+ across the sizes\) is no larger than the "
+                                             r"residual \(\S+\): the points do not show a law", said.problem), said
+    compute = np.array([1e9, 1e10, 1e11, 1e12])
+    below = fit_power_law(compute, -0.5 + 2.0 * (compute / 1e12) ** -0.05, floor=0.0)
+    assert below.law.on_bound and below.law.irreducible == 0.0
+    free = fit_power_law(compute, 0.5 + 2.0 * (compute / 1e12) ** -0.2, floor=0.0).law
+    shown = irreducible_text(SimpleNamespace(laws={0: below.law, 1: free}, bounded=lambda: 1))
+    assert shown == "0: on its bound in 1 of 2 seed(s), not identified, no interval"
 
 
 def test_a_size_held_out_of_the_fits_checks_their_prediction(tmp_path):

@@ -6,7 +6,9 @@ The fit profiles alpha: for each alpha on a log grid (then refined by golden-sec
 between its neighbours), E and A are the least squares of a line in C^-alpha, with A >= 0 (the
 metric falls with compute) and E at or above the metric's lower bound. C is divided by the
 largest C fitted, so every alpha is equally well conditioned. A fit whose exponent runs to the
-grid's edge, or that finds no falling term, did not converge and says why: nothing is invented."""
+grid's edge, that finds no falling term, or whose falling term (how far the law falls across the
+points) is no larger than its residual, gives no law and says why: nothing is invented. E at the
+metric's bound is said to be on its bound: the points do not identify it, so it gets no interval."""
 
 from __future__ import annotations
 
@@ -36,6 +38,9 @@ class PowerLaw:
     """The largest C fitted; C / unit is what the law reads."""
     residual: float
     """The root mean square of the fit's residuals."""
+    on_bound: bool = False
+    """E sits at the metric's lower bound: the points do not identify it (any E from the bound up
+    fits nearly as well), so it is said to be on its bound, never given an interval."""
 
     def __call__(self, c: float | np.ndarray) -> float | np.ndarray:
         return self.irreducible + self.coefficient * (np.asarray(c, dtype=float) / self.unit) ** -self.exponent
@@ -85,7 +90,12 @@ def fit_power_law(compute: Sequence[float], values: Sequence[float], floor: floa
         return Fit(None, "the metric does not fall with compute at these sizes (no falling term fits)")
     if best in (0, len(ALPHAS) - 1):
         return Fit(None, f"the exponent runs to the edge of [{ALPHAS[0]:g}, {ALPHAS[-1]:g}]: the points do not pin it")
-    return Fit(PowerLaw(irreducible, coefficient, alpha, unit, math.sqrt(sse / len(y))))
+    residual = math.sqrt(sse / len(y))
+    falling = coefficient * (float(u.min()) ** -alpha - 1.0)  # how far the law falls across the points
+    if not falling > residual:
+        return Fit(None, f"the falling term ({falling:.3g} across the sizes) is no larger than the residual "
+                         f"({residual:.3g}): the points do not show a law")
+    return Fit(PowerLaw(irreducible, coefficient, alpha, unit, residual, on_bound=irreducible <= floor))
 
 
 def golden_section(f: Callable[[float], float], low: float, high: float, iterations: int = 60) -> float:

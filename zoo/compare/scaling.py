@@ -50,6 +50,10 @@ class VariantFit:
     def irreducible(self) -> Interval:
         return over_seeds([law.irreducible for law in self.laws.values()])
 
+    def bounded(self) -> int:
+        """Seeds whose E sits on the metric's bound, unidentified."""
+        return sum(law.on_bound for law in self.laws.values())
+
     def problems(self) -> list[str]:
         return [f"seed {seed}: {fit.problem}" for seed, fit in self.fits.items() if fit.law is None]
 

@@ -28,9 +28,19 @@ def fit_interval(i: Interval, digits: int = 4) -> str:
         f"{i.mean:.{digits}g} (one seed)"
 
 
+def irreducible_text(v) -> str:
+    """E over seeds; where a seed's E sits on the metric's bound, said so, with no interval (the
+    points do not identify it: an interval over seeds would be of the bound)."""
+    bounded = v.bounded()
+    if not bounded:
+        return fit_interval(v.irreducible())
+    floor = next(law.irreducible for law in v.laws.values() if law.on_bound)
+    return f"{floor:.4g}: on its bound in {bounded} of {len(v.laws)} seed(s), not identified, no interval"
+
+
 def law_rows(s: Scaling) -> tuple[list[str], list[list[str]]]:
     columns = ["variant", "seeds fitted", "exponent alpha", "irreducible E", "fit RMS (mean)", "not fitted"]
-    rows = [[v.label, str(len(v.laws)), fit_interval(v.exponent(), 3), fit_interval(v.irreducible()),
+    rows = [[v.label, str(len(v.laws)), fit_interval(v.exponent(), 3), irreducible_text(v),
              f"{np.mean([law.residual for law in v.laws.values()]):.3g}" if v.laws else "—",
              "; ".join(v.problems()) or "—"] for v in s.variants]
     return columns, rows
