@@ -262,3 +262,27 @@ def test_another_metric_that_rises_is_compared_on_a_sweep_with_a_fit_and_said_un
     assert report.markdown.name == "report-test_token_acc.md"
     assert report.scaling is None or not report.scaling.differences
     assert {row.metric.mean for row in report.rows} and all(0.5 <= row.metric.mean <= 0.55 for row in report.rows)
+
+
+def test_a_change_past_the_largest_size_holds_only_inside_a_declared_margin():
+    """Two one-sided t-tests at 5% on the per-seed change: level where its 90% interval lies inside
+    the declared margin; without a margin, or outside it, inconclusive with the narrowest margin
+    the seeds could call level (what the 90% interval reaches)."""
+    from scipy.stats import t as student_t
+
+    from zoo.compare.power_law import over_seeds
+    from zoo.compare.scaling import equivalence_bound, law_verdict
+
+    change = np.array([0.004, -0.002, 0.001])
+    half = student_t.ppf(0.95, 2) * change.std(ddof=1) / math.sqrt(3)
+    assert equivalence_bound(change) == pytest.approx(abs(change.mean()) + half)
+    at_target, interval = over_seeds(np.array([-0.1, -0.12, -0.11])), over_seeds(change)
+    bound = equivalence_bound(change)
+    assert law_verdict(at_target, interval, -1.0, None, bound, 0.02) == \
+        f"holds: the change is level within ±0.02 (two one-sided t-tests at 5%: its 90% interval lies inside ±{bound:.3g})"
+    assert law_verdict(at_target, interval, -1.0, None, bound, None) == ("not separated (inconclusive): the change is "
+                                                                         "not separated from zero; its seeds exclude no "
+                                                                         f"margin narrower than ±{bound:.3g}")
+    assert law_verdict(at_target, interval, -1.0, None, bound, 0.001).startswith(
+        "not separated (inconclusive): the change is not separated from zero; not level within the declared ±0.001; ")
+    assert math.isnan(equivalence_bound(np.array([0.1])))

@@ -6,8 +6,9 @@ A difference is paired by seed: each seed's two laws give d(C) = L_b(C) - L_a(C)
 so the spread over seeds (zoo.compare.power_law.over_seeds) gives an interval at the largest
 compute measured, at a stated multiple of it, and on the change between the two. The verdict: reverses where the extrapolated
 difference is separated on the other side of zero; grows or shrinks where the change is separated
-from zero; else not separated (inconclusive): an unseparated change is never called a law that
-holds, which only an equivalence test against a declared margin could show. Fewer than three sizes,
+from zero; holds where the sweep declares a margin for the metric and two one-sided t-tests on
+the change exclude it (level); else not separated (inconclusive), with the narrowest margin the
+seeds could call level: an unseparated change is never called a law that holds. Fewer than three sizes,
 or fits that do not converge, are said plainly."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
+from scipy.stats import t as student_t
 
 from zoo.compare.comparison import Comparison
 from zoo.compare.power_law import MIN_POINTS, Fit, Interval, crossing, fit_power_law, over_seeds
@@ -111,7 +113,21 @@ def x_of(record: RunRecord, against: str) -> float | None:
     return None if value is None else float(value)
 
 
-def law_verdict(at_target: Interval, change: Interval, sign: float, cross: float | None) -> str:
+def equivalence_bound(per_seed: np.ndarray) -> float:
+    """The narrowest margin m for which two one-sided t-tests at 5% call the per-seed values level
+    within ±m: the larger end of their 90% t-interval, in size (nan under 2 seeds)."""
+    if len(per_seed) < 2:
+        return math.nan
+    half = float(student_t.ppf(0.95, len(per_seed) - 1)) * float(np.std(per_seed, ddof=1)) / math.sqrt(len(per_seed))
+    mean = float(np.mean(per_seed))
+    return max(abs(mean - half), abs(mean + half))
+
+
+def law_verdict(at_target: Interval, change: Interval, sign: float, cross: float | None,
+                bound: float = math.nan, margin: float | None = None) -> str:
+    """reverses, grows or shrinks where separated; level within a declared margin where two
+    one-sided t-tests on the change exclude it (the change's 90% interval inside ±margin); else
+    not separated (inconclusive), with the narrowest margin the change's seeds could call level."""
     where = f"; the curves cross at {cross:.3g}" if cross is not None else ""
     if change.seeds < 2:
         return "no verdict: fewer than 2 seeds fitted, so no interval" + where
@@ -121,10 +137,16 @@ def law_verdict(at_target: Interval, change: Interval, sign: float, cross: float
         return "grows" + where
     if change.high < 0:
         return ("shrinks" if at_target.excludes_zero() else "shrinks, to no separation") + where
-    return "not separated (inconclusive): the change is not separated from zero, and no margin shows it level" + where
+    if margin is not None and bound < margin:
+        return (f"holds: the change is level within ±{margin:g} (two one-sided t-tests at 5%: its 90% interval lies "
+                f"inside ±{bound:.3g})") + where
+    declared = "not level within the declared ±" + f"{margin:g}; " if margin is not None else ""
+    return (f"not separated (inconclusive): the change is not separated from zero; {declared}its seeds exclude no "
+            f"margin narrower than ±{bound:.3g}") + where
 
 
-def difference(label: str, a: VariantFit, b: VariantFit, multiple: float) -> Extrapolated | None:
+def difference(label: str, a: VariantFit, b: VariantFit, multiple: float,
+               margin: float | None = None) -> Extrapolated | None:
     laws_a, laws_b = a.laws, b.laws
     seeds = sorted(set(laws_a) & set(laws_b))
     if not seeds:
@@ -143,7 +165,7 @@ def difference(label: str, a: VariantFit, b: VariantFit, multiple: float) -> Ext
     change = over_seeds(sign * (far - now))
     cross = crossing(lambda c: gaps(c).mean(axis=0), smallest, 100 * target)
     return Extrapolated(label, largest, target, at_largest, at_target, change, cross,
-                        law_verdict(at_target, change, sign, cross))
+                        law_verdict(at_target, change, sign, cross, equivalence_bound(sign * (far - now)), margin))
 
 
 def scaling(sweep: Comparison, records: Sequence[RunRecord]) -> Scaling | None:
@@ -209,7 +231,7 @@ def scaling(sweep: Comparison, records: Sequence[RunRecord]) -> Scaling | None:
                 if reference is None or other is None:
                     continue
                 found = difference(f"{labels[key]}: {value_text(value)} − {value_text(values[0])}{at}", reference,
-                                   other, multiple)
+                                   other, multiple, sweep.margin)
                 if found is not None:
                     differences.append(found)
                     checks += [c for size in held if (c := checked_difference(found.label, reference, other, size))]
