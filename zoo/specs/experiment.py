@@ -103,6 +103,9 @@ class TrainSpec(Strict):
                                   "run's checkpoint.pt, or a folder that save_pretrained wrote (the zoo's or "
                                   "transformers'); its model must be the experiment's, vocabulary included")
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: PositiveInt | None = Field(None, description="CPU threads of the run (torch.set_num_threads); null: "
+                                        "OMP_NUM_THREADS where set, else the CPUs the process may run on. On a busy "
+                                        "machine fewer can run faster; not part of the run's identity")
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field("auto", description="auto: bf16 on CUDA, fp32 on CPU")
     compile: bool = False
     parallel: Literal["ddp", "fsdp"] = Field(

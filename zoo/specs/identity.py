@@ -22,8 +22,9 @@ from zoo.specs.registries import registry
 from zoo.specs.switches import flat_defaults, flat_fields
 
 RESUMABLE = ("train.steps", "train.budget.flops", "train.budget.tokens", "train.eval_every", "train.log_every",
-             "train.checkpoint_every", "train.out_dir")
-"""Fields a resume may change, which then take effect; every `wandb.*` field may change too."""
+             "train.checkpoint_every", "train.out_dir", "train.threads")
+"""Fields a resume may change, which then take effect; every `wandb.*` field may change too. None
+is part of a run's identity (a thread count changes how fast, not what is trained)."""
 
 _LENGTHS = frozenset({"min_len", "max_len", "eval_min_len", "eval_max_len", "alphabet", "long_eval_min_len",
                       "long_eval_max_len"})

@@ -19,6 +19,7 @@ from zoo.records import CheckpointProgress, RunRecord
 from zoo.specs.experiment import ExperimentSpec, validate_experiment
 from zoo.tasks import Task, build_task
 from zoo.tasks.summary import summary_line, warn_unknown
+from zoo.trainer.busy import BusyCores, usable_threads
 from zoo.trainer.checkpoint import Checkpointer
 from zoo.trainer.compute import ComputeCounter
 from zoo.trainer.devices import autocast_dtype, pick_device
@@ -169,9 +170,13 @@ class Trainer:
                 bar.write(f"train.budget: {self.compute.spent()} at step {self.step}: nothing left to train; raise "
                           "train.budget to train on")
             return  # a resume of a run that had stopped early or spent its budget: only its end is left to do
+        busy = BusyCores(torch.get_num_threads()) if self.device.type == "cpu" and self.dist.is_main else None
         for step in range(self.step + 1, (last or t.steps) + 1):
             self.working_on = step
+            began = time.perf_counter()
             self._train_step(step)
+            if busy is not None:
+                busy.add(time.perf_counter() - began)
             self.progress.step = step
             if step == 1:
                 self.watch.first_step(self.train_step.window.mean_loss())
@@ -191,6 +196,9 @@ class Trainer:
                        **self.compute.metrics()}
                 self._log(row, step)
                 bar.update(step, row)
+                said = busy.read() if busy is not None else None
+                if said:
+                    bar.write(said)
                 self.watch.observe(row["train/loss"], step)
                 if end:
                     self.watch.at_end(row["train/loss"], step)
@@ -387,4 +395,9 @@ def train(experiment: ExperimentSpec | dict, resume: bool = False, reshard: bool
         done = folder.finished_result(experiment)
         if done is not None:
             return done
-    return Trainer(experiment, resume, folder, reshard=reshard).run()
+    before = torch.get_num_threads()
+    torch.set_num_threads(experiment.train.threads or usable_threads())
+    try:
+        return Trainer(experiment, resume, folder, reshard=reshard).run()
+    finally:  # a caller's own setting is its own again (zoo.train in a notebook, a sweep's worker)
+        torch.set_num_threads(before)
