@@ -32,12 +32,19 @@ def part_sets(axis: str, name: str) -> list[str]:
 
 @pytest.mark.parametrize("axis, name", SCALES, ids=[i for i, p in zip(PART_IDS, PARTS, strict=True) if p in SCALES])
 def test_under_mup_no_layer_grows_with_width_and_under_standard_the_logits_do(axis, name):
+    """Each module's update over 3 seeds: under muP none grows, and none but the logits vanishes
+    (a random readout's W Δh falls as width^-1/2: measured -0.35 to -0.42 where it passes the
+    threshold); under the standard parametrization the logits grow, and the threshold is half their slope."""
     check = coord_check(load_experiment(None, [*SMALL, *part_sets(axis, name)]), WIDTHS, steps=4)
-    assert [row.module for row in check.grows("mup")] == []
+    assert check.seeds == 3 and [row.module for row in check.grows("mup")] == [] and not check.failed("mup")
+    assert [row.module for row in check.vanishes("mup")] in ([], ["generator"]), check.table()
     grows = {row.module: row for row in check.grows("standard")}
     assert "generator" in grows, {row.module: row.slope() for row in check.rows}
     assert grows["generator"].part == "output logits"
-    assert all(len(sizes) == 4 for row in check.rows for sizes in row.sizes.values())
+    assert check.threshold == pytest.approx(grows["generator"].slope() / 2)
+    assert check.calibration.startswith("half the standard parametrization's logit slope measured here")
+    assert all(len(sizes) == 4 and sizes[-1] > 0 for row in check.rows for sizes in row.sizes.values()), \
+        "every module has moved from its initialization by the last step (ReZero's branches wait a step)"
 
 
 def test_the_check_names_the_part_of_each_module_and_refuses_too_few_widths():
@@ -57,7 +64,10 @@ def test_the_command_writes_its_table_and_picture_and_fails_where_mup_grows(tmp_
     done = subprocess.run([sys.executable, "-m", "zoo.cli", "coord-check", "--set", *SMALL, "--widths", "32", "64", "128",
                            "--steps", "2", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    assert "zoo coord-check: mup: every module holds its size" in done.stdout
+    (said,) = [line for line in done.stdout.splitlines() if line.startswith("zoo coord-check: mup: ")]
+    assert "grows" not in said and "diverged" not in said, said
+    assert "zoo coord-check: next: train at the base width with model.parametrization=mup, tune the learning rate " \
+           "there" in done.stdout
     report = (tmp_path / "coord_check.md").read_text()
     assert "| mup | generator | output logits |" in report and "--widths 32 64 128 --steps 2" in report
     assert (tmp_path / "coord_check.png").stat().st_size > 10_000
@@ -133,3 +143,24 @@ def test_an_out_folder_that_cannot_be_written_is_refused_before_training(tmp_pat
     blocked.write_text("")
     monkeypatch.setattr(zoo.compare.coord_check, "coord_check", lambda *a, **k: pytest.fail("trained before checking --out"))
     assert "--out" in cli_error(["coord-check", "--set", *SMALL, "--out", str(blocked)], capsys)
+
+
+def test_a_module_whose_update_shrinks_with_width_vanishes_and_only_growth_fails():
+    """Logits whose update falls 4x over 8x the width (slope -0.66) vanish: flagged, the next step
+    still named; one that grows fails, and the next step is not named. Without a standard
+    parametrization measured, the threshold is THRESHOLD."""
+    from zoo.compare.coord_check import NEXT_STEP, THRESHOLD, CoordCheck, Coordinates, calibrated_threshold, verdict_lines
+
+    shrinking = Coordinates("mup", "generator", "output logits", {32: [0.4], 64: [0.25], 128: [0.16], 256: [0.1]})
+    steady = Coordinates("mup", "decoder.layers.0.ffn", "ffn relu", {32: [0.2], 64: [0.2], 128: [0.21], 256: [0.2]})
+    check = CoordCheck([32, 64, 128, 256], 1, 0.4, [shrinking, steady])
+    assert check.vanishes("mup") == [shrinking] and check.flagged("mup") and not check.failed("mup")
+    assert check.verdict(shrinking) == "vanishes" and check.verdict(steady) == "steady"
+    lines = verdict_lines(check)
+    assert lines[0] == "mup: vanishes with width: generator (output logits, slope -0.66)" and lines[-1] == NEXT_STEP
+    growing = Coordinates("mup", "generator", "output logits", {32: [0.1], 64: [0.2], 128: [0.4], 256: [0.8]})
+    failing = CoordCheck([32, 64, 128, 256], 1, 0.4, [growing, steady])
+    assert failing.failed("mup") and NEXT_STEP not in verdict_lines(failing)
+    assert calibrated_threshold(check)[0] == THRESHOLD
+    standard = Coordinates("standard", "generator", "output logits", {32: [0.1], 64: [0.2], 128: [0.4], 256: [0.8]})
+    assert calibrated_threshold(CoordCheck([32, 64, 128, 256], 1, 0.4, [standard]))[0] == pytest.approx(0.5)

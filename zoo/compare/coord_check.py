@@ -1,15 +1,24 @@
-"""`zoo coord-check`: whether every layer's activations keep their size as width grows (Yang et
-al. 2022's coordinate check). The experiment's model, widened by one rule (zoo.specs.ladder),
-trains a few steps at each width under each parametrization, on the same batches, at the
-experiment's peak rate held constant (no warmup: the check is of the updates' size) and without
-dropout. After every step each recorded module's output on the first step's batch is measured by
-its mean absolute coordinate; its growth with width is the slope of log(size) against log(width)
-after the last step.
+"""`zoo coord-check`: whether training's updates keep every layer's output change the same size as
+width grows (Yang et al. 2022's coordinate check, of the update). The experiment's model, widened
+by one rule (zoo.specs.ladder), trains a few steps at each width under each parametrization, on
+the same batches, at the experiment's peak rate held constant (no warmup: the check is of the
+updates' size) and without dropout, from `seeds` initializations. After every step each recorded
+module's output on the first step's batch is compared with its output at initialization: the mean
+absolute coordinate of the change, Δh, averaged over the seeds; its growth with width is the slope
+of log(Δh) against log(width) after the last step.
 
-Theory: under the standard parametrization Adam's updates grow a layer's output with its fan-in,
-so the logits (and most layers) grow with width after a step; under muP nothing does. A module
-whose slope passes `threshold` and whose size passes UNIT at the largest width is flagged as
-growing, named with the part that computes it.
+Theory: under the standard parametrization Adam's updates change a layer's output in proportion
+to its fan-in, so the logits' Δh grows as width^1; under muP no module's Δh grows or shrinks. The
+threshold is calibrated on the standard parametrization's logits in the same check: half their
+measured slope (CALIBRATION_SHARE), so the check asks "does a module move with width as the known
+standard model's logits do, or half as much?" where they were measured; THRESHOLD where they were
+not. A module whose slope passes the threshold grows with width; one below its negative
+vanishes. Both are flagged, named with the part that computes them; the check fails (exit 1)
+where a module grows or diverges under muP, the blow-up muP exists to prevent. A vanishing module
+learns less the wider the model: under muP the logits' update does so at these widths (slope
+-0.35 to -0.42 from d_model 32 to 256 for every part that does), since a readout initialized at
+random moves the logits by W Δh, a term that falls as width^-1/2 until the readout's own update
+dominates; it is flagged, not failed.
 """
 
 from __future__ import annotations
@@ -42,16 +51,19 @@ from zoo.trainer.objective import auxiliary_loss, auxiliary_losses, batch_loss_s
 from zoo.trainer.optim import make_optimizer
 from zoo.trainer.parallelism import Parallelism
 
-THRESHOLD = 0.3
-"""The slope of log(size) against log(width) past which a module grows with width: under the
-standard parametrization the logits' slope nears 1 after a few steps; under muP slopes stay near 0."""
-UNIT = 1.0
-"""The mean absolute coordinate of a unit-variance activation is about 0.8: a growing module must pass 1."""
+THRESHOLD = 0.5
+"""The slope past which a module's Δh grows (or, negated, vanishes) with width where the standard
+parametrization was not measured alongside: half the slope theory gives its logits (1)."""
+CALIBRATION_SHARE = 0.5
+"""The threshold as a share of the standard parametrization's measured logit slope."""
+SEEDS = 3
+"""Initializations each width trains from; Δh is their mean (one seed's slope is noisy)."""
 
 
 @dataclass
 class Coordinates:
-    """One module's mean absolute coordinate, by step, at each width, under one parametrization."""
+    """One module's mean absolute change of output since initialization (Δh), by step, at each
+    width, under one parametrization, averaged over the seeds."""
 
     parametrization: str
     module: str
@@ -74,6 +86,12 @@ class CoordCheck:
     steps: int
     threshold: float
     rows: list[Coordinates]
+    seeds: int = 1
+    calibration: str = "given"
+    """How the threshold was set."""
+
+    def parametrizations(self) -> list[str]:
+        return list(dict.fromkeys(row.parametrization for row in self.rows))
 
     def grows(self, parametrization: str) -> list[Coordinates]:
         """The modules whose size grows with width under `parametrization`."""
@@ -87,19 +105,32 @@ class CoordCheck:
         """The widths at which the module's last output was not finite (training diverged there)."""
         return [w for w in self.widths if not math.isfinite(row.sizes[w][-1])]
 
+    def vanishes(self, parametrization: str) -> list[Coordinates]:
+        """The modules whose Δh shrinks with width under `parametrization`."""
+        return [row for row in self.rows if row.parametrization == parametrization and self.vanishing(row)]
+
     def growing(self, row: Coordinates) -> bool:
-        """A slope past the threshold, to a size past unit coordinates at the largest width: a module
-        that stays below the unit scale that embeddings and norms hold is not blowing up, whatever
-        its slope (Fixup's branches start at zero and grow as they learn, faster where wider). A
-        module that diverged is said so, never called growing with width."""
-        return (not self.not_finite(row) and not row.slope() <= self.threshold
-                and not row.sizes[self.widths[-1]][-1] <= UNIT)
+        """A slope past the threshold; a module that diverged is said so, never called growing."""
+        return not self.not_finite(row) and not row.slope() <= self.threshold
+
+    def vanishing(self, row: Coordinates) -> bool:
+        """A slope below minus the threshold: the module learns less the wider the model (muP's
+        logits shrinking 4x under a wrong multiplier were once called steady)."""
+        return not self.not_finite(row) and not row.slope() >= -self.threshold
 
     def verdict(self, row: Coordinates) -> str:
         widths = self.not_finite(row)
         if widths:
             return f"diverged at d={', '.join(map(str, widths))}"
-        return "grows" if self.growing(row) else "holds"
+        return "grows" if self.growing(row) else "vanishes" if self.vanishing(row) else "steady"
+
+    def flagged(self, parametrization: str) -> bool:
+        """Whether a module grows, vanishes or diverged under a parametrization."""
+        return bool(self.failed(parametrization) or self.vanishes(parametrization))
+
+    def failed(self, parametrization: str) -> bool:
+        """What fails the check: a module that grows with width or diverged."""
+        return bool(self.grows(parametrization) or self.diverged(parametrization))
 
     def table(self) -> tuple[list[str], list[list[str]]]:
         columns = ["parametrization", "module", "part", *(f"d={w}" for w in self.widths), "slope", "verdict"]
@@ -159,36 +190,47 @@ def constant_rate_steps(experiment: ExperimentSpec, spec: ModelSpec, task, steps
         yield model, start, float(loss.detach())
 
 
+def module_outputs(model: nn.Module, modules: dict[str, nn.Module], batch) -> dict[str, list[Tensor]]:
+    """Each recorded module's outputs on the batch, one per call (shared layers are called twice)."""
+    outputs: dict[str, list[Tensor]] = {name: [] for name in modules}
+    handles = [module.register_forward_hook(lambda _m, _i, out, name=name: outputs[name].append(first(out)))
+               for name, module in modules.items()]
+    try:
+        with torch.no_grad():
+            model(*batch.inputs, batch.padding)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return outputs
+
+
 def trained_sizes(experiment: ExperimentSpec, spec: ModelSpec, task, steps: int,
                   batch_size: int) -> dict[str, tuple[str, list[float]]]:
-    """Each recorded module's mean absolute output coordinate on the first batch after steps
-    1 .. `steps` of training at the constant peak rate (constant_rate_steps)."""
+    """Each recorded module's Δh on the first batch after steps 1 .. `steps` of training at the
+    constant peak rate (constant_rate_steps): the mean absolute coordinate of its output minus its
+    output at initialization."""
     sizes: dict[str, list[float]] = {}
     modules: dict[str, nn.Module] = {}
-    outputs: dict[str, list[float]] = {}  # a module called twice a forward (shared layers): each call
-    for model, start, _ in constant_rate_steps(experiment, spec, task, steps, batch_size):
-        if not modules:
-            modules = recorded(model)
-            sizes = {name: [] for name in modules}
-        outputs.update({name: [] for name in modules})
-        handles = [module.register_forward_hook(lambda _m, _i, out, name=name: outputs[name].append(
-            float(first(out).abs().mean()))) for name, module in modules.items()]
-        try:
-            with torch.no_grad():
-                model(*start.inputs, start.padding)
-        finally:
-            for handle in handles:
-                handle.remove()
-        for name, found in outputs.items():
-            sizes[name].append(float(np.mean(found)) if found else math.nan)
+    initial: dict[str, list[Tensor]] = {}
+    model = build(spec, seed=experiment.train.seed).eval()
+    modules = recorded(model)
+    batch = BatchFeed(task, batch_size, spec, Parallelism(), torch.device("cpu")).take(1)[0]
+    initial = module_outputs(model, modules, batch)
+    sizes = {name: [] for name in modules}
+    for trained, start, _ in constant_rate_steps(experiment, spec, task, steps, batch_size):
+        now = module_outputs(trained, recorded(trained), start)
+        for name in modules:
+            changes = [float((after - before).abs().mean()) for after, before in zip(now[name], initial[name])]
+            sizes[name].append(float(np.mean(changes)) if changes else math.nan)
     return {name: (parts_of(spec, module), sizes[name]) for name, module in modules.items()}
 
 
 def coord_check(experiment: ExperimentSpec, widths: Sequence[int], steps: int = 4,
-                parametrizations: Sequence[str] = PARAMETRIZATIONS, threshold: float = THRESHOLD,
-                batch_size: int | None = None) -> CoordCheck:
+                parametrizations: Sequence[str] = PARAMETRIZATIONS, threshold: float | None = None,
+                batch_size: int | None = None, seeds: int = SEEDS) -> CoordCheck:
     """Train the experiment's model (its d_model the base width) at each width for `steps` steps
-    under each parametrization, and measure every recorded module's output at every step."""
+    under each parametrization from `seeds` initializations, and measure every recorded module's
+    Δh at every step; the threshold, unless given, calibrated (calibrated_threshold)."""
     widths = sorted(set(widths))
     if len(widths) < 3:
         raise ConfigError(f"--widths {' '.join(map(str, widths))}: a growth with width needs at least 3 widths "
@@ -203,45 +245,74 @@ def coord_check(experiment: ExperimentSpec, widths: Sequence[int], steps: int = 
                                     mup_base_head_width=None)
     task = build_task(experiment.task, experiment.train.seed)
     rows: dict[tuple[str, str], Coordinates] = {}
+    first_seed = experiment.train.seed
     for parametrization in parametrizations:
         for width in widths:
             recipe = mup_at(base, width, base) if parametrization == "mup" else widened(base, width)
             spec = recipe.sized(len(task.src_vocab), len(task.tgt_vocab))
-            for name, (part, sizes) in trained_sizes(experiment, spec, task, steps,
-                                                     batch_size or experiment.train.batch_size).items():
-                rows.setdefault((parametrization, name), Coordinates(parametrization, name, part)).sizes[width] = sizes
-    return CoordCheck(widths, steps, threshold, list(rows.values()))
+            per_seed = [trained_sizes(experiment.model_copy(update={"train": experiment.train.replace(seed=seed)}),
+                                      spec, task, steps, batch_size or experiment.train.batch_size)
+                        for seed in range(first_seed, first_seed + seeds)]
+            for name, (part, _) in per_seed[0].items():
+                mean = [float(np.mean(values)) for values in zip(*(found[name][1] for found in per_seed))]
+                rows.setdefault((parametrization, name), Coordinates(parametrization, name, part)).sizes[width] = mean
+    check = CoordCheck(widths, steps, THRESHOLD if threshold is None else threshold, list(rows.values()), seeds)
+    if threshold is None:
+        check.threshold, check.calibration = calibrated_threshold(check)
+    return check
+
+
+def calibrated_threshold(check: CoordCheck) -> tuple[float, str]:
+    """Half the standard parametrization's measured logit slope, where it was measured and grows;
+    else THRESHOLD. Returns the threshold and how it was set."""
+    logits = [row for row in check.rows if row.parametrization == "standard" and row.part == "output logits"]
+    slopes = [row.slope() for row in logits if not check.not_finite(row)]
+    if slopes and all(math.isfinite(s) and s > 0 for s in slopes):
+        measured = float(np.mean(slopes))
+        return CALIBRATION_SHARE * measured, (f"half the standard parametrization's logit slope measured here "
+                                              f"({measured:.2f})")
+    return THRESHOLD, f"{THRESHOLD}, half the slope theory gives the standard parametrization's logits (1)"
 
 
 def coord_figure(check: CoordCheck):
-    """One panel per parametrization: each module's size at the last step against width, log-log."""
+    """One panel per parametrization: each module's Δh at the last step against width, log-log."""
     plt = pyplot()
     kinds = list(dict.fromkeys(row.parametrization for row in check.rows))
     fig, axes = plt.subplots(1, len(kinds), figsize=(6 * len(kinds), 4.5), squeeze=False, sharey=True)
     for panel, kind in zip(axes[0], kinds, strict=True):
         for row in (r for r in check.rows if r.parametrization == kind):
             panel.plot(check.widths, [row.sizes[w][-1] for w in check.widths], marker="o",
-                       linestyle="--" if check.growing(row) else "-", label=row.module)
+                       linestyle="--" if check.growing(row) or check.vanishing(row) else "-", label=row.module)
         panel.set(xscale="log", yscale="log", xlabel="d_model", title=f"{kind}: after step {check.steps}")
         panel.set_xticks(check.widths, [str(w) for w in check.widths])
         panel.set_xticks([], minor=True)
-    axes[0][0].set_ylabel("mean |coordinate|")
+    axes[0][0].set_ylabel("mean |Δh| since initialization")
     axes[0][-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return fig
 
 
+NEXT_STEP = ("next: train at the base width with model.parametrization=mup, tune the learning rate there, and "
+             "reuse it at every wider model (experiments/mup_transfer.yaml does both)")
+"""What a passing check leads to: muP's point is that the rate tuned small transfers."""
+
+
 def verdict_lines(check: CoordCheck) -> list[str]:
     out = []
     for kind in dict.fromkeys(row.parametrization for row in check.rows):
-        grows, diverged = check.grows(kind), check.diverged(kind)
-        said = [] if grows or diverged else ["every module holds its size"]
+        grows, vanishes, diverged = check.grows(kind), check.vanishes(kind), check.diverged(kind)
+        said = [] if check.flagged(kind) else ["every module's update keeps its size across widths"]
         if grows:
             said.append("grows with width: " + "; ".join(f"{r.module} ({r.part}, slope {r.slope():.2f})" for r in grows))
+        if vanishes:
+            said.append("vanishes with width: " + "; ".join(f"{r.module} ({r.part}, slope {r.slope():.2f})"
+                                                           for r in vanishes))
         if diverged:
             said.append(f"diverged (no verdict on width; lower the rate or take fewer steps): {len(diverged)} "
                         f"module(s), first {diverged[0].module} ({check.verdict(diverged[0])})")
         out.append(f"{kind}: " + "; ".join(said))
+    if "mup" in check.parametrizations() and not check.failed("mup"):
+        out.append(NEXT_STEP)
     return out
 
 
@@ -251,10 +322,11 @@ def write_coord_check(check: CoordCheck, folder: str | Path, command: str) -> li
     folder.mkdir(parents=True, exist_ok=True)
     picture = save_figure(coord_figure(check), folder / "coord_check.png")
     lines = ["# Coordinate check", "", f"`{command}`", "",
-             f"Each module's mean absolute output coordinate on the first batch after {check.steps} steps at the "
-             f"experiment's peak rate, at widths {', '.join(map(str, check.widths))}; slope: of log(size) against "
-             f"log(width). A module grows where its slope passes {check.threshold} and its size passes {UNIT} at the "
-             "largest width.", "", *(f"- {line}" for line in verdict_lines(check)), "",
+             f"Each module's update: the mean absolute change of its output on the first batch since "
+             f"initialization (Δh) after {check.steps} steps at the experiment's peak rate, the mean over {check.seeds} "
+             f"seed(s), at widths {', '.join(map(str, check.widths))}; slope: of log(Δh) against log(width). A module "
+             f"grows where its slope passes {check.threshold:.3g} and vanishes where it is below {-check.threshold:.3g} "
+             f"(the threshold: {check.calibration}).", "", *(f"- {line}" for line in verdict_lines(check)), "",
              *markdown_table(*check.table()), "", f"![coordinate check]({picture.name})", ""]
     atomic_write(folder / "coord_check.md", "\n".join(lines))
     return [folder / "coord_check.md", picture]
