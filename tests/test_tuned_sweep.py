@@ -221,3 +221,19 @@ def test_another_metric_on_a_tuned_sweep_says_why_it_is_refused(tmp_path):
     with pytest.raises(zoo.ConfigError, match=r"--metric eval/token_acc: metric 'eval/token_acc': a tuned sweep "
                                               r"compares its variants on a held-out split"):
         compare(sweep.directory(), wandb_mode="disabled", metric="eval/token_acc")
+
+
+def test_the_log_axes_of_the_loss_against_the_rate_read_in_plain_numbers(tmp_path):
+    """A new user read "2.4 × 10^0" on the loss axis: every tick label is a plain number."""
+    from zoo.compare.sections import analyse
+    from zoo.compare.sections.lr_sensitivity import rate_figure
+
+    analysis = analyse(write_tuned(tmp_path).directory())
+    found = next(f for f in analysis["lr_sensitivity"] if f.key == "train.optimizer.lr")
+    figure = rate_figure(analysis["tuning"].tuned, found.label, found.curves, found.assignments)
+    figure.canvas.draw()
+    axes = figure.axes[0]
+    labels = [t.get_text() for axis in (axes.xaxis, axes.yaxis) for minor in (False, True)
+              for t in axis.get_ticklabels(minor=minor) if t.get_text()]
+    assert labels and all(float(label) > 0 for label in labels), labels
+    assert "0.01" in labels, "the rates as written in the sweep file"

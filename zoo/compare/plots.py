@@ -25,6 +25,19 @@ MAX_LINES = 6
 """More variants than this in one panel: split the panels by the grid's first axes."""
 
 
+def plain_log_axis(axis) -> None:
+    """A log axis labelled in plain numbers (2.4, 0.003), where matplotlib's default writes
+    "2.4 × 10^0" on the minor ticks of a span under a decade."""
+    from matplotlib.ticker import LogFormatter
+
+    class Plain(LogFormatter):  # which ticks get a label stays matplotlib's choice; only the text is ours
+        def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+            return f"{x:g}"
+
+    axis.set_major_formatter(Plain())
+    axis.set_minor_formatter(Plain(minor_thresholds=(2, 0.4)))
+
+
 def panel_keys(sweep: Comparison, count: int) -> list[str]:
     """The fewest leading grid keys whose values split `count` variants into panels of at most
     MAX_LINES lines each (none when one panel holds them all)."""

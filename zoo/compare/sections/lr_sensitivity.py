@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.compare.comparison import Comparison
-from zoo.compare.plots import grid_order, pyplot, variant_colour
+from zoo.compare.plots import grid_order, plain_log_axis, pyplot, variant_colour
 from zoo.compare.sections import Analysis, Section, register
 from zoo.compare.sensitivity import LOSS, SENSITIVITY, RateCurve, learning_rate_keys, sensitivities, sensitivity_sweep
 from zoo.compare.stats import AxisEffect, VariantRow, axis_effects, seed_noise, units_of, variant_rows
@@ -40,6 +40,8 @@ def rate_figure(sweep: Comparison, label: str, curves, assignments: dict[str, di
             ax.plot(*zip(*crossed), marker="x", markersize=9, color=colour, linestyle="none")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_log_axis(ax.xaxis)
+    plain_log_axis(ax.yaxis)
     ax.set_xlabel(f"{label} (log)")
     ax.set_ylabel(f"final {LOSS} (diverged: initial loss)")
     ax.set_title(f"{name}: final {LOSS} against {label}\nmean over seeds, band: 95% interval (min-max under 3 "

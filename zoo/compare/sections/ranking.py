@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.compare.comparison import Comparison
-from zoo.compare.plots import grid_order, marked, panel_keys, pyplot, variant_colour
+from zoo.compare.plots import grid_order, marked, panel_keys, plain_log_axis, pyplot, variant_colour
 from zoo.compare.sections import Analysis, Section, register
 from zoo.compare.stats import VariantRow, curve_metric, curve_title, variant_rows
 from zoo.compare.tables import censored_note, curve_table, few_seeds_note, markdown_table, table, text_table
@@ -62,6 +62,7 @@ def curve_figure(sweep: Comparison, rows: list[VariantRow]):
         ax.set_xlabel("training step")
         if on_log_axis(sweep.metric):  # the last hundred steps of six variants would lie on one line
             ax.set_yscale("log")
+            plain_log_axis(ax.yaxis)
         ax.tick_params(labelbottom=True, labelleft=True)  # shared axes hide inner panels' numbers otherwise
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
