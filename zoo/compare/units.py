@@ -7,8 +7,9 @@ A grid key whose values the registry declares to compute the same function (a pa
 or whose runs are bit-identical in every cell, is therefore an identity check, not an effect: its
 cells become one unit (their mean) in every other axis's test, and the check says in how many cells
 they were identical. Values that nearly copy each other (z-loss 1e-4 beside 0) are flagged; where
-every other axis's paired differences at the two values correlate above TWIN_CORRELATION across the
-cells, and the two values lie nearer each other than that axis's do, they are correlated twins: one
+every other axis's paired differences at the two values move together from seed to seed (their
+seed deviations correlate above TWIN_CORRELATION), and the two values lie nearer each other than
+that axis's do, they are correlated twins: one
 unit (their mean) in every other axis's test, since their pairs are not independent replicates,
 while their own difference is still tested. A sweep that declares the key `distinct` keeps them
 apart, and the report says so either way.
@@ -121,8 +122,8 @@ class NearTwins:
 
 @dataclass(frozen=True)
 class CorrelatedTwins:
-    """Two values of a key at which every other axis's paired differences correlate above
-    TWIN_CORRELATION: one unit in the other axes' tests unless the sweep declares the key distinct."""
+    """Two values of a key at which every other axis's paired differences move together from seed to
+    seed (correlated_twins): one unit in the other axes' tests unless the sweep declares the key distinct."""
 
     key: str
     label: str
