@@ -384,3 +384,25 @@ def test_another_metric_than_the_sweeps_is_secondary_everywhere(tmp_path):
     assert all(p.stem.endswith("-eval_loss") for p in report.plots)
     info, _ = offline_run(sweep.directory())
     assert info["config"]["endpoint"] == "secondary"
+
+
+def test_the_loss_against_the_rate_has_a_panel_per_size_and_a_colour_and_marker_per_variant(tmp_path):
+    """Twelve variants shared matplotlib's ten colours in one panel: now each size is a panel, and
+    within it each variant has a colour and a marker of its own, named without the size."""
+    from zoo.compare.sections.lr_sensitivity import rate_figure
+    from zoo.compare.sensitivity import RateCurve
+    from zoo.compare.stats import Band
+
+    grid = {"model.d_model": [32, 64], "model.norm": ["post", "pre"], "model.ffn": ["relu", "gelu", "swiglu"]}
+    sweep = sweepkit.write_sweep(tmp_path, "panels", grid, [0, 1], lambda a, seed: 0.5)
+    assignments = {f"d_model={d},norm={n},ffn={f}": {"model.d_model": d, "model.norm": n, "model.ffn": f}
+                   for d in grid["model.d_model"] for n in grid["model.norm"] for f in grid["model.ffn"]}
+    curves = [RateCurve(variant, [1e-3, 1e-2], [Band.of(0, [1.0, 1.1]), Band.of(0, [0.9, 1.0])], [0, 0])
+              for variant in assignments]
+    figure = rate_figure(Comparison.of(sweep), "lr", curves, assignments)
+    assert [ax.get_title() for ax in figure.axes[:2]] == ["d_model=32", "d_model=64"]
+    for ax in figure.axes[:2]:
+        drawn = [(line.get_label(), line.get_color(), line.get_marker()) for line in ax.get_lines()
+                 if not line.get_label().startswith("_")]
+        assert [label for label, _, _ in drawn] == [f"norm={n},ffn={f}" for n in grid["model.norm"] for f in grid["model.ffn"]]
+        assert len({colour for _, colour, _ in drawn}) == 6 and len({marker for _, _, marker in drawn}) == 6

@@ -59,14 +59,29 @@ def grid_order(sweep: Comparison, assignment: dict[str, Any], skip: Sequence[str
                  for key, values in sweep.grid.items() if key not in skip and key in assignment)
 
 
-def variant_colour(sweep: Comparison, assignment: dict[str, Any], skip: Sequence[str] = ()) -> str:
-    """A variant's colour in every plot of a sweep: its grid_order as one number (over the grid keys
-    not in `skip`: a curve panel's own keys), so one variant is one colour in each plot."""
+MARKERS = "osD^vP*X<>"
+"""One marker per variant beside its colour, so two variants that share one of matplotlib's ten
+colours are still told apart."""
+
+
+def variant_index(sweep: Comparison, assignment: dict[str, Any], skip: Sequence[str] = ()) -> int:
+    """A variant's grid_order as one number (over the grid keys not in `skip`: a panel's own keys)."""
     sizes = [len(values) for key, values in sweep.grid.items() if key not in skip and key in assignment]
     index = 0
     for size, place in zip(sizes, grid_order(sweep, assignment, skip), strict=True):
         index = index * size + place
-    return f"C{index % 10}"
+    return index
+
+
+def variant_colour(sweep: Comparison, assignment: dict[str, Any], skip: Sequence[str] = ()) -> str:
+    """A variant's colour in every plot of a sweep, by its variant_index, so one variant is one
+    colour in each plot."""
+    return f"C{variant_index(sweep, assignment, skip) % 10}"
+
+
+def variant_marker(sweep: Comparison, assignment: dict[str, Any], skip: Sequence[str] = ()) -> str:
+    """A variant's marker, by its variant_index: colour and marker together repeat only past 10 x 10 variants."""
+    return MARKERS[(variant_index(sweep, assignment, skip) // 10 + variant_index(sweep, assignment, skip)) % 10]
 
 
 def marked(fig, note: str):

@@ -3,14 +3,17 @@ LR sensitivity compared between variants, paired by seed, with a Holm family of 
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from zoo.compare.comparison import Comparison
-from zoo.compare.plots import grid_order, plain_log_axis, pyplot, variant_colour
+from zoo.compare.plots import grid_order, plain_log_axis, pyplot, variant_colour, variant_marker
 from zoo.compare.sections import Analysis, Section, register
 from zoo.compare.sensitivity import LOSS, SENSITIVITY, RateCurve, learning_rate_keys, sensitivities, sensitivity_sweep
+from zoo.compare.sizes import size_keys
 from zoo.compare.stats import AxisEffect, VariantRow, axis_effects, seed_noise, units_of, variant_rows
 from zoo.compare.tables import effect_lines, effect_table, effects_text, markdown_table, table, text_table
 from zoo.compare.wandb_run import Rows
@@ -22,31 +25,50 @@ from zoo.sweep.names import value_text
 def rate_figure(sweep: Comparison, label: str, curves, assignments: dict[str, dict[str, Any]]):
     """Each variant's final validation loss against the learning rate (log axes): the mean over
     seeds with the band of `Band`; a diverged run counts at the initial loss, and a rate where one
-    did is marked with a cross. Variants in grid order, each in its colour of every plot."""
+    did is marked with a cross. One panel per size (a sweep's size keys), as the curves are;
+    variants in grid order, each with its colour and marker of every plot."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8.0, 5.2))
-    name = sweep.name
+    keys, labels = size_keys(sweep), sweep.labels()
+    panels: dict[tuple, list] = {tuple(values): [] for values in itertools.product(*(sweep.grid[k] for k in keys))}
     for curve in curves:
-        points = [(rate, band, bad) for rate, band, bad in zip(curve.rates, curve.bands, curve.diverged) if band]
-        if not points:
-            continue
-        colour = variant_colour(sweep, assignments.get(curve.variant, {}))
-        rates = [rate for rate, _, _ in points]
-        ax.plot(rates, [b.mean for _, b, _ in points], marker="o", markersize=3, color=colour, label=curve.variant)
-        ax.fill_between(rates, [b.low for _, b, _ in points], [b.high for _, b, _ in points], color=colour, alpha=0.18,
-                        linewidth=0)
-        crossed = [(rate, b.mean) for rate, b, bad in points if bad]
-        if crossed:
-            ax.plot(*zip(*crossed), marker="x", markersize=9, color=colour, linestyle="none")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    plain_log_axis(ax.xaxis)
-    plain_log_axis(ax.yaxis)
-    ax.set_xlabel(f"{label} (log)")
-    ax.set_ylabel(f"final {LOSS} (diverged: initial loss)")
-    ax.set_title(f"{name}: final {LOSS} against {label}\nmean over seeds, band: 95% interval (min-max under 3 "
-                 "seeds); x: a seed diverged", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+        assignment = assignments.get(curve.variant, {})
+        panels.setdefault(tuple(assignment.get(k) for k in keys), []).append(curve)
+    columns = math.ceil(math.sqrt(len(panels)))
+    height = math.ceil(len(panels) / columns)
+    fig, axes = plt.subplots(height, columns, figsize=(1.0 + 5.2 * columns, 0.6 + 4.6 * height), sharey=True,
+                             squeeze=False)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    for ax, (panel, members) in zip(axes.flat, panels.items()):
+        for curve in members:
+            points = [(rate, band, bad) for rate, band, bad in zip(curve.rates, curve.bands, curve.diverged) if band]
+            if not points:
+                continue
+            assignment = assignments.get(curve.variant, {})
+            named = ",".join(f"{labels[k]}={value_text(v)}" for k, v in assignment.items() if k not in keys)
+            colour, marker = variant_colour(sweep, assignment, keys), variant_marker(sweep, assignment, keys)
+            rates = [rate for rate, _, _ in points]
+            ax.plot(rates, [b.mean for _, b, _ in points], marker=marker, markersize=4, color=colour,
+                    label=named or curve.variant)
+            ax.fill_between(rates, [b.low for _, b, _ in points], [b.high for _, b, _ in points], color=colour,
+                            alpha=0.18, linewidth=0)
+            crossed = [(rate, b.mean) for rate, b, bad in points if bad]
+            if crossed:
+                ax.plot(*zip(*crossed), marker="x", markersize=9, color=colour, linestyle="none")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        tried = sorted({rate for curve in curves for rate in curve.rates})
+        ax.set_xticks(tried, [f"{rate:g}" for rate in tried])  # the rates as the sweep file writes them, no crowding
+        ax.set_xticks([], minor=True)
+        plain_log_axis(ax.yaxis)
+        ax.set_xlabel(f"{label} (log)")
+        ax.set_title(", ".join(f"{labels[k]}={value_text(v)}" for k, v in zip(keys, panel)) or sweep.name, fontsize=9)
+        ax.tick_params(labelleft=True)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(f"final {LOSS} (diverged: initial loss)")
+    fig.suptitle(f"{sweep.name}: final {LOSS} against {label}; mean over seeds, band: 95% interval (min-max under "
+                 "3 seeds); x: a seed diverged", fontsize=9)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     fig.tight_layout()
     return fig
 
