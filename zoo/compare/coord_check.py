@@ -208,11 +208,9 @@ def trained_sizes(experiment: ExperimentSpec, spec: ModelSpec, task, steps: int,
                   batch_size: int) -> dict[str, tuple[str, list[float]]]:
     """Each recorded module's Δh on the first batch after steps 1 .. `steps` of training at the
     constant peak rate (constant_rate_steps): the mean absolute coordinate of its output minus its
-    output at initialization."""
-    sizes: dict[str, list[float]] = {}
-    modules: dict[str, nn.Module] = {}
-    initial: dict[str, list[Tensor]] = {}
-    model = build(spec, seed=experiment.train.seed).eval()
+    output at initialization, both in training mode (an MoE's capacity buffers route otherwise in
+    evaluation, which alone would read as a change)."""
+    model = build(spec, seed=experiment.train.seed).train()  # as constant_rate_steps builds it
     modules = recorded(model)
     batch = BatchFeed(task, batch_size, spec, Parallelism(), torch.device("cpu")).take(1)[0]
     initial = module_outputs(model, modules, batch)
