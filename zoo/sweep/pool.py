@@ -13,12 +13,13 @@ from pathlib import Path
 
 from zoo.sweep.torchrun_cell import torchrun_command
 from zoo.sweep.worker import KEEP_GOING
+from zoo.trainer.busy import allowed_cores
 
 
 def threads_per_worker(workers: int) -> int:
     """Each worker's share of the cores this process may use: its CPU affinity (a job scheduler's
     or taskset's cores, not the machine's), or OMP_NUM_THREADS where that is set lower."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = allowed_cores()
     limit = os.environ.get("OMP_NUM_THREADS", "")
     if limit.isdigit() and int(limit) > 0:
         cores = min(cores, int(limit))

@@ -101,5 +101,5 @@ def declaration(sweep: SweepSpec) -> dict[str, Any]:
 
 def declaration_changes(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
     """Each question field that differs between a recorded declaration and the current one."""
-    return [f"{key}: {recorded.get(key, UNDECLARED.get(key))!r} when cells ran, {now.get(key)!r} now" for key in DECLARED
-            if recorded.get(key, UNDECLARED.get(key)) != now.get(key)]
+    was = {key: recorded.get(key, UNDECLARED.get(key)) for key in DECLARED}
+    return [f"{key}: {was[key]!r} when cells ran, {now.get(key)!r} now" for key in DECLARED if was[key] != now.get(key)]

@@ -13,13 +13,17 @@ BUSY_FACTOR = 0.5
 """A logging window whose step rate is below this share of the best window's says the cores look busy."""
 
 
+def allowed_cores() -> int:
+    """The CPUs this process may run on: its affinity (a container's, job scheduler's or taskset's
+    cores, not the machine's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def usable_threads() -> int:
     """The threads a run takes by default: torch's own count (OMP_NUM_THREADS where set, as a
-    sweep's worker sets its share), never more than the CPUs this process may run on (its
-    affinity: a container's or taskset's cores, not the machine's)."""
-    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    sweep's worker sets its share), never more than allowed_cores()."""
     current = torch.get_num_threads()
-    return current if "OMP_NUM_THREADS" in os.environ else max(1, min(current, allowed))
+    return current if "OMP_NUM_THREADS" in os.environ else max(1, min(current, allowed_cores()))
 
 
 class BusyCores:
