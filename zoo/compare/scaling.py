@@ -21,12 +21,11 @@ from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
-from scipy.stats import t as student_t
 
 from zoo.compare.comparison import Comparison
 from zoo.compare.power_law import MIN_POINTS, Fit, Interval, crossing, fit_power_law, over_seeds
 from zoo.compare.sizes import size_keys
-from zoo.compare.stats import final_value
+from zoo.compare.stats import Estimate, final_value
 from zoo.records import RunRecord
 from zoo.specs.model_spec import ModelRecipe
 from zoo.sweep.names import assignment_text, value_text
@@ -116,11 +115,8 @@ def x_of(record: RunRecord, against: str) -> float | None:
 def equivalence_bound(per_seed: np.ndarray) -> float:
     """The narrowest margin m for which two one-sided t-tests at 5% call the per-seed values level
     within ±m: the larger end of their 90% t-interval, in size (nan under 2 seeds)."""
-    if len(per_seed) < 2:
-        return math.nan
-    half = float(student_t.ppf(0.95, len(per_seed) - 1)) * float(np.std(per_seed, ddof=1)) / math.sqrt(len(per_seed))
-    mean = float(np.mean(per_seed))
-    return max(abs(mean - half), abs(mean + half))
+    interval = Estimate.of(per_seed, level=0.90)
+    return max(abs(interval.low), abs(interval.high)) if interval.n >= 2 else math.nan
 
 
 def law_verdict(at_target: Interval, change: Interval, sign: float, cross: float | None,
