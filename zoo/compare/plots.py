@@ -81,7 +81,8 @@ def variant_colour(sweep: Comparison, assignment: dict[str, Any], skip: Sequence
 
 def variant_marker(sweep: Comparison, assignment: dict[str, Any], skip: Sequence[str] = ()) -> str:
     """A variant's marker, by its variant_index: colour and marker together repeat only past 10 x 10 variants."""
-    return MARKERS[(variant_index(sweep, assignment, skip) // 10 + variant_index(sweep, assignment, skip)) % 10]
+    index = variant_index(sweep, assignment, skip)
+    return MARKERS[(index // 10 + index) % 10]
 
 
 def marked(fig, note: str):
