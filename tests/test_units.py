@@ -130,7 +130,7 @@ def test_axes_whose_differences_do_not_correlate_stay_apart_and_few_cells_decide
     def shared(a, seed):  # the seed's noise moves norm's difference alike at both ffn values
         return norm_effect(a, seed) + 0.3 * (a["model.ffn"] == "gelu") * (1 + NOISE[seed])
 
-    effects, read = effects_of(tmp_path / "shared", "shared", {"model.norm": ["post", "pre"],
+    effects, read = effects_of(tmp_path / "seed_noise", "seed-noise", {"model.norm": ["post", "pre"],
                                                                "model.ffn": ["relu", "gelu"]}, shared)
     assert [e.differences[0][1].n for e in effects] == [12, 6], "norm twins for ffn's test, never the reverse"
     few = SEEDS[:TWIN_DEGREES]
