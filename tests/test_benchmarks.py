@@ -149,6 +149,15 @@ def test_fsdp(script, capsys):
         assert set(result["estimate_within_25pct_of_in_use"]) == {"fsdp x2", "ddp x2"}
 
 
+def test_freed_memory(script, capsys):
+    result = script("freed_memory").main(["--smoke", "--ledger", "seed-axes"])
+    assert printed(capsys) == json.loads(json.dumps(result))
+    (row,) = result["results"]
+    assert list(row["arms"]) == ["glibc default", "freed memory kept"] and row["steps"] == 2
+    assert row["same_losses"] and row["ratio_wall_kept_to_default"] > 0
+    assert all(arm["wall_s"] > 0 and arm["peak_rss_mib"] > 0 for arm in row["arms"].values())
+
+
 def test_the_heap_peak_sees_a_tensor_freed_before_it_ends(script):
     heap = script("heap")
     if heap.in_use_reader() is None:

@@ -10,27 +10,21 @@ be missed. Elsewhere than glibc, nothing is measured (None)."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import threading
 import time
+
+from zoo.trainer.freed_memory import MallInfo2, glibc
 
 SAMPLE_S = 1e-4
 ONE_ARENA = {"MALLOC_ARENA_MAX": "1"}
 """The environment a process measured here is started with."""
 
 
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-
 def in_use_reader():
     """A function returning the bytes malloc holds for live allocations, or None without glibc's mallinfo2."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallinfo2 = libc.mallinfo2
-    except (OSError, AttributeError):
+    libc = glibc()
+    mallinfo2 = getattr(libc, "mallinfo2", None)
+    if mallinfo2 is None:
         return None
     mallinfo2.restype = MallInfo2
 

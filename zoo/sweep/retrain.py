@@ -34,6 +34,16 @@ def retrain(experiment: dict, threads: int, scratch: Path, until: int | None = N
     """Train `experiment` (W&B off, its folder under `scratch`) in a child process with `threads`
     threads and the environment variables given; a failure raises ZooError with its last line.
     `entry` is the command that runs this module's main (a benchmark's, to change the code)."""
+    command, env, out = retrain_command(experiment, threads, scratch, until, environment, entry, replay)
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    return retrained(done.returncode, done.stderr, out, env)
+
+
+def retrain_command(experiment: dict, threads: int, scratch: Path, until: int | None = None,
+                    environment: dict[str, str] | None = None, entry: list[str] | None = None,
+                    replay: Path | None = None) -> tuple[list[str], dict[str, str], Path]:
+    """The child's command, its environment and the file it writes its record to (a benchmark
+    starts it itself, to read the child's own resource use)."""
     work = scratch / f"retrain-{len(list(scratch.glob('retrain-*')))}"  # each run in a folder of its own
     work.mkdir(parents=True)
     experiment = {**experiment, "train": {**experiment["train"], "out_dir": str(work / "runs")},
@@ -44,11 +54,15 @@ def retrain(experiment: dict, threads: int, scratch: Path, until: int | None = N
     command = [*(entry or [sys.executable, "-m", "zoo.sweep.retrain"]), str(file), str(out)]
     command += ["--until", str(until)] if until else []
     command += ["--replay", str(replay)] if replay else []
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    if done.returncode < 0:  # a signal: its name says more than whatever the child printed before it
-        raise ZooError(f"training it again failed: {ended(done.returncode, env.get(CAPABILITY))}")
-    if done.returncode != 0 or not out.is_file():
-        raise ZooError("training it again failed: " + (done.stderr.strip().splitlines() or [ended(done.returncode)])[-1])
+    return command, env, out
+
+
+def retrained(returncode: int, stderr: str, out: Path, env: dict[str, str]) -> RunRecord:
+    """The record a finished child wrote, or ZooError with why it wrote none."""
+    if returncode < 0:  # a signal: its name says more than whatever the child printed before it
+        raise ZooError(f"training it again failed: {ended(returncode, env.get(CAPABILITY))}")
+    if returncode != 0 or not out.is_file():
+        raise ZooError("training it again failed: " + (stderr.strip().splitlines() or [ended(returncode)])[-1])
     return read_result(out)
 
 
@@ -90,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     from zoo.provenance import environment
     from zoo.specs.experiment import load_experiment
     from zoo.sweep.replay import replayed_task
+    from zoo.trainer.freed_memory import freed_memory_kept
     from zoo.trainer.loop import Trainer, train
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -105,7 +120,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.until:
             task = replayed_task(args.replay, experiment.task, experiment.train.seed) if args.replay else None
             trainer = Trainer(experiment, task=task)
-            history = trainer.first_steps(args.until)
+            with freed_memory_kept():
+                history = trainer.first_steps(args.until)
             record = RunRecord(status="interrupted", name=trainer.name, steps=trainer.step, history=history,
                                first_loss=trainer.watch.first_loss, threads=torch.get_num_threads(),
                                environment=environment(trainer.device))

@@ -25,6 +25,7 @@ from zoo.trainer.compute import ComputeCounter
 from zoo.trainer.devices import autocast_dtype, pick_device
 from zoo.trainer.evaluate import Evaluator
 from zoo.trainer.feed import BatchFeed
+from zoo.trainer.freed_memory import freed_memory_kept
 from zoo.trainer.guards import LossWatch, StopSignals, signals_to
 from zoo.trainer.parallelism import Parallelism
 from zoo.trainer.progress import ProgressBar
@@ -398,6 +399,7 @@ def train(experiment: ExperimentSpec | dict, resume: bool = False, reshard: bool
     before = torch.get_num_threads()
     torch.set_num_threads(experiment.train.threads or usable_threads())
     try:
-        return Trainer(experiment, resume, folder, reshard=reshard).run()
+        with freed_memory_kept():
+            return Trainer(experiment, resume, folder, reshard=reshard).run()
     finally:  # a caller's own setting is its own again (zoo.train in a notebook, a sweep's worker)
         torch.set_num_threads(before)
