@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from zoo.compare.comparison import Comparison
+from zoo.compare.reused import Reuse
 from zoo.errors import ConfigError
 from zoo.metrics import impossible_values, without_impossible_values
 from zoo.near_paths import near_path
@@ -70,6 +71,12 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
     records = [without_impossible_values(r) for r in records]
     check_ran_as_defined(sweep_dir, sweep, base, {cell.name: cell for cell in cells}, records)
     progress = grid_progress(len(tuning), [current[c.name].status for c in tuning if c.name in current])
+    reuse = Reuse.of(sweep_dir, sweep, records)
+    notes += reuse.notes(len([r for r in records if not sweep.confirm_seeds or r.seed in sweep.confirm_seeds]),
+                         bool(sweep.confirm_seeds))
+    if records and len(reuse.left_out) == len(reuse.compared) == len(records):
+        raise ConfigError(f"{sweep_dir}: every compared run is reused: {notes[-1]}")
+    records = [r for r in records if r.cell not in reuse.left_out]
     confirmed = [r for r in records if r.seed in sweep.confirm_seeds]
     if sweep.confirm_seeds:
         notes.append(f"confirmation on seeds {sweep.confirm_seeds}: {len(confirmed)} run(s) of chosen values recorded")

@@ -76,26 +76,27 @@ class Question:
                                                 f"{self.primary}")
 
 
-DECLARED = ("metric", "margins", "family", "target", "fit", "choose_on", "distinct")
+DECLARED = ("metric", "margins", "family", "target", "fit", "choose_on", "distinct", "reuses")
 """The fields of a declaration that make the question: a change to any after cells ran makes the
 study exploratory (the sweep file's hash is kept beside them, for provenance only)."""
 
 
-UNDECLARED: dict[str, Any] = {"distinct": []}
+UNDECLARED: dict[str, Any] = {"distinct": [], "reuses": []}
 """What a declaration recorded before a field existed meant by its absence: the field's default."""
 
 
 def declaration(sweep: SweepSpec) -> dict[str, Any]:
     """What `zoo sweep` records with every cell: the question as the sweep file declares it when
     the cell runs (its primary metric, margins, family: the grid keys whose differences and
-    two-way interactions the family holds, target, fit, choose_on, the keys declared distinct) and
+    two-way interactions the family holds, target, fit, choose_on, the keys declared distinct, the
+    sweeps whose runs it counts where its own are the same computations) and
     the SHA-256 of the sweep file as validated, its fields at their defaults left out (so a field
     added to the zoo later, at its default, leaves the hash of an unchanged file as it was)."""
     dumped = sweep.model_dump(mode="json")
     hashed = sweep.model_dump(mode="json", exclude_defaults=True)
     return {"metric": sweep.metric, "margins": dict(sweep.margins), "family": list(sweep.grid),
             "target": sweep.target, "fit": dumped.get("fit"), "choose_on": sweep.choose_on,
-            "distinct": list(sweep.distinct),
+            "distinct": list(sweep.distinct), "reuses": list(sweep.reuses),
             "sweep_sha256": hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()}
 
 

@@ -104,6 +104,10 @@ class SweepSpec(Strict):
         default_factory=list, description="grid keys whose values count as separate units in the other axes' tests "
                                           "even where those axes' paired differences correlate above 0.9 across them "
                                           "(correlated twins, which are otherwise one unit, their mean)")
+    reuses: list[str] = Field(
+        default_factory=list, description="sweeps whose runs this sweep declares it counts where its own runs are the "
+                                          "same computations (seeded from their ledgers, or trained again to the same "
+                                          "bits); a confirmatory comparison leaves such runs of any other sweep out")
     fit: FitSettings | None = Field(None, description="fit each variant's metric against compute across the sizes: "
                                                       "{against: compute | parameters, extrapolate: 10}; a sweep of "
                                                       "3 or more sizes is fitted with these defaults without it")
@@ -171,6 +175,13 @@ class SweepSpec(Strict):
             raise ConfigError(f"goal {self.goal}: metric {self.metric!r} is {declared} (better "
                               f"{'lower' if declared == 'min' else 'higher'}, as {self.resolved_metric.name.metric} "
                               "declares); leave goal out")
+        return self
+
+    @model_validator(mode="after")
+    def _reuses_names_other_sweeps(self) -> SweepSpec:
+        """A sweep reuses runs of other sweeps, each named once."""
+        if self.name in self.reuses or len(set(self.reuses)) != len(self.reuses):
+            raise ConfigError(f"reuses: {self.reuses}: name other sweeps than {self.name!r}, each once")
         return self
 
     @model_validator(mode="after")

@@ -66,5 +66,7 @@ class DeclarationSection(Section):
                 "as the runs that record one recorded it" if result.recorded else "not recorded by any run")
         return ["## Declaration", "", f"The question, {said}: metric `{now['metric']}`, margins {now['margins'] or 'none'}, "
                 f"family of the differences and two-way interactions of {', '.join(now['family'])}, target "
-                f"{now['target']}, choose_on {now['choose_on']}; sweep file SHA-256 {now['sweep_sha256'][:12]}.",
+                f"{now['target']}, choose_on {now['choose_on']}"
+                f"{'; reuses ' + ', '.join(now['reuses']) if now.get('reuses') else ''}; sweep file SHA-256 "
+                f"{now['sweep_sha256'][:12]}.",
                 *([""] + [f"- {change}" for change in result.changes] if result.changes else []), ""]
