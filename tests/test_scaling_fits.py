@@ -286,3 +286,15 @@ def test_a_change_past_the_largest_size_holds_only_inside_a_declared_margin():
     assert law_verdict(at_target, interval, -1.0, None, bound, 0.001).startswith(
         "not separated (inconclusive): the change is not separated from zero; not level within the declared ±0.001; ")
     assert math.isnan(equivalence_bound(np.array([0.1])))
+
+
+def test_the_plot_draws_only_the_laws_its_table_accepts_and_says_why_of_the_rest(tmp_path):
+    from zoo.compare.sections.laws import law_label
+
+    laws = {"post": (2.0, 0.0, 0.30), "pre": (1.7, 1.5, 0.40)}  # post does not fall with compute
+    report = compare(ladder(tmp_path, laws).directory(), wandb_mode="disabled")
+    flat, falling = report.scaling.variants
+    assert not flat.laws and law_label(flat).startswith("norm=post: no law (seed 0: the metric does not fall with compute")
+    assert law_label(falling) == f"norm=pre: alpha {falling.exponent().mean:.3g} [{falling.exponent().low:.3g}, " \
+                                 f"{falling.exponent().high:.3g}]"
+    assert (tmp_path / "ladder" / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -22,10 +22,10 @@ from zoo.records.ledger import Ledger
 from zoo.sweep.question import declaration, declaration_changes
 from zoo.sweep.spec import SweepSpec
 
-Computation = tuple[tuple[float, float], ...]
+TrainingCurve = tuple[tuple[float, float], ...]
 
 
-def computation(record: RunRecord) -> Computation | None:
+def training_curve(record: RunRecord) -> TrainingCurve | None:
     """The training losses a run logged, with their steps: None where fewer than two were logged
     (too little to call two runs one computation)."""
     losses = tuple((row["train/step"], row["train/loss"]) for row in record.history
@@ -54,15 +54,15 @@ def origins(folder: Path, name: str, records: list[RunRecord]) -> dict[str, str]
     group, where a record was copied from another sweep's ledger, else the sweep beside that
     recorded the same computation first."""
     found = {r.cell: group(r) for r in records if group(r) not in (None, name)}
-    wanted: dict[Computation, list[RunRecord]] = {}
+    wanted: dict[TrainingCurve, list[RunRecord]] = {}
     for record in records:
-        if record.cell not in found and computation(record) is not None:
-            wanted.setdefault(computation(record), []).append(record)
+        if record.cell not in found and training_curve(record) is not None:
+            wanted.setdefault(training_curve(record), []).append(record)
     if not wanted:
         return found
     first: dict[str, tuple[str, str]] = {}  # cell -> (time, sweep) of the earliest run of its computation
     for sweep, other in earlier_runs(folder):
-        for mine in wanted.get(computation(other), []):
+        for mine in wanted.get(training_curve(other), []):
             if other.time and mine.time and other.time < mine.time and (other.time, sweep) < first.get(mine.cell, ("~", "")):
                 first[mine.cell] = (other.time, sweep)
     return {**found, **{cell: sweep for cell, (_, sweep) in first.items()}}

@@ -23,6 +23,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from zoo.compare.comparison import Comparison
+from zoo.compare.joint_fit import Multiplier, multiplier
 from zoo.compare.power_law import MIN_POINTS, Fit, Interval, crossing, fit_power_law, over_seeds
 from zoo.compare.sizes import size_keys
 from zoo.compare.stats import Estimate, final_value
@@ -57,6 +58,13 @@ class VariantFit:
 
     def problems(self) -> list[str]:
         return [f"seed {seed}: {fit.problem}" for seed, fit in self.fits.items() if fit.law is None]
+
+    def by_seed(self) -> dict[int, list[tuple[float, float]]]:
+        """seed -> the (compute, value) points fitted."""
+        points: dict[int, list[tuple[float, float]]] = {}
+        for seed, x, y in self.points:
+            points.setdefault(seed, []).append((x, y))
+        return points
 
 
 @dataclass
@@ -105,6 +113,8 @@ class Scaling:
     """Each size and variant: parameters, training FLOPs, tokens, tokens per parameter (means over seeds)."""
     notes: list[str]
     checks: list[Checked] = field(default_factory=list)
+    multipliers: list[Multiplier] = field(default_factory=list)
+    """Each difference's joint law (one E, one exponent): the compute one variant is worth of the other."""
 
 
 def x_of(record: RunRecord, against: str) -> float | None:
@@ -211,10 +221,9 @@ def scaling(sweep: Comparison, records: Sequence[RunRecord]) -> Scaling | None:
         return Scaling(against, multiple, list(variants.values()), [], ladder, notes)
     floor = resolved.bounds[0]
     for variant in variants.values():
-        for seed in sorted({s for s, _, _ in variant.points}):
-            points = [(x, y) for s, x, y in variant.points if s == seed]
+        for seed, points in sorted(variant.by_seed().items()):
             variant.fits[seed] = fit_power_law([x for x, _ in points], [y for _, y in points], floor)
-    differences, checks = [], []
+    differences, checks, multipliers = [], [], []
     for key in others:
         values = sweep.grid[key]
         rest = [k for k in others if k != key]
@@ -226,13 +235,14 @@ def scaling(sweep: Comparison, records: Sequence[RunRecord]) -> Scaling | None:
                 other = variants.get(tuple({**given, key: value}[k] for k in others))
                 if reference is None or other is None:
                     continue
-                found = difference(f"{labels[key]}: {value_text(value)} − {value_text(values[0])}{at}", reference,
-                                   other, multiple, sweep.margin)
+                label = f"{labels[key]}: {value_text(value)} − {value_text(values[0])}{at}"
+                found = difference(label, reference, other, multiple, sweep.margin)
+                multipliers.append(multiplier(label, reference.label, other.label, reference.by_seed(), other.by_seed(), floor))
                 if found is not None:
                     differences.append(found)
-                    checks += [c for size in held if (c := checked_difference(found.label, reference, other, size))]
+                    checks += [c for size in held if (c := checked_difference(label, reference, other, size))]
     checks = [*(c for v in variants.values() for size in held if (c := checked_variant(v, size))), *checks]
-    return Scaling(against, multiple, list(variants.values()), differences, ladder, notes, checks)
+    return Scaling(against, multiple, list(variants.values()), differences, ladder, notes, checks, multipliers)
 
 
 def predictions(variant: VariantFit, size: Any) -> dict[int, tuple[float, float]]:

@@ -16,9 +16,9 @@ from contextlib import contextmanager
 
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
 """mallopt's parameters (malloc.h)."""
-DEFAULTS = {M_MMAP_MAX: 65536, M_TRIM_THRESHOLD: 128 * 1024}
+GLIBC_DEFAULTS = {M_MMAP_MAX: 65536, M_TRIM_THRESHOLD: 128 * 1024}
 """glibc's defaults, given back when the last run ends."""
-KEPT = {M_MMAP_MAX: 0, M_TRIM_THRESHOLD: -1}
+WHILE_TRAINING = {M_MMAP_MAX: 0, M_TRIM_THRESHOLD: -1}
 """While a run trains: no block is mapped on its own, and the heap's free top is never trimmed (-1)."""
 USER_SETTINGS = ("MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_")
 """glibc's environment variables for the same settings: whoever set one decides."""
@@ -62,7 +62,7 @@ def freed_memory_kept() -> Iterator[bool]:
         return
     with _lock:
         if _runs == 0:
-            for parameter, value in KEPT.items():
+            for parameter, value in WHILE_TRAINING.items():
                 libc.mallopt(parameter, ctypes.c_int(value))
         _runs += 1
     try:
@@ -71,6 +71,6 @@ def freed_memory_kept() -> Iterator[bool]:
         with _lock:
             _runs -= 1
             if _runs == 0:
-                for parameter, value in DEFAULTS.items():
+                for parameter, value in GLIBC_DEFAULTS.items():
                     libc.mallopt(parameter, ctypes.c_int(value))
                 libc.malloc_trim(ctypes.c_size_t(0))
