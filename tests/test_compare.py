@@ -115,8 +115,13 @@ def test_report_plots_and_wandb_compare_run(tmp_path):
     assert {k for k in info["summary"] if k.startswith("plots/")} == {"plots/curves", "plots/effect_norm",
                                                                     "plots/effect_ffn"}
     history = [r["history"]["item"] for r in records if r["type"] == "history"]
-    charted = sorted(key for row in history for key in row if not key.startswith("_"))
-    assert not charted, f"tables and plots are no metrics of a step, yet the run's history charts {charted[:4]}"
+    logged = {key.split(".")[0] for row in history for key in row if not key.startswith("_")}
+    assert logged == {"plots/curves", "plots/effect_norm", "plots/effect_ffn"}, \
+        f"the plots are logged once, as images a viewer's media pane shows, and nothing else is: {sorted(logged)[:4]}"
+    assert all(row.get(f"{key}._type") == "image-file" for row in history for key in logged if f"{key}._type" in row)
+    summary = info["summary"]
+    assert summary["effect/norm=pre-vs-post/difference"] == pytest.approx(0.2)
+    assert summary["effect/norm=pre-vs-post/holm_p"] == pytest.approx(2 * 2 / 2**8), "the key numbers, as scalars"
 
 
 def test_compare_names_what_is_missing(tmp_path):

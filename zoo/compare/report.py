@@ -121,6 +121,8 @@ def logged(analysis: Analysis, wandb_mode: str | None, plots: list[Path]) -> str
         return None
     sweep = analysis.comparison
     tables = {key: rows for section, result in analysis.sections() for key, rows in section.tables(result, analysis).items()}
+    scalars = {key: value for section, result in analysis.sections()
+               for key, value in section.scalars(result, analysis).items()}
     config = {**analysis.read.comparison.config(), "endpoint": "secondary" if sweep.question.endpoint else "primary"}
     return log_tables(base.get("wandb") or {}, sweep.name, "compare", f"{sweep.name}-compare{analysis.suffix}",
-                      analysis.folder, mode, config, tables, plots)
+                      analysis.folder, mode, config, tables, plots, scalars)

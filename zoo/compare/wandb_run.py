@@ -21,10 +21,13 @@ def cell(value: Any) -> Any:
 
 
 def log_tables(wandb_settings: dict[str, Any], group: str, job_type: str, name: str, folder: Path, mode: str,
-               config: dict[str, Any], tables: dict[str, Rows], plots: list[Path]) -> str | None:
-    """One run of `job_type` in `group` holding `tables` as W&B Tables and `plots` as images in its
-    summary (no step: nothing of a comparison is a metric over training); its folder, or None when
-    W&B failed."""
+               config: dict[str, Any], tables: dict[str, Rows], plots: list[Path],
+               scalars: dict[str, float] | None = None) -> str | None:
+    """One run of `job_type` in `group` holding `tables` as W&B Tables and `scalars` (its key
+    numbers) in its summary, and `plots` as images logged once, so that a viewer's media pane
+    (the web app's, `wandb leet`'s) shows them (a table is a file a viewer may not open); no number
+    is logged at a step: nothing of a comparison is a metric over training. Its folder, or None
+    when W&B failed."""
     try:
         import wandb
 
@@ -35,9 +38,11 @@ def log_tables(wandb_settings: dict[str, Any], group: str, job_type: str, name: 
                          settings=wandb.Settings(console="off", silent=True))  # the table is what the console shows
         # Into the summary, not run.log: a logged table is a history row too, whose nrows and ncols
         # a W&B view charts as if they were metrics of a step.
+        if plots:
+            run.log({f"plots/{p.stem}": wandb.Image(str(p)) for p in plots})
         run.summary.update({**{key: wandb.Table(columns=columns, data=[[cell(v) for v in row] for row in rows])
                                for key, (columns, rows) in tables.items()},
-                            **{f"plots/{p.stem}": wandb.Image(str(p)) for p in plots}})
+                            **{key: cell(value) for key, value in (scalars or {}).items()}})
         run_dir = Path(run.dir).parent
         run.finish()
         drop_stale_offline(run_dir, run_id)

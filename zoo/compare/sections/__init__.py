@@ -1,7 +1,7 @@
 """The analyses of `zoo compare`, registered by name as metrics are: each section computes one
 result once (`compute`), and every output renders that result: report.md (`markdown`), the
-console (`console`), W&B tables (`tables`), plots (`plots`) and the results page (through
-`analyse`). Adding an analysis is one module here, found by the package as parts are."""
+console (`console`), W&B tables (`tables`) and key numbers (`scalars`), plots (`plots`) and the
+results page (through `analyse`). Adding an analysis is one module here, found by the package as parts are."""
 
 from __future__ import annotations
 
@@ -55,6 +55,12 @@ class Section:
 
     @classmethod
     def tables(cls, result: Any, analysis: Analysis) -> dict[str, Rows]:
+        return {}
+
+    @classmethod
+    def scalars(cls, result: Any, analysis: Analysis) -> dict[str, float]:
+        """The section's key numbers, for the comparison's W&B summary: a viewer (the web app's run
+        table, `wandb leet`'s inspector) shows a number where a table is only a file."""
         return {}
 
     @classmethod

@@ -133,6 +133,17 @@ class EffectsSection(Section):
         return effects_text(result.effects, result.noise, analysis.comparison.question.margin) + said
 
     @classmethod
+    def scalars(cls, result: Effects, analysis: Analysis) -> dict[str, float]:
+        """Each paired difference's mean and Holm p, as `effect/KEY=VALUE-vs-REFERENCE/difference`
+        and `.../holm_p` (nan, where a test left the family, as no number)."""
+        out = {}
+        for effect in result.effects:
+            for (value, estimate), (_, holm_p) in zip(effect.differences, effect.tests, strict=True):
+                name = f"effect/{effect.label}={value_text(value)}-vs-{value_text(effect.values[0])}"
+                out[f"{name}/difference"], out[f"{name}/holm_p"] = estimate.mean, holm_p
+        return out
+
+    @classmethod
     def tables(cls, result: Effects, analysis: Analysis) -> dict[str, Rows]:
         noise = (["metric", "seed_std", "df"], [[analysis.comparison.metric, result.noise[0], result.noise[1]]])
         return {"effects": effect_table(result.effects, analysis.comparison.question.margin), "noise": noise}
