@@ -98,3 +98,45 @@ def test_a_size_whose_runs_all_diverged_is_named_as_unmeasured(tmp_path):
             "finished pairs)")
     assert size_verdict(["small", "large"], [(flat, 1.0), (flat, 1.0)], [(flat, 1.0, 1.0)]) == \
         "separated at no size; no interaction separated (inconclusive)", "the published wording where every size was measured"
+
+
+def test_a_size_ladder_is_the_design_and_its_tests_are_a_family_of_their_own(tmp_path):
+    """With `sizes:`, size's differences and its interactions leave the primary family (Holm over
+    the architecture's tests alone), and are adjusted apart; `family:` counts them in again."""
+    from zoo.compare.exact import tarone
+    from zoo.compare.stats import apart_family, floor_of, holm, p_value, primary_family
+
+    sweep = sized_sweep(tmp_path)
+    report = compare(sweep.directory(), wandb_mode="disabled")
+    effects = report.analysis["effects"]
+    primary, apart = primary_family(effects.effects), apart_family(effects.effects)
+    by_key = {e.key: e for e in effects.effects}
+    assert not by_key["size"].primary and by_key["model.norm"].primary
+    assert len(primary) == 3 and len(apart) == 3, "norm, ffn and norm × ffn; size and its two interactions"
+    assert effects.members == 3 and effects.family == sum(tarone([floor_of(e) for e in primary])[0])
+    (_, norm), = by_key["model.norm"].differences
+    expected = holm([p_value(e) for e in primary], [floor_of(e) for e in primary])
+    assert by_key["model.norm"].tests[0][1] == expected[[id(e) for e in primary].index(id(norm))]
+    size_holm = holm([p_value(e) for e in apart], [floor_of(e) for e in apart])
+    assert by_key["size"].tests[0][1] == size_holm[0]
+    text = report.markdown.read_text()
+    findings = text.split("## Findings")[1].split("\n## ")[0]
+    assert "size: large − small" not in findings and "norm: pre − post" in findings
+    assert ("Outside the primary family: 3 of these tests (the sizes' differences and interactions) are a family of "
+            "their own") in text
+    counted = sweepkit.write_sweep(tmp_path / "counted", "sized", {"model.norm": ["post", "pre"],
+                                                                   "model.ffn": ["relu", "gelu"]},
+                                   list(range(6)), lambda a, seed: value(a, seed), sizes=SIZES,
+                                   family=["size", "model.norm", "model.ffn"])
+    again = compare(counted.directory(), wandb_mode="disabled").analysis["effects"]
+    assert again.members == 6 and not apart_family(again.effects)
+
+
+def test_a_family_key_the_grid_lacks_is_refused_with_the_choices():
+    from zoo.errors import ConfigError
+    from zoo.sweep import SweepSpec
+
+    with pytest.raises(ConfigError, match=r"family: 'model.ffn' is not a grid key; choices: size, model.norm"):
+        SweepSpec(name="s", grid={"model.norm": ["post", "pre"]}, sizes=SIZES, seeds=[0], family=["model.ffn"])
+    with pytest.raises(ConfigError, match=r"family: it names no grid key; choices: size, model.norm"):
+        SweepSpec(name="s", grid={"model.norm": ["post", "pre"]}, sizes=SIZES, seeds=[0], family=[])

@@ -115,6 +115,9 @@ class AxisEffect:
     other_pairs: list[tuple[Any, Any, Estimate]] = field(default_factory=list)
     """(a, b, b − a) for every two values after the first (an axis of three values or more): the
     rest of the pairs, paired as `differences`, shown in the plot but never tested (not in the family)."""
+    primary: bool = True
+    """Its differences are in the sweep's primary family (its key is one of the question's family);
+    else in the family of everything outside it (a size ladder's sizes), Holm apart."""
 
 
 @dataclass
@@ -131,6 +134,8 @@ class Interaction:
     estimate: Estimate
     test: tuple[float, float] = (math.nan, math.nan)
     """(p, Holm-adjusted p) in the family of every difference and interaction of the sweep."""
+    primary: bool = True
+    """Both its keys are of the question's family: in the primary family, else in the other."""
 
     def contrast(self) -> str:
         return (f"({value_text(self.value)} − {value_text(self.reference)}) at {value_text(self.at)} − at "
@@ -310,6 +315,7 @@ def axis_effects(sweep: Comparison, records: Sequence[RunRecord]) -> list[AxisEf
     two-way interactions with the keys after it, each with its p-value and the Holm-adjusted one
     over all of them; a key whose values are one computation gets its identity check instead."""
     labels, finished, bounds = sweep.labels(), finished_values(sweep, records), sweep.resolved_metric.bounds
+    family = set(sweep.question.family or sweep.grid)
     units = experimental_units(sweep, finished)
     effects = []
     tested = [key for key in sweep.grid if key not in units.identities and len(sweep.grid[key]) > 1]
@@ -319,15 +325,15 @@ def axis_effects(sweep: Comparison, records: Sequence[RunRecord]) -> list[AxisEf
         later = tested[tested.index(key) + 1:] if key in tested else []
         crossed = [Interaction(labels[key], value, values[0], labels[given], at, sweep.grid[given][0],
                                interaction(units.view(key, given), key, value, values[0], given, at,
-                                           sweep.grid[given][0], bounds))
+                                           sweep.grid[given][0], bounds), primary=key in family and given in family)
                    for given in later for value in values[1:] for at in sweep.grid[given][1:]]
         own = units.view(key)  # a correlated twin of another key counts once here
         others = [] if identity else [(a, b, paired_differences(own, key, [a, b], bounds)[0][1])
                                       for a, b in itertools.combinations(values[1:], 2)]
         effects.append(AxisEffect(key, labels[key], list(values), [Estimate.of(v).within(*bounds) for v in per_value],
                                   [] if identity else paired_differences(own, key, list(values), bounds),
-                                  identity=identity, interactions=crossed, other_pairs=others))
-    return with_tests(effects)
+                                  identity=identity, interactions=crossed, other_pairs=others, primary=key in family))
+    return with_tests(effects, apart=True)
 
 
 def interaction(finished: list[tuple[RunRecord, float]], key: str, value: Any, reference: Any, given: str,
@@ -351,24 +357,44 @@ def interaction(finished: list[tuple[RunRecord, float]], key: str, value: Any, r
 
 
 def primary_family(effects: list[AxisEffect]) -> list[Estimate]:
-    """Every test of the sweep's primary family: each axis's paired differences, then its interactions."""
-    return [e for effect in effects for _, e in effect.differences] + [i.estimate for effect in effects
-                                                                      for i in effect.interactions]
+    """Every test of the sweep's primary family: each axis's paired differences, then its interactions
+    (those of the question's family of keys alone)."""
+    return [e for effect in effects if effect.primary for _, e in effect.differences] + [
+        i.estimate for effect in effects for i in effect.interactions if i.primary]
 
 
-def with_tests(effects: list) -> list:
+def sides(effect: AxisEffect) -> list[bool]:
+    """Whether each of an effect's tests (its differences, then its interactions, as `tested`
+    orders them) is in the primary family."""
+    return [effect.primary] * len(effect.differences) + [i.primary for i in effect.interactions]
+
+
+def apart_family(effects: list[AxisEffect]) -> list[Estimate]:
+    """The tests outside the primary family (a size ladder's differences and interactions)."""
+    return [e for effect in effects if not effect.primary for _, e in effect.differences] + [
+        i.estimate for effect in effects for i in effect.interactions if not i.primary]
+
+
+def with_tests(effects: list, apart: bool = False) -> list:
     """Give each effect's differences (and an axis effect's interactions) their (p, Holm p), the
     family being every difference and interaction of every effect given that can reach its share
     of the level (Tarone; one that cannot gets Holm p nan): one adjustment, whichever table the
-    effects are."""
-    crossed = [i for effect in effects for i in getattr(effect, "interactions", [])]
-    family = [e for effect in effects for _, e in effect.differences] + [i.estimate for i in crossed]
-    raw = [p_value(e) for e in family]
-    adjusted = iter(zip(raw, holm(raw, [floor_of(e) for e in family]), strict=True))
+    effects are. With `apart`, the tests outside the primary family (`primary` False: a size
+    ladder's) are adjusted as a family of their own."""
+    tests = [(effect, index, e) for effect in effects for index, (_, e) in enumerate(effect.differences)]
+    tests += [(i, None, i.estimate) for effect in effects for i in getattr(effect, "interactions", [])]
     for effect in effects:
-        effect.tests = [next(adjusted) for _ in effect.differences]
-    for each in crossed:
-        each.test = next(adjusted)
+        effect.tests = [(math.nan, math.nan)] * len(effect.differences)
+    families = [[t for t in tests if getattr(t[0], "primary", True) == side] for side in (True, False)] if apart \
+        else [tests]
+    for family in families:
+        raw = [p_value(e) for _, _, e in family]
+        for (owner, index, _), test in zip(family, zip(raw, holm(raw, [floor_of(e) for _, _, e in family]), strict=True),
+                                           strict=True):
+            if index is None:
+                owner.test = test
+            else:
+                owner.tests[index] = test
     return effects
 
 

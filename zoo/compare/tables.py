@@ -13,7 +13,7 @@ from zoo.compare.agreement import separates
 from zoo.compare.comparison import Comparison
 from zoo.compare.equivalence import tost_holm, verdicts
 from zoo.compare.power import power_of
-from zoo.compare.stats import AxisEffect, Estimate, SimpleEffect, VariantRow, left_the_family
+from zoo.compare.stats import AxisEffect, Estimate, SimpleEffect, VariantRow, left_the_family, sides
 from zoo.compare.wandb_run import Rows
 from zoo.metrics import CURVE, range_of
 from zoo.records import RunRecord
@@ -133,11 +133,27 @@ def tested(effect: AxisEffect) -> list[tuple[str, str, Estimate, tuple[float, fl
             + [(f"{i.label} × {i.given_label}", i.contrast(), i.estimate, i.test) for i in effect.interactions])
 
 
+def by_family(effects: list[AxisEffect], judge) -> list[list]:
+    """`judge` applied to the primary family's (estimate, (p, Holm p)) and apart to the rest's (a
+    size ladder's: zoo.compare.stats.sides), its answers back in each effect's `tested` order."""
+    flat = [(e, test, side) for effect in effects
+            for (_, _, e, test), side in zip(tested(effect), sides(effect), strict=True)]
+    answers: list = [None] * len(flat)
+    for side in (True, False):
+        where = [index for index, (_, _, s) in enumerate(flat) if s == side]
+        for index, answer in zip(where, judge([flat[i][:2] for i in where]), strict=True):
+            answers[index] = answer
+    out, start = [], 0
+    for effect in effects:
+        out.append(answers[start:start + len(sides(effect))])
+        start += len(sides(effect))
+    return out
+
+
 def effect_verdicts(effects: list[AxisEffect], margin: float | None) -> list[list[str]]:
-    """Each effect's tests' verdicts (zoo.compare.equivalence), over the family of them all."""
-    rows = [tested(effect) for effect in effects]
-    said = iter(verdicts([(e, test[1]) for row in rows for _, _, e, test in row], margin))
-    return [[next(said) for _ in row] for row in rows]
+    """Each effect's tests' verdicts (zoo.compare.equivalence), over its family: the primary one,
+    or apart, the sizes'."""
+    return by_family(effects, lambda family: verdicts([(e, test[1]) for e, test in family], margin))
 
 
 def effect_lines(effects: list[AxisEffect], margin: float | None = None) -> list[str]:
@@ -149,6 +165,11 @@ def effect_lines(effects: list[AxisEffect], margin: float | None = None) -> list
         if effect.identity is not None:
             lines += ["", f"{'Identity check' if effect.identity.holds else '**Warning**'}: {effect.identity.text()}.", ""]
             continue
+        apart = sides(effect).count(False)
+        if apart:
+            lines += ["", (f"Outside the primary family: {apart} of these tests (the sizes' differences and "
+                           "interactions) are a family of their own, Holm apart: a ladder's sizes are its design, not "
+                           "its question (`family:` in the sweep counts them in).")]
         lines += ["", f"| difference (paired) or interaction | mean | {DIFFERENCE_CI} | pairs | p | Holm p | verdict |",
                   "|---|---|---|---|---|---|---|"]
         for (axis, what, e, (p, adjusted)), verdict in zip(tested(effect), said, strict=True):
@@ -175,13 +196,15 @@ def effect_table(effects: list[AxisEffect], margin: float | None = None) -> Rows
     """Each axis value's mean, then each paired difference from the first value and each interaction
     with its p-values, verdict, TOST Holm p (where a margin is declared) and the difference it
     detects at 80% power, as table rows."""
-    family = [(d, test) for effect in effects for _, _, d, test in tested(effect)]
-    tost = iter(tost_holm([(d, adjusted) for d, (_, adjusted) in family], margin))
+    tost = iter(t for row in by_family(effects, lambda family: tost_holm([(d, test[1]) for d, test in family], margin))
+                for t in row)
     said = iter(verdict for row in effect_verdicts(effects, margin) for verdict in row)
-    kept = sum(not math.isnan(adjusted) for _, (_, adjusted) in family)
+    kept = iter(k for row in by_family(effects, lambda family: [sum(not math.isnan(test[1]) for _, test in family)]
+                                       * len(family)) for k in row)
 
     def judged(e: Estimate, p: float, adjusted: float) -> list:
-        detectable = math.nan if math.isnan(adjusted) else power_of(e, kept, 0.0).detectable
+        family = next(kept)
+        detectable = math.nan if math.isnan(adjusted) else power_of(e, family, 0.0).detectable
         return [p, adjusted, next(said), next(tost), detectable]
 
     rows = []

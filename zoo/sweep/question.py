@@ -34,13 +34,16 @@ class Question:
     distinct: tuple[str, ...] = ()
     """Grid keys whose values count as separate units even where they are correlated twins
     (zoo.compare.units)."""
+    family: tuple[str, ...] = ()
+    """Grid keys whose differences and two-way interactions make the primary family (SweepSpec.primary_keys);
+    () counts every key."""
 
     @classmethod
     def of(cls, sweep: SweepSpec) -> Question:
         """The question the sweep file asks, validated with it (its goal is the metric's)."""
         resolved = sweep.resolved_metric
         return cls(sweep.metric, resolved.goal, resolved.bounds, sweep.metric, sweep.target, dict(sweep.margins),
-                   sweep.fit, sweep.choose_on, tuple(sweep.distinct))
+                   sweep.fit, sweep.choose_on, tuple(sweep.distinct), tuple(sweep.primary_keys))
 
     def asking(self, metric: str) -> Question:
         """The same question of another metric: its goal and bounds from its registry entry (an
@@ -94,7 +97,7 @@ def declaration(sweep: SweepSpec) -> dict[str, Any]:
     added to the zoo later, at its default, leaves the hash of an unchanged file as it was)."""
     dumped = sweep.model_dump(mode="json")
     hashed = sweep.model_dump(mode="json", exclude_defaults=True)
-    return {"metric": sweep.metric, "margins": dict(sweep.margins), "family": list(sweep.grid),
+    return {"metric": sweep.metric, "margins": dict(sweep.margins), "family": sweep.primary_keys,
             "target": sweep.target, "fit": dumped.get("fit"), "choose_on": sweep.choose_on,
             "distinct": list(sweep.distinct), "reuses": list(sweep.reuses),
             "sweep_sha256": hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()}

@@ -104,6 +104,11 @@ class SweepSpec(Strict):
         default_factory=list, description="grid keys whose values count as separate units in the other axes' tests "
                                           "even where those axes' paired differences correlate above 0.9 across them "
                                           "(correlated twins, which are otherwise one unit, their mean)")
+    family: list[str] | None = Field(
+        None, description="grid keys whose paired differences and two-way interactions make the primary family "
+                          "(Holm's), the question the verdicts answer; default: every grid key but `size` (a ladder's "
+                          "sizes are its design: their differences and interactions are reported as a family of "
+                          "their own)")
     reuses: list[str] = Field(
         default_factory=list, description="sweeps whose runs this sweep declares it counts where its own runs are the "
                                           "same computations (seeded from their ledgers, or trained again to the same "
@@ -176,6 +181,22 @@ class SweepSpec(Strict):
                               f"{'lower' if declared == 'min' else 'higher'}, as {self.resolved_metric.name.metric} "
                               "declares); leave goal out")
         return self
+
+    @model_validator(mode="after")
+    def _family_keys_are_grid_keys(self) -> SweepSpec:
+        """A family key the grid lacks would test nothing: refused by name, with the choices."""
+        unknown = [key for key in self.family or [] if key not in self.grid]
+        if unknown or self.family == []:
+            said = f"{unknown[0]!r} is not a grid key" if unknown else "it names no grid key"
+            raise ConfigError(f"family: {said}; choices: {', '.join(self.grid)}")
+        return self
+
+    @property
+    def primary_keys(self) -> list[str]:
+        """The question's family of grid keys: `family`, else every key but the sizes (else all)."""
+        if self.family is not None:
+            return list(self.family)
+        return [key for key in self.grid if key != SIZE] or list(self.grid)
 
     @model_validator(mode="after")
     def _reuses_names_other_sweeps(self) -> SweepSpec:

@@ -13,7 +13,7 @@ from zoo.compare.comparison import Comparison
 from zoo.compare.exact import drawn_note, smallest_p, tarone, unreachable
 from zoo.compare.plots import marked, plot_differences, plot_estimates, pyplot
 from zoo.compare.sections import Analysis, Section, register
-from zoo.compare.stats import AxisEffect, axis_effects, floor_of, left_the_family, primary_family, seed_noise
+from zoo.compare.stats import AxisEffect, apart_family, axis_effects, floor_of, left_the_family, primary_family, seed_noise, sides
 from zoo.compare.tables import HOLM, effect_lines, effect_table, effects_text, noise_line, tested
 from zoo.compare.wandb_run import Rows
 from zoo.files import save_figure
@@ -80,6 +80,8 @@ class Effects:
     left: str | None = None
     """Which tests left the family before Holm, and why (Tarone), where any did."""
     members: int = 0
+    apart: int = 0
+    """How many tests the family apart from the primary one holds (a size ladder's), where there is one."""
     """Every difference and two-way interaction of the metric, those that left the family included."""
 
 
@@ -87,9 +89,9 @@ def left_note(effects: list[AxisEffect], share: int) -> str | None:
     """The tests whose exact p cannot reach their share of the level (their Holm p is nan while
     their p is not), grouped by their pairs: said where they are, so a dash is never a mystery."""
     by_pairs: dict[int, list[str]] = {}
-    for effect in effects:
-        for axis, what, e, (p, holm_p) in tested(effect):
-            if left_the_family(p, holm_p):
+    for effect in effects:  # the primary family's: a size ladder's own family says its own in its table
+        for (axis, what, e, (p, holm_p)), primary in zip(tested(effect), sides(effect), strict=True):
+            if primary and left_the_family(p, holm_p):
                 by_pairs.setdefault(e.n, []).append(f"{axis}: {what}")
     if not by_pairs:
         return None
@@ -108,12 +110,12 @@ class EffectsSection(Section):
     def compute(cls, analysis: Analysis) -> Effects:
         sweep, records = analysis.comparison, analysis.records
         effects = axis_effects(sweep, records)
-        tests = primary_family(effects)
+        tests, apart = primary_family(effects), apart_family(effects)
         pairs = [e.n for e in tests]
         kept, share = tarone([floor_of(e) for e in tests])
         short = unreachable(pairs, share) if not any(kept) else None
-        return Effects(effects, seed_noise(sweep, records), sum(kept), short, drawn_note(pairs),
-                       left_note(effects, share), len(tests))
+        return Effects(effects, seed_noise(sweep, records), sum(kept), short, drawn_note(pairs + [e.n for e in apart]),
+                       left_note(effects, share), len(tests), sum(tarone([floor_of(e) for e in apart])[0]))
 
     @classmethod
     def warnings(cls, result: Effects, analysis: Analysis) -> list[str]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from zoo.compare.agreement import separates
 from zoo.compare.power import power_of
 from zoo.compare.sections import Analysis, Section, register
-from zoo.compare.stats import Estimate
+from zoo.compare.stats import Estimate, sides
 from zoo.compare.tables import effect_verdicts, interval, number, tested
 
 
@@ -54,9 +54,11 @@ class FindingsSection(Section):
         if effects is None or not effects.effects:
             return None
         margin, found = analysis.comparison.question.margin, []
-        rows = [tested(effect) for effect in effects.effects]
+        rows = [zip(tested(effect), sides(effect), strict=True) for effect in effects.effects]
         for row, said in zip(rows, effect_verdicts(effects.effects, margin), strict=True):
-            for (axis, what, e, (p, holm_p)), verdict in zip(row, said, strict=True):
+            for ((axis, what, e, (p, holm_p)), primary), verdict in zip(row, said, strict=True):
+                if not primary:
+                    continue  # a size ladder's tests: their own family, in the effects section
                 if " × " in axis and not separates(e, holm_p):
                     continue  # an interaction is a finding where it separates; the effects section lists the rest
                 detectable = math.nan if math.isnan(holm_p) else power_of(e, effects.family, 0.0).detectable

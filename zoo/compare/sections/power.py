@@ -10,10 +10,11 @@ from zoo.compare.stats import AxisEffect, left_the_family
 from zoo.sweep.names import value_text
 
 
-def power_lines(sweep: Comparison, effects: list[AxisEffect], family: int) -> list[str]:
+def power_lines(sweep: Comparison, effects: list[AxisEffect], family: int, apart: int = 0) -> list[str]:
     """Each paired difference's detectable size at 80% power and the seeds its planned size needs:
     the declared margin where there is one, else the observed difference; `family`, the tests that
-    Holm adjusts over (those that can reach their share of the level)."""
+    Holm adjusts over (those that can reach their share of the level), `apart` those of the family
+    apart from the primary one (a size ladder's)."""
     margin = sweep.margins.get(sweep.metric)
     lines = []
     for effect in effects:
@@ -23,7 +24,8 @@ def power_lines(sweep: Comparison, effects: list[AxisEffect], family: int) -> li
                 lines.append(f"{label}: left the family ({e.n} pairs cannot reach their share of the level)")
                 continue
             wanted = margin if margin else e.mean
-            lines.append(power_text(label, e, power_of(e, family, wanted), e.n / max(len(sweep.seeds), 1)))
+            lines.append(power_text(label, e, power_of(e, family if effect.primary else apart, wanted),
+                                    e.n / max(len(sweep.seeds), 1)))
     return lines
 
 
@@ -34,7 +36,7 @@ class PowerSection(Section):
     @classmethod
     def compute(cls, analysis: Analysis) -> list[str]:
         effects = analysis["effects"]
-        return power_lines(analysis.comparison, effects.effects, effects.family)
+        return power_lines(analysis.comparison, effects.effects, effects.family, effects.apart)
 
     @classmethod
     def markdown(cls, result: list[str], analysis: Analysis) -> list[str]:
