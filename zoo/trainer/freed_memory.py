@@ -1,7 +1,7 @@
 """Freed memory kept for the next step. glibc hands a freed block above its mmap threshold (at most
 32 MiB) back to the system at once, so a step's large tensors (a batch's logits: 131 MB at 128
 rows of 64 tokens over 4,000 words) are mapped and zero-filled again at every step: at Multi30k's
-size, on one thread, 14.7 s of a 68 s early window was system time. While a run trains, such blocks
+size, on one thread, 13.7 s of a 65.6 s early window was system time. While a run trains, such blocks
 stay on the heap for reuse, as torch's CUDA allocator keeps its blocks; when it ends they go back.
 The same bits are computed. Elsewhere than glibc, where the user set glibc's malloc variables, or
 with ZOO_KEEP_FREED_MEMORY=0, nothing is changed."""
