@@ -73,9 +73,10 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
     progress = grid_progress(len(tuning), [current[c.name].status for c in tuning if c.name in current])
     reuse = Reuse.of(sweep_dir, sweep, records)
     compared = len([r for r in records if not sweep.confirm_seeds or r.seed in sweep.confirm_seeds])
-    notes += reuse.notes(compared, bool(sweep.confirm_seeds))
+    reused = reuse.notes(compared, bool(sweep.confirm_seeds))  # the compared runs' note first, where there is one
+    notes += reused
     if reuse.left_out and len(reuse.left_out) == compared:
-        raise ConfigError(f"{sweep_dir}: every compared run is reused: {notes[-2 if reuse.choosing else -1]}")
+        raise ConfigError(f"{sweep_dir}: every compared run is reused: {reused[0]}")
     records = [r for r in records if r.cell not in reuse.left_out]
     confirmed = [r for r in records if r.seed in sweep.confirm_seeds]
     if sweep.confirm_seeds:
