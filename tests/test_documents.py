@@ -237,13 +237,35 @@ def test_documents_apart_need_a_decoder_only_model_with_its_own_start_token(fiel
         zoo.resolve({**fields, "vocab_size": 20, "documents": "separate"})
 
 
-def test_a_packed_tasks_summary_counts_the_documents_left_out_not_its_rows(tmp_path):
+def test_packing_cuts_a_document_longer_than_a_row_across_rows_and_leaves_none_out(tmp_path):
+    """nanoGPT's and litgpt's packing: max_tokens drops documents taken whole, never packed ones."""
     for split in ("train", "valid", "test"):
         write_documents(tmp_path, split, ["x = 1\n"] * 20 + ["y = 2\n" * 10])
     task = build_task(folder_task(tmp_path, pack=16, max_tokens=20), seed=0)
+    documents = [task.codec.encode(text) for text in ["x = 1\n"] * 20 + ["y = 2\n" * 10]]
+    stream = [token for ids in documents for token in ids]
+    assert len(documents[-1]) == 61 > 20, "the long document is longer than max_tokens and than a row"
+    assert [token for row in task.train_lines for token in row] == stream[: len(stream) // 16 * 16]
+    assert all(len(row) == 16 for row in task.train_lines)
     summary = task.summary(2)
-    assert summary["train_too_long"] == 1, "the one document of 62 tokens"
-    assert summary["train_examples"] == len(task.train_lines) == 20 * 7 // 16
+    assert summary["train_too_long"] == 0 and summary["train_examples"] == (20 * 7 + 61) // 16
+    unpacked = build_task(folder_task(tmp_path, max_tokens=20), seed=0)
+    assert unpacked.summary(2)["train_too_long"] == 1 and len(unpacked.train_lines) == 20
+
+
+def test_a_max_tokens_below_every_document_offers_packing_where_the_task_packs(tmp_path):
+    for split in ("train", "valid", "test"):
+        write_documents(tmp_path, split, ["x = 1\n" * 3] * 4)
+    with pytest.raises(zoo.ConfigError, match=r"task.max_tokens 5: no training document is that short \(the "
+                                              r"shortest holds 19 tokens, bos and eos counted\); raise it, or pack "
+                                              r"the documents into rows \(task.pack\), which keeps them all"):
+        build_task(folder_task(tmp_path, max_tokens=5), seed=0)
+    assert len(build_task(folder_task(tmp_path, max_tokens=5, pack=8), seed=0).train_lines) == 4 * 19 // 8
+    with pytest.raises(zoo.ConfigError, match=r"no training document is that short .*; raise it$"):
+        build_task({**folder_task(tmp_path, max_tokens=5), "name": "mlm"}, seed=0)
+    with pytest.raises(zoo.ConfigError, match=r"task.pack 100: the training documents hold 76 tokens, fewer than "
+                                              r"one row"):
+        build_task(folder_task(tmp_path, pack=100), seed=0)
 
 
 @pytest.mark.parametrize("special", ["<pad>", "<bos>", "<eos>", "<unk>"])

@@ -35,7 +35,8 @@ class LinesParams(TaskParams):
     vocab_size: int = Field(8000, ge=8, description="the most tokens of the vocabulary")
     min_frequency: PositiveInt = Field(2, description="pieces seen fewer times in training become <unk>")
     lowercase: bool = False
-    max_tokens: PositiveInt = Field(128, description="longer training documents (bos and eos counted) are left out")
+    max_tokens: PositiveInt = Field(128, description="longer training documents (bos and eos counted) are left out "
+                                                     "and counted in the run's data line; lm's pack keeps them all")
     train_sentences: PositiveInt | None = Field(None, description="only the first N training documents")
     test_size: PositiveInt | None = Field(None, description="only the first N test documents; default all")
     separator: str | None = Field(None, description="a line of exactly this text ends a document, which keeps its "
@@ -64,6 +65,8 @@ class TextLines(Task):
 
     Params = LinesParams
     generates = False
+    drops_long_documents = True
+    """Whether the training rows are the documents no longer than max_tokens (lm's pack cuts them all)."""
 
     def __init__(self, params: LinesParams, seed: int, state: dict[str, Any] | None = None):
         super().__init__(params, seed)
@@ -73,13 +76,21 @@ class TextLines(Task):
                  else codec_from_state(state["vocab"]))
         self.codec, self.src_vocab = codec, self.wrap(codec)
         self.tgt_vocab = self.src_vocab
-        self.train_lines = [ids for ids in map(codec.encode, train) if len(ids) <= p.max_tokens]
-        self.train_too_long = len(train) - len(self.train_lines)  # before lm's pack turns documents into rows
-        if not self.train_lines:
-            shortest = min(map(len, map(codec.encode, train)))
-            raise ConfigError(f"task.max_tokens {p.max_tokens}: no training line is that short (the shortest holds "
-                              f"{shortest} tokens, bos and eos counted)")
+        encoded = list(map(codec.encode, train))
+        self.train_lines = self.training_rows(encoded)
+        self.train_too_long = len(encoded) - len(self.train_lines) if self.drops_long_documents else 0
         self.order = EpochOrder(self.seed, len(self.train_lines))
+
+    def training_rows(self, documents: list[list[int]]) -> list[list[int]]:
+        """The encoded training documents that fit in max_tokens, a row each."""
+        limit = self.params.max_tokens
+        rows = [ids for ids in documents if len(ids) <= limit]
+        if not rows:
+            raise ConfigError(f"task.max_tokens {limit}: no training document is that short (the shortest holds "
+                              f"{min(map(len, documents))} tokens, bos and eos counted); raise it"
+                              + (", or pack the documents into rows (task.pack), which keeps them all"
+                                 if "pack" in type(self.params).model_fields else ""))
+        return rows
 
     def wrap(self, codec):
         return codec
@@ -176,13 +187,21 @@ class LanguageModeling(TextLines):
     scores_text = True
     kinds: ClassVar[tuple[str, ...]] = ("decoder",)
 
-    def __init__(self, params: LmParams, seed: int, state: dict[str, Any] | None = None):
-        super().__init__(params, seed, state)
-        if params.pack is not None:
-            self.train_lines = packed(self.train_lines, params.pack, keep_rest=False)
-            if not self.train_lines:
-                raise ConfigError(f"task.pack {params.pack}: the training lines hold fewer tokens than one row")
-            self.order = EpochOrder(self.seed, len(self.train_lines))
+    @property
+    def drops_long_documents(self) -> bool:
+        return self.params.pack is None
+
+    def training_rows(self, documents: list[list[int]]) -> list[list[int]]:
+        """With pack, every document joined end to end and cut into rows, a long one across
+        several (nanoGPT, litgpt): max_tokens leaves none out."""
+        pack = self.params.pack
+        if pack is None:
+            return super().training_rows(documents)
+        rows = packed(documents, pack, keep_rest=False)
+        if not rows:
+            raise ConfigError(f"task.pack {pack}: the training documents hold {sum(map(len, documents))} tokens, "
+                              "fewer than one row")
+        return rows
 
     def held_out(self, size: int | None, split: str) -> list[list[int]]:
         """The split's lines, or with `pack` the rows its lines pack into, in the files' order."""
