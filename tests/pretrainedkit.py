@@ -60,3 +60,22 @@ def save_pretrained_folder(folder, family: str = "t5"):
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return Path(folder), model, tokenizer
+
+
+def language_model_folder(folder, mask: bool = False):
+    """A decoder-only Llama with BART's tokenizer (bos 0, pad 1, eos 2), as a user's save_pretrained
+    of both writes them: (folder, the transformers model, its tokenizer); with `mask`, the tokenizer
+    also names a mask_token, as a masked language model's does."""
+    import torch
+    import transformers
+
+    tokenizer = family_tokenizer("bart")
+    if mask:
+        tokenizer.add_special_tokens({"mask_token": "<mask>"})
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=16, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=128, bos_token_id=0, pad_token_id=1, eos_token_id=2)).eval()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return Path(folder), model, tokenizer

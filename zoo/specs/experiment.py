@@ -248,6 +248,8 @@ DEFAULT_MODEL = {
 }
 DEFAULT_TASK = {"name": "reverse"}
 SPECIAL_IDS = ("pad_id", "bos_id", "eos_id")
+TOKENIZER_SETTINGS = {"tokenizer", "tokenizer_dir", "vocab_size", "min_frequency"}
+"""A text task's settings of how text becomes ids: a task that names one reads with its own tokenizer."""
 
 
 def written_defaults() -> dict[str, Any]:
@@ -262,6 +264,23 @@ class ExperimentSpec(Strict):
     task: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_TASK), validate_default=True)
     train: TrainSpec = Field(default_factory=TrainSpec)
     wandb: WandbSpec = WandbSpec()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _init_froms_tokenizer(cls, data: Any) -> Any:
+        """train.init_from a folder that holds a tokenizer reads the task's text with it, as litgpt
+        and transformers do, unless the task names tokenizer settings of its own."""
+        if not isinstance(data, Mapping) or not isinstance(task := data.get("task"), Mapping):
+            return data
+        train = data.get("train")
+        source = train.get("init_from") if isinstance(train, Mapping) else getattr(train, "init_from", None)
+        if source is None or TOKENIZER_SETTINGS & task.keys() or task.get("name") not in registry("task"):
+            return data
+        folder = os.fspath(source)
+        if "tokenizer_dir" not in registry("task").get(task["name"]).Params.model_fields or \
+                not (Path(folder) / "tokenizer.json").is_file():
+            return data
+        return {**data, "task": {**task, "tokenizer_dir": folder}}
 
     @field_validator("model", mode="before")
     @classmethod
@@ -302,9 +321,11 @@ class ExperimentSpec(Strict):
                      if getattr(self.model, k) != ids[k]]
         if conflicts:
             wanted = ", ".join(f"model.{k}={ids[k]}" for k in SPECIAL_IDS)
+            fix = "give the task's ({wanted})" if self.train.init_from is None or self.task.get("tokenizer_dir") else \
+                "the model of train.init_from keeps its own: read the text with its tokenizer (task.tokenizer_dir)"
             raise PydanticCustomError(
-                "special_ids", "{conflicts}: task {task} fixes pad, bos and eos ids in its vocabulary; give the "
-                "task's ({wanted})", {"conflicts": "; ".join(conflicts), "task": self.task["name"], "wanted": wanted})
+                "special_ids", "{conflicts}: task {task} fixes pad, bos and eos ids in its vocabulary; " + fix,
+                {"conflicts": "; ".join(conflicts), "task": self.task["name"], "wanted": wanted})
         return self
 
     @model_validator(mode="after")

@@ -18,8 +18,10 @@ from torch import Tensor
 
 from zoo.errors import ConfigError
 from zoo.specs.registries import registry
-from zoo.tasks.base import EpochOrder, Task, TaskParams, Vocabulary, held_out_part, pad_rows, step_generator
+from zoo.tasks.base import EpochOrder, Task, TaskParams, held_out_part, pad_rows, step_generator
 from zoo.tasks.documents import cached_documents, split_document_files
+from zoo.tasks.mask_vocab import TokenizerMask, WithMask
+from zoo.tasks.pretrained_tokenizer import PretrainedCodec, folder_files, tokenizer_mask_id, tokenizer_special_ids
 from zoo.tasks.summary import mean_length, unknown_share
 from zoo.tasks.text import TokenizerName, codec_from_state, train_codec, unk_id
 
@@ -32,6 +34,10 @@ class LinesParams(TaskParams):
     valid_split: str = "valid"
     test_split: str | None = Field("test", description="evaluated once at the end; null for none")
     tokenizer: TokenizerName = "bpe"
+    tokenizer_dir: str | None = Field(None, description="a pretrained model's tokenizer folder (tokenizer.json, "
+                                      "tokenizer_config.json): its vocabulary and special ids, each document its bos, "
+                                      "ids and eos, instead of learning one (tokenizer, vocab_size, min_frequency "
+                                      "unused); train.init_from a folder with a tokenizer sets it")
     vocab_size: int = Field(8000, ge=8, description="the most tokens of the vocabulary")
     min_frequency: PositiveInt = Field(2, description="pieces seen fewer times in training become <unk>")
     lowercase: bool = False
@@ -72,9 +78,14 @@ class TextLines(Task):
         super().__init__(params, seed)
         p = params
         train = self._split(p.train_split)[: p.train_sentences]
-        codec = (train_codec(p.tokenizer, train, p.vocab_size, p.min_frequency, p.lowercase) if state is None
-                 else codec_from_state(state["vocab"]))
+        if state is not None:
+            codec = codec_from_state(state["vocab"])
+        elif p.tokenizer_dir is not None:
+            codec = PretrainedCodec.from_folder(p.tokenizer_dir, target=True, documents=True)
+        else:
+            codec = train_codec(p.tokenizer, train, p.vocab_size, p.min_frequency, p.lowercase)
         self.codec, self.src_vocab = codec, self.wrap(codec)
+        self.pad_id = self.special_ids_for(p)["pad_id"]
         self.tgt_vocab = self.src_vocab
         encoded = list(map(codec.encode, train))
         self.train_lines = self.training_rows(encoded)
@@ -99,13 +110,18 @@ class TextLines(Task):
         return {"vocab": self.codec.state()}
 
     @classmethod
+    def special_ids_for(cls, params: LinesParams) -> dict[str, int]:
+        return cls.special_ids if params.tokenizer_dir is None else tokenizer_special_ids(params.tokenizer_dir)
+
+    @classmethod
     def splits(cls, params: LinesParams) -> tuple[str, ...]:
         return ("valid",) if params.test_split is None else ("valid", "test")
 
     @classmethod
     def data_files(cls, params: LinesParams) -> list[Path]:
         stems = [params.train_split, params.valid_split, *([params.test_split] if params.test_split else [])]
-        return [path for stem in stems for path in split_document_files(params, stem)]
+        tokenizer = folder_files(params.tokenizer_dir) if params.tokenizer_dir is not None else []
+        return [*(path for stem in stems for path in split_document_files(params, stem)), *tokenizer]
 
     def _split(self, stem: str) -> tuple[str, ...]:
         p = self.params
@@ -127,7 +143,7 @@ class TextLines(Task):
 
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
         rows = [self.train_lines[i] for i in self.order.rows(step, batch_size)]
-        return self.examples(pad_rows(rows), step_generator(self.seed, step, stream=2))
+        return self.examples(pad_rows(rows, self.pad_id), step_generator(self.seed, step, stream=2))
 
     def held_out_rows(self, size: int, split: str = "valid") -> int:
         stem, count = held_out_part(self.params, size, split)
@@ -143,7 +159,8 @@ class TextLines(Task):
         self.check_split(split)
         ids = self.held_out(size, split)
         draws = zlib.crc32(held_out_part(self.params, size, split)[0].encode()) % 65521  # small for step_generator
-        return [self.examples(pad_rows(ids[start : start + batch_size]), step_generator(draws, start, stream=3))
+        return [self.examples(pad_rows(ids[start : start + batch_size], self.pad_id),
+                              step_generator(draws, start, stream=3))
                 for start in range(0, len(ids), batch_size)]
 
     def held_out(self, size: int | None, split: str) -> list[list[int]]:
@@ -220,22 +237,6 @@ class LanguageModeling(TextLines):
         return 1, length
 
 
-class WithMask:
-    """A codec with one more id, <mask>, after its own."""
-
-    def __init__(self, codec):
-        self.codec, self.mask_id = codec, len(codec)
-
-    def __len__(self) -> int:
-        return len(self.codec) + 1
-
-    def decode(self, ids) -> str:
-        return self.codec.decode([i for i in ids if int(i) != self.mask_id])
-
-    def piece(self, i: int) -> str:
-        return "<mask>" if i == self.mask_id else self.codec.piece(i)
-
-
 @registry("task").register("mlm")
 class MaskedLanguageModeling(TextLines):
     """BERT's masked-token prediction: 15% of each line's ordinary tokens are chosen; of those 80%
@@ -246,18 +247,18 @@ class MaskedLanguageModeling(TextLines):
     CHOSEN, MASKED, RANDOM = 0.15, 0.8, 0.5  # RANDOM: half of what is not masked
 
     def wrap(self, codec):
+        if isinstance(codec, PretrainedCodec):
+            return TokenizerMask(codec, tokenizer_mask_id(self.params.tokenizer_dir))
         return WithMask(codec)
 
     def examples(self, ids: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        ordinary = ids > Vocabulary.eos_id
+        vocab = self.src_vocab
         draws = torch.rand(3, *ids.shape, generator=generator)
-        chosen = ordinary & (draws[0] < self.CHOSEN)
+        chosen = vocab.ordinary(ids) & (draws[0] < self.CHOSEN)
         masked = chosen & (draws[1] < self.MASKED)
         randomized = chosen & ~masked & (draws[2] < self.RANDOM)
-        first = Vocabulary.eos_id + 1
-        random_ids = torch.randint(first, self.src_vocab.mask_id, ids.shape, generator=generator)
-        src = torch.where(masked, self.src_vocab.mask_id, torch.where(randomized, random_ids, ids))
-        return src, torch.where(chosen, ids, Vocabulary.pad_id)
+        src = torch.where(masked, vocab.mask_id, torch.where(randomized, vocab.random_ids(ids.shape, generator), ids))
+        return src, torch.where(chosen, ids, self.pad_id)
 
     def example_lengths(self, length: int) -> tuple[int, int]:
         return length, length

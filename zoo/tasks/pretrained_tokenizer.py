@@ -96,25 +96,47 @@ def tokenizer_special_ids(folder: str) -> dict[str, int]:
     return read_folder(folder)[1]
 
 
+def tokenizer_mask_id(folder: str) -> int:
+    """The id of the folder's mask_token, which masked-token prediction writes where it hides one."""
+    tokenizer = read_folder(folder)[0]
+    settings = {**_read_json(Path(folder) / "special_tokens_map.json"), **_read_json(Path(folder) / "tokenizer_config.json")}
+    token = _token_text(settings.get("mask_token"), f"mask_token in {folder}")
+    found = tokenizer.token_to_id(token) if token else None
+    if found is None:
+        raise ConfigError(f"task.tokenizer_dir {folder!r}: " + (f"its mask_token {token!r} is not in tokenizer.json"
+                          if token else "tokenizer_config.json names no mask_token, which mlm writes where it hides "
+                          "a token; give a masked language model's tokenizer (RoBERTa's, BERT's)"))
+    return found
+
+
 class PretrainedCodec:
     """Text <-> ids with a pretrained tokenizer. The source side is the tokenizer's own output
     (its post-processor adds eos, and bos where the model had one); the target side starts with
-    the decoder's start token, so the trainer's shift gives the decoder what the model was trained on."""
+    the decoder's start token, so the trainer's shift gives the decoder what the model was trained
+    on; a document (the text tasks lm and mlm) is bos, its ids, eos, as a token store keeps it."""
 
-    def __init__(self, tokenizer, ids: dict[str, int], target: bool):
+    def __init__(self, tokenizer, ids: dict[str, int], target: bool, documents: bool = False):
         self.tokenizer, self.ids, self.target = text_stays_text(tokenizer), dict(ids), target
+        self.documents = documents
 
     @classmethod
-    def from_folder(cls, folder: str, target: bool) -> PretrainedCodec:
+    def from_folder(cls, folder: str, target: bool, documents: bool = False) -> PretrainedCodec:
         tokenizer, ids = read_folder(folder)
-        return cls(tokenizer, ids, target)
+        return cls(tokenizer, ids, target, documents)
 
     def __len__(self) -> int:
         return self.tokenizer.get_vocab_size()
 
     def encode(self, text: str) -> list[int]:
+        if self.documents:
+            return [self.ids["bos_id"], *self.tokenizer.encode(text, add_special_tokens=False).ids, self.ids["eos_id"]]
         ids = self.tokenizer.encode(text).ids
         return [self.ids["bos_id"], *ids] if self.target else ids
+
+    def special(self) -> list[int]:
+        """The ids of the tokenizer's special tokens and of its pad, bos and eos: never ordinary text."""
+        added = self.tokenizer.get_added_tokens_decoder()
+        return sorted({*self.ids.values(), *(i for i, token in added.items() if token.special)})
 
     def decode(self, ids: Sequence[int]) -> str:
         ids = [int(i) for i in ids]
@@ -126,10 +148,11 @@ class PretrainedCodec:
         return self.tokenizer.id_to_token(i)
 
     def state(self) -> dict[str, Any]:
-        return {"kind": "pretrained", "tokenizer": self.tokenizer.to_str(), "ids": self.ids, "target": self.target}
+        state = {"kind": "pretrained", "tokenizer": self.tokenizer.to_str(), "ids": self.ids, "target": self.target}
+        return {**state, "documents": True} if self.documents else state
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> PretrainedCodec:
         from tokenizers import Tokenizer
 
-        return cls(Tokenizer.from_str(state["tokenizer"]), state["ids"], state["target"])
+        return cls(Tokenizer.from_str(state["tokenizer"]), state["ids"], state["target"], state.get("documents", False))

@@ -30,6 +30,7 @@ def initial_weights(source: str, spec: ModelSpec, task: Task) -> dict[str, Any]:
         regular_file(path, "train.init_from")
     check_same_tokens(path, task)
     model = from_pretrained(path) if path.is_dir() else load(path)[0]
+    check_vocabulary_sizes(source, model.spec, task)
     differences = spec_differences(model.spec, spec)
     if differences:
         raise ConfigError(f"train.init_from {source!r}: its model is not the experiment's ({'; '.join(differences[:6])}"
@@ -65,7 +66,24 @@ def check_same_tokens(path: Path, task: Task) -> None:
     if not all(isinstance(vocab, PretrainedCodec) and vocab.tokenizer.get_vocab() == theirs
                for vocab in (task.src_vocab, task.tgt_vocab)):
         raise ConfigError(f"train.init_from {str(path)!r}: the folder's model reads ids of its own tokenizer, and the "
-                          f"task does not use it; set task.tokenizer_dir: {str(path)!r}")
+                          f"task does not use it; set task.tokenizer_dir: {str(path)!r} (or leave the task's "
+                          "tokenizer settings out: a folder's tokenizer is then the task's)")
+
+
+def check_vocabulary_sizes(source: str, spec: ModelSpec, task: Task) -> None:
+    """A vocabulary the task learned from its data, of another size than the model's, cannot be
+    the tokens the model was trained on (its ids would fit a larger model silently)."""
+    from zoo.tasks.pretrained_tokenizer import PretrainedCodec
+
+    sides = (("source", task.src_vocab, spec.src_vocab_size), ("target", task.tgt_vocab, spec.tgt_vocab_size))
+    for side, vocab, size in sides:
+        if not isinstance(getattr(vocab, "codec", vocab), PretrainedCodec) and len(vocab) != size:
+            tokenizer = getattr(task.params, "tokenizer", None)
+            learned = f" (task.tokenizer {tokenizer})" if tokenizer is not None else ""
+            raise ConfigError(f"train.init_from {source!r}: its model reads a {side} vocabulary of {size} ids, and the "
+                              f"task's holds {len(vocab)}{learned}, so the same ids would mean other tokens; give the "
+                              "task the tokenizer the model was trained with (task.tokenizer_dir, a folder that a "
+                              "tokenizer's save_pretrained wrote)")
 
 
 def as_built(spec: ModelSpec) -> dict[str, Any]:
