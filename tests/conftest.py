@@ -64,6 +64,18 @@ is for behaviour, where parts meet."""
 PART_IDS = [f"{axis}={name}" for axis, name in PARTS]
 
 
+def parts_met(excluded: set[tuple[str, str]] = frozenset()) -> list[dict[str, str]]:
+    """Rows of one part per axis in which every registered part (but those `excluded`) appears:
+    as many rows as the largest axis has parts, for behaviour measured on a model a row at several
+    widths (the coordinate check), where parts meet; a failing module's row names its part."""
+    names = {axis: [n for n in zoo.registry(axis).names() if (axis, n) not in excluded] for axis in zoo.AXES}
+    return [{axis: parts[i % len(parts)] for axis, parts in names.items()} for i in range(max(map(len, names.values())))]
+
+
+def row_id(row: dict[str, str]) -> str:
+    return ",".join(f"{axis}={name}" for axis, name in row.items())
+
+
 def axis_values(axis: str) -> list[str]:
     """Each part of the axis, and each of the settings its Settings.TRIED names, as a part is
     written in a canonical name (`rope+fraction=0.5`)."""

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import PART_IDS, PARTS
+from conftest import PARTS, parts_met, row_id
 
 import zoo
 from zoo.compare.coord_check import constant_rate_steps, coord_check
@@ -23,19 +23,20 @@ WIDTHS = [32, 64, 128, 256]
 SMALL = ["model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1", "model.n_decoder_layers=1",
          "train.optimizer.lr=0.02", "train.batch_size=8"]
 """A base width of 32, two heads of 16, at a rate where the standard parametrization's growth shows in 4 steps."""
-SCALES = [(axis, name) for axis, name in PARTS if not getattr(zoo.registry(axis).get(name), "mup_refused", None)]
+SCALES = parts_met({(axis, name) for axis, name in PARTS if getattr(zoo.registry(axis).get(name), "mup_refused", None)})
 
 
-def part_sets(axis: str, name: str) -> list[str]:
-    return [f"model.{axis}={name}", *(["model.ffn.experts=2"] if name == "moe" else [])]
+def part_sets(parts: dict[str, str]) -> list[str]:
+    return [*(f"model.{axis}={name}" for axis, name in parts.items()),
+            *(["model.ffn.experts=2"] if parts["ffn"] == "moe" else [])]
 
 
-@pytest.mark.parametrize("axis, name", SCALES, ids=[i for i, p in zip(PART_IDS, PARTS, strict=True) if p in SCALES])
-def test_under_mup_no_layer_grows_with_width_and_under_standard_the_logits_do(axis, name):
+@pytest.mark.parametrize("parts", SCALES, ids=map(row_id, SCALES))
+def test_under_mup_no_layer_grows_with_width_and_under_standard_the_logits_do(parts):
     """Each module's update over 3 seeds: under muP none grows, and none but the logits vanishes
     (a random readout's W Δh falls as width^-1/2: measured -0.35 to -0.42 where it passes the
     threshold); under the standard parametrization the logits grow, and the threshold is half their slope."""
-    check = coord_check(load_experiment(None, [*SMALL, *part_sets(axis, name)]), WIDTHS, steps=4)
+    check = coord_check(load_experiment(None, [*SMALL, *part_sets(parts)]), WIDTHS, steps=4)
     assert check.seeds == 3 and [row.module for row in check.grows("mup")] == [] and not check.failed("mup")
     assert [row.module for row in check.vanishes("mup")] in ([], ["generator"]), check.table()
     grows = {row.module: row for row in check.grows("standard")}
