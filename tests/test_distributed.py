@@ -133,3 +133,38 @@ def test_a_refusal_under_torchrun_is_said_once_and_exits_2(tmp_path):
 def test_the_exit_code_of_a_torchrun_is_the_rank_that_ended_by_itself(exit_codes, expected):
     failed = SimpleNamespace(failures={rank: SimpleNamespace(exitcode=code) for rank, code in exit_codes.items()})
     assert rank_exit_code(failed) == expected
+
+
+def processes_naming(text: str) -> list[int]:
+    """The pids of this machine's processes whose command line holds `text`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if text.encode() in handle.read():
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_sigterm_to_zoo_train_procs_stops_every_rank_once_with_the_signals_status(tmp_path, parallel):
+    """The new user's FSDP run: the stop was said by each rank, then torchrun's traceback, exit 1;
+    and a SIGTERM to `zoo train --procs` alone left its ranks training as orphans."""
+    experiment = tiny_experiment(tmp_path, train={"steps": 100_000, "checkpoint_every": 50, "eval_every": 100_000,
+                                                  "log_every": 10, "parallel": parallel})
+    file = tmp_path / "stopped-run.yaml"
+    file.write_text(yaml.safe_dump(experiment))
+    process = subprocess.Popen([sys.executable, "-m", "zoo.cli", "train", str(file), "--procs", "2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    while not (line := process.stdout.readline()).startswith("step 60/"):
+        assert line, "the run ended before its first checkpoint"
+    process.terminate()
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    assert err.count("stopped by SIGTERM after step") == 1 and "Traceback" not in err, err
+    assert processes_naming(str(file)) == [], "no rank trains on"
+    saved = run_dir_of(experiment) / ("checkpoint.dcp" if parallel == "fsdp" else "checkpoint.pt")
+    assert saved.exists() and "continue with --resume" in err

@@ -36,16 +36,20 @@ def torchrun_command(experiment_file: Path, processes: int) -> list[str]:
 
 
 def main() -> None:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
     from zoo.trainer.guards import die_with_parent
 
-    die_with_parent()  # the sweep's death reaches torchrun ...
+    die_with_parent()  # the sweep's (or zoo train --procs's) death reaches torchrun ...
     os.environ["ZOO_PARENT_PID"] = str(os.getpid())  # ... and torchrun's reaches each rank it starts
-    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)  # its report of a rank's end: below
+    for name in ("torch.distributed.elastic", "torch.distributed.elastic.agent.server.api"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)  # its reports of a rank's end and of a signal: below
     try:
         run(parse_args(sys.argv[1:]))
+    except SignalException as stopped:  # passed on to the ranks, which stopped; rank 0 said where
+        raise SystemExit(128 + int(stopped.sigval)) from None
     except ChildFailedError as failed:  # a refusal: rank 0 said why (zoo.errors.say); anything else, one line here
         rank, code = rank_exit_code(failed)
         if code != 2 or rank != 0:  # a refusal rank 0 did not say (it met none, or was stopped first)
@@ -69,7 +73,21 @@ def rank_exit_code(failed) -> tuple[int, int]:
 
 def launch_ranks(command: list[str], processes: int) -> int:
     """Run `python COMMAND` (`-m MODULE ARGS`) in `processes` ranks under this launcher (torchrun on
-    this machine, --standalone): its exit code, 2 for a refusal said once by rank 0."""
+    this machine, --standalone): its exit code, 2 for a refusal said once by rank 0. A SIGTERM or
+    SIGINT here goes to torchrun alone (in a session of its own, so a terminal's Ctrl-C arrives
+    once), which passes it to its ranks: they checkpoint and stop, rank 0 says so, and the code is
+    the signal's (143, 130). Torchrun dies with this process, so no rank trains on as an orphan."""
+    import signal
     import subprocess
 
-    return subprocess.call([sys.executable, "-c", LAUNCHER, "--standalone", f"--nproc_per_node={processes}", *command])
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, "--standalone", f"--nproc_per_node={processes}",
+                                 *command], env={**os.environ, "ZOO_PARENT_PID": str(os.getpid())},
+                                start_new_session=True)
+    stops = (signal.SIGTERM, signal.SIGINT)
+    before = {signum: signal.signal(signum, lambda signum, _frame: launcher.send_signal(signum)) for signum in stops}
+    try:
+        code = launcher.wait()
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    return 128 - code if code < 0 else code
