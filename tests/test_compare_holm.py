@@ -68,9 +68,9 @@ def test_one_decision_rule_a_difference_separates_by_its_holm_p_alone():
     assert separates(Estimate(0.0, 0.0, 4, 0.0, 0.0), 0.0) == 0, "a certain zero separates nothing"
     assert separates(clear, math.nan) == 0, "one pair: no test, no separation"
     assert transfer_verdict(clear, clear, 0.01, 0.01) == "transfers"
-    assert transfer_verdict(clear, clear, 0.01, 0.095) == "only on A"
+    assert transfer_verdict(clear, clear, 0.01, 0.095) == "separates on A only (B not separated, inconclusive)"
     assert transfer_verdict(clear, Estimate(-0.1, 0.01, 4, -0.2, -0.05), 0.01, 0.02) == "reverses"
-    assert transfer_verdict(clear, clear, 0.2, 0.095) == "separates on neither"
+    assert transfer_verdict(clear, clear, 0.2, 0.095) == "not separated on either (inconclusive)"
 
 
 def test_a_constant_difference_below_float32s_resolution_is_no_difference(tmp_path):

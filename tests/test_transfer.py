@@ -81,8 +81,9 @@ def test_effects_side_by_side_with_verdicts(tmp_path):
     text = report.markdown.read_text()
     verdicts = {line.split(" | ")[1]: line.split(" | ")[-1].rstrip(" |") for line in text.splitlines()
                 if line.startswith("| ") and " − " in line}
-    assert verdicts == {"pre − post": "reverses", "gelu − relu": "transfers", "swiglu − relu": "separates on neither",
-                        "learned − sinusoidal": "only on A"}
+    assert verdicts == {"pre − post": "reverses", "gelu − relu": "transfers",
+                        "swiglu − relu": "not separated on either (inconclusive)",
+                        "learned − sinusoidal": "separates on A only (B not separated, inconclusive)"}
     assert "| norm | pre − post | 0.2 | [0.2, 0.2] | 24 | -0.0999 | [" in text
 
 

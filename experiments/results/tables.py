@@ -154,7 +154,7 @@ def by_kind(folder: Path, metrics: list[str]) -> str:
         tests = [next(adjusted) for _ in cells]
         first, second = (oriented(e, goal_of(metrics[0])) for _, e in cells[:2])
         said = transfer_verdict(first, second, *tests[:2])
-        sides = {"only on A": f"only on {kinds[0]}", "only on B": f"only on {kinds[1]}"}
+        sides = named_sides(kinds[0], kinds[1])
         lines.append(f"| {label} | " + " | ".join(shown(e, p) for (_, e), p in zip(cells, tests))
                      + f" | {sides.get(said, said)} |")
     return "\n".join(lines) + (f"\n\nPairs per difference: {cells[0][1].n}; bold (and the verdict): Holm p < 0.05 "
@@ -179,6 +179,13 @@ def falls(folder: Path, metrics: list[str], shown_runs: int = 4) -> str:
     return "\n".join(lines) + "\n"
 
 
+def named_sides(a: str, b: str) -> dict[str, str]:
+    """The verdicts that name a side (transfer_verdict's A and B), with the sides' own names."""
+    return {"separates on A only (B not separated, inconclusive)": f"separates on {a} only ({b} not separated, "
+            "inconclusive)", "separates on B only (A not separated, inconclusive)": f"separates on {b} only ({a} not "
+            "separated, inconclusive)"}
+
+
 def transfer(folders: list[Path], metrics: list[str]) -> str:
     """Each axis's paired effect on sweep A and on sweep B, the verdict, then Kendall's tau."""
     if len(folders) != 2 or len(metrics) != 2:
@@ -189,7 +196,7 @@ def transfer(folders: list[Path], metrics: list[str]) -> str:
     a, b = first.read, second.read
     lines = [f"| paired difference | {a.comparison.name}, `{metrics[0]}` [95% CI, unadjusted] | "
              f"{b.comparison.name}, `{metrics[1]}` [95% CI, unadjusted] | verdict |", "|---|---|---|---|"]
-    sides = {"only on A": f"only on {a.comparison.name}", "only on B": f"only on {b.comparison.name}"}
+    sides = named_sides(a.comparison.name, b.comparison.name)
     for ea, eb in measured.effects:
         for (value, da), (_, db), (_, pa), (_, pb) in zip(ea.differences, eb.differences, ea.tests, eb.tests):
             said = transfer_verdict(oriented(da, a.comparison.goal), oriented(db, b.comparison.goal), pa, pb)

@@ -80,8 +80,9 @@ def transfer_verdict(a: Estimate, b: Estimate, holm_a: float, holm_b: float) -> 
     if sa and sb:
         return "transfers" if sa == sb else "reverses"
     if sa or sb:
-        return "only on A" if sa else "only on B"
-    return "separates on neither"
+        return "separates on A only (B not separated, inconclusive)" if sa else \
+            "separates on B only (A not separated, inconclusive)"
+    return "not separated on either (inconclusive)"
 
 
 def oriented(e: Estimate, goal: str) -> Estimate:

@@ -158,8 +158,8 @@ def transfer(dir_a: str | Path, dir_b: str | Path, out: str | Path | None = None
              "Paired differences with 95% t-intervals (unadjusted for the family), each on its task's metric. A "
              "difference separates where its Holm-adjusted p (over its sweep's paired differences) is below 0.05; "
              "the verdict reads that with each "
-             "metric's direction: `transfers` (both separate, the same way better), `reverses`, `only on A`, "
-             "`only on B`, `separates on neither`.", "",
+             "metric's direction: `transfers` (both separate, the same way better), `reverses`, `separates on A "
+             "only` or `on B only` (the other not separated, inconclusive), `not separated on either (inconclusive)`.", "",
              *markdown_table(effect_table[0], as_text(effect_table[1])), "", "## Plot", "",
              *(f"![{p.stem}]({p.name})" for p in plots), ""]
     markdown = folder / "transfer.md"
