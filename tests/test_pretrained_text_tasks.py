@@ -96,7 +96,7 @@ def test_a_learned_vocabulary_of_another_size_than_the_models_is_refused_with_bo
     size = zoo.from_pretrained(folder).spec.tgt_vocab_size
     chars = len(build_task(experiment["task"], seed=0).src_vocab)
     assert chars < size
-    with pytest.raises(zoo.ConfigError, match=rf"its model reads a source vocabulary of {size} ids, and the task's "
+    with pytest.raises(zoo.ConfigError, match=rf"its model reads a vocabulary of {size} ids, and the task's "
                                               rf"holds {chars} \(task\.tokenizer char\), so the same ids would mean "
                                               r"other tokens; give the task the tokenizer the model was trained with"):
         zoo.train(experiment)

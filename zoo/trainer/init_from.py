@@ -75,12 +75,13 @@ def check_vocabulary_sizes(source: str, spec: ModelSpec, task: Task) -> None:
     the tokens the model was trained on (its ids would fit a larger model silently)."""
     from zoo.tasks.pretrained_tokenizer import PretrainedCodec
 
-    sides = (("source", task.src_vocab, spec.src_vocab_size), ("target", task.tgt_vocab, spec.tgt_vocab_size))
+    sides = [("", task.src_vocab, spec.src_vocab_size)] if task.src_vocab is task.tgt_vocab else \
+        [("source ", task.src_vocab, spec.src_vocab_size), ("target ", task.tgt_vocab, spec.tgt_vocab_size)]
     for side, vocab, size in sides:
         if not isinstance(getattr(vocab, "codec", vocab), PretrainedCodec) and len(vocab) != size:
             tokenizer = getattr(task.params, "tokenizer", None)
             learned = f" (task.tokenizer {tokenizer})" if tokenizer is not None else ""
-            raise ConfigError(f"train.init_from {source!r}: its model reads a {side} vocabulary of {size} ids, and the "
+            raise ConfigError(f"train.init_from {source!r}: its model reads a {side}vocabulary of {size} ids, and the "
                               f"task's holds {len(vocab)}{learned}, so the same ids would mean other tokens; give the "
                               "task the tokenizer the model was trained with (task.tokenizer_dir, a folder that a "
                               "tokenizer's save_pretrained wrote)")
