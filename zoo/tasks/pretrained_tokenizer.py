@@ -57,6 +57,17 @@ def _start_id(folder: str, ids: dict[str, int | None], vocab_size: int) -> int:
     return start
 
 
+def named_id(tokenizer, folder: str, role: str) -> int | None:
+    """The id of the token the folder's configuration names for `role` (pad, eos, bos, mask), None
+    where it names none; a named token that tokenizer.json lacks is an error."""
+    settings = {**_read_json(Path(folder) / "special_tokens_map.json"), **_read_json(Path(folder) / "tokenizer_config.json")}
+    token = _token_text(settings.get(f"{role}_token"), f"{role}_token in {folder}")
+    found = tokenizer.token_to_id(token) if token else None
+    if token and found is None:
+        raise ConfigError(f"task.tokenizer_dir {folder!r}: its {role}_token {token!r} is not in tokenizer.json")
+    return found
+
+
 @lru_cache(maxsize=8)
 def _load(folder: str, stamp: tuple[float, ...]):
     """(tokenizer, {"pad_id", "bos_id", "eos_id"}) of a folder, read again when a file changes (`stamp`)."""
@@ -71,14 +82,7 @@ def _load(folder: str, stamp: tuple[float, ...]):
         tokenizer = Tokenizer.from_str(text)
     except Exception as err:  # the library raises its own Exception subclass for a damaged file
         raise ConfigError(f"task.tokenizer_dir: {path} is not a tokenizers file ({err})") from None
-    settings = {**_read_json(Path(folder) / "special_tokens_map.json"), **_read_json(Path(folder) / "tokenizer_config.json")}
-    ids = {}
-    for role in ("pad", "eos", "bos"):
-        token = _token_text(settings.get(f"{role}_token"), f"{role}_token in {folder}")
-        found = tokenizer.token_to_id(token) if token else None
-        if token and found is None:
-            raise ConfigError(f"task.tokenizer_dir {folder!r}: its {role}_token {token!r} is not in tokenizer.json")
-        ids[role] = found
+    ids = {role: named_id(tokenizer, folder, role) for role in ("pad", "eos", "bos")}
     for role in ("pad", "eos"):
         if ids[role] is None:
             raise ConfigError(f"task.tokenizer_dir {folder!r}: tokenizer_config.json names no {role}_token; "
@@ -98,14 +102,10 @@ def tokenizer_special_ids(folder: str) -> dict[str, int]:
 
 def tokenizer_mask_id(folder: str) -> int:
     """The id of the folder's mask_token, which masked-token prediction writes where it hides one."""
-    tokenizer = read_folder(folder)[0]
-    settings = {**_read_json(Path(folder) / "special_tokens_map.json"), **_read_json(Path(folder) / "tokenizer_config.json")}
-    token = _token_text(settings.get("mask_token"), f"mask_token in {folder}")
-    found = tokenizer.token_to_id(token) if token else None
+    found = named_id(read_folder(folder)[0], folder, "mask")
     if found is None:
-        raise ConfigError(f"task.tokenizer_dir {folder!r}: " + (f"its mask_token {token!r} is not in tokenizer.json"
-                          if token else "tokenizer_config.json names no mask_token, which mlm writes where it hides "
-                          "a token; give a masked language model's tokenizer (RoBERTa's, BERT's)"))
+        raise ConfigError(f"task.tokenizer_dir {folder!r}: tokenizer_config.json names no mask_token, which mlm writes "
+                          "where it hides a token; give a masked language model's tokenizer (RoBERTa's, BERT's)")
     return found
 
 
