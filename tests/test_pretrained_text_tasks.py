@@ -120,3 +120,17 @@ def test_mlm_masks_with_the_tokenizers_mask_token_and_draws_only_ordinary_ids(tm
 def test_mlm_with_a_tokenizer_that_names_no_mask_token_is_refused_by_name(llama):
     with pytest.raises(zoo.ConfigError, match=r"tokenizer_config\.json names no mask_token, which mlm writes"):
         build_task(task_fields("mlm", tokenizer_dir=str(llama[0])), seed=0)
+
+
+def test_init_from_a_folder_reads_mlm_through_its_tokenizer_and_the_mask_is_its_own(tmp_path):
+    """mlm's vocabulary wraps the tokenizer's codec (its mask): the check that a folder's model reads
+    the task's ids sees through it, as the size check does."""
+    from zoo.trainer.init_from import check_same_tokens, check_vocabulary_sizes
+
+    folder = language_model_folder(tmp_path / "roberta", mask=True)[0]
+    task = build_task(task_fields("mlm", tokenizer_dir=str(folder), test_size=16), seed=0)
+    check_same_tokens(folder, task)
+    check_vocabulary_sizes(str(folder), zoo.from_pretrained(folder).spec, task)
+    other = build_task(task_fields("mlm", tokenizer="char"), seed=0)
+    with pytest.raises(zoo.ConfigError, match=r"the folder's model reads ids of its own tokenizer"):
+        check_same_tokens(folder, other)

@@ -60,25 +60,32 @@ def check_same_tokens(path: Path, task: Task) -> None:
         return
     if not (path / "tokenizer.json").is_file():
         return  # a zoo model folder holds no vocabulary: the ids are the caller's to match
-    from zoo.tasks.pretrained_tokenizer import PretrainedCodec, read_folder
+    from zoo.tasks.pretrained_tokenizer import read_folder
 
     theirs = read_folder(str(path))[0].get_vocab()
-    if not all(isinstance(vocab, PretrainedCodec) and vocab.tokenizer.get_vocab() == theirs
+    if not all((codec := pretrained_codec(vocab)) is not None and codec.tokenizer.get_vocab() == theirs
                for vocab in (task.src_vocab, task.tgt_vocab)):
         raise ConfigError(f"train.init_from {str(path)!r}: the folder's model reads ids of its own tokenizer, and the "
                           f"task does not use it; set task.tokenizer_dir: {str(path)!r} (or leave the task's "
                           "tokenizer settings out: a folder's tokenizer is then the task's)")
 
 
+def pretrained_codec(vocab):
+    """The pretrained tokenizer's codec a task vocabulary reads with (itself, or the codec mlm's
+    mask vocabulary wraps); None for a vocabulary the task learned."""
+    from zoo.tasks.pretrained_tokenizer import PretrainedCodec
+
+    codec = getattr(vocab, "codec", vocab)
+    return codec if isinstance(codec, PretrainedCodec) else None
+
+
 def check_vocabulary_sizes(source: str, spec: ModelSpec, task: Task) -> None:
     """A vocabulary the task learned from its data, of another size than the model's, cannot be
     the tokens the model was trained on (its ids would fit a larger model silently)."""
-    from zoo.tasks.pretrained_tokenizer import PretrainedCodec
-
     sides = [("", task.src_vocab, spec.src_vocab_size)] if task.src_vocab is task.tgt_vocab else \
         [("source ", task.src_vocab, spec.src_vocab_size), ("target ", task.tgt_vocab, spec.tgt_vocab_size)]
     for side, vocab, size in sides:
-        if not isinstance(getattr(vocab, "codec", vocab), PretrainedCodec) and len(vocab) != size:
+        if pretrained_codec(vocab) is None and len(vocab) != size:
             tokenizer = getattr(task.params, "tokenizer", None)
             learned = f" (task.tokenizer {tokenizer})" if tokenizer is not None else ""
             raise ConfigError(f"train.init_from {source!r}: its model reads a {side}vocabulary of {size} ids, and the "
