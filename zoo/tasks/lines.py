@@ -71,8 +71,6 @@ class TextLines(Task):
 
     Params = LinesParams
     generates = False
-    drops_long_documents = True
-    """Whether the training rows are the documents no longer than max_tokens (lm's pack cuts them all)."""
 
     def __init__(self, params: LinesParams, seed: int, state: dict[str, Any] | None = None):
         super().__init__(params, seed)
@@ -88,12 +86,11 @@ class TextLines(Task):
         self.pad_id = self.special_ids_for(p)["pad_id"]
         self.tgt_vocab = self.src_vocab
         encoded = list(map(codec.encode, train))
-        self.train_lines = self.training_rows(encoded)
-        self.train_too_long = len(encoded) - len(self.train_lines) if self.drops_long_documents else 0
+        self.train_lines, self.train_too_long = self.training_rows(encoded)
         self.order = EpochOrder(self.seed, len(self.train_lines))
 
-    def training_rows(self, documents: list[list[int]]) -> list[list[int]]:
-        """The encoded training documents that fit in max_tokens, a row each."""
+    def training_rows(self, documents: list[list[int]]) -> tuple[list[list[int]], int]:
+        """The encoded training documents that fit in max_tokens, a row each, and how many did not."""
         limit = self.params.max_tokens
         rows = [ids for ids in documents if len(ids) <= limit]
         if not rows:
@@ -101,7 +98,7 @@ class TextLines(Task):
                               f"{min(map(len, documents))} tokens, bos and eos counted); raise it"
                               + (", or pack the documents into rows (task.pack), which keeps them all"
                                  if "pack" in type(self.params).model_fields else ""))
-        return rows
+        return rows, len(documents) - len(rows)
 
     def wrap(self, codec):
         return codec
@@ -204,11 +201,7 @@ class LanguageModeling(TextLines):
     scores_text = True
     kinds: ClassVar[tuple[str, ...]] = ("decoder",)
 
-    @property
-    def drops_long_documents(self) -> bool:
-        return self.params.pack is None
-
-    def training_rows(self, documents: list[list[int]]) -> list[list[int]]:
+    def training_rows(self, documents: list[list[int]]) -> tuple[list[list[int]], int]:
         """With pack, every document joined end to end and cut into rows, a long one across
         several (nanoGPT, litgpt): max_tokens leaves none out."""
         pack = self.params.pack
@@ -218,7 +211,7 @@ class LanguageModeling(TextLines):
         if not rows:
             raise ConfigError(f"task.pack {pack}: the training documents hold {sum(map(len, documents))} tokens, "
                               "fewer than one row")
-        return rows
+        return rows, 0
 
     def held_out(self, size: int | None, split: str) -> list[list[int]]:
         """The split's lines, or with `pack` the rows its lines pack into, in the files' order."""
