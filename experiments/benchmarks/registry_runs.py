@@ -44,7 +44,7 @@ def published() -> dict[str, set[str]]:
     found: dict[str, set[str]] = {"optimizer": set(), "schedule": set()}
     for ledger in (EXPERIMENTS / "results").glob("*/ledger.jsonl"):
         sweep, base = read_saved_sweep(ledger.parent)
-        for cell in expand(sweep):
+        for cell in {cell.assignment: cell for cell in expand(sweep)}.values():  # seeds share their train settings
             train = cell_experiment(sweep, base, cell).train
             found["optimizer"].add(train.optimizer.name)
             found["schedule"].add(train.schedule.name)

@@ -112,16 +112,35 @@ def exact_parameters(spec: ModelSpec, buffers: bool = True) -> int:
             continue
         one, two = count(name, 1), count(name, 2)
         total += one + (site.layers - 1) * (two - one)
-    shared = 0
-    if spec.embeddings.share:  # the decoder's table (and its projection where factorized) are the encoder's
-        with torch.device("meta"):
-            embed = model_stack(spec, "decoder", sites, 0).embed
-        shared = sum(p.numel() for name, p in embed.named_parameters() if name.split(".")[0] in ("tokens", "project"))
+    return total - shared_table(spec, sites) + head_parameters(spec, buffers)
+
+
+def shared_table(spec: ModelSpec, sites: dict) -> int:
+    """Parameters each stack's count holds though the encoder's stack holds them: with shared
+    embeddings, the decoder's table (and its projection where factorized)."""
+    if not spec.embeddings.share:
+        return 0
+    with torch.device("meta"):
+        embed = model_stack(spec, "decoder", sites, 0).embed
+    return sum(p.numel() for name, p in embed.named_parameters() if name.split(".")[0] in ("tokens", "project"))
+
+
+def head_parameters(spec: ModelSpec, buffers: bool = False) -> int:
+    """The output projection's own parameters: a tied table is counted in its stack."""
     with torch.device("meta"):
         head = OutputProjection(spec)
-    generator = sum(p.numel() for name, p in head.named_parameters()  # the tied table: counted in its stack
-                    if not (name == "weight" and spec.embeddings.tie) and (buffers or p.requires_grad))
-    return total - shared + generator
+    return sum(p.numel() for name, p in head.named_parameters()
+               if not (name == "weight" and spec.embeddings.tie) and (buffers or p.requires_grad))
+
+
+def non_embedding_parameters(spec: ModelSpec) -> int:
+    """Trained parameters but the token and position tables and the output projection (Kaplan et
+    al.'s N): what grows with the model's width and depth, not with its vocabulary or context."""
+    sites = stack_sites(spec)
+    with torch.device("meta"):
+        tables = sum(p.numel() for name in sites for p in model_stack(spec, name, sites, 0).embed.parameters()
+                     if p.requires_grad)
+    return exact_parameters(spec, buffers=False) - (tables - shared_table(spec, sites)) - head_parameters(spec)
 
 
 def size_text(spec: ModelSpec) -> str:

@@ -40,6 +40,7 @@ from zoo.sweep.keys import (
     twice_set,
 )
 from zoo.sweep.names import SAFE, assignment_text, job_type, value_text
+from zoo.sweep.token_ratio import check_steps_unset, ratio_steps
 
 ROW, SIZE = "row", "size"
 NAMED = {ROW: "rows", SIZE: "sizes"}
@@ -116,6 +117,12 @@ class SweepSpec(Strict):
     fit: FitSettings | None = Field(None, description="fit each variant's metric against compute across the sizes: "
                                                       "{against: compute | parameters, extrapolate: 10}; a sweep of "
                                                       "3 or more sizes is fitted with these defaults without it")
+    tokens_per_parameter: float | None = Field(
+        None, gt=0, allow_inf_nan=False,
+        description="train each cell on this many labels per non-embedding parameter of its model (Kaplan et al.'s "
+                    "N; Chinchilla's ladders: about 20), so that a ladder's sizes train tokens in proportion to their "
+                    "size: each cell's train.steps follows from its model, its rows packed to one length (task.pack) "
+                    "(zoo.sweep.token_ratio); null: the steps the experiment gives")
     out_dir: str = Field("sweeps", description="the sweep's folder is OUT_DIR/NAME")
     max_cells: PositiveInt = Field(MAX_CELLS, description="the most cells (grid values times seeds) the sweep may "
                                                           "have; counted before the grid expands (--max-cells N)")
@@ -375,10 +382,14 @@ def shard(cells: Sequence[Cell], index: int, count: int) -> list[Cell]:
 def cell_experiment(sweep: SweepSpec, base: dict[str, Any], cell: Cell) -> ExperimentSpec:
     """The cell's experiment: the base, the grid values and the seed, logged into the sweep's group."""
     data = {**written_defaults(), **copy.deepcopy(dict(base))}  # as written: a grid's preset replaces the base's
+    if sweep.tokens_per_parameter is not None:
+        check_steps_unset(data, "the base")
     for key, value in cell.assignment:
         for field, setting in (sweep.named(key)[value].items() if key in NAMED else [(key, value)]):
             # a copy: a later key setting a field inside this value must not change the sweep's own value
             assign(data, field, copy.deepcopy(setting), f"{key} {value!r}: " if key in NAMED else "grid ")
+    if sweep.tokens_per_parameter is not None:
+        check_steps_unset(data, f"cell {cell.name}'s values")
     folder, labels = sweep.directory(), sweep.labels()
     tags = [f"{labels[key]}={value_text(value)}" for key, value in cell.assignment]
     config = {labels[key]: value if isinstance(value, str | int | float | bool) else value_text(value)
@@ -388,6 +399,10 @@ def cell_experiment(sweep: SweepSpec, base: dict[str, Any], cell: Cell) -> Exper
                        ("wandb.dir", str(folder)), ("wandb.tags", [*data.get("wandb", {}).get("tags", []), "sweep", *tags]),
                        ("wandb.config", {**config, "variant": cell.variant})):
         assign(data, key, value)
+    experiment = validate_experiment(data, f"sweep {sweep.name!r}, cell {cell.name}")
+    if sweep.tokens_per_parameter is None:
+        return experiment
+    assign(data, "train.steps", ratio_steps(experiment, sweep.tokens_per_parameter))
     return validate_experiment(data, f"sweep {sweep.name!r}, cell {cell.name}")
 
 
