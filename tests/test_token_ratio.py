@@ -53,7 +53,8 @@ def ladder(tmp_path, train=None, task=None, **fields):
                                                                               "checkpoint_every": 1000, **(train or {})})
     del base["train"]["steps"]
     sweep = SweepSpec.model_validate({"name": "ratio", "sizes": SIZES, "grid": {"size": list(SIZES)},
-                                      "out_dir": str(tmp_path), "tokens_per_parameter": 2.0, **fields})
+                                      "out_dir": str(tmp_path), "tokens_per_parameter": 2.0, "metric": "test/loss",
+                                      **fields})
     return sweep, base
 
 
@@ -103,3 +104,15 @@ def test_steps_that_no_count_before_the_run_can_give_are_refused(tmp_path):
     sweep, base = ladder(tmp_path, task=folder_task(tmp_path / "corpus"))
     with pytest.raises(zoo.ConfigError, match=r"task 'lm' gives no task\.pack"):
         cell_experiment(sweep, base, expand(sweep)[0])
+
+
+def test_a_dry_run_says_each_cells_steps_before_anything_trains(tmp_path, capsys):
+    from zoo.cli import main
+    from zoo.specs.yamlio import dump_yaml
+
+    sweep, base = ladder(tmp_path)
+    (tmp_path / "ratio.yaml").write_text(dump_yaml({**sweep.model_dump(mode="json", exclude_defaults=True), "base": base}))
+    main(["sweep", str(tmp_path / "ratio.yaml"), "--dry-run"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:-1] == [f"{cell.name}  ->  {sweep.directory() / 'runs' / cell.name}  "
+                          f"({cell_experiment(sweep, base, cell).train.steps:,} steps)" for cell in expand(sweep)]

@@ -15,7 +15,7 @@ class SweepCommand(Command):
     """train a grid of variants over seeds in worker processes"""
 
     def run(self, args: argparse.Namespace) -> None:
-        from zoo.sweep import expand, export_wandb, load_sweep, run_sweep, shard
+        from zoo.sweep import cell_experiment, expand, export_wandb, load_sweep, run_sweep, shard
         from zoo.sweep.export import find_cell
         from zoo.sweep.runner import check_folder
 
@@ -29,8 +29,9 @@ class SweepCommand(Command):
         if args.dry_run:
             check_folder(sweep.directory(), sweep, base)
             cells = shard(expand(sweep), int(index), int(count))
-            for cell in cells:
-                print(f"{cell.name}  ->  {sweep.directory() / 'runs' / cell.name}")
+            for cell in cells:  # steps that tokens_per_parameter derives are said, to be seen before anything trains
+                steps = f"  ({cell_experiment(sweep, base, cell).train.steps:,} steps)" if sweep.tokens_per_parameter else ""
+                print(f"{cell.name}  ->  {sweep.directory() / 'runs' / cell.name}{steps}")
             print(f"{len(cells)} cells of {len(expand(sweep))} in shard {args.shard}; folder {sweep.directory()}")
             return
         if args.cell:
