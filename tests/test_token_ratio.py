@@ -71,16 +71,25 @@ def test_each_size_trains_the_labels_its_parameters_ask_for(tmp_path, accumulate
     assert steps["d16"] < steps["d32"] < steps["d48"]
 
 
-def test_a_trained_cell_scores_the_labels_the_ratio_asked_for(tmp_path):
+@pytest.mark.slow  # trains the three sizes of a ladder
+def test_a_trained_ladder_scores_the_labels_the_ratio_asked_for_and_its_table_says_so(tmp_path):
+    from zoo.compare import compare
+    from zoo.sweep import run_sweep
+
     sweep, base = ladder(tmp_path, train={"batch_size": 4, "warmup_steps": 1}, tokens_per_parameter=0.2)
-    experiment = cell_experiment(sweep, base, expand(sweep)[0])
-    result = zoo.train(experiment.model_dump(mode="json"))
-    parameters = non_embedding_parameters(experiment.model.sized(50, 50))
-    last = next(row for row in reversed(result.history) if "train/tokens" in row)
-    assert last["train/step"] == experiment.train.steps > 1
-    tokens = last["train/tokens"]
-    assert tokens == experiment.train.steps * 4 * 16
-    assert 0.2 * parameters <= tokens < 0.2 * parameters + 4 * 16
+    base["wandb"]["mode"] = "disabled"
+    assert set(run_sweep(sweep, base, echo=lambda _: None).values()) == {"finished"}
+    report = compare(sweep.directory(), wandb_mode="disabled")
+    table = report.analysis["scaling"]
+    assert table.ladder_columns[-2:] == ["non-embedding parameters", "tokens per non-embedding parameter"]
+    for cell, row in zip(expand(sweep), table.ladder, strict=True):
+        experiment = cell_experiment(sweep, base, cell)
+        parameters = non_embedding_parameters(experiment.model.sized(50, 50))
+        tokens = experiment.train.steps * 4 * 16  # every step scores 4 rows of 16 labels
+        assert 0.2 * parameters <= tokens < 0.2 * parameters + 4 * 16
+        assert row[0] == f"size={dict(cell.assignment)['size']}"
+        assert row[5:] == [f"{tokens:,}", row[6], f"{parameters:,}", f"{tokens / parameters:.1f}"]
+    assert "| non-embedding parameters | tokens per non-embedding parameter |" in report.markdown.read_text()
 
 
 def test_a_step_count_written_beside_the_ratio_is_refused_by_where_it_is(tmp_path):

@@ -102,6 +102,13 @@ class Checked:
             f"off: measured {'above' if self.error.mean > 0 else 'below'} the prediction"
 
 
+LADDER_COLUMNS = ["size", "variant", "d_model x heads x layers", "parameters", "training FLOPs", "tokens",
+                  "tokens per parameter"]
+RATIO_COLUMNS = ["non-embedding parameters", "tokens per non-embedding parameter"]
+"""The ladder's columns where its sweep sets tokens_per_parameter (zoo.sweep.token_ratio): the
+count that ratio is of, and the ratio each size trained."""
+
+
 @dataclass
 class Scaling:
     against: str
@@ -110,11 +117,13 @@ class Scaling:
     variants: list[VariantFit]
     differences: list[Extrapolated]
     ladder: list[list[str]]
-    """Each size and variant: parameters, training FLOPs, tokens, tokens per parameter (means over seeds)."""
+    """Each size and variant: parameters, training FLOPs, tokens, tokens per parameter (means over
+    seeds); where the sweep sets tokens_per_parameter, also the ratio it set (ladder_columns)."""
     notes: list[str]
     checks: list[Checked] = field(default_factory=list)
     multipliers: list[Multiplier] = field(default_factory=list)
     """Each difference's joint law (one E, one exponent): the compute one variant is worth of the other."""
+    ladder_columns: list[str] = field(default_factory=lambda: list(LADDER_COLUMNS))
 
 
 def x_of(record: RunRecord, against: str) -> float | None:
@@ -218,7 +227,8 @@ def scaling(sweep: Comparison, records: Sequence[RunRecord]) -> Scaling | None:
                      "forward_flops, or a resume from a checkpoint that did not count it)")
     ladder = ladder_rows(sweep, records, sizes, others)
     if any(note.startswith("no fit") for note in notes):
-        return Scaling(against, multiple, list(variants.values()), [], ladder, notes)
+        return Scaling(against, multiple, list(variants.values()), [], ladder, notes,
+                       ladder_columns=ladder_columns(sweep))
     floor = resolved.bounds[0]
     for variant in variants.values():
         for seed, points in sorted(variant.by_seed().items()):
@@ -242,7 +252,8 @@ def scaling(sweep: Comparison, records: Sequence[RunRecord]) -> Scaling | None:
                     differences.append(found)
                     checks += [c for size in held if (c := checked_difference(label, reference, other, size))]
     checks = [*(c for v in variants.values() for size in held if (c := checked_variant(v, size))), *checks]
-    return Scaling(against, multiple, list(variants.values()), differences, ladder, notes, checks, multipliers)
+    return Scaling(against, multiple, list(variants.values()), differences, ladder, notes, checks, multipliers,
+                   ladder_columns(sweep))
 
 
 def predictions(variant: VariantFit, size: Any) -> dict[int, tuple[float, float]]:
@@ -291,8 +302,29 @@ def ladder_rows(sweep: Comparison, records: Sequence[RunRecord], sizes: list[str
         tokens = mean_known([r.tokens for r in runs])
         rows.append([assignment_text(labels, zip(sizes, key[: len(sizes)], strict=True)),
                      assignment_text(labels, zip(others, key[len(sizes):], strict=True)) or "every run",
-                     shape(runs[0]), f"{parameters:,.0f}", f"{flops:.3g}", f"{tokens:,.0f}", f"{tokens / parameters:.1f}"])
+                     shape(runs[0]), f"{parameters:,.0f}", f"{flops:.3g}", f"{tokens:,.0f}", f"{tokens / parameters:.1f}",
+                     *(ratio_cells(runs[0], tokens) if sweep.design.tokens_per_parameter else [])])
     return rows
+
+
+def ladder_columns(sweep: Comparison) -> list[str]:
+    """The ladder table's columns: a ladder whose sweep sets tokens_per_parameter also shows the
+    count that ratio is of and the ratio each size trained."""
+    return [*LADDER_COLUMNS, *(RATIO_COLUMNS if sweep.design.tokens_per_parameter else [])]
+
+
+def ratio_cells(record: RunRecord, tokens: float) -> list[str]:
+    """The non-embedding parameters of the run's model (zoo.sweep.token_ratio) and the tokens it
+    trained per one of them; `—` where its recorded experiment does not say its model."""
+    from zoo.model.size_checks import non_embedding_parameters
+    from zoo.sweep.token_ratio import STAND_IN_VOCABULARY
+
+    try:
+        model = ModelRecipe.model_validate((record.experiment or {})["model"])
+    except (KeyError, ValueError, ValidationError):
+        return ["—", "—"]
+    counted = non_embedding_parameters(model.sized(STAND_IN_VOCABULARY, STAND_IN_VOCABULARY))
+    return [f"{counted:,}", f"{tokens / counted:.1f}"]
 
 
 def shape(record: RunRecord) -> str:

@@ -17,9 +17,6 @@ from zoo.compare.wandb_run import Rows
 from zoo.files import save_figure
 from zoo.sweep.names import value_text
 
-LADDER_COLUMNS = ["size", "variant", "d_model x heads x layers", "parameters", "training FLOPs", "tokens",
-                  "tokens per parameter"]
-
 
 def fit_interval(i: Interval, digits: int = 4) -> str:
     if not i.seeds:
@@ -91,7 +88,7 @@ def scaling_lines(s: Scaling, sweep: Comparison) -> list[str]:
            "other side of zero, grows or shrinks where its change is separated from zero, holds where two one-sided "
            "t-tests on the change exclude the margin the sweep declares (level), else not separated (inconclusive).", "",
            *(f"- Note: {note}" for note in s.notes), *([""] if s.notes else []),
-           "### The ladder", "", *markdown_table(LADDER_COLUMNS, s.ladder), ""]
+           "### The ladder", "", *markdown_table(s.ladder_columns, s.ladder), ""]
     if s.variants and any(v.fits for v in s.variants):
         out += ["### Laws", "", *markdown_table(*law_rows(s)), ""]
     if s.differences:
@@ -113,7 +110,7 @@ def scaling_lines(s: Scaling, sweep: Comparison) -> list[str]:
 
 
 def scaling_text(s: Scaling) -> str:
-    parts = [*(f"Note: {note}" for note in s.notes), "Ladder:\n" + text_table(LADDER_COLUMNS, s.ladder)]
+    parts = [*(f"Note: {note}" for note in s.notes), "Ladder:\n" + text_table(s.ladder_columns, s.ladder)]
     if any(v.fits for v in s.variants):
         parts.append("Laws:\n" + text_table(*law_rows(s)))
     if s.differences:
@@ -126,7 +123,7 @@ def scaling_text(s: Scaling) -> str:
 
 
 def scaling_tables(s: Scaling) -> dict[str, Rows]:
-    tables: dict[str, Rows] = {"ladder": (LADDER_COLUMNS, s.ladder)}
+    tables: dict[str, Rows] = {"ladder": (s.ladder_columns, s.ladder)}
     tables["scaling_laws"] = (["variant", "seed", "exponent", "irreducible", "coefficient", "unit", "rms", "problem"],
                               [[v.label, seed, *((f.law.exponent, f.law.irreducible, f.law.coefficient, f.law.unit,
                                                   f.law.residual) if f.law else (None,) * 5), f.problem]
