@@ -143,8 +143,9 @@ def at_choice(sweep: Comparison, chosen: dict[str, str], assignment: dict[str, A
 
 
 def compared_sweep(sweep: Comparison) -> Comparison:
-    """The sweep as its comparison sees it: the grid alone, the tuned keys chosen away."""
-    return sweep.redesigned(tune={}, confirm_seeds=[])
+    """The sweep as its comparison sees it: the grid alone, the tuned keys chosen away (and the
+    slope of the best rate, which the question keeps, with them)."""
+    return sweep.redesigned(tune={}, confirm_seeds=[], rate_slope_margin=None)
 
 
 def tuning_runs(sweep: Comparison, records: list[RunRecord]) -> list[RunRecord]:

@@ -37,13 +37,16 @@ class Question:
     family: tuple[str, ...] = ()
     """Grid keys whose differences and two-way interactions make the primary family (SweepSpec.primary_keys);
     () counts every key."""
+    rate_slope_margin: float | None = None
+    """Decades per doubling of width inside which the best rate's slope counts as held (TOST)."""
 
     @classmethod
     def of(cls, sweep: SweepSpec) -> Question:
         """The question the sweep file asks, validated with it (its goal is the metric's)."""
         resolved = sweep.resolved_metric
         return cls(sweep.metric, resolved.goal, resolved.bounds, sweep.metric, sweep.target, dict(sweep.margins),
-                   sweep.fit, sweep.choose_on, tuple(sweep.distinct), tuple(sweep.primary_keys))
+                   sweep.fit, sweep.choose_on, tuple(sweep.distinct), tuple(sweep.primary_keys),
+                   sweep.rate_slope_margin)
 
     def asking(self, metric: str) -> Question:
         """The same question of another metric: its goal and bounds from its registry entry (an
@@ -79,12 +82,12 @@ class Question:
                                                 f"{self.primary}")
 
 
-DECLARED = ("metric", "margins", "family", "target", "fit", "choose_on", "distinct", "reuses")
+DECLARED = ("metric", "margins", "family", "target", "fit", "choose_on", "distinct", "reuses", "rate_slope_margin")
 """The fields of a declaration that make the question: a change to any after cells ran makes the
 study exploratory (the sweep file's hash is kept beside them, for provenance only)."""
 
 
-UNDECLARED: dict[str, Any] = {"distinct": [], "reuses": []}
+UNDECLARED: dict[str, Any] = {"distinct": [], "reuses": [], "rate_slope_margin": None}
 """What a declaration recorded before a field existed meant by its absence: the field's default."""
 
 
@@ -99,7 +102,7 @@ def declaration(sweep: SweepSpec) -> dict[str, Any]:
     hashed = sweep.model_dump(mode="json", exclude_defaults=True)
     return {"metric": sweep.metric, "margins": dict(sweep.margins), "family": sweep.primary_keys,
             "target": sweep.target, "fit": dumped.get("fit"), "choose_on": sweep.choose_on,
-            "distinct": list(sweep.distinct), "reuses": list(sweep.reuses),
+            "distinct": list(sweep.distinct), "reuses": list(sweep.reuses), "rate_slope_margin": sweep.rate_slope_margin,
             "sweep_sha256": hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()}
 
 

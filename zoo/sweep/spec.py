@@ -117,6 +117,12 @@ class SweepSpec(Strict):
     fit: FitSettings | None = Field(None, description="fit each variant's metric against compute across the sizes: "
                                                       "{against: compute | parameters, extrapolate: 10}; a sweep of "
                                                       "3 or more sizes is fitted with these defaults without it")
+    rate_slope_margin: float | None = Field(
+        None, gt=0, allow_inf_nan=False,
+        description="decades the best learning rate may move per doubling of width and still hold: declared, zoo "
+                    "compare fits each variant's best rate (per seed, on choose_on) against log2 width and calls the "
+                    "rate held across widths only where two one-sided t-tests put the slope inside ±this; needs a "
+                    "tuned learning rate and two or more widths (zoo.compare.sections.rate_transfer)")
     tokens_per_parameter: float | None = Field(
         None, gt=0, allow_inf_nan=False,
         description="train each cell on this many labels per non-embedding parameter of its model (Kaplan et al.'s "
@@ -173,6 +179,21 @@ class SweepSpec(Strict):
         if self.resolved_metric.goal != "min":
             raise ConfigError(f"fit: metric {self.metric!r} rises with compute (goal max); the law fits a metric that "
                               "falls towards a floor, such as test/loss")
+        return self
+
+    @model_validator(mode="after")
+    def _a_rate_slope_needs_a_tuned_rate_and_widths(self) -> SweepSpec:
+        """The slope of the best rate against width needs rates to choose from and widths to fit."""
+        if self.rate_slope_margin is None:
+            return self
+        rates = [key for key in self.tune if key.rsplit(".", 1)[-1] == "lr"]
+        widths = {width for changes in self.sizes.values() for key, width in changes.items() if key == "model.d_model"}
+        widths |= set(self.grid.get("model.d_model", []))
+        if len(rates) != 1 or len(widths) < 2:
+            said = (f"tune: names {len(rates)} learning rates ({', '.join(rates) or 'none'}), one is fitted"
+                    if len(rates) != 1 else f"the sweep's sizes and grid give {len(widths)} width(s) (model.d_model)")
+            raise ConfigError(f"rate_slope_margin: the best learning rate is fitted against width, which needs one "
+                              f"tuned learning rate and two or more widths; {said}")
         return self
 
     @property
