@@ -55,6 +55,10 @@ RESERVED_LABELS = ("seed", "variant")
 """Names every cell already carries (in its name and its W&B config): a grid key never shortens to one."""
 
 
+PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+"""A margin or a ratio: above 0 and a number."""
+
+
 class FitSettings(Strict):
     """How `zoo compare` fits each variant's metric across the sweep's sizes (zoo.compare.scaling)."""
 
@@ -117,18 +121,17 @@ class SweepSpec(Strict):
     fit: FitSettings | None = Field(None, description="fit each variant's metric against compute across the sizes: "
                                                       "{against: compute | parameters, extrapolate: 10}; a sweep of "
                                                       "3 or more sizes is fitted with these defaults without it")
-    rate_slope_margin: float | None = Field(
-        None, gt=0, allow_inf_nan=False,
-        description="decades the best learning rate may move per doubling of width and still hold: declared, zoo "
-                    "compare fits each variant's best rate (per seed, on choose_on) against log2 width and calls the "
-                    "rate held across widths only where two one-sided t-tests put the slope inside ±this; needs a "
-                    "tuned learning rate and two or more widths (zoo.compare.sections.rate_transfer)")
-    tokens_per_parameter: float | None = Field(
-        None, gt=0, allow_inf_nan=False,
-        description="train each cell on this many labels per non-embedding parameter of its model (Kaplan et al.'s "
-                    "N; Chinchilla's ladders: about 20), so that a ladder's sizes train tokens in proportion to their "
-                    "size: each cell's train.steps follows from its model, its rows packed to one length (task.pack) "
-                    "(zoo.sweep.token_ratio); null: the steps the experiment gives")
+    rate_slope_margin: PositiveFinite | None = Field(
+        None, description="decades the best learning rate may move per doubling of width and still hold: declared, "
+                          "zoo compare fits each variant's best rate (per seed, on choose_on) against log2 width and "
+                          "calls the rate held across widths only where two one-sided t-tests put the slope inside "
+                          "±this; needs a tuned learning rate and two or more widths "
+                          "(zoo.compare.sections.rate_transfer)")
+    tokens_per_parameter: PositiveFinite | None = Field(
+        None, description="train each cell on this many labels per non-embedding parameter of its model (Kaplan et "
+                          "al.'s N; Chinchilla's ladders: about 20), so that a ladder's sizes train tokens in proportion "
+                          "to their size: each cell's train.steps follows from its model, its rows packed to one "
+                          "length (task.pack) (zoo.sweep.token_ratio); null: the steps the experiment gives")
     out_dir: str = Field("sweeps", description="the sweep's folder is OUT_DIR/NAME")
     max_cells: PositiveInt = Field(MAX_CELLS, description="the most cells (grid values times seeds) the sweep may "
                                                           "have; counted before the grid expands (--max-cells N)")
