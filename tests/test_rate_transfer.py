@@ -1,7 +1,8 @@
 """The best rate across widths (zoo.compare.sections.rate_transfer): from a synthetic tuned ladder
 whose best rate per seed and width is known, each variant's slope is recovered, a flat one is
 called held only inside the declared margin, a falling one falls, a best rate at the grid's end
-gives no slope, and the declaration is refused where nothing can be fitted."""
+leaves its variant without a verdict, a seed not yet trained is named, and the declaration is
+refused where nothing can be fitted."""
 
 import math
 
@@ -73,13 +74,20 @@ def test_a_margin_narrower_than_the_seeds_spread_is_inconclusive_not_held(tmp_pa
     assert mup.verdict.startswith("not separated (inconclusive: not level within ±0.01")
 
 
-def test_a_best_rate_at_the_grids_end_gives_no_slope(tmp_path):
+def test_a_best_rate_at_the_grids_end_leaves_its_variant_without_a_verdict(tmp_path):
     steep = {"standard": -0.6, "mup": 0.0}  # d128's best rate falls past the smallest rate tried
-    report = compare(write_ladder(tmp_path, slopes=steep).directory(), wandb_mode="disabled")
-    (standard,) = [f for f in report.analysis["rate_transfer"].slopes if f.variant == "row=standard"]
-    assert standard.edges == [(0, 128), (1, 128), (2, 128)] and not standard.slopes
+    sweep = write_ladder(tmp_path, slopes=steep)
+    ledger = sweep.directory() / "ledger.jsonl"
+    lines = ledger.read_text().splitlines()
+    ledger.write_text("\n".join(line for line in lines if "row=mup,size=d64,lr=0.1,seed=2" not in line) + "\n")
+    report = compare(sweep.directory(), wandb_mode="disabled", echo=lambda _: None)
+    standard, mup = report.analysis["rate_transfer"].slopes
+    assert standard.edges == [(0, 128), (1, 128), (2, 128)] and math.isnan(standard.tost_p)
     assert standard.verdict == ("no verdict: the best rate sits at the end of the tried rates (seed 0 at d=128, "
                                 "seed 1 at d=128, seed 2 at d=128)")
+    assert mup.missing == [(2, 64)] and sorted(mup.slopes) == [0, 1] and mup.estimate.n == 2
+    assert ("row=mup: seed 2 at d=64 is left out of the best rate across widths (a tried rate has no run yet)"
+            in report.analysis.notes())
 
 
 def test_without_the_declaration_the_report_has_no_such_section(tmp_path):

@@ -4,8 +4,9 @@ parametrization with Adam it falls, about as 1/width. Where the sweep declares
 at each width and fitted against log2(width); the rate is said to hold only where two one-sided
 t-tests put the slope inside ±margin (an equivalence interval), and to fall or rise where the
 t-test separates it from 0; otherwise not separated (inconclusive). Both families are Holm over
-the variants. A seed whose best rate sits at the end of the tried rates at some width gives no
-slope (the best may lie past the grid), and a variant with one seed gets no verdict.
+the variants. A variant with a seed whose best rate sits at the end of the tried rates at some
+width gets no verdict (the best may lie past the grid, and a slope of the other seeds alone would
+leave out the steepest), nor does a variant with one seed.
 
 A seed's best rate is the tried rate with the best `choose_on` (validation) value, refined by the
 parabola through it and its two neighbours on the log10 grid, as a learning-rate sweep's minimum
@@ -39,7 +40,9 @@ class RateSlope:
     slopes: dict[int, float]
     """Each seed's least-squares slope of its best log10 rate on log2(width): decades per doubling."""
     edges: list[tuple[int, int]] = field(default_factory=list)
-    """(seed, width) where the seed's best rate is at the end of the tried rates: no slope for that seed."""
+    """(seed, width) where the seed's best rate is at the end of the tried rates: no verdict for the variant."""
+    missing: list[tuple[int, int]] = field(default_factory=list)
+    """(seed, width) where a tried rate has no run yet: that seed is left out."""
     estimate: Estimate = field(default_factory=lambda: Estimate.of([]))
     tost_p: float = math.nan
     t_p: float = math.nan
@@ -110,6 +113,7 @@ def rate_transfer(analysis: Analysis) -> RateTransfer | None:
         found = by_variant.setdefault(name, RateSlope(name, {}, {}))
         for seed, runs in sorted(seed_runs(tuned, tuning.choosing, choice, key).items()):
             if len(runs) < len(rates):
+                found.missing.append((seed, width))
                 continue
             values = [runs[rate].metrics.get(tuned.choose_on, math.nan) if runs[rate].status == "finished" else math.nan
                       for rate in sorted(runs, key=float)]
@@ -119,13 +123,11 @@ def rate_transfer(analysis: Analysis) -> RateTransfer | None:
     out = list(by_variant.values())
     for found in out:
         complete = {seed: best for seed, best in found.best.items() if len(best) == len(widths)}
-        edged = {seed for seed, _ in found.edges}
         for seed, best in complete.items():
-            if seed not in edged:
-                x = np.log2(sorted(best))
-                found.slopes[seed] = float(np.polyfit(x, [best[w] for w in sorted(best)], 1)[0])
+            x = np.log2(sorted(best))
+            found.slopes[seed] = float(np.polyfit(x, [best[w] for w in sorted(best)], 1)[0])
         found.estimate = Estimate.of(list(found.slopes.values()))
-        if found.estimate.n >= 2:
+        if found.estimate.n >= 2 and not found.edges:
             found.t_p, found.tost_p = slope_tests(list(found.slopes.values()), margin)
     holm_t, holm_tost = holm([f.t_p for f in out]), holm([f.tost_p for f in out])
     for found, t_p, tost_p in zip(out, holm_t, holm_tost, strict=True):
@@ -135,10 +137,10 @@ def rate_transfer(analysis: Analysis) -> RateTransfer | None:
 
 
 def verdict(found: RateSlope, margin: float) -> str:
+    if found.edges:
+        return f"no verdict: the best rate sits at the end of the tried rates ({edges_text(found)})"
     if found.estimate.n < 2:
-        why = f"the best rate sits at the end of the tried rates ({edges_text(found)})" if found.edges else \
-            f"{found.estimate.n} seed(s) with a best rate at every width"
-        return f"no verdict: {why}"
+        return f"no verdict: {found.estimate.n} seed(s) with a best rate at every width"
     if found.t_p < LEVEL:
         return f"{'falls' if found.estimate.mean < 0 else 'rises'} with width (t-test Holm p {found.t_p:.2g})"
     if found.tost_p < LEVEL:
@@ -174,6 +176,11 @@ class RateTransferSection(Section):
         return rate_transfer(analysis)
 
     @classmethod
+    def notes(cls, result: RateTransfer, analysis: Analysis) -> list[str]:
+        return [f"{found.variant}: seed {seed} at d={width} is left out of the best rate across widths (a tried rate "
+                "has no run yet)" for found in result.slopes for seed, width in found.missing]
+
+    @classmethod
     def markdown(cls, result: RateTransfer, analysis: Analysis) -> list[str]:
         widths = ", ".join(map(str, result.widths))
         return ["## The best rate across widths", "",
@@ -181,8 +188,8 @@ class RateTransferSection(Section):
                 f"the parabola through its neighbours on the log grid) at widths {widths}, fitted against log2(width): "
                 "the slope in decades per doubling, its 95% t-interval over seeds. It holds where two one-sided t-tests "
                 f"put it inside the declared ±{result.margin:g} (Holm over the variants), falls or rises where the "
-                "t-test separates it from 0, else is not separated (inconclusive); a seed whose best rate is at the end "
-                "of the tried rates at some width gives no slope.", "", *markdown_table(COLUMNS, rows(result)), ""]
+                "t-test separates it from 0, else is not separated (inconclusive); a variant with a seed whose best rate "
+                "is at the end of the tried rates at some width gets no verdict.", "", *markdown_table(COLUMNS, rows(result)), ""]
 
     @classmethod
     def console(cls, result: RateTransfer, analysis: Analysis) -> str:
