@@ -10,7 +10,7 @@ from typing import Any
 from zoo.compare.comparison import Comparison
 from zoo.compare.reused import Reuse
 from zoo.errors import ConfigError
-from zoo.metrics import impossible_values, without_impossible_values
+from zoo.metrics import by_comparison, impossible_values, without_impossible_values
 from zoo.near_paths import near_path
 from zoo.records import RunRecord
 from zoo.records.ledger import Ledger
@@ -87,7 +87,7 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
     suffix, known, comparison = "", logged_metrics(records), Comparison.of(sweep)
     notes += [f"margins: {describe_unknown('metric', name, known).replace('unknown metric', 'metric')} (what the runs "
               "logged): its margin is never applied" for name in sweep.margins if known and name not in known]
-    if known and (metric or sweep.metric) not in known:
+    if known and (metric or sweep.metric) not in known and not by_comparison(metric or sweep.metric):
         raise ConfigError(f"{sweep_dir}: {'--metric' if metric else 'the sweep metric'}: "
                           f"{describe_unknown('metric', metric or sweep.metric, known)} (what this sweep's runs logged)")
     if metric is not None and metric != sweep.metric:
@@ -96,7 +96,7 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
         except ConfigError as err:  # a tuned sweep compares on a held-out split only, say
             raise ConfigError(f"{sweep_dir}: --metric {metric}: {err}") from None
         suffix = "-" + safe_text(metric)
-    notes += missing_metric(records, comparison.metric)
+    notes += [] if by_comparison(comparison.metric) else missing_metric(records, comparison.metric)
     return SweepRecords(sweep_dir, comparison, base, records, notes, progress, suffix)
 
 

@@ -106,6 +106,19 @@ def reported(traits: Iterable[str]) -> list[str]:
     return sorted(found, key=lambda name: (metrics.get(name).order, name))
 
 
+def by_comparison(name: str | MetricName) -> bool:
+    """Whether zoo compare computes the metric over a sweep's runs (Wortsman et al.'s LR
+    sensitivity, over a tuned rate's runs) rather than a run reporting it."""
+    parsed = name if isinstance(name, MetricName) else MetricName.parse(name)
+    metrics = registry("metric")
+    return parsed.metric in metrics and "comparison" in metrics.get(parsed.metric).needs
+
+
+COMPARISON_CHOOSES_ON = "eval/loss"
+"""What a tuned sweep whose metric the comparison computes chooses its values on by default: the
+validation loss, the loss the LR sensitivity is of."""
+
+
 @dataclass(frozen=True)
 class Resolved:
     """A metric name resolved once against the registry: what it names, which way is better and

@@ -8,6 +8,7 @@ from typing import Any
 
 from zoo.errors import ConfigError
 from zoo.metric_names import CURVE, KEPT, VALIDATION, MetricName
+from zoo.metrics import by_comparison
 from zoo.specs.experiment import ExperimentSpec
 from zoo.specs.switches import one_setting
 
@@ -78,7 +79,7 @@ def kept_metrics(final: list[str], train: Any) -> list[str]:
 
 def check_tuned_metrics(metric: MetricName, choose_on: MetricName) -> None:
     """A tuned sweep chooses on the validation split and compares on a split the choice never saw."""
-    if not metric.held_out:
+    if not metric.held_out and not by_comparison(metric):  # a comparison's metric reads every rate: nothing chose
         raise ConfigError(f"metric {str(metric)!r}: a tuned sweep compares its variants on a held-out split that the "
                           "choice never saw (test/..., long/...), not one that training evaluates; give the task a "
                           "test split (task.test_size, or test_split for a corpus) and set metric: test/NAME")

@@ -26,7 +26,7 @@ from pydantic_core import PydanticCustomError
 from zoo.errors import ConfigError, describe_validation
 from zoo.files import inside_its_folder
 from zoo.metric_names import MetricName
-from zoo.metrics import Resolved
+from zoo.metrics import COMPARISON_CHOOSES_ON, Resolved, by_comparison
 from zoo.specs.experiment import ExperimentSpec, Seed, assign, validate_experiment, written_defaults
 from zoo.specs.strict import Strict
 from zoo.specs.switches import one_setting
@@ -142,7 +142,9 @@ class SweepSpec(Strict):
         if isinstance(data, dict) and data.get("goal") is None:
             data = {**data, "goal": Resolved.of(str(data.get("metric", "eval/exact_match"))).goal}
         if isinstance(data, dict) and data.get("tune") and data.get("choose_on") is None:
-            data = {**data, "choose_on": str(MetricName.parse(str(data.get("metric", "eval/exact_match"))).on("eval"))}
+            metric = str(data.get("metric", "eval/exact_match"))
+            data = {**data, "choose_on": COMPARISON_CHOOSES_ON if by_comparison(metric)
+                    else str(MetricName.parse(metric).on("eval"))}
         return data
 
     def replace(self, **changes: Any) -> SweepSpec:

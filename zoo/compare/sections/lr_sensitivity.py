@@ -18,6 +18,7 @@ from zoo.compare.stats import AxisEffect, VariantRow, axis_effects, seed_noise, 
 from zoo.compare.tables import effect_lines, effect_table, effects_text, markdown_table, table, text_table
 from zoo.compare.wandb_run import Rows
 from zoo.files import save_figure
+from zoo.metrics import by_comparison
 from zoo.records import RunRecord
 from zoo.sweep.names import value_text
 
@@ -133,8 +134,12 @@ class LRSensitivitySection(Section):
                       "diverged or failed counts at the initial loss (the training loss of step 1, the model as "
                       "initialized; the same at every rate of a seed). Other tuned keys stay at the variant's chosen "
                       "values. Lower is flatter: the loss depends less on the rate. Differences are paired by seed and "
-                      "every other grid value; Holm's family is every difference of this table (a question of its own, "
-                      f"apart from the comparison on `{tuned.metric}`).", ""]
+                      "every other grid value; " + (
+                          "the sensitivity is the sweep's primary endpoint, tested in the primary family by the "
+                          "Findings and the effects; this table's Holm p is over its own differences alone and decides "
+                          "nothing." if by_comparison(tuned.metric) else
+                          "Holm's family is every difference of this table (a question of its own, apart from the "
+                          f"comparison on `{tuned.metric}`)."), ""]
             if not found.measured:
                 lines += ["No variant has every rate trained for a seed yet.", ""]
                 continue

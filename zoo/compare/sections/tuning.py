@@ -10,6 +10,7 @@ from typing import Any
 
 from zoo.compare.comparison import Comparison
 from zoo.compare.sections import Analysis, Section, register
+from zoo.compare.sensitivity import learning_rate_keys, sensitivities
 from zoo.compare.tables import markdown_table, number, text_table
 from zoo.compare.tuned import (
     TunedChoice,
@@ -24,6 +25,7 @@ from zoo.compare.tuned import (
 from zoo.compare.wandb_run import Rows
 from zoo.errors import ConfigError
 from zoo.files import atomic_write
+from zoo.metrics import by_comparison
 from zoo.records import RunRecord
 from zoo.sweep.names import value_text
 
@@ -106,7 +108,10 @@ class TuningSection(Section):
         every_run = analysis.read.records
         choosing = tuning_runs(sweep, every_run)  # only the tuning seeds choose and show the choice
         choices = choose(sweep, choosing)
-        if analysis.at is None:
+        if by_comparison(sweep.metric):  # compared on a metric of every rate's runs, one record per variant and seed
+            (key,) = learning_rate_keys(sweep)
+            compared, (runs, _, said) = compared_sweep(sweep), sensitivities(sweep, choosing, choices, key)
+        elif analysis.at is None:
             compared, runs, said = compared_runs(sweep, every_run, choices)
         else:
             (compared, runs), said = at_values(sweep, choosing, analysis.at), []
