@@ -7,13 +7,14 @@ refused where nothing can be fitted."""
 import math
 
 import pytest
+import sweepkit
 import yaml
 from test_bad_input import cli_error
 
 from zoo.compare import compare
 from zoo.compare.sections import SECTIONS
 from zoo.compare.sections.rate_transfer import best_log_rate
-from zoo.sweep import Ledger, SweepSpec, expand
+from zoo.sweep import SweepSpec
 
 RATES = [0.001, 0.003, 0.01, 0.03, 0.1]
 WIDTHS = {"d32": 32, "d64": 64, "d128": 128}
@@ -34,18 +35,9 @@ def write_ladder(tmp_path, slopes=SLOPES, **fields) -> SweepSpec:
         "sizes": {name: {"model.d_model": width} for name, width in WIDTHS.items()},
         "tune": {"train.optimizer.lr": RATES}, "seeds": [0, 1, 2], "metric": "test/loss", "out_dir": str(tmp_path),
         "rate_slope_margin": 0.1, **fields})
-    folder = sweep.directory()
-    folder.mkdir(parents=True)
-    (folder / "sweep.yaml").write_text(yaml.safe_dump({**sweep.model_dump(mode="json"),
-                                                       "base": {"wandb": {"mode": "disabled"}}}, sort_keys=False))
-    ledger = Ledger(folder / "ledger.jsonl")
-    for cell in expand(sweep):
-        a = dict(cell.assignment)
-        # a parabola in log10(rate) around the seed's best: the refinement finds it exactly
-        loss = 2.0 + (math.log10(a["train.optimizer.lr"]) - best_of(a["row"], a["size"], cell.seed, slopes)) ** 2
-        ledger.append({"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": a,
-                       "first_loss": 5.0, "status": "finished", "history": [{"train/step": 100, "eval/loss": loss}],
-                       "metrics": {"eval/loss": loss, "test/loss": loss + 0.01}})
+    # a parabola in log10(rate) around the seed's best: the refinement finds it exactly
+    sweepkit.finished_tuned(sweep, lambda a, seed: 2.0 + (math.log10(a["train.optimizer.lr"])
+                                                           - best_of(a["row"], a["size"], seed, slopes)) ** 2)
     return sweep
 
 

@@ -5,14 +5,16 @@ declaration is refused where the sensitivity cannot be computed."""
 
 import numpy as np
 import pytest
+import sweepkit
 import yaml
 from test_bad_input import cli_error
 
 from zoo.compare import compare
-from zoo.sweep import Ledger, SweepSpec, expand
+from zoo.sweep import SweepSpec
 
 RATES = [0.001, 0.003, 0.01, 0.03, 0.1]
 FIRST_LOSS = 5.0
+"""Each run's first loss (sweepkit.finished_tuned's)."""
 
 
 def loss_of(norm: str, lr: float, seed: int) -> float:
@@ -26,17 +28,7 @@ def write_sweep(tmp_path) -> SweepSpec:
     sweep = SweepSpec.model_validate({"name": "sensitive", "grid": {"model.norm": ["post", "pre"]},
                                       "tune": {"train.optimizer.lr": RATES}, "seeds": list(range(8)),
                                       "metric": "lr_sensitivity", "out_dir": str(tmp_path)})
-    folder = sweep.directory()
-    folder.mkdir(parents=True)
-    (folder / "sweep.yaml").write_text(yaml.safe_dump({**sweep.model_dump(mode="json"),
-                                                       "base": {"wandb": {"mode": "disabled"}}}, sort_keys=False))
-    ledger = Ledger(folder / "ledger.jsonl")
-    for cell in expand(sweep):
-        a = dict(cell.assignment)
-        loss = loss_of(a["model.norm"], a["train.optimizer.lr"], cell.seed)
-        ledger.append({"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": a,
-                       "first_loss": FIRST_LOSS, "status": "finished", "history": [{"train/step": 100, "eval/loss": loss}],
-                       "metrics": {"eval/loss": loss, "test/loss": loss}})
+    sweepkit.finished_tuned(sweep, lambda a, seed: loss_of(a["model.norm"], a["train.optimizer.lr"], seed))
     return sweep
 
 
