@@ -27,7 +27,8 @@ def loss_of(norm: str, lr: float, seed: int) -> float:
 def write_sweep(tmp_path) -> SweepSpec:
     sweep = SweepSpec.model_validate({"name": "sensitive", "grid": {"model.norm": ["post", "pre"]},
                                       "tune": {"train.optimizer.lr": RATES}, "seeds": list(range(8)),
-                                      "metric": "lr_sensitivity", "out_dir": str(tmp_path)})
+                                      "metric": "lr_sensitivity", "margins": {"lr_sensitivity": 0.5},
+                                      "out_dir": str(tmp_path)})
     sweepkit.finished_tuned(sweep, lambda a, seed: loss_of(a["model.norm"], a["train.optimizer.lr"], seed))
     return sweep
 
@@ -51,7 +52,7 @@ def test_the_primary_family_compares_each_variants_sensitivity_paired_by_seed(tm
     assert finding.label.startswith("norm: pre − post") and finding.verdict == "separated"
     assert finding.p == pytest.approx(2 / 2**8), "the exact sign-flip test over 8 pairs, every one negative"
     text = report.markdown.read_text()
-    assert "Primary endpoint: `lr_sensitivity`." in text
+    assert "Primary endpoint: `lr_sensitivity`." in text and "its margin is never applied" not in text
     assert "the sensitivity is the sweep's primary endpoint, tested in the primary family by the Findings" in text
 
 
@@ -67,12 +68,12 @@ def test_a_sensitivity_that_cannot_be_computed_is_refused_by_name(tmp_path, caps
     assert said in cli_error(["sweep", str(tmp_path / "s.yaml"), "--dry-run"], capsys)
 
 
-def test_the_sweep_loads_though_no_run_reports_the_metric(tmp_path, capsys):
+def test_the_sweep_and_its_margin_load_though_no_run_reports_the_metric(tmp_path, capsys):
     from zoo.cli import main
 
     sweep = {"name": "sensitive", "grid": {"model.norm": ["post", "pre"]}, "tune": {"train.optimizer.lr": RATES},
-             "metric": "lr_sensitivity", "base": {"task": {"name": "reverse", "test_size": 64}},
-             "out_dir": str(tmp_path)}
+             "metric": "lr_sensitivity", "margins": {"lr_sensitivity": 0.05},
+             "base": {"task": {"name": "reverse", "test_size": 64}}, "out_dir": str(tmp_path)}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(sweep))
     main(["sweep", str(tmp_path / "s.yaml"), "--dry-run"])
     assert capsys.readouterr().out.splitlines()[-1] == f"10 cells of 10 in shard 0/1; folder {tmp_path / 'sensitive'}"

@@ -86,7 +86,8 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
                           f"({progress})")
     suffix, known, comparison = "", logged_metrics(records), Comparison.of(sweep)
     notes += [f"margins: {describe_unknown('metric', name, known).replace('unknown metric', 'metric')} (what the runs "
-              "logged): its margin is never applied" for name in sweep.margins if known and name not in known]
+              "logged): its margin is never applied" for name in sweep.margins
+              if known and name not in known and not (by_comparison(name) and name == sweep.metric)]
     if known and (metric or sweep.metric) not in known and not by_comparison(metric or sweep.metric):
         raise ConfigError(f"{sweep_dir}: {'--metric' if metric else 'the sweep metric'}: "
                           f"{describe_unknown('metric', metric or sweep.metric, known)} (what this sweep's runs logged)")

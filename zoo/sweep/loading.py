@@ -96,7 +96,7 @@ def check_metric(sweep: SweepSpec, base: dict[str, Any],
                 raise ConfigError(f"sweep {sweep.name!r}: {field} {name!r} is not reported by task "
                                   f"{task['name']!r} in cell {cell.variant}; choices: {', '.join(logged)}")
         for name in sweep.margins:  # a margin of a metric no run reports would never be applied, in silence
-            if name not in logged:
+            if name not in logged and not (by_comparison(name) and name == sweep.metric):
                 raise ConfigError(f"sweep {sweep.name!r}: margins: "
                                   f"{describe_unknown('metric', name, logged).replace('unknown metric', 'metric')} "
                                   f"(what task {task['name']!r} reports in cell {cell.variant})")
