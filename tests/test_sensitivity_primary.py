@@ -24,10 +24,10 @@ def loss_of(norm: str, lr: float, seed: int) -> float:
     return min(3.0 + depth * (np.log10(lr) + 2.0) ** 2 + 0.002 * seed, FIRST_LOSS + 1.0)
 
 
-def write_sweep(tmp_path) -> SweepSpec:
+def write_sweep(tmp_path, metric="lr_sensitivity") -> SweepSpec:
     sweep = SweepSpec.model_validate({"name": "sensitive", "grid": {"model.norm": ["post", "pre"]},
                                       "tune": {"train.optimizer.lr": RATES}, "seeds": list(range(8)),
-                                      "metric": "lr_sensitivity", "margins": {"lr_sensitivity": 0.5},
+                                      "metric": metric, "margins": {"lr_sensitivity": 0.5},
                                       "out_dir": str(tmp_path)})
     sweepkit.finished_tuned(sweep, lambda a, seed: loss_of(a["model.norm"], a["train.optimizer.lr"], seed))
     return sweep
@@ -77,3 +77,18 @@ def test_the_sweep_and_its_margin_load_though_no_run_reports_the_metric(tmp_path
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(sweep))
     main(["sweep", str(tmp_path / "s.yaml"), "--dry-run"])
     assert capsys.readouterr().out.splitlines()[-1] == f"10 cells of 10 in shard 0/1; folder {tmp_path / 'sensitive'}"
+
+
+def test_another_sweeps_sensitivity_is_asked_as_a_secondary_endpoint_and_an_untuned_sweep_is_refused(tmp_path):
+    from zoo.errors import ConfigError
+
+    report = compare(write_sweep(tmp_path / "tuned", metric="test/loss").directory(), metric="lr_sensitivity",
+                     wandb_mode="disabled", echo=lambda _: None)
+    assert report.analysis["findings"].endpoint.startswith("secondary (exploratory): lr_sensitivity")
+    ((_, difference),) = next(e for e in report.analysis["effects"].effects if e.key == "model.norm").differences
+    assert sorted(difference.values) == pytest.approx(sorted(by_hand("pre", s) - by_hand("post", s) for s in range(8)))
+    untuned = sweepkit.write_sweep(tmp_path / "untuned", "plain", {"model.norm": ["post", "pre"]}, [0, 1],
+                                   lambda a, seed: 0.5, metric="test/loss")
+    with pytest.raises(ConfigError, match=r"metric lr_sensitivity: computed from each variant's runs at every tuned "
+                                          r"learning rate, so tune: names one learning rate and nothing else; it names none"):
+        compare(untuned.directory(), metric="lr_sensitivity", wandb_mode="disabled", echo=lambda _: None)

@@ -15,6 +15,7 @@ from zoo.near_paths import near_path
 from zoo.records import RunRecord
 from zoo.records.ledger import Ledger
 from zoo.specs.registries import describe_unknown
+from zoo.sweep.keys import check_comparisons_metric
 from zoo.sweep.names import safe_text
 from zoo.sweep.record_differences import experiment_changes
 from zoo.sweep.spec import SweepSpec, cell_experiment, confirmation_cells, expand, read_saved_sweep
@@ -93,6 +94,7 @@ def read_sweep(sweep_dir: str | Path, metric: str | None = None) -> SweepRecords
                           f"{describe_unknown('metric', metric or sweep.metric, known)} (what this sweep's runs logged)")
     if metric is not None and metric != sweep.metric:
         try:
+            check_comparisons_metric(metric, sweep.tune, ())  # asked afterwards: its tuning seeds compute it
             comparison = comparison.asking(metric)
         except ConfigError as err:  # a tuned sweep compares on a held-out split only, say
             raise ConfigError(f"{sweep_dir}: --metric {metric}: {err}") from None

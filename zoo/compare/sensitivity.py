@@ -19,6 +19,7 @@ from zoo.compare.comparison import Comparison
 from zoo.compare.stats import Band
 from zoo.compare.tuned import TunedChoice, grid_variant, tuned_values
 from zoo.records import RunRecord
+from zoo.sweep.keys import rate_keys
 
 LOSS = "eval/loss"
 """The loss whose dependence on the rate is measured: the final validation loss, as the paper's."""
@@ -28,7 +29,7 @@ SENSITIVITY = "lr_sensitivity"
 
 def learning_rate_keys(sweep: Comparison) -> list[str]:
     """The tuned keys that are learning rates (`train.optimizer.lr`, or any key ending in `.lr`)."""
-    return [key for key in sweep.tune if key.rsplit(".", 1)[-1] == "lr"]
+    return rate_keys(sweep.tune)
 
 
 @dataclass

@@ -3,7 +3,7 @@ not set itself, one setting per key; and which metrics a tuned sweep chooses and
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from zoo.errors import ConfigError
@@ -75,6 +75,25 @@ def kept_metrics(final: list[str], train: Any) -> list[str]:
     final = [name for name in final if train.metrics.get(MetricName.parse(name).metric) is not False]
     kept = [prefix for prefix, on in zip(KEPT, (train.keep_best, train.average_last), strict=True) if on]
     return [*final, *(f"{prefix}/{name}" for prefix in kept for name in final if not name.startswith(CURVE))]
+
+
+def rate_keys(tune: Mapping[str, Any]) -> list[str]:
+    """The tuned keys that are learning rates (`train.optimizer.lr`, or any key ending in `.lr`)."""
+    return [key for key in tune if key.rsplit(".", 1)[-1] == "lr"]
+
+
+def check_comparisons_metric(metric: str, tune: Mapping[str, Any], confirm_seeds: Sequence[Any]) -> None:
+    """A metric zoo compare computes from a tuned rate's runs (lr_sensitivity) needs one tuned
+    rate and nothing else tuned, and every seed's runs at every rate: a confirmation trains the
+    chosen rate alone."""
+    if not by_comparison(metric):
+        return
+    if len(tune) != 1 or len(rate_keys(tune)) != 1:
+        raise ConfigError(f"metric {metric}: computed from each variant's runs at every tuned learning rate, so tune: "
+                          f"names one learning rate and nothing else; it names {', '.join(tune) or 'none'}")
+    if confirm_seeds:
+        raise ConfigError(f"confirm_seeds: metric {metric} is computed over every tuned rate, which a confirmation "
+                          "does not train (it trains the chosen rate alone); train those seeds as seeds")
 
 
 def check_tuned_metrics(metric: MetricName, choose_on: MetricName) -> None:

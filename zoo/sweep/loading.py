@@ -19,7 +19,7 @@ from zoo.specs.experiment import ExperimentSpec, assign, parse_sets, validate_ex
 from zoo.specs.identity import RESUMABLE, flatten, identity
 from zoo.specs.registries import describe_unknown
 from zoo.specs.yamlio import read_mapping
-from zoo.sweep.keys import kept_metrics
+from zoo.sweep.keys import check_comparisons_metric, kept_metrics
 from zoo.sweep.names import assignment_text
 from zoo.sweep.spec import NAMED, SIZE_KEYS, Cell, SweepSpec, cell_experiment, expand
 from zoo.tasks import task_params
@@ -68,24 +68,11 @@ def variant_experiments(sweep: SweepSpec, base: dict[str, Any]) -> list[tuple[Ce
     return [(cell, cell_experiment(sweep, base, cell)) for cell in expand(sweep) if cell.seed == sweep.seeds[0]]
 
 
-def check_comparisons_metric(sweep: SweepSpec) -> None:
-    """A metric zoo compare computes from a tuned rate's runs (lr_sensitivity) needs one tuned
-    rate, and every seed's runs at every rate: a confirmation trains the chosen rate alone."""
-    if not by_comparison(sweep.metric):
-        return
-    if len(sweep.tune) != 1 or next(iter(sweep.tune)).rsplit(".", 1)[-1] != "lr":
-        raise ConfigError(f"metric {sweep.metric}: computed from each variant's runs at every tuned learning rate, "
-                          f"so tune: names one learning rate and nothing else; it names {', '.join(sweep.tune) or 'none'}")
-    if sweep.confirm_seeds:
-        raise ConfigError(f"confirm_seeds: metric {sweep.metric} is computed over every tuned rate, which a "
-                          "confirmation does not train (it trains the chosen rate alone); train those seeds as seeds")
-
-
 def check_metric(sweep: SweepSpec, base: dict[str, Any],
                  variants: Sequence[tuple[Cell, ExperimentSpec]] | None = None) -> None:
     """The sweep's metric must be one that every cell's task reports at the end of a run, or
     one the comparison computes from them."""
-    check_comparisons_metric(sweep)
+    check_comparisons_metric(sweep.metric, sweep.tune, sweep.confirm_seeds)
     for cell, experiment in variant_experiments(sweep, base) if variants is None else variants:
         task = experiment.task
         cls, params = task_params(task)

@@ -37,6 +37,7 @@ from zoo.sweep.keys import (
     check_tuned_metrics,
     distinct,
     grid_clash,
+    rate_keys,
     twice_set,
 )
 from zoo.sweep.names import SAFE, assignment_text, job_type, value_text
@@ -191,7 +192,7 @@ class SweepSpec(Strict):
         """The slope of the best rate against width needs rates to choose from and widths to fit."""
         if self.rate_slope_margin is None:
             return self
-        rates = [key for key in self.tune if key.rsplit(".", 1)[-1] == "lr"]
+        rates = rate_keys(self.tune)
         widths = {width for changes in self.sizes.values() for key, width in changes.items() if key == "model.d_model"}
         widths |= set(self.grid.get("model.d_model", []))
         if len(rates) != 1 or len(widths) < 2:
