@@ -152,11 +152,11 @@ def edges_text(found: RateSlope) -> str:
     return ", ".join(f"seed {seed} at d={width}" for seed, width in found.edges)
 
 
-COLUMNS = ["variant", "seeds", "slope (decades per doubling) [95% t-interval]", "t-test Holm p", "TOST Holm p",
+SLOPE_COLUMNS = ["variant", "seeds", "slope (decades per doubling) [95% t-interval]", "t-test Holm p", "TOST Holm p",
            "verdict", "best rate at the grid's end"]
 
 
-def rows(result: RateTransfer) -> list[list[str]]:
+def slope_rows(result: RateTransfer) -> list[list[str]]:
     def signed(x: float) -> str:
         return f"{round(x, 3) + 0.0:+.3f}"  # + 0.0: a slope that rounds to zero reads +0.000, not -0.000
 
@@ -189,11 +189,13 @@ class RateTransferSection(Section):
                 "the slope in decades per doubling, its 95% t-interval over seeds. It holds where two one-sided t-tests "
                 f"put it inside the declared ±{result.margin:g} (Holm over the variants), falls or rises where the "
                 "t-test separates it from 0, else is not separated (inconclusive); a variant with a seed whose best rate "
-                "is at the end of the tried rates at some width gets no verdict.", "", *markdown_table(COLUMNS, rows(result)), ""]
+                "is at the end of the tried rates at some width gets no verdict.", "",
+                *markdown_table(SLOPE_COLUMNS, slope_rows(result)), ""]
 
     @classmethod
     def console(cls, result: RateTransfer, analysis: Analysis) -> str:
-        return f"\nBest rate across widths (±{result.margin:g} decades per doubling):\n" + text_table(COLUMNS, rows(result))
+        return (f"\nBest rate across widths (±{result.margin:g} decades per doubling):\n"
+                + text_table(SLOPE_COLUMNS, slope_rows(result)))
 
     @classmethod
     def tables(cls, result: RateTransfer, analysis: Analysis) -> dict[str, Rows]:
