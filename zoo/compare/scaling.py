@@ -319,19 +319,25 @@ def ratio_cells(record: RunRecord, tokens: float) -> list[str]:
     from zoo.model.size_checks import non_embedding_parameters
     from zoo.sweep.token_ratio import STAND_IN_VOCABULARY
 
-    try:
-        model = ModelRecipe.model_validate((record.experiment or {})["model"])
-    except (KeyError, ValueError, ValidationError):
+    model = recorded_model(record)
+    if model is None:
         return ["—", "—"]
     counted = non_embedding_parameters(model.sized(STAND_IN_VOCABULARY, STAND_IN_VOCABULARY))
     return [f"{counted:,}", f"{tokens / counted:.1f}"]
 
 
+def recorded_model(record: RunRecord) -> ModelRecipe | None:
+    """The model a run trained, from its recorded experiment; None where it records none."""
+    try:
+        return ModelRecipe.model_validate((record.experiment or {})["model"])
+    except (KeyError, ValueError, ValidationError):
+        return None
+
+
 def shape(record: RunRecord) -> str:
     """`d_model x heads x layers` of the model a run trained (its recorded experiment), or `—`."""
-    try:
-        model = ModelRecipe.model_validate((record.experiment or {})["model"])
-    except (KeyError, ValueError, ValidationError):
+    model = recorded_model(record)
+    if model is None:
         return "—"
     layers = "+".join(str(depth) for depth in model.depths if depth)
     return f"{model.d_model} x {model.n_heads} x {layers}"
