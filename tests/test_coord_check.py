@@ -14,6 +14,7 @@ from conftest import PARTS, parts_met, row_id
 
 import zoo
 from zoo.compare.coord_check import constant_rate_steps, coord_check
+from zoo.compare.sections.rate_transfer import best_log_rate as best_rate
 from zoo.errors import ConfigError
 from zoo.specs.experiment import load_experiment
 from zoo.specs.ladder import mup_at, widened
@@ -84,12 +85,7 @@ def best_log_rate(experiment, recipe, task, rates: list[float], steps: int = 150
         spec = recipe.sized(len(task.src_vocab), len(task.tgt_vocab))
         tail = [loss for _, _, loss in constant_rate_steps(trained, spec, task, steps, 32)][-10:]
         losses.append(float(np.mean(tail)) if all(map(math.isfinite, tail)) else math.inf)
-    best, grid = int(np.argmin(losses)), np.log10(rates)
-    if best in (0, len(rates) - 1):
-        return float(grid[best])
-    left, mid, right = losses[best - 1 : best + 2]
-    step = grid[1] - grid[0]
-    return float(grid[best] - step / 2 * (right - left) / (right + left - 2 * mid))
+    return best_rate(losses, rates, "min")[0]  # the reading zoo compare's rate analysis makes
 
 
 @pytest.mark.slow  # 15 short trainings
