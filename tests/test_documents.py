@@ -10,7 +10,6 @@ from conftest import TINY
 import zoo
 from zoo.kernels import flex
 from zoo.kernels.masks import document_positions
-from zoo.parts import PositionScheme
 from zoo.specs.catalog import validated
 from zoo.specs.experiment import ExperimentSpec
 from zoo.tasks import build_task
@@ -30,11 +29,6 @@ def decoder(attention: str, position: str, documents: str, **extra) -> zoo.ZooMo
 def alone(model: zoo.ZooModel, documents=DOCUMENTS) -> torch.Tensor:
     """Each document's logits run alone, one after another along the row."""
     return torch.cat([model(torch.tensor([document])) for document in documents], dim=1)
-
-
-def acts_on_embeddings(position: str) -> bool:
-    """Whether a scheme adds to the embeddings (absolute positions), rather than acting inside attention."""
-    return zoo.registry("position").get(position).forward is not PositionScheme.forward
 
 
 @pytest.fixture(params=["reference", "flex kernel"])
@@ -69,7 +63,7 @@ def test_masked_documents_keep_their_positions_running_along_the_row(attention, 
         packed, expected = model(row), alone(model)
     first = len(DOCUMENTS[0])
     torch.testing.assert_close(packed[:, :first], expected[:, :first], atol=2e-5, rtol=1e-5)
-    if acts_on_embeddings(position):
+    if zoo.registry("position").get(position).absolute():
         assert (packed[:, first:] - expected[:, first:]).abs().max() > 1e-3
     else:
         torch.testing.assert_close(packed, expected, atol=2e-5, rtol=1e-5)

@@ -18,7 +18,7 @@ from trainkit import MULTI30K, run_dir_of, tiny_experiment
 from zoo.errors import ConfigError
 from zoo.model.kinds import model_class
 from zoo.tasks import build_task
-from zoo.tasks.lines import packed
+from zoo.tasks.packing import offsets_of, packed
 from zoo.tasks.shard_order import RowPermutation, epoch_rows
 from zoo.tasks.shard_store import ShardStore
 from zoo.tasks.text import codec_from_state
@@ -52,10 +52,24 @@ def test_an_epoch_reads_every_row_lm_would_pack_once(store):
     codec = codec_from_state(json.loads(ShardStore.open(store).tokenizer_text()))
     texts = [codec.decode(task.train.document(n)[1:].tolist()) for n in range(task.train.documents)]
     assert [task.train.document(n).tolist() for n in range(len(texts))] == [codec.encode(t) for t in texts]
-    rows = packed([codec.encode(t) for t in texts], PACK, keep_rest=False)
+    rows = packed([codec.encode(t) for t in texts], PACK, keep_rest=False)[0]
     assert task.rows == len(rows) > 40
     first, second = (task.train_batch(epoch, task.rows)[1].tolist() for epoch in (0, 1))  # a batch an epoch
     assert sorted(first) == sorted(second) == sorted(rows) and first != second
+
+
+def test_a_rows_offset_is_its_distance_from_its_documents_start_as_lm_packs_it(store):
+    """The store's offsets come from its .docs files; lm's from packing text: the two agree."""
+    task = lm_shards(store)
+    documents = [task.train.document(n).tolist() for n in range(task.train.documents)]
+    offsets = packed(documents, PACK, keep_rest=False)[1]
+    assert max(offsets) >= PACK, "a document goes on past a row"
+    numbers = epoch_rows(0, task.rows, 2 * 6, 6)
+    assert offsets_of(task.train_batch(2, 6)).tolist() == [offsets[int(n)] for n in numbers]
+    assert task.longest_document() == max(map(len, documents))
+    held_out = [task.store.stream("valid").document(n).tolist() for n in range(task.store.stream("valid").documents)]
+    expected = packed(held_out, PACK, keep_rest=True)[1]
+    assert [o for batch in task.eval_batches(None, 5) for o in offsets_of(batch).tolist()] == expected
 
 
 def test_the_row_order_is_a_permutation_each_epoch_and_a_function_of_the_seed_and_step_alone(store):
@@ -76,11 +90,14 @@ def test_the_row_order_is_a_permutation_each_epoch_and_a_function_of_the_seed_an
 def test_each_rank_reads_only_its_rows_of_the_global_batch(store, world):
     task = lm_shards(store)
     src, tgt = task.train_batch(5, 12)
+    offsets = offsets_of(task.train_batch(5, 12))
     shares = [task.rank_share(5, 12, rank, world, frozenset({task.pad_id})) for rank in range(world)]
-    for rank, (share_src, share_tgt, tokens) in enumerate(shares):
+    for rank, (rows, tokens) in enumerate(shares):
+        share_src, share_tgt = rows
         assert torch.equal(share_tgt, tgt[rank::world]) and torch.equal(share_src, src[rank::world])
+        assert torch.equal(offsets_of(rows), offsets[rank::world]), "each row's offset in its document"
         assert tokens == 12 * (PACK - 1), "every label of the global batch"
-    assert sum(len(share[1]) for share in shares) == 12
+    assert sum(len(share[0][1]) for share in shares) == 12
     bos = task.store.index["special_ids"]["bos_id"]
     assert task.rank_share(5, 12, 0, world, frozenset({task.pad_id, bos})) is None, \
         "a document's start left unscored is counted in the whole batch alone"

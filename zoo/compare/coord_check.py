@@ -197,7 +197,7 @@ def module_outputs(model: nn.Module, modules: dict[str, nn.Module], batch) -> di
                for name, module in modules.items()]
     try:
         with torch.no_grad():
-            model(*batch.inputs, batch.padding)
+            model(*batch.inputs, batch.padding, **batch.model_inputs())
     finally:
         for handle in handles:
             handle.remove()

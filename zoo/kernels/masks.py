@@ -5,7 +5,8 @@ own (`causal=True`), so a kernel may apply it without a mask tensor.
 
 Documents packed in one row (spec.documents `separate` or `masked`) begin at each bos_id: a
 query sees the keys of its own document only (a (B, 1, queries, keys) mask), and under `separate`
-its position counts from its document's start, so each document is computed as if alone."""
+its position counts from its document's start, so each document is computed as if alone (a
+document cut across rows continues its positions in the next row, where they are absolute)."""
 
 import torch
 from torch import Tensor
@@ -69,15 +70,22 @@ def self_mask(ids: Tensor, spec, queries: int | None = None) -> Tensor | None:
     return own if padding is None else own & padding
 
 
-def document_positions(ids: Tensor, spec) -> Tensor | None:
+def document_positions(ids: Tensor, spec, offsets: Tensor | None = None) -> Tensor | None:
     """(B, T) positions that restart at each document's start (spec.documents `separate`),
     counting the real tokens of a row (a right-padded prompt's continuation follows its last
-    token); None where positions are the columns' own."""
+    token); None where positions are the columns' own. `offsets` (B,): how many tokens of the
+    document a packed row begins inside came before the row, which its columns before the row's
+    first start continue from (zoo.tasks.packing)."""
     if spec.documents != "separate":
         return None
     count = real_tokens(ids, spec).cumsum(1) - 1
-    start = torch.where(ids == spec.bos_id, count, torch.zeros_like(count)).cummax(1).values
-    return (count - start).clamp(min=0)
+    starts = ids == spec.bos_id
+    start = torch.where(starts, count, torch.zeros_like(count)).cummax(1).values
+    positions = (count - start).clamp(min=0)
+    if offsets is None:
+        return positions
+    continued = starts.cumsum(1) == 0  # the columns before the row's first start
+    return positions + torch.where(continued, offsets[:, None].to(positions), torch.zeros_like(positions))
 
 
 def real_queries(mask: Tensor, queries: int) -> Tensor:

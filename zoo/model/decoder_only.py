@@ -13,7 +13,7 @@ from zoo.model.decoding import Decoding
 from zoo.model.inputs import check_ids
 from zoo.model.zoo_model import AttentionMaps, ZooModel
 from zoo.specs.model_spec import ModelSpec
-from zoo.specs.registries import register_kind
+from zoo.specs.registries import register_kind, registry
 
 
 def prompt_lengths(spec: ModelSpec, src: Tensor) -> Tensor:
@@ -60,6 +60,12 @@ class DecoderOnly(ZooModel):
         return (self_mask(inputs[0], spec),)
 
     @classmethod
+    def continues_positions(cls, spec: ModelSpec) -> bool:
+        """Under `separate` documents with positions added to the embeddings (learned, sinusoidal):
+        a relative scheme computes the same function from any offset, and keeps its rounding."""
+        return spec.documents == "separate" and registry("position").get(spec.position.name).absolute()
+
+    @classmethod
     def sequence_lengths(cls, spec: ModelSpec, src_len: int, tgt_len: int) -> tuple[int, int]:
         return 0, src_len + tgt_len - 2
 
@@ -88,14 +94,18 @@ class DecoderOnly(ZooModel):
     def continuations(cls, spec: ModelSpec, src: Tensor, decoded: Tensor) -> list[list[int]]:
         return [row[n:] for row, n in zip(decoded.tolist(), prompt_lengths(spec, src).tolist(), strict=True)]
 
-    def forward(self, ids: Tensor, padding: tuple[Tensor | None] | None = None, head: bool = True) -> Tensor:
+    def forward(self, ids: Tensor, padding: tuple[Tensor | None] | None = None, head: bool = True,
+                offsets: Tensor | None = None) -> Tensor:
         """Logits (B, T, vocab): position t predicts token t + 1. `padding` is (mask,) built on
         the host, as the encoder-decoder's is (with the documents' mask where they are apart);
-        `head` as there."""
+        `head` as there. `offsets` (B,), on the host, where `continues_positions`: the positions
+        each packed row's first document had reached before the row (zoo.tasks.packing)."""
         if padding is None:
             check_ids("ids", ids, self.spec.tgt_vocab_size)
             padding = self.input_masks(self.spec, (ids,))
-        hidden = self.decoder(ids, padding[0], positions=document_positions(ids, self.spec))[0]
+        if offsets is not None:
+            self.decoder.prepare_positions((int(offsets.max()) if offsets.numel() else 0) + ids.size(1))
+        hidden = self.decoder(ids, padding[0], positions=document_positions(ids, self.spec, offsets))[0]
         return self.generator(hidden) if head else hidden
 
     def attention_maps(self, ids: Tensor) -> AttentionMaps:

@@ -141,6 +141,11 @@ class Stack(nn.Module):
         self.schemes = [self.embed.position, *(layer.position for layer in self.layers if hasattr(layer, "position"))]
         self.norm = final_norm(spec)
 
+    def prepare_positions(self, length: int) -> None:
+        """Positions 0 .. length - 1 are about to be used (zoo.parts.PositionScheme.prepare)."""
+        for scheme in self.schemes:
+            scheme.prepare(length)
+
     def applied(self) -> list[Block]:
         """The block at each depth."""
         return list(self.layers) if len(self.layers) == self.depth else [self.layers[0]] * self.depth
@@ -165,8 +170,7 @@ class Stack(nn.Module):
         start = 0 if cache is None else cache.length
         if positions is None:
             positions = torch.arange(start, start + ids.size(1), device=ids.device)[None]
-        for scheme in self.schemes:
-            scheme.prepare(start + ids.size(1))
+        self.prepare_positions(start + ids.size(1))
         key_positions = positions if cache is None else cache.extend(positions)
         x, maps = self.embed(ids, positions), []
         for i, layer in enumerate(self.applied()):

@@ -121,6 +121,12 @@ class ZooModel(nn.Module):
         raise NotImplementedError
 
     @classmethod
+    def continues_positions(cls, spec: ModelSpec) -> bool:
+        """Whether forward takes `offsets`, so that a document cut across packed rows continues its
+        positions in the next row: only a kind that restarts them at each document does."""
+        return False
+
+    @classmethod
     def sequence_lengths(cls, spec: ModelSpec, src_len: int, tgt_len: int) -> tuple[int, int]:
         """(encoder, decoder) input lengths of a pair whose source and target have these lengths; 0
         for a stack the kind lacks."""

@@ -189,6 +189,13 @@ class PositionScheme(HoldsWeights, nn.Module):
         """Embeddings (B, T, d_model) with absolute positions added."""
         return x
 
+    @classmethod
+    def absolute(cls) -> bool:
+        """Whether the scheme adds positions to the embeddings (its own `forward`: learned,
+        sinusoidal): the schemes whose output moves when every position of a document shifts by one
+        constant, which relative schemes (rotary, biases) leave as it is but for the rounding."""
+        return cls.forward is not PositionScheme.forward
+
     def rotate(self, x: Tensor, positions: Tensor) -> Tensor:
         """Queries or keys (B, H, T, d_head) rotated by their positions (RoPE)."""
         return x

@@ -97,7 +97,8 @@ class ModelRecipe(CanonicalName, DropoutRates, StrictSettings):
     documents: Literal["joined", "separate", "masked"] = Field(
         "joined", description="documents packed in one row, each starting at bos_id (the lm task's pack): joined, "
                               "attention crosses their boundaries (GPT-2, nanoGPT); separate, it stops at every "
-                              "boundary and positions restart there, so each document is computed as if alone; "
+                              "boundary and positions restart there, so each document is computed as if alone (one cut "
+                              "across packed rows continues its learned or sinusoidal positions in the next); "
                               "masked, it stops but positions run on along the row (Llama 3's document mask). "
                               "Kind decoder"
     )

@@ -27,6 +27,7 @@ from zoo.sweep.replay import FORMAT, task_identity
 from zoo.sweep.reproduce import early_differences, early_window, recorded_cells, sensitive_cell
 from zoo.sweep.spec import cell_experiment
 from zoo.tasks import Task, build_task
+from zoo.tasks.packing import offsets_of
 from zoo.trainer.loop import Trainer
 
 
@@ -39,15 +40,18 @@ class Recording:
         task.train_batch = self  # the trainer asks the task it was given
 
     def __call__(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
-        src, tgt = self.asked(step, batch_size)
-        self.batches[f"{step}:{batch_size}"] = (src.to(torch.int32), tgt.to(torch.int32))
-        return src, tgt
+        rows = self.asked(step, batch_size)
+        offsets = offsets_of(rows)
+        self.batches[f"{step}:{batch_size}"] = tuple(t.to(torch.int32) for t in (*rows, *([offsets] if offsets is not
+                                                                                         None else [])))
+        return rows
 
     def replay(self, fields: dict[str, Any], seed: int) -> dict[str, Any]:
         task = self.task
         return {"format": FORMAT, "task": task_identity(fields), "seed": seed, "src_size": len(task.src_vocab),
                 "tgt_size": len(task.tgt_vocab), "shared": task.src_vocab is task.tgt_vocab,
-                "longest": list(task.longest_training()), "batches": self.batches}
+                "longest": list(task.longest_training()), "longest_document": task.longest_document(),
+                "batches": self.batches}
 
 
 def record(experiment: dict[str, Any], until: int, out: Path) -> list[dict[str, float]]:

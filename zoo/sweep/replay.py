@@ -21,6 +21,7 @@ from zoo.errors import ConfigError
 from zoo.files import read_bounded
 from zoo.specs.registries import registry
 from zoo.tasks import Task, Vocabulary, task_params
+from zoo.tasks.packing import Rows
 from zoo.tasks.summary import vocabulary_sizes
 
 FORMAT = 1
@@ -52,17 +53,21 @@ class Replayed(Task):
         self.src_vocab = ids_only(replay["src_size"])
         self.tgt_vocab = self.src_vocab if replay["shared"] else ids_only(replay["tgt_size"])
         self.batches, self.longest = replay["batches"], tuple(replay["longest"])
+        self.replay_longest_document = replay.get("longest_document")  # recorded since 2026-12-07
 
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
         key = f"{step}:{batch_size}"
         if key not in self.batches:
             raise ConfigError(f"the replay holds no batch of {batch_size} rows for step {step}: it holds the early "
                               "window it was recorded for")
-        src, tgt = self.batches[key]
-        return src.long(), tgt.long()
+        src, tgt, *offsets = self.batches[key]  # offsets where the recorded rows were packed (since 2026-12-07)
+        return Rows(src.long(), tgt.long(), offsets[0].long() if offsets else None)
 
     def longest_training(self) -> tuple[int, int]:
         return self.longest
+
+    def longest_document(self) -> int | None:
+        return self.replay_longest_document
 
     def rank_share(self, step: int, batch_size: int, rank: int, world: int, unscored: frozenset[int]) -> None:
         return None  # the recorded global batches are all there is

@@ -185,9 +185,16 @@ class Task:
         of sentences of similar length, its rows a multiple of `multiple` (one share per rank)."""
         raise NotImplementedError
 
+    def longest_document(self) -> int | None:
+        """The most ids of one training document (bos and eos counted), where rows are cut from
+        documents joined end to end (a language model's pack) and a row may continue a document's
+        positions (zoo.tasks.packing); None where each row is a whole example."""
+        return None
+
     def rank_share(self, step: int, batch_size: int, rank: int, world: int,
-                   unscored: frozenset[int]) -> tuple[Tensor, Tensor, int] | None:
-        """This rank's rows (rank, rank + world, ...) of the global batch of `step`, read without the
+                   unscored: frozenset[int]) -> tuple[tuple[Tensor, Tensor], int] | None:
+        """This rank's rows (rank, rank + world, ...) of the global batch of `step` as (src, tgt)
+        (zoo.tasks.packing.Rows, with their offsets), read without the
         others' rows, with the count of labels the whole global batch scores (`unscored`: ids whose
         labels the model's framing does not score); None where the task builds the global batch and
         each rank keeps its rows of it (the count then comes from the whole batch)."""

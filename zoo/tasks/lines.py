@@ -21,6 +21,7 @@ from zoo.specs.registries import registry
 from zoo.tasks.base import EpochOrder, Task, TaskParams, held_out_part, pad_rows, step_generator
 from zoo.tasks.documents import cached_documents, split_document_files
 from zoo.tasks.mask_vocab import TokenizerMask, WithMask
+from zoo.tasks.packing import Rows, offsets_tensor, packed
 from zoo.tasks.pretrained_tokenizer import PretrainedCodec, folder_files, tokenizer_mask_id, tokenizer_special_ids
 from zoo.tasks.summary import mean_length, unknown_share
 from zoo.tasks.text import TokenizerName, codec_from_state, train_codec, unk_id
@@ -138,9 +139,14 @@ class TextLines(Task):
         longest = max(map(len, self.train_lines))
         return self.example_lengths(longest)
 
+    train_offsets: list[int] | None = None
+    """Each training row's offset in the document it begins in, where rows are packed (lm's pack)."""
+
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
-        rows = [self.train_lines[i] for i in self.order.rows(step, batch_size)]
-        return self.examples(pad_rows(rows, self.pad_id), step_generator(self.seed, step, stream=2))
+        numbers = self.order.rows(step, batch_size)
+        src, tgt = self.examples(pad_rows([self.train_lines[i] for i in numbers], self.pad_id),
+                                 step_generator(self.seed, step, stream=2))
+        return Rows(src, tgt, offsets_tensor(self.train_offsets, numbers))
 
     def held_out_rows(self, size: int, split: str = "valid") -> int:
         stem, count = held_out_part(self.params, size, split)
@@ -183,13 +189,6 @@ class LmParams(LinesParams):
     )
 
 
-def packed(lines: list[list[int]], length: int, keep_rest: bool) -> list[list[int]]:
-    """The lines joined end to end, cut into rows of `length`; the shorter rest kept where asked."""
-    stream = [token for line in lines for token in line]
-    end = len(stream) if keep_rest else len(stream) - len(stream) % length
-    return [stream[start : start + length] for start in range(0, end, length)]
-
-
 @registry("task").register("lm")
 class LanguageModeling(TextLines):
     """Next-token prediction over each line (or each packed row): the source is the row's first
@@ -207,7 +206,8 @@ class LanguageModeling(TextLines):
         pack = self.params.pack
         if pack is None:
             return super().training_rows(documents)
-        rows = packed(documents, pack, keep_rest=False)
+        rows, self.train_offsets = packed(documents, pack, keep_rest=False)
+        self.longest = max(map(len, documents))
         if not rows:
             raise ConfigError(f"task.pack {pack}: the training documents hold {sum(map(len, documents))} tokens, "
                               "fewer than one row")
@@ -215,13 +215,28 @@ class LanguageModeling(TextLines):
 
     def held_out(self, size: int | None, split: str) -> list[list[int]]:
         """The split's lines, or with `pack` the rows its lines pack into, in the files' order."""
-        if self.params.pack is None:
-            return super().held_out(size, split)
+        return super().held_out(size, split) if self.params.pack is None else self.packed_held_out(size, split)[0]
+
+    def packed_held_out(self, size: int | None, split: str) -> tuple[list[list[int]], list[int]]:
+        """The rows the split's first documents pack into, and each row's offset in its document."""
         stem, count = held_out_part(self.params, size, split)
         return packed([self.codec.encode(line) for line in self._split(stem)[:count]], self.params.pack, keep_rest=True)
 
+    def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
+        """With `pack`, the packed rows in the files' order, each batch with its rows' offsets."""
+        if self.params.pack is None:
+            return super().eval_batches(size, batch_size, split)
+        self.check_split(split)
+        rows, offsets = self.packed_held_out(size, split)
+        return [Rows(*self.examples(pad_rows(rows[start : start + batch_size], self.pad_id), None),
+                     offsets_tensor(offsets, range(start, min(start + batch_size, len(rows)))))
+                for start in range(0, len(rows), batch_size)]
+
     def held_out_rows(self, size: int, split: str = "valid") -> int:
         return len(self.held_out(size, split)) if self.params.pack is not None else super().held_out_rows(size, split)
+
+    def longest_document(self) -> int | None:
+        return None if self.params.pack is None else self.longest
 
     def examples(self, ids: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         return ids[:, :1], ids

@@ -151,6 +151,18 @@ class Stream:
                 longest = max(longest, int(ends[0]), int(np.diff(ends).max(initial=0)))
         return longest
 
+    def offsets_in_documents(self, positions: np.ndarray) -> list[int]:
+        """Each stream position's distance from the start of the document it lies in (a shard holds
+        whole documents; its .docs file, their ends)."""
+        shards = np.searchsorted(self.token_starts, positions, side="right") - 1
+        out = []
+        for position, shard in zip(positions.tolist(), shards.tolist(), strict=True):
+            local = position - int(self.token_starts[shard])
+            ends = self._docs[shard][:, 0]
+            inside = int(np.searchsorted(ends, local, side="right"))
+            out.append(local - (int(ends[inside - 1]) if inside else 0))
+        return out
+
     def document(self, number: int) -> np.ndarray:
         start, end, _ = self.document_span(number)
         return self.read(start, end - start)

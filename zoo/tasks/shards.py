@@ -24,6 +24,7 @@ from torch import Tensor
 from zoo.errors import ConfigError
 from zoo.specs.registries import registry
 from zoo.tasks.base import Task, TaskParams, pad_rows
+from zoo.tasks.packing import Rows, offsets_tensor
 from zoo.tasks.shard_order import epoch_rows
 from zoo.tasks.shard_store import INDEX, ShardStore
 from zoo.tasks.text import codec_from_state
@@ -112,12 +113,18 @@ class ShardLanguageModeling(StoreTask):
         pack = self.params.pack
         return torch.from_numpy(np.stack([self.train.read(int(row) * pack, pack) for row in numbers]).astype(np.int64))
 
+    def _offsets(self, numbers: np.ndarray) -> Tensor:
+        """Each row's offset in the document it begins in (zoo.tasks.packing)."""
+        starts = np.asarray(numbers, dtype=np.int64) * self.params.pack
+        return torch.tensor(self.train.offsets_in_documents(starts), dtype=torch.long)
+
     def train_batch(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
-        ids = self._rows(epoch_rows(self.seed, self.rows, step * batch_size, batch_size))
-        return ids[:, :1], ids
+        numbers = epoch_rows(self.seed, self.rows, step * batch_size, batch_size)
+        ids = self._rows(numbers)
+        return Rows(ids[:, :1], ids, self._offsets(numbers))
 
     def rank_share(self, step: int, batch_size: int, rank: int, world: int,
-                   unscored: frozenset[int]) -> tuple[Tensor, Tensor, int] | None:
+                   unscored: frozenset[int]) -> tuple[Rows, int] | None:
         """This rank's rows of the global batch, read alone, and the labels the whole batch scores:
         every row is full, so each scores all its ids after its first, where no unscored id stands
         inside the text. A document's start that the framing leaves unscored (documents apart), or a
@@ -126,7 +133,7 @@ class ShardLanguageModeling(StoreTask):
             return None
         numbers = epoch_rows(self.seed, self.rows, step * batch_size, batch_size)[rank::world]
         ids = self._rows(numbers)
-        return ids[:, :1], ids, batch_size * (self.params.pack - 1)
+        return Rows(ids[:, :1], ids, self._offsets(numbers)), batch_size * (self.params.pack - 1)
 
     def passes(self, steps: int, batch_size: int) -> float:
         """How many times a run of `steps` batches reads each training row."""
@@ -141,11 +148,13 @@ class ShardLanguageModeling(StoreTask):
         return [ids[start : start + pack] for start in range(0, tokens, pack)]
 
     def eval_batches(self, size: int, batch_size: int, split: str = "valid") -> list[tuple[Tensor, Tensor]]:
-        rows = self.held_out(size, split)
+        """The held-out rows in the store's order, each batch with its rows' offsets."""
+        rows, stream = self.held_out(size, split), self.store.stream(split)
+        offsets = stream.offsets_in_documents(np.arange(len(rows), dtype=np.int64) * self.params.pack)
         batches = []
         for start in range(0, len(rows), batch_size):
             ids = pad_rows([row.tolist() for row in rows[start : start + batch_size]], self.pad_id)
-            batches.append((ids[:, :1], ids))
+            batches.append(Rows(ids[:, :1], ids, offsets_tensor(offsets, range(start, start + ids.size(0)))))
         return batches
 
     def held_out_rows(self, size: int, split: str = "valid") -> int:
@@ -156,6 +165,9 @@ class ShardLanguageModeling(StoreTask):
 
     def longest_training(self) -> tuple[int, int]:
         return 1, self.params.pack
+
+    def longest_document(self) -> int:
+        return self.train.longest_document()
 
     def summary(self, eval_size: int) -> dict[str, float | int]:
         return {**super().summary(eval_size), "train_documents": self.train.documents, "train_tokens": self.train.tokens,

@@ -21,6 +21,7 @@ from zoo.records import CheckpointProgress
 from zoo.specs.experiment import TrainSpec
 from zoo.specs.registries import registry
 from zoo.tasks.base import Task
+from zoo.tasks.packing import offsets_of
 from zoo.trainer.parallelism import Parallelism
 from zoo.trainer.picture import try_cross_attention_png
 from zoo.trainer.sharding import gathered
@@ -47,10 +48,12 @@ def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], 
     model.eval()
     spec, kind = model.spec, type(model)
     tally = Tally(text_bytes=text_bytes)
-    for src, tgt in batches:
-        src, tgt = src.to(device), tgt.to(device)
+    continues = kind.continues_positions(spec)
+    for batch in batches:
+        src, tgt = (t.to(device) for t in batch)
         inputs, labels = kind.frame(spec, src, tgt)
-        logits = model(*inputs).float()
+        offsets = offsets_of(batch) if continues else None
+        logits = (model(*inputs) if offsets is None else model(*inputs, offsets=offsets)).float()
         real = labels != spec.pad_id
         tally.loss_sum += F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=spec.pad_id,
                                           reduction="sum").item()

@@ -19,7 +19,8 @@ from zoo.model.inputs import check_ids
 from zoo.model.kinds import model_class
 from zoo.specs.model_spec import ModelSpec
 from zoo.tasks.base import Task
-from zoo.trainer.buckets import bucketed, explicit
+from zoo.tasks.packing import offsets_of
+from zoo.trainer.buckets import bucketed, explicit, pad_to
 from zoo.trainer.parallelism import Parallelism
 
 
@@ -29,6 +30,13 @@ class Batch(NamedTuple):
     labels: Tensor
     tokens: int
     """Labels of the whole global batch that the loss counts (not padding, not a prompt)."""
+    offsets: Tensor | None = None
+    """Where the model continues a document's positions across packed rows (ZooModel.continues_positions):
+    each row's offset in its first document, on the host (zoo.tasks.packing); None elsewhere."""
+
+    def model_inputs(self) -> dict[str, Tensor]:
+        """The keyword inputs forward takes beside the sequences and masks."""
+        return {} if self.offsets is None else {"offsets": self.offsets}
 
 
 class BatchFeed:
@@ -58,28 +66,33 @@ class BatchFeed:
         share = None if self.batch_tokens is not None or self.dist.world == 1 else \
             self.task.rank_share(step, self.batch_size * self.accumulate, self.dist.rank, self.dist.world,
                                  unscored_ids(spec))
-        src, tgt = self.global_batch(step) if share is None else share[:2]
+        rows = self.global_batch(step) if share is None else share[0]
+        src, tgt = rows
         check_ids("src", src, spec.src_vocab_size)
         check_ids("tgt", tgt, spec.tgt_vocab_size)
         inputs, labels = self.kind.frame(spec, src, tgt)
+        offsets = offsets_of(rows) if self.kind.continues_positions(spec) else None
         if share is None:
             tokens = max(1, int((labels != spec.pad_id).sum()))  # a batch may hold none (masked LM, rarely)
             inputs, labels = tuple(self.dist.shard(t) for t in inputs), self.dist.shard(labels)
+            offsets = None if offsets is None else self.dist.shard(offsets)
         else:  # this rank's rows alone, read so (a token store): the task counts the global batch's labels
-            tokens = share[2]
-        shares = [(inputs, labels)] if self.accumulate == 1 else [
-            trimmed(tuple(t[m :: self.accumulate] for t in inputs), labels[m :: self.accumulate], spec.pad_id)
+            tokens = share[1]
+        shares = [(inputs, labels, offsets)] if self.accumulate == 1 else [
+            (*trimmed(tuple(t[m :: self.accumulate] for t in inputs), labels[m :: self.accumulate], spec.pad_id),
+             None if offsets is None else offsets[m :: self.accumulate])
             for m in range(self.accumulate)]
         self._ready = (step, [self._batch(*share, tokens) for share in shares])
 
-    def _batch(self, inputs: tuple[Tensor, ...], labels: Tensor, tokens: int) -> Batch:
+    def _batch(self, inputs: tuple[Tensor, ...], labels: Tensor, offsets: Tensor | None, tokens: int) -> Batch:
         spec = self.spec
         if self.buckets:
             inputs, labels = bucketed(inputs, labels, spec.pad_id, spec.max_len, rows=self.batch_tokens is not None)
+            offsets = None if offsets is None else pad_to(offsets, 0, labels.size(0), 0)
         masks = self.kind.input_masks(spec, inputs)
         masks = explicit(masks, inputs) if self.buckets else masks
         return Batch(tuple(map(self._to_device, inputs)), tuple(map(self._to_device, masks)), self._to_device(labels),
-                     tokens)
+                     tokens, offsets)
 
     def take(self, step: int) -> list[Batch]:
         """The micro-batches of `step`: those prepared ahead, or built now (the first step, a resume)."""

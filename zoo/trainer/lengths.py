@@ -8,6 +8,7 @@ from zoo.errors import ConfigError
 from zoo.files import human_bytes
 from zoo.model.size_checks import available_bytes, check_evaluation_fits
 from zoo.tasks import Task
+from zoo.tasks.packing import offsets_of
 
 SAMPLE = 256
 """Held-out examples drawn to measure a split's lengths before all of them are made."""
@@ -36,9 +37,9 @@ def check_lengths(model, task: Task, eval_size: int, batch_size: int, device="cp
     device's memory, for the forward pass and for decoding, so that a long held-out line is
     found before training, not at the first evaluation."""
     check_held_out_fits(task, eval_size, batch_size)
-    longest = {"training": task.longest_training()}
+    longest, held_out = {"training": task.longest_training()}, {}
     for split in task.eval_splits:
-        batches = task.eval_batches(eval_size, batch_size, split)
+        batches = held_out[split] = task.eval_batches(eval_size, batch_size, split)
         longest[split] = (max(src.size(1) for src, _ in batches), max(tgt.size(1) for _, tgt in batches))
         decoded = beams if task.generates else 0
         start = type(model).start_columns(model.spec, longest[split][0]) if decoded else 0
@@ -55,3 +56,25 @@ def check_lengths(model, task: Task, eval_size: int, batch_size: int, device="cp
                                   f"model.max_len {table} of its '{model.spec.position.name}' positions; raise "
                                   f"model.max_len to {length} or more, or use shorter sequences (found before any "
                                   "training step)")
+    check_continued_positions(model, task, held_out)
+
+
+def check_continued_positions(model, task: Task, held_out: dict[str, list]) -> None:
+    """Where a document cut across packed rows continues its positions (ZooModel.continues_positions),
+    its longest document against the position table: every token of a document but its last row's
+    last column is read, so one of L tokens takes positions 0 .. L - 1; a held-out row at offset k
+    of width W, k .. k + W - 2."""
+    longest = task.longest_document()
+    if not type(model).continues_positions(model.spec) or longest is None:
+        return
+    table = model.position_limits()["decoder"]
+    needs = {"training": longest, **{split: max(int(offsets_of(batch).max()) + batch[1].size(1) - 1
+                                                for batch in batches) for split, batches in held_out.items()}}
+    for split, length in needs.items():
+        if table is not None and length > table:
+            raise ConfigError(f"the task's {split} data holds a document of {length} positions, more than the "
+                              f"model.max_len {table} of its '{model.spec.position.name}' positions: under "
+                              "model.documents separate a document cut across packed rows continues its positions; "
+                              f"raise model.max_len to {length} or more, or use model.documents masked (positions "
+                              "run along the row) or a relative position scheme (rope, alibi, t5) (found before any "
+                              "training step)")

@@ -50,7 +50,7 @@ def batch_loss_sum(forward, generator: nn.Module, batch, pad_id: int, train, aut
     the whole logits' loss in float32, or (train.loss_chunk) the loss a chunk at a time, whose
     generator runs under the same autocast as the forward would have run it."""
     with autocast:
-        output = forward(*batch.inputs, batch.padding, head=not train.loss_chunk)
+        output = forward(*batch.inputs, batch.padding, head=not train.loss_chunk, **batch.model_inputs())
         if train.loss_chunk:
             return chunked_loss_sum(output, generator, batch.labels, pad_id, train.loss_chunk, train.label_smoothing,
                                     train.z_loss)
