@@ -35,6 +35,19 @@ def half_table(n: int) -> np.ndarray:
     return (1 - 2 * codes).astype(np.int8)
 
 
+@lru_cache(maxsize=2)
+def drawn_signs(n: int) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """The MONTE_CARLO_DRAWS seeded sign assignments of n values, in chunks of CHUNK rows (int8),
+    and each one's Σ s_i: the same for every set of n values, so drawn once per n (a comparison
+    asks the same n for each difference, metric and margin; 96 MiB at 96 pairs)."""
+    rng, chunks, counts = np.random.default_rng(SEED), [], []
+    for start in range(0, MONTE_CARLO_DRAWS, CHUNK):
+        signs = 1 - 2 * rng.integers(0, 2, (min(CHUNK, MONTE_CARLO_DRAWS - start), n), dtype=np.int8)
+        chunks.append(signs)
+        counts.append(signs.sum(axis=1, dtype=np.int64))
+    return tuple(chunks), np.concatenate(counts)
+
+
 class SignedSums:
     """Σ s_i (x_i + shift) over the sign assignments s of x, for any shift, from one enumeration:
     each assignment's Σ s_i x_i and Σ s_i are kept apart, so the equivalence tests (x ± margin,
@@ -50,12 +63,8 @@ class SignedSums:
             self.halves = [(half_table(part.size) @ part, half_table(part.size).sum(axis=1, dtype=np.int64))
                            for part in (x[:cut], x[cut:])]
         else:
-            rng, sums, counts = np.random.default_rng(SEED), [], []
-            for start in range(0, MONTE_CARLO_DRAWS, CHUNK):
-                signs = 1 - 2 * rng.integers(0, 2, (min(CHUNK, MONTE_CARLO_DRAWS - start), self.n), dtype=np.int8)
-                sums.append(signs @ x)
-                counts.append(signs.sum(axis=1, dtype=np.int64))
-            self.drawn = (np.concatenate(sums), np.concatenate(counts))
+            chunks, counts = drawn_signs(self.n)
+            self.drawn = (np.concatenate([signs @ x for signs in chunks]), counts)
 
     def at_least(self, threshold: float, shift: float) -> int:
         """How many assignments give Σ s_i (x_i + shift) >= threshold (drawn ones, past EXACT_UP_TO)."""

@@ -15,6 +15,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from zoo.records import RunRecord
@@ -38,15 +39,26 @@ def group(record: RunRecord) -> str | None:
     return ((record.experiment or {}).get("wandb") or {}).get("group")
 
 
-def earlier_runs(folder: Path) -> Iterator[tuple[str, RunRecord]]:
-    """(sweep, record) of every finished run in the ledgers beside `folder`, each trained by the
-    sweep whose folder holds it (a record copied there from another sweep is that sweep's, not its)."""
+def earlier_runs(folder: Path) -> Iterator[tuple[str, TrainingCurve, str | None]]:
+    """(sweep, training curve, time) of every finished run in the ledgers beside `folder`, each
+    trained by the sweep whose folder holds it (a record copied there from another sweep is that
+    sweep's, not its)."""
     for ledger in sorted(folder.resolve().parent.glob("*/ledger.jsonl")):
         if ledger.parent == folder.resolve():
             continue
-        for record in Ledger(ledger).read().records:
-            if record.status == "finished" and group(record) in (None, ledger.parent.name):
-                yield ledger.parent.name, record
+        stat = ledger.stat()
+        for curve, time in finished_curves(ledger, stat.st_size, stat.st_mtime_ns):
+            yield ledger.parent.name, curve, time
+
+
+@lru_cache(maxsize=256)
+def finished_curves(ledger: Path, size: int, modified: int) -> tuple[tuple[TrainingCurve, str | None], ...]:
+    """(training curve, time) of each finished run the ledger's own sweep trained, read once per
+    version of the file (its size and modification time): comparing every published sweep reads
+    each other ledger once, not once per sweep and metric."""
+    return tuple((curve, record.time) for record in Ledger(ledger).read().records
+                 if record.status == "finished" and group(record) in (None, ledger.parent.name)
+                 and (curve := training_curve(record)) is not None)
 
 
 def origins(folder: Path, name: str, records: list[RunRecord]) -> dict[str, str]:
@@ -61,10 +73,10 @@ def origins(folder: Path, name: str, records: list[RunRecord]) -> dict[str, str]
     if not wanted:
         return found
     first: dict[str, tuple[str, str]] = {}  # cell -> (time, sweep) of the earliest run of its computation
-    for sweep, other in earlier_runs(folder):
-        for mine in wanted.get(training_curve(other), []):
-            if other.time and mine.time and other.time < mine.time and (other.time, sweep) < first.get(mine.cell, ("~", "")):
-                first[mine.cell] = (other.time, sweep)
+    for sweep, curve, time in earlier_runs(folder):
+        for mine in wanted.get(curve, []):
+            if time and mine.time and time < mine.time and (time, sweep) < first.get(mine.cell, ("~", "")):
+                first[mine.cell] = (time, sweep)
     return {**found, **{cell: sweep for cell, (_, sweep) in first.items()}}
 
 

@@ -51,10 +51,20 @@ def computed(key: str) -> bool:
     return not timing(key) and "grad_norm" not in key
 
 
+def final_metrics(record: RunRecord) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in record.metrics.items()))
+
+
 def computation(record: RunRecord) -> tuple:
     """What a run computed: its final metrics and every computed value it logged."""
     rows = tuple(tuple(sorted((k, repr(v)) for k, v in row.items() if computed(k))) for row in record.history)
-    return tuple(sorted((k, repr(v)) for k, v in record.metrics.items())), rows
+    return final_metrics(record), rows
+
+
+def one_computation(records: Sequence[RunRecord]) -> bool:
+    """Whether the runs computed the same: their final metrics first (a few values, where runs of
+    different functions already differ), then every value they logged."""
+    return len(set(map(final_metrics, records))) == 1 and len(set(map(computation, records))) == 1
 
 
 def declared_function(key: str, values: Sequence[Any]) -> str | None:
@@ -209,7 +219,7 @@ def check_identity(finished, key: str, label: str, values: Sequence[Any]) -> Ide
     bit-identical runs of them; None where they are an effect to test."""
     function = declared_function(key, values)
     full = [g for g in cells_across(finished, key).values() if all(repr(v) in g for v in values)]
-    identical = sum(len({computation(g[repr(v)][0]) for v in values}) == 1 for g in full)
+    identical = sum(one_computation([g[repr(v)][0] for v in values]) for g in full)
     if function is None and not (full and identical == len(full)):
         return None
     largest = max((relative(g[repr(v)][1], g[repr(values[0])][1]) for g in full for v in values), default=0.0)
