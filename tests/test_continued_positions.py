@@ -154,3 +154,29 @@ def test_a_replay_gives_back_the_offsets_it_recorded(tmp_path):
     again = replayed.train_batch(2, 4)
     assert torch.equal(again[1], asked[1]) and torch.equal(offsets_of(again), offsets_of(asked))
     assert replayed.longest_document() == task.longest_document()
+
+
+def test_evaluation_scores_each_held_out_row_at_its_documents_positions(tmp_path):
+    import torch.nn.functional as F
+
+    from zoo.trainer.evaluate import evaluate_split
+
+    task = long_document_task(tmp_path)
+    spec = decoder_spec(task, "learned")
+    model = zoo.build(spec, seed=0).eval()
+    batches = task.eval_batches(len(TEXTS), 4)
+    assert any(offsets_of(batch).any() for batch in batches), "a held-out row continues the long document"
+
+    def loss(offsets_given: bool) -> float:
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for batch in batches:
+                inputs, labels = model_class(spec).frame(spec, *batch)
+                logits = model(*inputs, offsets=offsets_of(batch)) if offsets_given else model(*inputs)
+                total += float(F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=spec.pad_id,
+                                               reduction="sum"))
+                count += int((labels != spec.pad_id).sum())
+        return total / count
+
+    scored = evaluate_split(model, task, "valid", len(TEXTS), 4, "cpu")["eval/loss"]
+    assert scored == pytest.approx(loss(True), rel=1e-6) and abs(scored - loss(False)) > 1e-4

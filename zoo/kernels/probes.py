@@ -78,10 +78,12 @@ def output_statistics(logits: Tensor, real: Tensor) -> dict[str, float]:
     return {"mech/output_logit_max": float(chosen.abs().amax()), "mech/output_logsumexp": float(chosen.logsumexp(-1).mean())}
 
 
-def mechanism_metrics(model: nn.Module, inputs: tuple[Tensor, ...], padding: tuple, real: Tensor) -> dict[str, float]:
-    """One held-out forward's mechanism statistics, per attention layer and over all of them."""
+def mechanism_metrics(model: nn.Module, inputs: tuple[Tensor, ...], padding: tuple, real: Tensor,
+                      **keywords: Tensor) -> dict[str, float]:
+    """One held-out forward's mechanism statistics, per attention layer and over all of them;
+    `keywords`, what else forward takes with the batch (a packed row's offsets)."""
     with torch.no_grad(), probed(model) as seen:
-        logits = model(*inputs, padding)
+        logits = model(*inputs, padding, **keywords)
     metrics = {}
     for name, record in seen.items():
         metrics[f"mech/attn_logit_max/{name}"] = record["logit_max"]

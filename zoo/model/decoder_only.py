@@ -103,9 +103,10 @@ class DecoderOnly(ZooModel):
         if padding is None:
             check_ids("ids", ids, self.spec.tgt_vocab_size)
             padding = self.input_masks(self.spec, (ids,))
-        if offsets is not None:
-            self.decoder.prepare_positions((int(offsets.max()) if offsets.numel() else 0) + ids.size(1))
-        hidden = self.decoder(ids, padding[0], positions=document_positions(ids, self.spec, offsets))[0]
+        positions = document_positions(ids, self.spec, offsets)
+        if offsets is not None and positions.numel():  # the furthest position, read back once (a sync on a GPU)
+            self.decoder.prepare_positions(int(positions.max()) + 1)
+        hidden = self.decoder(ids, padding[0], positions=positions)[0]
         return self.generator(hidden) if head else hidden
 
     def attention_maps(self, ids: Tensor) -> AttentionMaps:

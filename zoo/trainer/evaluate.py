@@ -135,10 +135,12 @@ class Evaluator:
         inputs, labels = kind.frame(spec, src, tgt)
         padding = tuple(None if m is None else m.to(self.device) for m in kind.input_masks(spec, inputs))
         inputs = tuple(t.to(self.device) for t in inputs)
+        offsets = offsets_of(self.batches[0]) if kind.continues_positions(spec) else None
         was_training = model.training
         model.eval()
         try:
-            return mechanism_metrics(model, inputs, padding, (labels != spec.pad_id).to(self.device))
+            return mechanism_metrics(model, inputs, padding, (labels != spec.pad_id).to(self.device),
+                                     **({} if offsets is None else {"offsets": offsets}))
         finally:
             model.train(was_training)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from zoo.errors import ConfigError
 from zoo.files import human_bytes
+from zoo.kernels.masks import document_positions
 from zoo.model.size_checks import available_bytes, check_evaluation_fits
 from zoo.tasks import Task
 from zoo.tasks.packing import offsets_of
@@ -61,15 +62,19 @@ def check_lengths(model, task: Task, eval_size: int, batch_size: int, device="cp
 
 def check_continued_positions(model, task: Task, held_out: dict[str, list]) -> None:
     """Where a document cut across packed rows continues its positions (ZooModel.continues_positions),
-    its longest document against the position table: every token of a document but its last row's
-    last column is read, so one of L tokens takes positions 0 .. L - 1; a held-out row at offset k
-    of width W, k .. k + W - 2."""
-    longest = task.longest_document()
-    if not type(model).continues_positions(model.spec) or longest is None:
+    its longest document against the position table: a training document of L tokens may take
+    positions 0 .. L - 1 (its last is read wherever a row goes on after it); the held-out rows, the
+    positions their inputs take."""
+    longest, kind, spec = task.longest_document(), type(model), model.spec
+    if not kind.continues_positions(spec) or longest is None:
         return
     table = model.position_limits()["decoder"]
-    needs = {"training": longest, **{split: max(int(offsets_of(batch).max()) + batch[1].size(1) - 1
-                                                for batch in batches) for split, batches in held_out.items()}}
+
+    def furthest(batch) -> int:
+        ids = kind.frame(spec, *batch)[0][0]
+        return int(document_positions(ids, spec, offsets_of(batch)).max()) + 1
+
+    needs = {"training": longest, **{split: max(map(furthest, batches)) for split, batches in held_out.items()}}
     for split, length in needs.items():
         if table is not None and length > table:
             raise ConfigError(f"the task's {split} data holds a document of {length} positions, more than the "
