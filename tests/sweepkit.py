@@ -37,9 +37,10 @@ def write_sweep(out_dir, name, grid, seeds, value, metric="eval/exact_match", ta
     return sweep
 
 
-def finished_tuned(sweep: SweepSpec, losses) -> None:
+def finished_tuned(sweep: SweepSpec, losses, declared: dict | None = None) -> None:
     """A tuned sweep's folder whose every cell finished with eval/loss = losses(assignment, seed)
-    (test/loss the same), each run starting at a loss of 5: for the analyses of the rates."""
+    (test/loss the same), each run starting at a loss of 5 and recording `declared` as its
+    question: for the analyses of the rates."""
     folder = sweep.directory()
     folder.mkdir(parents=True)
     (folder / "sweep.yaml").write_text(yaml.safe_dump({**sweep.model_dump(mode="json"),
@@ -50,4 +51,4 @@ def finished_tuned(sweep: SweepSpec, losses) -> None:
         loss = losses(a, cell.seed)
         ledger.append({"cell": cell.name, "variant": cell.variant, "seed": cell.seed, "assignment": a,
                        "first_loss": 5.0, "status": "finished", "history": [{"train/step": 100, "eval/loss": loss}],
-                       "metrics": {"eval/loss": loss, "test/loss": loss}})
+                       "metrics": {"eval/loss": loss, "test/loss": loss}, "declared": declared})

@@ -24,12 +24,12 @@ def loss_of(norm: str, lr: float, seed: int) -> float:
     return min(3.0 + depth * (np.log10(lr) + 2.0) ** 2 + 0.002 * seed, FIRST_LOSS + 1.0)
 
 
-def write_sweep(tmp_path, metric="lr_sensitivity") -> SweepSpec:
+def write_sweep(tmp_path, metric="lr_sensitivity", declared: dict | None = None) -> SweepSpec:
     sweep = SweepSpec.model_validate({"name": "sensitive", "grid": {"model.norm": ["post", "pre"]},
                                       "tune": {"train.optimizer.lr": RATES}, "seeds": list(range(8)),
                                       "metric": metric, "margins": {"lr_sensitivity": 0.5},
                                       "out_dir": str(tmp_path)})
-    sweepkit.finished_tuned(sweep, lambda a, seed: loss_of(a["model.norm"], a["train.optimizer.lr"], seed))
+    sweepkit.finished_tuned(sweep, lambda a, seed: loss_of(a["model.norm"], a["train.optimizer.lr"], seed), declared)
     return sweep
 
 
@@ -92,3 +92,21 @@ def test_another_sweeps_sensitivity_is_asked_as_a_secondary_endpoint_and_an_untu
     with pytest.raises(ConfigError, match=r"metric lr_sensitivity: computed from each variant's runs at every tuned "
                                           r"learning rate, so tune: names one learning rate and nothing else; it names none"):
         compare(untuned.directory(), metric="lr_sensitivity", wandb_mode="disabled", echo=lambda _: None)
+
+
+@pytest.mark.parametrize("margin, exploratory", [(0.5, False), (0.2, True)])
+def test_each_sensitivity_carries_the_question_its_runs_were_trained_under(tmp_path, margin, exploratory):
+    """A seed's sensitivity is computed from several runs: it is as declared as they are, and a
+    question changed after they ran makes the comparison exploratory, as for any metric."""
+    from zoo.sweep.question import declaration
+
+    planned = SweepSpec.model_validate({"name": "sensitive", "grid": {"model.norm": ["post", "pre"]},
+                                        "tune": {"train.optimizer.lr": RATES}, "seeds": list(range(8)),
+                                        "metric": "lr_sensitivity", "margins": {"lr_sensitivity": margin}})
+    sweep = write_sweep(tmp_path, declared=declaration(planned))
+    report = compare(sweep.directory(), wandb_mode="disabled", echo=lambda _: None)
+    declared = report.analysis["declaration"]
+    assert declared.undeclared == 0 and declared.exploratory == exploratory
+    text = report.markdown.read_text()
+    assert "record no declared question" not in text
+    assert ("exploratory: the sweep's question changed after 16 of the runs were trained" in text) == exploratory

@@ -20,6 +20,7 @@ from zoo.compare.stats import Band
 from zoo.compare.tuned import TunedChoice, grid_variant, tuned_values
 from zoo.records import RunRecord
 from zoo.sweep.keys import rate_keys
+from zoo.sweep.question import declaration, declaration_changes
 
 LOSS = "eval/loss"
 """The loss whose dependence on the rate is measured: the final validation loss, as the paper's."""
@@ -75,6 +76,14 @@ def seed_runs(sweep: Comparison, records: list[RunRecord], choice: TunedChoice, 
     return out
 
 
+def question_of(sweep: Comparison, runs: dict[Any, RunRecord]) -> dict | None:
+    """The question a seed's runs were trained under, which its sensitivity carries: one that
+    differs from the sweep file's declaration now where any run's does (the comparison is then
+    exploratory), else the one they recorded (None where none did)."""
+    now, recorded = declaration(sweep.design), [run.declared for run in runs.values() if run.declared is not None]
+    return next((said for said in recorded if declaration_changes(said, now)), recorded[0] if recorded else None)
+
+
 def sensitivities(sweep: Comparison, records: list[RunRecord], choices: list[TunedChoice],
                   key: str) -> tuple[list[RunRecord], list[RateCurve], list[str]]:
     """Each (variant, seed)'s sensitivity as a record of the variant (metric SENSITIVITY), each
@@ -92,7 +101,7 @@ def sensitivities(sweep: Comparison, records: list[RunRecord], choices: list[Tun
                              "or no initial loss recorded)")
                 continue
             cell = {"variant": choice.variant, "seed": seed, "cell": f"{choice.variant},seed={seed}",
-                    "assignment": dict(choice.assignment),
+                    "assignment": dict(choice.assignment), "declared": question_of(sweep, runs),
                     "parameters": next((run.parameters for run in runs.values() if run.parameters), None)}
             if min(losses) >= initial_loss(runs):
                 measured.append(RunRecord(status="diverged", error="no rate trained below the initial loss (diverged, "
