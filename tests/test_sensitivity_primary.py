@@ -110,3 +110,18 @@ def test_each_sensitivity_carries_the_question_its_runs_were_trained_under(tmp_p
     text = report.markdown.read_text()
     assert "record no declared question" not in text
     assert ("exploratory: the sweep's question changed after 16 of the runs were trained" in text) == exploratory
+
+
+def test_a_sensitivity_across_widths_is_not_fitted_as_a_law_of_compute(tmp_path):
+    """A seed's sensitivity comes from runs at five rates, not from one run at one compute: no
+    law is fitted to it, and its runs are not called uncounted."""
+    sweep = SweepSpec.model_validate({"name": "widths", "grid": {"model.d_model": [32, 64, 128]},
+                                      "tune": {"train.optimizer.lr": RATES}, "seeds": list(range(4)),
+                                      "metric": "lr_sensitivity", "out_dir": str(tmp_path)})
+    sweepkit.finished_tuned(sweep, lambda a, seed: loss_of("pre", a["train.optimizer.lr"], seed) + a["model.d_model"] / 1e3)
+    report = compare(sweep.directory(), wandb_mode="disabled", echo=lambda _: None)
+    scaling = report.analysis["scaling"]
+    assert scaling.notes == ["no fit: lr_sensitivity is computed over several runs (one at each tuned rate), not "
+                             "reached by one run at its compute; the power law fits a metric that one run's training "
+                             "lowers"]
+    assert not scaling.variants and not scaling.ladder and "### The ladder" not in report.markdown.read_text()

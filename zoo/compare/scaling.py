@@ -27,6 +27,7 @@ from zoo.compare.joint_fit import Multiplier, multiplier
 from zoo.compare.power_law import MIN_POINTS, Fit, Interval, crossing, fit_power_law, over_seeds
 from zoo.compare.sizes import size_keys
 from zoo.compare.stats import Estimate, final_value
+from zoo.metrics import by_comparison
 from zoo.records import RunRecord
 from zoo.specs.model_spec import ModelRecipe
 from zoo.sweep.names import assignment_text, value_text
@@ -200,6 +201,10 @@ def scaling(sweep: Comparison, records: Sequence[RunRecord]) -> Scaling | None:
     if resolved.goal != "min":
         notes.append(f"no fit: {sweep.metric} rises with compute (goal max); the power law fits a metric that falls "
                      "towards a floor, such as a loss")
+    if by_comparison(sweep.metric):  # its records are the comparison's, with no compute or shape of their own
+        notes.append(f"no fit: {sweep.metric} is computed over several runs (one at each tuned rate), not reached by "
+                     "one run at its compute; the power law fits a metric that one run's training lowers")
+        return Scaling(against, multiple, [], [], [], notes, ladder_columns=ladder_columns(sweep))
     others = [key for key in sweep.grid if key not in sizes]
     labels = sweep.labels()
     variants: dict[tuple, VariantFit] = {}

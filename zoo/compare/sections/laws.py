@@ -88,7 +88,7 @@ def scaling_lines(s: Scaling, sweep: Comparison) -> list[str]:
            "other side of zero, grows or shrinks where its change is separated from zero, holds where two one-sided "
            "t-tests on the change exclude the margin the sweep declares (level), else not separated (inconclusive).", "",
            *(f"- Note: {note}" for note in s.notes), *([""] if s.notes else []),
-           "### The ladder", "", *markdown_table(s.ladder_columns, s.ladder), ""]
+           *(["### The ladder", "", *markdown_table(s.ladder_columns, s.ladder), ""] if s.ladder else [])]
     if s.variants and any(v.fits for v in s.variants):
         out += ["### Laws", "", *markdown_table(*law_rows(s)), ""]
     if s.differences:
@@ -110,7 +110,8 @@ def scaling_lines(s: Scaling, sweep: Comparison) -> list[str]:
 
 
 def scaling_text(s: Scaling) -> str:
-    parts = [*(f"Note: {note}" for note in s.notes), "Ladder:\n" + text_table(s.ladder_columns, s.ladder)]
+    parts = [*(f"Note: {note}" for note in s.notes), *(["Ladder:\n" + text_table(s.ladder_columns, s.ladder)]
+                                                      if s.ladder else [])]
     if any(v.fits for v in s.variants):
         parts.append("Laws:\n" + text_table(*law_rows(s)))
     if s.differences:
