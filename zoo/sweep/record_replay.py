@@ -41,9 +41,8 @@ class Recording:
 
     def __call__(self, step: int, batch_size: int) -> tuple[Tensor, Tensor]:
         rows = self.asked(step, batch_size)
-        offsets = offsets_of(rows)
-        self.batches[f"{step}:{batch_size}"] = tuple(t.to(torch.int32) for t in (*rows, *([offsets] if offsets is not
-                                                                                         None else [])))
+        kept = [*rows] if offsets_of(rows) is None else [*rows, offsets_of(rows)]  # offsets of packed rows too
+        self.batches[f"{step}:{batch_size}"] = tuple(t.to(torch.int32) for t in kept)
         return rows
 
     def replay(self, fields: dict[str, Any], seed: int) -> dict[str, Any]:

@@ -207,7 +207,7 @@ class LanguageModeling(TextLines):
         if pack is None:
             return super().training_rows(documents)
         rows, self.train_offsets = packed(documents, pack, keep_rest=False)
-        self.longest = max(map(len, documents))
+        self.longest_document_tokens = max(map(len, documents))
         if not rows:
             raise ConfigError(f"task.pack {pack}: the training documents hold {sum(map(len, documents))} tokens, "
                               "fewer than one row")
@@ -236,7 +236,7 @@ class LanguageModeling(TextLines):
         return len(self.held_out(size, split)) if self.params.pack is not None else super().held_out_rows(size, split)
 
     def longest_document(self) -> int | None:
-        return None if self.params.pack is None else self.longest
+        return None if self.params.pack is None else self.longest_document_tokens
 
     def examples(self, ids: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         return ids[:, :1], ids
