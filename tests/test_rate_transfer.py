@@ -29,7 +29,7 @@ def best_of(row: str, size: str, seed: int, slopes=SLOPES) -> float:
     return -2.0 + (slopes[row] + WOBBLE[seed]) * math.log2(WIDTHS[size] / 32)
 
 
-def write_ladder(tmp_path, slopes=SLOPES, **fields) -> SweepSpec:
+def write_ladder(tmp_path, slopes=SLOPES, declared: dict | None = None, **fields) -> SweepSpec:
     sweep = SweepSpec.model_validate({
         "name": "rates", "rows": {"standard": {}, "mup": {"model.parametrization": "mup"}},
         "sizes": {name: {"model.d_model": width} for name, width in WIDTHS.items()},
@@ -37,7 +37,8 @@ def write_ladder(tmp_path, slopes=SLOPES, **fields) -> SweepSpec:
         "rate_slope_margin": 0.1, **fields})
     # a parabola in log10(rate) around the seed's best: the refinement finds it exactly
     sweepkit.finished_tuned(sweep, lambda a, seed: 2.0 + (math.log10(a["train.optimizer.lr"])
-                                                           - best_of(a["row"], a["size"], seed, slopes)) ** 2)
+                                                           - best_of(a["row"], a["size"], seed, slopes)) ** 2,
+                            declared)
     return sweep
 
 
@@ -105,3 +106,16 @@ def test_a_rate_that_diverged_counts_as_the_worst_and_the_parabola_is_read_on_th
     assert best_log_rate([3.0, 2.0, 3.0, math.nan], rates, "min") == (pytest.approx(-2.0), False)
     assert best_log_rate([1.0, math.nan, 2.0, 3.0], rates, "min") == (-3.0, True)
     assert best_log_rate([0.5, 0.9, 0.7, 0.1], rates, "max")[0] == pytest.approx(-2 + 0.5 * (0.2 - 0.4) / -0.6)
+
+
+@pytest.mark.parametrize("recorded, exploratory", [(0.1, False), (0.2, True)])
+def test_the_slopes_margin_is_part_of_the_question_the_runs_recorded(tmp_path, recorded, exploratory):
+    """A tuned comparison chooses its rates away, and the slope's margin with them; the question it
+    is held to is still the sweep file's, margin included."""
+    from zoo.sweep.question import declaration
+
+    planned = write_ladder(tmp_path / "planned", rate_slope_margin=recorded)
+    report = compare(write_ladder(tmp_path, declared=declaration(planned)).directory(), wandb_mode="disabled")
+    declared = report.analysis["declaration"]
+    assert declared.undeclared == 0 and declared.exploratory == exploratory
+    assert declared.changes == (["rate_slope_margin: 0.2 when cells ran, 0.1 now"] if exploratory else [])

@@ -33,7 +33,9 @@ class DeclarationSection(Section):
 
     @classmethod
     def compute(cls, analysis: Analysis) -> Declared:
-        now, recorded, undeclared = declaration(analysis.comparison.design), {}, 0
+        # the sweep file's question as read, not the tuned comparison's copy (whose tuned keys, and the
+        # best rate's slope asked of them, are chosen away)
+        now, recorded, undeclared = declaration(analysis.read.comparison.design), {}, 0
         for record in analysis.records:
             if record.declared is None:
                 undeclared += 1
