@@ -25,7 +25,8 @@ value's validation mean; `sensitivity`: each variant's LR sensitivity (Wortsman 
 its effects; `sizes`: each difference at each model size, its interaction with size, the verdict;
 `fits` (a sweep over sizes): each variant's law across them, each difference carried past the
 largest, and the predictions at sizes held out of the fits; `best_rates` (a tuned sweep over
-sizes): each variant's chosen values at every size, side by side;
+sizes): each variant's chosen values at every size, side by side; `rate_slopes` (a tuned sweep that
+declares rate_slope_margin): each variant's best rate's slope against log2(width), its tests and verdict;
 `count` (name `page`): how many Holm-adjusted p-values the page's tables show.
 A results folder holds what `zoo sweep` and `zoo compare` left: sweep.yaml, ledger.jsonl,
 report.md and the plots; `zoo reproduce experiments/results/NAME/ledger.jsonl` trains its cells again.
@@ -51,7 +52,7 @@ from zoo.sweep.spec import read_saved_sweep
 RESULTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(RESULTS))  # its table kinds beside it (run as a file, or loaded from one by the tests)
 from formats import analysed, figure, shown, signed  # noqa: E402
-from tuned_kinds import best_rates, choices, fits, sensitivity, sizes  # noqa: E402
+from tuned_kinds import best_rates, choices, fits, rate_slopes, sensitivity, sizes  # noqa: E402
 
 README = RESULTS / "README.md"
 """The results page; the project's README gives one line of each result and links here."""
@@ -250,7 +251,7 @@ def against_paper(folder: Path, metrics: list[str]) -> str:
 
 KINDS = {"effects": effects, "ranking": ranking, "interactions": interactions, "by_kind": by_kind, "falls": falls,
          "transfer": transfer, "against_paper": against_paper, "choices": choices, "sensitivity": sensitivity,
-         "sizes": sizes, "fits": fits, "best_rates": best_rates}
+         "sizes": sizes, "fits": fits, "best_rates": best_rates, "rate_slopes": rate_slopes}
 
 
 def render(text: str) -> str:

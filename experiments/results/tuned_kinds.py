@@ -1,6 +1,6 @@
 """The results page's tables of tuned sweeps and sizes: each variant's chosen values, its LR
-sensitivity (Wortsman et al. 2023), each difference across model sizes, and the laws fitted
-across them."""
+sensitivity (Wortsman et al. 2023), the slope of its best rate against width, each difference
+across model sizes, and the laws fitted across them."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from formats import analysed, figure, shown
 
 from zoo.compare.sections.laws import check_rows, difference_rows, law_rows
+from zoo.compare.sections.rate_transfer import SLOPE_COLUMNS, slope_rows
 from zoo.compare.sizes import size_keys
 from zoo.compare.tables import holm_said, markdown_table
 from zoo.sweep.names import value_text
@@ -56,6 +57,13 @@ def best_rates(folder: Path, metrics: list[str]) -> str:
              "|---" * (len(sweep.grid[size]) + 1) + "|"]
     lines += [f"| {rest} | " + " | ".join(at.get(s, "—") for s in sweep.grid[size]) + " |" for rest, at in rows.items()]
     return "\n".join(lines) + "\n"
+
+
+def rate_slopes(folder: Path, metrics: list[str]) -> str:
+    """A tuned sweep that declares rate_slope_margin: each variant's best rate's slope against
+    log2(width) over seeds, its t-test and TOST (Holm over the variants) and its verdict."""
+    found = analysed(folder, metrics[0])["rate_transfer"]
+    return "\n".join(markdown_table(SLOPE_COLUMNS, slope_rows(found))) + "\n"
 
 
 def fits(folder: Path, metrics: list[str]) -> str:
