@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs ben
 RESULTS = Path(__file__).resolve().parents[1] / "experiments" / "results"
 PUBLISHED = sorted(path.parent.name for path in RESULTS.glob("*/ledger.jsonl"))
 ON_A_CORPUS = {"lm-multi30k", "local-global-multi30k", "local-global-stdlib", "multi30k-norm", "mup-slope",
-               "mup-transfer", "narang-multi30k", "python-lm", "scale-ladder", "transfer-multi30k"}
+               "mup-transfer", "narang-multi30k", "python-lm", "scale-ladder", "token-ladder", "transfer-multi30k"}
 """Ledgers trained on a corpus a clone lacks (the full Multi30k, Python's standard library, a token
 store of Python source), each with its replay.pt.gz."""
 WHERE = ("data_dir", "path")
