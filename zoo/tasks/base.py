@@ -194,8 +194,8 @@ class Task:
     def rank_share(self, step: int, batch_size: int, rank: int, world: int,
                    unscored: frozenset[int]) -> tuple[tuple[Tensor, Tensor], int] | None:
         """This rank's rows (rank, rank + world, ...) of the global batch of `step` as (src, tgt)
-        (zoo.tasks.packing.Rows, with their offsets), read without the
-        others' rows, with the count of labels the whole global batch scores (`unscored`: ids whose
+        with their offsets (zoo.tasks.packing.Rows), read without the others' rows, with the count
+        of labels the whole global batch scores (`unscored`: ids whose
         labels the model's framing does not score); None where the task builds the global batch and
         each rank keeps its rows of it (the count then comes from the whole batch)."""
         return None

@@ -27,6 +27,13 @@ from zoo.trainer.picture import try_cross_attention_png
 from zoo.trainer.sharding import gathered
 
 
+def position_inputs(kind: type[ZooModel], spec, batch: tuple[Tensor, Tensor]) -> dict[str, Tensor]:
+    """What forward takes beside a held-out batch's ids: its rows' offsets, where the model
+    continues a document's positions across packed rows (as the feed's Batch.model_inputs)."""
+    offsets = offsets_of(batch) if kind.continues_positions(spec) else None
+    return {} if offsets is None else {"offsets": offsets}
+
+
 def until_eos(row: list[int], eos_id: int) -> list[int]:
     return row[: row.index(eos_id) + 1] if eos_id in row else row
 
@@ -48,12 +55,10 @@ def evaluate(model: ZooModel, task: Task, batches: list[tuple[Tensor, Tensor]], 
     model.eval()
     spec, kind = model.spec, type(model)
     tally = Tally(text_bytes=text_bytes)
-    continues = kind.continues_positions(spec)
     for batch in batches:
         src, tgt = (t.to(device) for t in batch)
         inputs, labels = kind.frame(spec, src, tgt)
-        offsets = offsets_of(batch) if continues else None
-        logits = (model(*inputs) if offsets is None else model(*inputs, offsets=offsets)).float()
+        logits = model(*inputs, **position_inputs(kind, spec, batch)).float()
         real = labels != spec.pad_id
         tally.loss_sum += F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=spec.pad_id,
                                           reduction="sum").item()
@@ -135,12 +140,11 @@ class Evaluator:
         inputs, labels = kind.frame(spec, src, tgt)
         padding = tuple(None if m is None else m.to(self.device) for m in kind.input_masks(spec, inputs))
         inputs = tuple(t.to(self.device) for t in inputs)
-        offsets = offsets_of(self.batches[0]) if kind.continues_positions(spec) else None
         was_training = model.training
         model.eval()
         try:
             return mechanism_metrics(model, inputs, padding, (labels != spec.pad_id).to(self.device),
-                                     **({} if offsets is None else {"offsets": offsets}))
+                                     **position_inputs(kind, spec, self.batches[0]))
         finally:
             model.train(was_training)
 
