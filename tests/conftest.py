@@ -19,25 +19,35 @@ from zoo.model.generate import never_emitted
 from zoo.specs.choices import parse_choice_text, settings_model
 from zoo.specs.registries import kinds
 
-if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # each worker its share of the cores, not all of them,
-    share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
-    torch.set_num_threads(share)
-    os.environ["OMP_NUM_THREADS"] = str(share)  # and so each process a test starts (a sweep's workers split it)
-
-
 LAYER_PATTERNS = {"same": {}, "alternate": {"local": {"every": 2, "at": 0, "set": {"window": 3, "d_ff": 24}}}}
 """The grid's per-layer patterns: every layer alike, or the even layers (the first of each stack)
 windowed and narrower than the odd ones."""
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+"""What sets the threads of torch, of numpy's OpenBLAS and of MKL, each read once, as its library loads."""
+
+
 def pytest_configure(config):
-    """Byte-compile the zoo's sources once, before any test (in the controller, not in each
-    worker): the hundreds of processes the tests start (runs, sweep workers, torchrun ranks) then
-    load bytecode. Where PYTHONDONTWRITEBYTECODE is set (as on the machine CI runs on)
-    no import writes it, and each process compiled the zoo again (0.3 s a start)."""
-    if not hasattr(config, "workerinput"):
-        for folder in ("zoo", "variants", "tests"):
-            compileall.compile_dir(Path(__file__).resolve().parents[1] / folder, quiet=1)
+    """In the controller, before any worker starts: byte-compile the zoo's sources once, and give
+    each worker its share of the cores.
+
+    Bytecode: the hundreds of processes the tests start (runs, sweep workers, torchrun ranks) load
+    it. Where PYTHONDONTWRITEBYTECODE is set (as on the machine CI runs on) no import writes it,
+    and each process compiled the zoo again (0.3 s a start).
+
+    Threads: set in the environment the workers inherit, and so each process a test starts (a
+    sweep's workers split it). A worker that set them itself did so after importing torch, which
+    loads numpy and its OpenBLAS: those kept a thread per core, which spun against the other
+    worker (the published comparison of every ledger took 55 s of CPU in the suite, 19 s alone)."""
+    if hasattr(config, "workerinput"):
+        return
+    for folder in ("zoo", "variants", "tests"):
+        compileall.compile_dir(Path(__file__).resolve().parents[1] / folder, quiet=1)
+    workers = config.getoption("numprocesses", None)
+    if isinstance(workers, int) and workers > 0:
+        share = str(max(1, (os.cpu_count() or 1) // workers))
+        os.environ.update(dict.fromkeys(THREAD_VARIABLES, share))
 
 
 def name_of(fields: dict) -> str:
