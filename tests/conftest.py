@@ -127,6 +127,27 @@ def trained_run(tmp_path_factory):
     return zoo.train(tiny_experiment(tmp_path_factory.mktemp("trained-run"), train={"steps": 40}))
 
 
+@pytest.fixture(scope="session")
+def kept_children():
+    from zoo.sweep.warm_retrain import WarmChildren
+
+    children = WarmChildren()
+    yield children
+    children.close()
+
+
+@pytest.fixture
+def warm_retraining(kept_children):
+    """Cells trained again (zoo reproduce, the rounding benchmark) in children kept for the whole
+    test process (zoo.sweep.warm_retrain): a child's start, about 3 s of CPU, is paid once per
+    environment instead of once per cell (28 published ledgers, each trained a few seconds).
+    Only the tests that ask for it retrain in them."""
+    from zoo.sweep.warm_retrain import warm_children
+
+    with warm_children(kept_children):
+        yield
+
+
 def tiny(name: str, **overrides) -> zoo.ModelSpec:
     return zoo.spec(name, **{**TINY, **overrides})
 

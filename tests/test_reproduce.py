@@ -20,7 +20,8 @@ from zoo.sweep import Ledger, cell_experiment, run_sweep
 from zoo.sweep.reproduce import EARLY_TOLERANCE, describe, reproduce
 from zoo.sweep.retrain import cpu_capabilities
 
-pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
+pytestmark = [pytest.mark.slow,  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
+              pytest.mark.usefixtures("warm_retraining")]
 
 MAIN_JOB = Path(__file__).resolve().parents[1] / "experiments" / "results" / "seed-axes" / "ledger.jsonl"
 MAIN_CELL = "norm=pre,position=sinusoidal,attention=fused,ffn=gelu,seed=0"

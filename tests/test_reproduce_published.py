@@ -11,7 +11,8 @@ import pytest
 from zoo.sweep.reproduce import describe, reproduce, sensitive_cell
 from zoo.sweep.spec import read_saved_sweep
 
-pytestmark = pytest.mark.slow  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
+pytestmark = [pytest.mark.slow,  # trains whole runs, starts processes or runs benchmarks: not in the fast tier
+              pytest.mark.usefixtures("warm_retraining")]
 
 RESULTS = Path(__file__).resolve().parents[1] / "experiments" / "results"
 PUBLISHED = sorted(path.parent.name for path in RESULTS.glob("*/ledger.jsonl"))

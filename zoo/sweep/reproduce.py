@@ -60,6 +60,7 @@ from zoo.sweep.record_differences import (
 )
 from zoo.sweep.retrain import other_rounding, other_roundings, retrain
 from zoo.sweep.spec import SweepSpec, cell_experiment, confirmation_cells, expand, read_saved_sweep
+from zoo.sweep.warm_retrain import warm_children
 
 EARLY_STEPS = 20
 """The early window: the losses logged to this step (or to the first logged step, if later)."""
@@ -238,7 +239,7 @@ def reproduce(ledger_path: str | Path, names: Sequence[str] = (), sets: Sequence
         raise ConfigError(f"zoo reproduce: {ledger_path} holds no finished cell of its sweep's grid: nothing to "
                           f"reproduce{damage(Path(ledger_path))}")
     out = []
-    with tempfile.TemporaryDirectory(prefix="zoo-reproduce-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="zoo-reproduce-") as scratch, warm_children():
         for name in names or sorted(finished, key=lambda n: finished[n][0].index):
             cell, record = finished[name]
             result = rerun(cell_experiment(sweep, base, cell).model_dump(mode="json"), record, Path(scratch), early,

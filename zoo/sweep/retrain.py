@@ -1,5 +1,6 @@
-"""A recorded cell trained again in a process of its own, so that its thread count and CPU
-capability are the ones asked for (torch reads ATEN_CPU_CAPABILITY once, at start):
+"""A recorded cell trained again in a child process, so that its thread count and CPU capability
+are the ones asked for (torch reads ATEN_CPU_CAPABILITY once, at start); inside
+zoo.sweep.warm_retrain's `warm_children()`, in a child kept for the next cell of that environment:
 
     python -m zoo.sweep.retrain EXPERIMENT.yaml OUT.json [--until N [--replay FILE]]
 
@@ -13,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from contextvars import ContextVar
 from pathlib import Path
 
 import torch
@@ -26,6 +28,10 @@ CAPABILITY = "ATEN_CPU_CAPABILITY"
 X86_LEVELS = ("default", "avx2", "avx512")
 """torch's CPU capabilities on x86-64, each holding the one before: a process may be told to use
 the one torch detects or any below it, never one above (its kernels would die of SIGILL)."""
+ENTRY = [sys.executable, "-m", "zoo.sweep.retrain"]
+"""The command that runs this module's main."""
+KEPT: ContextVar = ContextVar("kept_children", default=None)
+"""Inside zoo.sweep.warm_retrain's `warm_children()`, the children it keeps: `retrain` hands them its cell."""
 
 
 def retrain(experiment: dict, threads: int, scratch: Path, until: int | None = None,
@@ -35,6 +41,9 @@ def retrain(experiment: dict, threads: int, scratch: Path, until: int | None = N
     threads and the environment variables given; a failure raises ZooError with its last line.
     `entry` is the command that runs this module's main (a benchmark's, to change the code)."""
     command, env, out = retrain_command(experiment, threads, scratch, until, environment, entry, replay)
+    children = KEPT.get()
+    if children is not None and entry is None:  # this module's own main, run in a child kept warm
+        return children.retrain(command[len(ENTRY):], env, out)
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     return retrained(done.returncode, done.stderr, out, env)
 
@@ -51,7 +60,7 @@ def retrain_command(experiment: dict, threads: int, scratch: Path, until: int | 
     file, out = work / "experiment.yaml", work / "record.json"
     file.write_text(dump_yaml(experiment), encoding="utf-8")
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), **(environment or {})}
-    command = [*(entry or [sys.executable, "-m", "zoo.sweep.retrain"]), str(file), str(out)]
+    command = [*(entry or ENTRY), str(file), str(out)]
     command += ["--until", str(until)] if until else []
     command += ["--replay", str(replay)] if replay else []
     return command, env, out
@@ -100,7 +109,9 @@ def other_rounding(threads: int) -> tuple[dict[str, str], str]:
     return {"OMP_NUM_THREADS": more, "MKL_NUM_THREADS": more}, f"{more} threads instead of {threads}"
 
 
-def main(argv: list[str] | None = None) -> None:
+def retrain_here(argv: list[str]) -> None:
+    """Train what `argv` (this module's arguments) asks, in this process, and write its record;
+    ZooError says why it could not."""
     from zoo.provenance import environment
     from zoo.specs.experiment import load_experiment
     from zoo.sweep.replay import replayed_task
@@ -113,24 +124,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--until", type=int)
     parser.add_argument("--replay")
     args = parser.parse_args(argv)
+    experiment = load_experiment(args.experiment)
+    if args.replay and not args.until:
+        raise ZooError("--replay holds an early window's batches only: give --until")
+    if args.until:
+        task = replayed_task(args.replay, experiment.task, experiment.train.seed) if args.replay else None
+        trainer = Trainer(experiment, task=task)
+        with freed_memory_kept():
+            history = trainer.first_steps(args.until)
+        record = RunRecord(status="interrupted", name=trainer.name, steps=trainer.step, history=history,
+                           first_loss=trainer.watch.first_loss, threads=torch.get_num_threads(),
+                           environment=environment(trainer.device))
+    else:
+        result = train(experiment)
+        record = read_result(result.run_dir / "result.json")
+    Path(args.out).write_text(json.dumps(record.model_dump(mode="json")), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> None:
     try:
-        experiment = load_experiment(args.experiment)
-        if args.replay and not args.until:
-            raise ZooError("--replay holds an early window's batches only: give --until")
-        if args.until:
-            task = replayed_task(args.replay, experiment.task, experiment.train.seed) if args.replay else None
-            trainer = Trainer(experiment, task=task)
-            with freed_memory_kept():
-                history = trainer.first_steps(args.until)
-            record = RunRecord(status="interrupted", name=trainer.name, steps=trainer.step, history=history,
-                               first_loss=trainer.watch.first_loss, threads=torch.get_num_threads(),
-                               environment=environment(trainer.device))
-        else:
-            result = train(experiment)
-            record = read_result(result.run_dir / "result.json")
+        retrain_here(sys.argv[1:] if argv is None else argv)
     except ZooError as err:
         sys.exit(f"zoo: {err}")
-    Path(args.out).write_text(json.dumps(record.model_dump(mode="json")), encoding="utf-8")
 
 
 if __name__ == "__main__":
