@@ -17,7 +17,6 @@ its log).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import traceback
@@ -106,12 +105,9 @@ def serve_retraining() -> None:
     """A warm child: train each requested cell until stdin closes or a cell fails unexplained."""
     import torch
 
-    from zoo.sweep.worker import forget_compiled, output_to
+    from zoo.sweep.worker import forget_compiled, output_to, replies_channel
 
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)  # nothing but replies may reach the parent through the child's stdout
-    os.close(devnull)
+    replies = replies_channel()
     for line in sys.stdin:
         request = json.loads(line)
         threads, error, trusted = torch.get_num_threads(), None, True

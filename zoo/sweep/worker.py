@@ -90,14 +90,21 @@ def serve(requests: IO[str], replies: IO[str]) -> None:
             return
 
 
+def replies_channel() -> IO[str]:
+    """The stdout this process was started with, kept for its replies alone: file descriptor 1
+    goes to /dev/null, so nothing a cell prints can reach the parent through it."""
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    return replies
+
+
 def main() -> None:
     from zoo.trainer.guards import die_with_parent
 
     die_with_parent()  # as `zoo train` does: a worker outlives no sweep
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)  # nothing but replies may reach the sweep through the worker's stdout
-    os.close(devnull)
+    replies = replies_channel()
     try:
         serve(sys.stdin, replies)
     except KeyboardInterrupt:  # the sweep's Ctrl-C, passed on between cells: nothing to save
